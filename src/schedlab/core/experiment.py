@@ -1,0 +1,335 @@
+"""Experiments as data: Claim and Result types, the registry, and the seed-sweep runner.
+
+A headline experiment is a plain function ``(**scale_kwargs, seed) -> Result`` registered with
+:func:`register`. The harness, not the experiment, decides the seeds, the executor and where the
+report goes, so every system is reproduced the same way.
+"""
+
+from __future__ import annotations
+
+import importlib
+import importlib.util
+import io
+import operator
+import traceback
+from collections.abc import Callable, Iterable, Sequence
+from dataclasses import dataclass, field, replace
+from typing import Any, Literal
+
+import polars as pl
+
+from schedlab.core.errors import MissingDependencyError, SchedlabError, UnknownNameError
+from schedlab.core.systems import CORE, SYSTEM_NAMES, normalise_system
+
+Comparison = Literal[">=", "<=", ">", "<", "=="]
+Scale = Literal["quick", "full"]
+_COMPARE: dict[str, Callable[[float, float], bool]] = {
+    ">=": operator.ge, "<=": operator.le, ">": operator.gt, "<": operator.lt,
+}
+
+
+@dataclass(frozen=True)
+class Claim:
+    """One statement from a paper, the figure we measured for it, and whether it holds.
+
+    ``target`` is the paper's figure where it gives one (same direction and magnitude); where our
+    setting differs, ``statement`` says how. Never a number picked so that the claim passes.
+    """
+
+    statement: str
+    metric: str
+    measured: float
+    target: float
+    comparison: Comparison = ">="
+    paper_figure: str = ""
+    required: bool = False
+    tolerance: float = 0.0  # only for "==": |measured - target| <= tolerance
+
+    def __post_init__(self) -> None:
+        if self.comparison not in (*_COMPARE, "=="):
+            raise SchedlabError(f"unknown comparison {self.comparison!r}", field="comparison")
+
+    @property
+    def holds(self) -> bool:
+        return claim_holds(self.measured, self.target, self.comparison, self.tolerance)
+
+
+def claim_holds(measured: float, target: float, comparison: str, tolerance: float = 0.0) -> bool:
+    if measured != measured:  # NaN never satisfies a claim
+        return False
+    if comparison == "==":
+        return abs(measured - target) <= tolerance
+    return bool(_COMPARE[comparison](measured, target))
+
+
+@dataclass(frozen=True)
+class Figure:
+    """A rendered figure: PNG bytes travel across processes where Matplotlib objects would not."""
+
+    name: str
+    png: bytes
+    caption: str = ""
+
+    @classmethod
+    def from_matplotlib(cls, fig: Any, name: str, caption: str = "", dpi: int = 110) -> Figure:
+        import matplotlib.pyplot as plt
+
+        buffer = io.BytesIO()
+        fig.savefig(buffer, format="png", dpi=dpi, bbox_inches="tight")
+        plt.close(fig)
+        return cls(name=name, png=buffer.getvalue(), caption=caption)
+
+
+@dataclass
+class Result:
+    """What one (experiment, seed) run produced. The harness fills system/experiment/scale/seed."""
+
+    frame: pl.DataFrame
+    claims: list[Claim] = field(default_factory=list)
+    figures: list[Figure] = field(default_factory=list)
+    notes: str = ""
+    system: str = ""
+    experiment: str = ""
+    scale: str = ""
+    seed: int = 0
+    seconds: float = 0.0
+
+
+@dataclass
+class Failure:
+    """An experiment that raised; kept so one broken system does not hide the others' results."""
+
+    system: str
+    experiment: str
+    seed: int
+    error: str
+    details: str
+
+
+@dataclass(frozen=True)
+class Experiment:
+    system: str
+    name: str
+    fn: Callable[..., Result]
+    quick: dict[str, Any]
+    full: dict[str, Any]
+    description: str = ""
+
+    @property
+    def key(self) -> str:
+        return f"{self.system}.{self.name}"
+
+    def kwargs(self, scale: Scale) -> dict[str, Any]:
+        return dict(self.quick if scale == "quick" else self.full)
+
+
+_REGISTRY: dict[str, Experiment] = {}
+
+
+def register(
+    system: str,
+    *,
+    quick: dict[str, Any] | None = None,
+    full: dict[str, Any] | None = None,
+    name: str | None = None,
+) -> Callable[[Callable[..., Result]], Callable[..., Result]]:
+    """Register a headline experiment; the decorated function is returned unchanged."""
+    system = normalise_system(system)
+
+    def decorate(fn: Callable[..., Result]) -> Callable[..., Result]:
+        doc = (fn.__doc__ or "").strip().splitlines()
+        experiment = Experiment(
+            system=system,
+            name=name or fn.__name__,
+            fn=fn,
+            quick=dict(quick or {}),
+            full=dict(full if full is not None else quick or {}),
+            description=doc[0] if doc else "",
+        )
+        _REGISTRY[experiment.key] = experiment
+        return fn
+
+    return decorate
+
+
+def module_exists(dotted: str) -> bool:
+    """True when ``dotted`` can be imported; unlike find_spec, never raises for a missing parent."""
+    parts = dotted.split(".")
+    for depth in range(1, len(parts) + 1):
+        if importlib.util.find_spec(".".join(parts[:depth])) is None:
+            return False
+    return True
+
+
+def _import_experiments(system: str) -> None:
+    module = "schedlab.core.selfcheck" if system == CORE else f"schedlab.{system}.experiment"
+    if not module_exists(module):
+        return
+    try:
+        importlib.import_module(module)
+    except ModuleNotFoundError as exc:
+        if exc.name and not exc.name.startswith("schedlab"):
+            raise MissingDependencyError(
+                f"system '{system}' needs the package '{exc.name}'",
+                hint="pip install -e '.[all]'",
+            ) from exc
+        raise
+
+
+def experiments(systems: Iterable[str] | None = None) -> list[Experiment]:
+    """The registered experiments of ``systems`` (all when None), importing them on demand."""
+    wanted = [normalise_system(s) for s in systems] if systems else [CORE, *SYSTEM_NAMES]
+    for system in wanted:
+        _import_experiments(system)
+    return [e for e in _REGISTRY.values() if e.system in wanted]
+
+
+def implemented_systems() -> set[str]:
+    """Systems that have at least one registered experiment (import failures count as not)."""
+    found = set()
+    for system in SYSTEM_NAMES:
+        try:
+            if experiments([system]):
+                found.add(system)
+        except MissingDependencyError:
+            continue
+    return found
+
+
+def get_experiment(key: str) -> Experiment:
+    system = key.split(".", 1)[0]
+    experiments([system])
+    if key not in _REGISTRY:
+        raise UnknownNameError("experiment", key, sorted(_REGISTRY))
+    return _REGISTRY[key]
+
+
+@dataclass(frozen=True)
+class Job:
+    """One unit of a sweep; plain data so it pickles to any executor."""
+
+    key: str
+    scale: Scale
+    seed: int
+
+
+def run_job(job: Job) -> Result | Failure:
+    """Run one (experiment, seed); module-level so process pools and Ray can pickle it."""
+    import time
+
+    experiment = get_experiment(job.key)
+    start = time.perf_counter()
+    try:
+        result = experiment.fn(**experiment.kwargs(job.scale), seed=job.seed)
+    except Exception as exc:  # an experiment's bug must not take the whole sweep down
+        return Failure(experiment.system, experiment.name, job.seed,
+                       f"{type(exc).__name__}: {exc}", traceback.format_exc())
+    if not isinstance(result, Result):
+        return Failure(experiment.system, experiment.name, job.seed,
+                       f"returned {type(result).__name__}, not Result", "")
+    return replace(result, system=experiment.system, experiment=experiment.name,
+                   scale=job.scale, seed=job.seed, seconds=time.perf_counter() - start)
+
+
+@dataclass
+class Sweep:
+    """Everything a reproduce run produced, ordered by (experiment, seed)."""
+
+    results: list[Result]
+    failures: list[Failure]
+    scale: str
+    seeds: list[int]
+
+
+def run_sweep(
+    selected: Sequence[Experiment],
+    seeds: Sequence[int],
+    scale: Scale,
+    executor: Any,
+    on_done: Callable[[Job, Result | Failure], None] | None = None,
+) -> Sweep:
+    """Fan every (experiment, seed) out to ``executor`` and collect results in a stable order."""
+    jobs = [Job(e.key, scale, seed) for e in selected for seed in seeds]
+    outcomes: dict[int, Result | Failure] = {}
+    for index, outcome in executor.map_unordered(run_job, jobs):
+        outcomes[index] = outcome
+        if on_done is not None:
+            on_done(jobs[index], outcome)
+    ordered = [outcomes[i] for i in range(len(jobs))]
+    return Sweep(
+        results=[o for o in ordered if isinstance(o, Result)],
+        failures=[o for o in ordered if isinstance(o, Failure)],
+        scale=scale,
+        seeds=list(seeds),
+    )
+
+
+CLAIM_COLUMNS = ("system", "claim", "paper_figure", "target", "measured", "holds")
+
+
+def claims_frame(sweep: Sweep) -> pl.DataFrame:
+    """One row per claim: mean and 95% CI of the measured figure over seeds; holds on the mean.
+
+    Columns start with :data:`CLAIM_COLUMNS` (the claims.csv contract), then experiment, metric,
+    comparison, measured_ci95, seeds, seeds_holding, required.
+    """
+    from schedlab.core.metrics import mean_ci95
+
+    groups: dict[tuple[str, str, str], list[tuple[Result, Claim]]] = {}
+    for result in sweep.results:
+        for claim in result.claims:
+            groups.setdefault((result.system, result.experiment, claim.statement), []).append(
+                (result, claim)
+            )
+    rows = []
+    for (system, experiment, statement), members in groups.items():
+        first = members[0][1]
+        values = [claim.measured for _, claim in members]
+        finite = [v for v in values if v == v]
+        mean, ci = mean_ci95(finite) if finite else (float("nan"), float("nan"))
+        rows.append(dict(
+            system=system, claim=statement, paper_figure=first.paper_figure,
+            target=float(first.target), measured=mean,
+            holds=claim_holds(mean, first.target, first.comparison, first.tolerance),
+            experiment=experiment, metric=first.metric, comparison=first.comparison,
+            measured_ci95=ci, seeds=len(members),
+            seeds_holding=sum(claim.holds for _, claim in members), required=first.required,
+        ))
+    schema = {
+        "system": pl.String, "claim": pl.String, "paper_figure": pl.String,
+        "target": pl.Float64, "measured": pl.Float64, "holds": pl.Boolean,
+        "experiment": pl.String, "metric": pl.String, "comparison": pl.String,
+        "measured_ci95": pl.Float64, "seeds": pl.Int64, "seeds_holding": pl.Int64,
+        "required": pl.Boolean,
+    }
+    return pl.DataFrame(rows, schema=schema)
+
+
+def measurements_frame(sweep: Sweep) -> pl.DataFrame:
+    """All results' frames stacked, tagged with system/experiment/scale/seed.
+
+    Frames of different systems have different columns (filled with nulls); where two frames
+    disagree on a column's type the column is kept as text rather than dropping data.
+    """
+    frames = []
+    for r in sweep.results:
+        if r.frame.width == 0:
+            continue
+        tags = pl.DataFrame({"system": [r.system], "experiment": [r.experiment],
+                             "scale": [r.scale], "seed": [r.seed]})
+        frames.append(tags.join(r.frame, how="cross"))
+    if not frames:
+        return pl.DataFrame(schema={"system": pl.String, "experiment": pl.String,
+                                    "scale": pl.String, "seed": pl.Int64})
+    try:
+        return pl.concat(frames, how="diagonal_relaxed")
+    except (pl.exceptions.SchemaError, pl.exceptions.ComputeError,
+            pl.exceptions.InvalidOperationError):
+        types: dict[str, set] = {}
+        for f in frames:
+            for name, dtype in f.schema.items():
+                types.setdefault(name, set()).add(dtype)
+        clash = [n for n, kinds in types.items() if len(kinds) > 1]
+        frames = [f.with_columns([pl.col(c).cast(pl.String) for c in clash if c in f.columns])
+                  for f in frames]
+        return pl.concat(frames, how="diagonal_relaxed")

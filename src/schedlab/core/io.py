@@ -1,0 +1,189 @@
+"""Atomic writes and table/trace readers that fail with the file, line and field named.
+
+Why atomic: a report or a result file that a crash (or Ctrl-C) cut in half is worse than none,
+because the next reader trusts it. Everything schedlab writes goes to a temporary file in the
+same directory, is flushed to disk, and is renamed over the target in one step.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import tempfile
+from collections.abc import Callable, Iterator
+from pathlib import Path
+from typing import IO, Any, TypeVar
+
+import polars as pl
+
+from schedlab.core.errors import BadInputError, SchedlabError
+
+T = TypeVar("T")
+
+
+@contextlib.contextmanager
+def atomic_write(path: str | Path, mode: str = "w", encoding: str | None = "utf-8") -> Iterator[IO]:
+    """Open a temporary sibling of ``path`` for writing; rename it over ``path`` on success.
+
+    On any exception (including KeyboardInterrupt) the temporary file is removed and ``path`` is
+    left exactly as it was.
+    """
+    path = Path(path)
+    ensure_directory(path.parent)
+    binary = "b" in mode
+    fd, tmp_name = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
+    try:
+        with os.fdopen(fd, mode, encoding=None if binary else encoding) as handle:
+            yield handle
+            handle.flush()
+            os.fsync(handle.fileno())
+        os.chmod(tmp_name, 0o666 & ~_umask())  # mkstemp's 0600 would surprise other readers
+        os.replace(tmp_name, path)
+    except BaseException:
+        with contextlib.suppress(FileNotFoundError):
+            os.unlink(tmp_name)
+        raise
+
+
+def _umask() -> int:
+    current = os.umask(0)
+    os.umask(current)
+    return current
+
+
+def write_text(path: str | Path, text: str) -> Path:
+    with atomic_write(path, "w") as handle:
+        handle.write(text)
+    return Path(path)
+
+
+def write_bytes(path: str | Path, data: bytes) -> Path:
+    with atomic_write(path, "wb") as handle:
+        handle.write(data)
+    return Path(path)
+
+
+def ensure_directory(path: str | Path) -> Path:
+    """Create ``path`` as a directory, or explain clearly why it cannot be one."""
+    path = Path(path)
+    if path.exists() and not path.is_dir():
+        raise BadInputError("exists and is not a directory", path=path)
+    try:
+        path.mkdir(parents=True, exist_ok=True)
+    except (FileExistsError, NotADirectoryError) as exc:
+        raise BadInputError("a parent of this path is a file, not a directory", path=path) from exc
+    except PermissionError as exc:
+        raise BadInputError("permission denied creating directory", path=path) from exc
+    return path
+
+
+def write_frame(frame: pl.DataFrame, path: str | Path) -> Path:
+    """Write a Polars frame as Parquet or CSV (by suffix), atomically."""
+    path = Path(path)
+    suffix = path.suffix.lower()
+    if suffix not in (".parquet", ".csv"):
+        raise BadInputError("tables are written as .parquet or .csv", path=path)
+    with atomic_write(path, "wb") as handle:
+        if suffix == ".parquet":
+            frame.write_parquet(handle)
+        else:
+            frame.write_csv(handle)
+    return path
+
+
+def read_frame(path: str | Path, required: dict[str, type] | None = None) -> pl.DataFrame:
+    """Read a CSV or Parquet table and check that ``required`` columns exist and are numeric.
+
+    ``required`` maps a column name to ``float``/``int``/``str``; numeric columns are cast and a
+    value that does not parse is reported with its 1-based data line (header is line 1 in CSV).
+    """
+    path = Path(path)
+    if not path.is_file():
+        raise BadInputError("no such file", path=path)
+    try:
+        if path.suffix.lower() == ".parquet":
+            frame = pl.read_parquet(path)
+        else:
+            frame = pl.read_csv(path, infer_schema_length=0)  # all strings: we cast and report
+    except Exception as exc:  # polars/pyarrow raise many types; the user needs the file name
+        raise BadInputError(f"cannot be read as a table: {_first_line(exc)}", path=path) from exc
+    for column, kind in (required or {}).items():
+        if column not in frame.columns:
+            raise BadInputError(
+                f"missing column; the table has {', '.join(frame.columns) or 'no columns'}",
+                path=path,
+                field=column,
+            )
+        if kind in (int, float):
+            frame = frame.with_columns(_cast_checked(frame, column, kind, path))
+    return frame
+
+
+def _cast_checked(frame: pl.DataFrame, column: str, kind: type, path: Path) -> pl.Series:
+    dtype = pl.Int64 if kind is int else pl.Float64
+    series = frame[column]
+    cast = series.cast(dtype, strict=False)
+    bad = cast.is_null() & series.is_not_null()
+    if bad.any():
+        index = int(bad.arg_max())
+        line = index + 2 if path.suffix.lower() == ".csv" else index + 1
+        raise BadInputError(
+            f"value {series[index]!r} is not a number", path=path, line=line, field=column
+        )
+    return cast
+
+
+def parse_lines(
+    path: str | Path,
+    parse: Callable[[str, int], T | None],
+    *,
+    encoding: str = "utf-8",
+) -> Iterator[T]:
+    """Yield ``parse(line, lineno)`` for each line, wrapping any parse failure with file:line.
+
+    ``parse`` returns None for lines to skip (comments, headers) and raises ValueError/KeyError/
+    IndexError (or a BadInputError) for malformed ones.
+    """
+    path = Path(path)
+    if not path.is_file():
+        raise BadInputError("no such file", path=path)
+    with open(path, encoding=encoding, errors="strict") as handle:
+        lineno = 0
+        try:
+            for lineno, line in enumerate(handle, start=1):
+                item = parse(line.rstrip("\n"), lineno)
+                if item is not None:
+                    yield item
+        except UnicodeDecodeError as exc:
+            raise BadInputError("is not valid UTF-8 text", path=path, line=lineno + 1) from exc
+        except SchedlabError as exc:
+            if exc.path is None:
+                exc.path, exc.line = path, exc.line or lineno
+            raise
+        except (ValueError, KeyError, IndexError, TypeError) as exc:
+            message = f"malformed record: {_first_line(exc)}"
+            raise BadInputError(message, path=path, line=lineno) from exc
+
+
+def _first_line(exc: BaseException) -> str:
+    text = str(exc).strip() or type(exc).__name__
+    return text.splitlines()[0][:200]
+
+
+def jsonable(value: Any) -> Any:
+    """Make numpy scalars, paths and nested containers JSON-serialisable."""
+    import numpy as np
+
+    if isinstance(value, dict):
+        return {str(k): jsonable(v) for k, v in value.items()}
+    if isinstance(value, list | tuple):
+        return [jsonable(v) for v in value]
+    if isinstance(value, np.generic):
+        return value.item()
+    if isinstance(value, np.ndarray):
+        return value.tolist()
+    if isinstance(value, Path):
+        return str(value)
+    if isinstance(value, float) and value != value:  # NaN is not JSON
+        return None
+    return value

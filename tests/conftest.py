@@ -1,0 +1,23 @@
+"""Shared test settings: Hypothesis without deadlines (CI has 2 slow cores)."""
+
+import os
+from pathlib import Path
+
+import pytest
+from hypothesis import HealthCheck, settings
+
+settings.register_profile(
+    "ci", deadline=None, max_examples=60, suppress_health_check=[HealthCheck.too_slow]
+)
+settings.load_profile(os.environ.get("HYPOTHESIS_PROFILE", "ci"))
+
+#: real public traces live beside the project, never inside it
+SHARED_DATA = Path(__file__).resolve().parents[1].parent / "shared" / "data"
+
+
+@pytest.fixture
+def shared_data() -> Path:
+    """Path to ../shared/data; tests that need it skip cleanly where it is absent."""
+    if not SHARED_DATA.is_dir():
+        pytest.skip("../shared/data is not present")
+    return SHARED_DATA
