@@ -139,10 +139,20 @@ def _mount_system_apps() -> None:
             app.add_typer(module.app, name=info.name, hidden=True)
 
 
+_mounted: list[bool] = []
+
+
+def _mount_system_apps_once() -> None:
+    """Mount system groups once per process (tests build the app repeatedly)."""
+    if not _mounted:
+        _mount_system_apps()
+        _mounted.append(True)
+
+
 def main() -> None:
     """Console-script entry point."""
     try:
-        _mount_system_apps()
+        _mount_system_apps_once()
     except MissingDependencyError as exc:  # pragma: no cover - depends on the install
         err_console.print(f"[red]error:[/red] {exc}")
         raise SystemExit(2) from None

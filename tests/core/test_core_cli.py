@@ -1,0 +1,89 @@
+"""The schedlab command as a user meets it: list, reproduce, errors, --json."""
+
+import json
+from pathlib import Path
+
+import pytest
+from typer.testing import CliRunner
+
+from schedlab import cli
+
+runner = CliRunner()
+
+
+def invoke(*args: str):
+    cli._mount_system_apps_once()
+    return runner.invoke(cli.app, list(args))
+
+
+def test_version():
+    result = invoke("--version")
+    assert result.exit_code == 0 and result.stdout.startswith("schedlab ")
+
+
+def test_list_json_has_sixteen_systems():
+    result = invoke("list", "--json")
+    assert result.exit_code == 0
+    rows = json.loads(result.stdout)
+    assert len(rows) == 16
+    assert {r["status"] for r in rows} <= {"implemented", "planned"}
+
+
+def test_reproduce_unknown_system_is_one_line_error(tmp_path: Path):
+    result = invoke("reproduce", "nosuchsystem", "--out", str(tmp_path))
+    assert result.exit_code == 2
+    message = result.stderr.strip()
+    assert "nosuchsystem" in message and "xbucket" in message and "hydra_mcs" in message
+    assert "Traceback" not in result.output
+
+
+def test_reproduce_out_pointing_at_a_file(tmp_path: Path):
+    target = tmp_path / "a-file"
+    target.write_text("keep me")
+    result = invoke("reproduce", "core", "--quick", "--out", str(target))
+    assert result.exit_code == 2
+    assert "not a directory" in result.stderr and "a-file" in result.stderr
+    assert target.read_text() == "keep me"
+
+
+def test_reproduce_json_prints_one_document(tmp_path: Path):
+    result = invoke("reproduce", "core", "--quick", "--seeds", "2", "--jobs", "1",
+                    "--out", str(tmp_path), "--json")
+    assert result.exit_code == 0, result.output
+    document = json.loads(result.stdout)
+    assert {c["system"] for c in document["claims"]} == {"core"}
+    assert all(c["holds"] for c in document["claims"])
+    assert (tmp_path / "index.html").is_file()
+
+
+def test_interrupt_keeps_previous_report(tmp_path: Path, monkeypatch: pytest.MonkeyPatch):
+    first = invoke("reproduce", "core", "--quick", "--seeds", "1", "--jobs", "1",
+                   "--out", str(tmp_path))
+    assert first.exit_code == 0
+    before = {p.name: p.read_bytes() for p in tmp_path.iterdir() if p.is_file()}
+
+    def interrupted(*args, **kwargs):
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr(cli, "run_sweep", interrupted)
+    second = invoke("reproduce", "core", "--quick", "--jobs", "1", "--out", str(tmp_path))
+    assert second.exit_code == 130
+    after = {p.name: p.read_bytes() for p in tmp_path.iterdir() if p.is_file()}
+    assert after == before  # nothing new, nothing half-written, no temp files
+
+
+def test_required_claim_failure_exits_1(tmp_path: Path, monkeypatch: pytest.MonkeyPatch):
+    from schedlab.core import experiment as exp
+    from schedlab.core.experiment import Claim, Result
+
+    def failing(seed: int) -> Result:
+        import polars as pl
+
+        return Result(pl.DataFrame({"x": [1]}),
+                      claims=[Claim("must hold", "x", 0.0, 1.0, ">=", required=True)])
+
+    monkeypatch.setitem(exp._REGISTRY, "core.failing",
+                        exp.Experiment("core", "failing", failing, {}, {}))
+    result = invoke("reproduce", "core", "--quick", "--seeds", "1", "--jobs", "1",
+                    "--out", str(tmp_path))
+    assert result.exit_code == 1
