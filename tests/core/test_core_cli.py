@@ -87,3 +87,28 @@ def test_required_claim_failure_exits_1(tmp_path: Path, monkeypatch: pytest.Monk
     result = invoke("reproduce", "core", "--quick", "--seeds", "1", "--jobs", "1",
                     "--out", str(tmp_path))
     assert result.exit_code == 1
+
+
+def test_real_ctrl_c_leaves_no_report(tmp_path: Path):
+    """Ctrl-C on a real process group (parent + pool workers): exit 130, no traceback, no files."""
+    import os
+    import signal
+    import subprocess
+    import sys
+    import time
+
+    out = tmp_path / "report"
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "schedlab.cli", "reproduce", "core", "--seeds", "400",
+         "--jobs", "2", "--out", str(out)],
+        stdout=subprocess.PIPE, stderr=subprocess.PIPE, start_new_session=True, text=True,
+    )
+    deadline = time.monotonic() + 60
+    while not out.exists() and time.monotonic() < deadline:  # --out is created before the sweep
+        time.sleep(0.1)
+    time.sleep(2.0)  # let the pool start working
+    os.killpg(proc.pid, signal.SIGINT)
+    _, stderr = proc.communicate(timeout=60)
+    assert proc.returncode == 130, stderr
+    assert "Traceback" not in stderr
+    assert list(out.iterdir()) == []

@@ -33,6 +33,13 @@ def default_jobs() -> int:
     return max(1, len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else 1)
 
 
+def _ignore_sigint() -> None:
+    """Workers leave Ctrl-C to the parent, which cancels the sweep once, cleanly."""
+    import signal
+
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
+
+
 class LocalExecutor:
     """A process pool of ``jobs`` workers; ``jobs=1`` runs in-process (easy to debug, no spawn)."""
 
@@ -52,7 +59,8 @@ class LocalExecutor:
             return
         # spawn, not fork: Polars/NumPy thread pools in the parent make fork deadlock-prone.
         context = multiprocessing.get_context("spawn")
-        pool = ProcessPoolExecutor(max_workers=min(self.jobs, len(items)), mp_context=context)
+        pool = ProcessPoolExecutor(max_workers=min(self.jobs, len(items)), mp_context=context,
+                                   initializer=_ignore_sigint)
         pending: dict[Future, int] = {}
         try:
             pending = {pool.submit(fn, item): i for i, item in enumerate(items)}
