@@ -1,0 +1,208 @@
+"""Caching heuristics: the resource-aware randomized algorithm, greedy rules, LFU, assignment.
+
+The randomized algorithm (the paper's, in the form we can state and check):
+
+1. Solve the LP relaxation of the ILP in :mod:`schedlab.mec_coalition.ilp` (HiGHS).
+2. *Threshold rounding per cloudlet*: draw one U_n ~ Uniform(0, rho] per cloudlet and cache
+   model m on n iff x*[n, m] >= U_n. Each model is cached with probability min(1, x*/rho), and
+   a shared block b is present iff the largest x* among the models using it clears U_n, so its
+   probability is max_m x*[n, m]/rho <= z*[n, b]/rho: the expected storage is at most the LP's
+   storage over rho, hence at most S_n/rho. Independent per-model coins would instead make a
+   shared block's probability grow with the number of models using it.
+3. *Repair (resource-aware)*: while a cloudlet overflows, drop the cached model whose LP value
+   per GB freed is lowest; then greedily add models while storage allows.
+4. *Assignment*: serve each user from its best cached option while compute capacity lasts.
+5. Repeat ``samples`` times with independent U and keep the best.
+
+By Markov's inequality a cloudlet overflows with probability at most 1/rho before repair;
+``docs/systems/mec_coalition.md`` states what we prove and what we only measure (the ratio to
+the ILP optimum).
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from schedlab.mec_coalition import ilp
+from schedlab.mec_coalition.ilp import Placement
+from schedlab.mec_coalition.model import Instance
+
+
+def held_blocks(inst: Instance, cached: np.ndarray) -> np.ndarray:
+    """Blocks present on each cloudlet: the union over its cached models."""
+    return (cached.astype(np.int32) @ inst.zoo.blocks.astype(np.int32)) > 0
+
+
+def storage_used(inst: Instance, cached: np.ndarray, shared: bool = True) -> np.ndarray:
+    """GB used per cloudlet, with shared blocks stored once (or every model on its own)."""
+    if shared:
+        return held_blocks(inst, cached) @ inst.zoo.block_gb
+    return cached.astype(float) @ inst.zoo.model_gb
+
+
+def objective(inst: Instance, cached: np.ndarray, choice: np.ndarray,
+              shared: bool = True) -> float:
+    """Gain over the all-cloud market minus storage cost: the ILP's objective."""
+    served = choice[choice >= 0]
+    storage = float(inst.cloudlets.storage_cost @ storage_used(inst, cached, shared))
+    return float(inst.cand.gain[served].sum()) - storage
+
+
+def assign(inst: Instance, idx: np.ndarray, cached: np.ndarray) -> np.ndarray:
+    """Each user takes its best cached option, highest gains first, while compute lasts."""
+    cand = inst.cand
+    idx = np.asarray(idx, dtype=np.int64)
+    usable = idx[cached[cand.node[idx], cand.model[idx]]]
+    choice = np.full(inst.users.n, -1, dtype=np.int64)
+    if usable.size == 0:
+        return choice
+    order = usable[np.argsort(-cand.gain[usable], kind="stable")]
+    left = inst.cloudlets.compute_tflops.astype(float).copy()
+    users, nodes, loads = cand.user[order], cand.node[order], cand.load[order]
+    # Fast path: when every user's best option fits, no capacity is ever binding.
+    _, first = np.unique(users, return_index=True)
+    top = order[first]
+    if (np.bincount(cand.node[top], cand.load[top], left.size) <= left + 1e-9).all():
+        choice[cand.user[top]] = top
+        return choice
+    for k in range(order.size):
+        u, n = users[k], nodes[k]
+        if choice[u] < 0 and loads[k] <= left[n] + 1e-12:
+            choice[u] = order[k]
+            left[n] -= loads[k]
+    return choice
+
+
+def greedy_cache(inst: Instance, idx: np.ndarray, weight: np.ndarray | None = None,
+                 start: np.ndarray | None = None, use_cost: bool = True,
+                 shared: bool = True) -> np.ndarray:
+    """Add the (cloudlet, model) with the best marginal value per marginal GB until none fits.
+
+    ``weight`` per candidate (default: its payoff gain). With the rate as weight, no storage
+    cost and ``shared=True`` this is the TrimCaching greedy (hit ratio with parameter sharing).
+    """
+    cand, zoo = inst.cand, inst.zoo
+    idx = np.asarray(idx, dtype=np.int64)
+    cached = np.zeros((inst.cloudlets.n, zoo.n_models), dtype=bool) if start is None \
+        else start.copy()
+    if idx.size == 0:
+        return cached
+    w = cand.gain[idx] if weight is None else np.asarray(weight, dtype=float)
+    nodes, local = np.unique(cand.node[idx], return_inverse=True)
+    users, ul = np.unique(cand.user[idx], return_inverse=True)
+    M = zoo.n_models
+    pair = local * M + cand.model[idx]
+    sized = zoo.blocks * zoo.block_gb  # [M, B]
+    storage, price = inst.cloudlets.storage_gb[nodes], inst.cloudlets.storage_cost[nodes]
+    sub = cached[nodes]
+    best = _best_per_user(np.where(sub[local, cand.model[idx]], w, 0.0), ul, users.size)
+    while True:
+        held = (sub.astype(np.int32) @ zoo.blocks.astype(np.int32)) > 0
+        if shared:
+            used = held @ zoo.block_gb
+            extra = zoo.model_gb[None, :] - held.astype(float) @ sized.T
+        else:
+            used = sub.astype(float) @ zoo.model_gb
+            extra = np.broadcast_to(zoo.model_gb, sub.shape)
+        gains = np.bincount(pair, np.maximum(w - best[ul], 0.0), nodes.size * M)
+        net = gains.reshape(nodes.size, M) - (price[:, None] * extra if use_cost else 0.0)
+        ok = ~sub & (net > 1e-12) & (extra <= (storage - used)[:, None] + 1e-9)
+        if not ok.any():
+            break
+        score = np.where(ok, net / np.maximum(extra, 1e-2), -np.inf)
+        n, m = np.unravel_index(int(np.argmax(score)), score.shape)
+        sub[n, m] = True
+        hit = pair == n * M + m
+        np.maximum.at(best, ul[hit], w[hit])
+    cached[nodes] = sub
+    return cached
+
+
+def _best_per_user(values: np.ndarray, ul: np.ndarray, n_users: int) -> np.ndarray:
+    best = np.zeros(n_users)
+    np.maximum.at(best, ul, values)
+    return best
+
+
+def lfu_cache(inst: Instance, idx: np.ndarray) -> np.ndarray:
+    """Popularity caching: each cloudlet stores its most requested models, whole, until full."""
+    cand, zoo = inst.cand, inst.zoo
+    idx = np.asarray(idx, dtype=np.int64)
+    cached = np.zeros((inst.cloudlets.n, zoo.n_models), dtype=bool)
+    rate = inst.users.rate[cand.user[idx]]
+    popularity = np.zeros((inst.cloudlets.n, zoo.n_models))
+    np.add.at(popularity, (cand.node[idx], cand.model[idx]), rate)
+    for n in np.unique(cand.node[idx]):
+        free = inst.cloudlets.storage_gb[n]
+        for m in np.argsort(-popularity[n], kind="stable"):
+            if popularity[n, m] <= 0:
+                break
+            if zoo.model_gb[m] <= free + 1e-9:
+                cached[n, m] = True
+                free -= zoo.model_gb[m]
+    return cached
+
+
+def randomized_rounding(inst: Instance, idx: np.ndarray, seed: int, samples: int = 8,
+                        rho: float = 1.0) -> Placement:
+    """LP relaxation, per-cloudlet threshold rounding, repair, augmentation; best of samples."""
+    idx = np.asarray(idx, dtype=np.int64)
+    if idx.size == 0:
+        return Placement.empty(inst)
+    lp_place, y, x, pairs = ilp.solve(inst, idx, relax=True)
+    rng = np.random.default_rng(seed)
+    value_of_pair = _lp_value_per_pair(inst, idx, y, pairs)
+    frac = np.zeros((inst.cloudlets.n, inst.zoo.n_models))
+    frac[pairs[:, 0], pairs[:, 1]] = x
+    best = Placement.empty(inst)
+    best.value = -np.inf
+    for _ in range(max(1, samples)):
+        u = rng.uniform(1e-9, 1.0, inst.cloudlets.n) * rho
+        cached = (frac >= u[:, None]) & (frac > 1e-9)
+        cached = _repair(inst, cached, value_of_pair)
+        cached = greedy_cache(inst, idx, start=cached)
+        choice = assign(inst, idx, cached)
+        cached &= _used_pairs(inst, choice, cached.shape)  # unused models only cost storage
+        value = objective(inst, cached, choice)
+        if value > best.value:
+            best = Placement(cached, choice, value)
+    best.bound = lp_place.value
+    return best
+
+
+def _lp_value_per_pair(inst: Instance, idx: np.ndarray, y: np.ndarray,
+                       pairs: np.ndarray) -> np.ndarray:
+    value = np.zeros((inst.cloudlets.n, inst.zoo.n_models))
+    np.add.at(value, (inst.cand.node[idx], inst.cand.model[idx]), y * inst.cand.gain[idx])
+    return value
+
+
+def _repair(inst: Instance, cached: np.ndarray, value: np.ndarray) -> np.ndarray:
+    """Drop the least valuable model per GB freed until every cloudlet fits its storage."""
+    over = np.nonzero(storage_used(inst, cached) > inst.cloudlets.storage_gb + 1e-9)[0]
+    for n in over:
+        row = cached[n].copy()
+        while True:
+            held = (row.astype(np.int32) @ inst.zoo.blocks.astype(np.int32)) > 0
+            if held @ inst.zoo.block_gb <= inst.cloudlets.storage_gb[n] + 1e-9:
+                break
+            models = np.nonzero(row)[0]
+            freed = np.array([_freed_gb(inst, row, m) for m in models])
+            m = models[int(np.argmin(value[n, models] / np.maximum(freed, 1e-3)))]
+            row[m] = False
+        cached[n] = row
+    return cached
+
+
+def _freed_gb(inst: Instance, row: np.ndarray, m: int) -> float:
+    others = row.copy()
+    others[m] = False
+    still = (others.astype(np.int32) @ inst.zoo.blocks.astype(np.int32)) > 0
+    return float(inst.zoo.block_gb[inst.zoo.blocks[m] & ~still].sum())
+
+
+def _used_pairs(inst: Instance, choice: np.ndarray, shape: tuple[int, int]) -> np.ndarray:
+    used = np.zeros(shape, dtype=bool)
+    t = choice[choice >= 0]
+    used[inst.cand.node[t], inst.cand.model[t]] = True
+    return used

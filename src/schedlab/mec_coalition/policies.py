@@ -1,0 +1,160 @@
+"""The paper's mechanism and every baseline behind one Protocol, listed by CLI name.
+
+A policy turns a market (:class:`~schedlab.mec_coalition.model.Instance`) into a :class:`Plan`:
+which cloudlets cooperate (the coalition structure), what each caches and where each user's
+requests go. The engine (:mod:`schedlab.mec_coalition.engine`) evaluates any plan the same way.
+
+* ``coalition`` - the paper: ε-perturbed best-response coalition formation (values from the
+  fast greedy oracle), then the randomized algorithm inside each coalition.
+* ``ilp`` - the grand coalition solved exactly by HiGHS (small instances: the optimum).
+* ``rounding`` - the grand coalition solved by the randomized algorithm (the "grand coalition"
+  baseline).
+* ``non-cooperative`` - every cloudlet alone, randomized algorithm per cloudlet.
+* ``no-sharing`` - the coalition mechanism, but every model stored as a private copy.
+* ``lfu`` - every cloudlet alone caching its most popular models whole (no sharing).
+* ``trimcaching`` - TrimCaching-style greedy (Qu et al., 2024): all cloudlets cooperate and
+  the cache maximises the hit ratio with parameter sharing; blind to prices and costs.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field, replace
+from typing import Any, Protocol
+
+import numpy as np
+
+from schedlab.core.errors import UnknownNameError
+from schedlab.mec_coalition import heuristics, ilp
+from schedlab.mec_coalition.coalition import CoalitionGame, form_coalitions
+from schedlab.mec_coalition.ilp import Placement
+from schedlab.mec_coalition.model import Instance
+
+
+@dataclass
+class Plan:
+    """A full decision: coalition structure, cache contents and per-user routing."""
+
+    coalitions: list[frozenset[int]]
+    placement: Placement
+    shared: bool = True  # whether cached models store shared blocks once
+    info: dict[str, Any] = field(default_factory=dict)
+
+
+class Policy(Protocol):
+    """Decides cooperation, caching and offloading for one market."""
+
+    name: str
+
+    def plan(self, inst: Instance, seed: int) -> Plan: ...
+
+
+def _merge(inst: Instance, parts: list[Placement]) -> Placement:
+    """Placements of disjoint coalitions combined into one market-wide placement."""
+    out = Placement.empty(inst)
+    out.value = 0.0
+    for p in parts:
+        out.cached |= p.cached
+        served = p.choice >= 0
+        out.choice[served] = p.choice[served]
+        out.value += p.value
+    return out
+
+
+def _solve_each(inst: Instance, coalitions: list[frozenset[int]], seed: int,
+                solve: Callable[[Instance, np.ndarray, int], Placement]) -> Placement:
+    game = CoalitionGame(inst)
+    return _merge(inst, [solve(inst, game.candidates(s), seed + k)
+                         for k, s in enumerate(coalitions)])
+
+
+def _rounding(inst: Instance, idx: np.ndarray, seed: int) -> Placement:
+    return heuristics.randomized_rounding(inst, idx, seed)
+
+
+def _alone(inst: Instance) -> list[frozenset[int]]:
+    return [frozenset([i]) for i in range(inst.cloudlets.n)]
+
+
+def _grand(inst: Instance) -> list[frozenset[int]]:
+    return [frozenset(range(inst.cloudlets.n))]
+
+
+@dataclass
+class CoalitionMechanism:
+    """The paper's mechanism: form coalitions, then cache and offload within each."""
+
+    name: str = "coalition"
+    allocation: str = "proportional"
+    eps_frac: float = 0.01
+    oracle: str = "greedy"
+    shared: bool = True
+
+    def plan(self, inst: Instance, seed: int) -> Plan:
+        work = inst if self.shared else Instance(inst.zoo.unshared(), inst.cloudlets,
+                                                 inst.users, inst.economy)
+        start = time.perf_counter()
+        game = CoalitionGame(work, solver=self.oracle, allocation=self.allocation, seed=seed)
+        formed = form_coalitions(game, seed, self.eps_frac)
+        formation_s = time.perf_counter() - start
+        parts = []
+        for k, s in enumerate(formed.structure):
+            idx = game.candidates(s)
+            fast = game.placement(s)  # what the game valued S at; never do worse than it
+            slow = heuristics.randomized_rounding(work, idx, seed + k)
+            parts.append(slow if slow.value >= fast.value else fast)
+        info = dict(moves=formed.moves, rounds=formed.rounds, converged=formed.converged,
+                    epsilon=formed.epsilon, oracle_calls=game.calls, formation_s=formation_s,
+                    welfare_trace=formed.welfare_trace)
+        return Plan(formed.structure, _merge(inst, parts), self.shared, info)
+
+
+@dataclass
+class FixedStructure:
+    """A fixed coalition structure (alone or grand) solved by one caching solver."""
+
+    name: str
+    structure: Callable[[Instance], list[frozenset[int]]]
+    solve: Callable[[Instance, np.ndarray, int], Placement]
+    shared: bool = True
+
+    def plan(self, inst: Instance, seed: int) -> Plan:
+        coalitions = self.structure(inst)
+        return Plan(coalitions, _solve_each(inst, coalitions, seed, self.solve), self.shared)
+
+
+def _ilp(inst: Instance, idx: np.ndarray, seed: int) -> Placement:
+    return ilp.solve(inst, idx)[0]
+
+
+def _lfu(inst: Instance, idx: np.ndarray, seed: int) -> Placement:
+    cached = heuristics.lfu_cache(inst, idx)
+    choice = heuristics.assign(inst, idx, cached)
+    return Placement(cached, choice, heuristics.objective(inst, cached, choice, shared=False))
+
+
+def _trimcaching(inst: Instance, idx: np.ndarray, seed: int) -> Placement:
+    rate = inst.users.rate[inst.cand.user[idx]]
+    cached = heuristics.greedy_cache(inst, idx, weight=rate, use_cost=False)
+    choice = heuristics.assign(inst, idx, cached)
+    return Placement(cached, choice, heuristics.objective(inst, cached, choice))
+
+
+#: the method and every baseline, by CLI name
+POLICIES: dict[str, Callable[[], Policy]] = {
+    "coalition": CoalitionMechanism,
+    "ilp": lambda: FixedStructure("ilp", _grand, _ilp),
+    "rounding": lambda: FixedStructure("rounding", _grand, _rounding),
+    "non-cooperative": lambda: FixedStructure("non-cooperative", _alone, _rounding),
+    "no-sharing": lambda: replace(CoalitionMechanism(), name="no-sharing", shared=False),
+    "lfu": lambda: FixedStructure("lfu", _alone, _lfu, shared=False),
+    "trimcaching": lambda: FixedStructure("trimcaching", _grand, _trimcaching),
+}
+BASELINES = ("rounding", "non-cooperative", "no-sharing", "lfu", "trimcaching")
+
+
+def get_policy(name: str) -> Policy:
+    if name not in POLICIES:
+        raise UnknownNameError("method", name, list(POLICIES))
+    return POLICIES[name]()

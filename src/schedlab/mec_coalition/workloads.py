@@ -1,0 +1,213 @@
+"""Seeded markets and the real EUA topology (Melbourne CBD edge sites and users, MIT licence).
+
+The model zoo follows how foundation models are actually fine-tuned: each base model (1.3B-13B
+parameters, fp16, so 2 GB per billion) is an embedding block plus six layer groups; a full
+fine-tune keeps the embeddings and the first 2-4 groups frozen (shared) and owns the rest; a
+LoRA/adapter variant shares every base block and adds an adapter of about 1% of the base. A
+request is 256 tokens, so it costs 2 x params x 256 FLOPs. Numbers below are modelled, not
+measured; docs/systems/mec_coalition.md lists them.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import numpy as np
+import polars as pl
+
+from schedlab.core.errors import BadInputError
+from schedlab.core.io import read_frame
+from schedlab.mec_coalition.model import Cloudlets, Economy, Instance, Users, Zoo
+
+BASE_PARAMS_B = (1.3, 2.7, 3.8, 7.0, 8.0, 13.0)
+LAYER_GROUPS = 6
+TOKENS = 256
+
+
+def make_zoo(models: int, tasks: int, seed: int) -> Zoo:
+    """``models`` models in families of about ten (one base, full fine-tunes, LoRA variants)."""
+    if models < 1 or tasks < 1:
+        raise BadInputError("needs at least one model and one task", field="models")
+    rng = np.random.default_rng(seed)
+    families = max(1, round(models / 10))
+    sizes = [models // families + (f < models % families) for f in range(families)]
+    block_gb: list[float] = []
+    rows: list[list[int]] = []
+    acc, tflop, family, kind = [], [], [], []
+    for f, count in enumerate(sizes):
+        params = float(rng.choice(BASE_PARAMS_B))
+        gb = 2.0 * params
+        quality = rng.uniform(0.50, 0.66) + 0.02 * np.log2(params)
+        base_acc = np.clip(quality + rng.normal(0, 0.03, tasks), 0.05, 0.98)
+        first = len(block_gb)
+        block_gb += [0.10 * gb] + [0.15 * gb] * LAYER_GROUPS
+        base_blocks = list(range(first, first + 1 + LAYER_GROUPS))
+        rows.append(base_blocks)
+        acc.append(base_acc)
+        tflop.append(params * 2 * TOKENS / 1000)
+        family.append(f)
+        kind.append("base")
+        offset = int(rng.integers(tasks))
+        for v in range(count - 1):
+            task = (offset + v) % tasks
+            if v % 5 in (1, 3):  # two in five variants are full fine-tunes
+                frozen = int(rng.integers(2, 5))
+                own = list(range(len(block_gb), len(block_gb) + LAYER_GROUPS - frozen))
+                block_gb += [0.15 * gb] * (LAYER_GROUPS - frozen)
+                rows.append(base_blocks[: 1 + frozen] + own)
+                boost, others = rng.uniform(0.15, 0.25), -0.05
+                kind.append("full-ft")
+                tflop.append(params * 2 * TOKENS / 1000)
+            else:
+                rows.append(base_blocks + [len(block_gb)])
+                block_gb.append(0.01 * gb)
+                boost, others = rng.uniform(0.10, 0.18), -0.01
+                kind.append("lora")
+                tflop.append(params * 1.01 * 2 * TOKENS / 1000)
+            a = base_acc + others
+            a[task] = base_acc[task] + boost
+            acc.append(np.clip(a, 0.05, 0.98))
+            family.append(f)
+    blocks = np.zeros((len(rows), len(block_gb)), dtype=bool)
+    for m, row in enumerate(rows):
+        blocks[m, row] = True
+    return Zoo(np.array(block_gb), blocks, np.array(acc), np.array(tflop),
+               np.array(family), tuple(kind))
+
+
+def make_cloudlets(xy: np.ndarray, rng: np.random.Generator, **given: np.ndarray) -> Cloudlets:
+    """Cloudlets at ``xy`` (km) with seeded capacities unless ``given`` supplies them."""
+    n = xy.shape[0]
+    gpus = rng.integers(1, 5, n)
+    gpu = given.get("gpu_tflops", rng.uniform(80, 200, n))
+    return Cloudlets(
+        xy=xy,
+        storage_gb=given.get("storage_gb", rng.uniform(8, 24, n)),
+        compute_tflops=given.get("compute_tflops", gpus * gpu * 0.6),
+        gpu_tflops=gpu,
+        storage_cost=given.get("storage_cost", rng.uniform(0.01, 0.03, n)),
+        compute_cost=given.get("compute_cost", rng.uniform(0.02, 0.05, n)),
+    )
+
+
+def make_users(xy: np.ndarray, tasks: int, rng: np.random.Generator,
+               **given: np.ndarray) -> Users:
+    """Users at ``xy`` with Zipf-popular tasks and seeded rates, needs and prices."""
+    u = xy.shape[0]
+    popularity = 1.0 / np.arange(1, tasks + 1) ** 0.8
+    task = given.get("task", rng.choice(tasks, size=u, p=popularity / popularity.sum()))
+    return Users(
+        xy=xy,
+        task=np.asarray(task, dtype=int),
+        rate=given.get("rate", rng.uniform(0.2, 1.0, u)),
+        data_mb=given.get("data_mb", rng.uniform(0.05, 1.0, u)),
+        acc_req=given.get("acc_req", rng.uniform(0.5, 0.85, u)),
+        deadline_s=given.get("deadline_s", rng.uniform(0.08, 0.25, u)),
+        price=given.get("price", rng.uniform(0.5, 1.5, u)),
+    )
+
+
+def synthetic(cloudlets: int, models: int, users: int, seed: int, tasks: int = 10,
+              economy: Economy | None = None) -> Instance:
+    """A seeded market on a square the density of Melbourne's CBD (125 sites on ~2.2 km)."""
+    if cloudlets < 1 or users < 0:
+        raise BadInputError("needs at least one cloudlet and no negative user count",
+                            field="cloudlets")
+    rng = np.random.default_rng(seed)
+    side = 2.2 * np.sqrt(cloudlets / 125)
+    zoo = make_zoo(models, tasks, seed)
+    sites = make_cloudlets(rng.uniform(0, side, (cloudlets, 2)), rng)
+    sites = _fit_largest_model(sites, zoo)
+    people = make_users(rng.uniform(0, side, (users, 2)), tasks, rng)
+    return Instance(zoo, sites, people, economy or Economy())
+
+
+def _fit_largest_model(sites: Cloudlets, zoo: Zoo) -> Cloudlets:
+    """Seeded markets must be valid: make sure at least one cloudlet can hold every model."""
+    need = float(zoo.model_gb.max())
+    if sites.storage_gb.max() >= need:
+        return sites
+    storage = sites.storage_gb.copy()
+    storage[int(np.argmax(storage))] = need * 1.1
+    return Cloudlets(sites.xy, storage, sites.compute_tflops, sites.gpu_tflops,
+                     sites.storage_cost, sites.compute_cost)
+
+
+# --- real topology ---------------------------------------------------------------------------
+
+_SERVER_COLUMNS = ("storage_gb", "compute_tflops", "gpu_tflops", "storage_cost", "compute_cost")
+_USER_COLUMNS = ("task", "rate", "data_mb", "acc_req", "deadline_s", "price")
+
+
+def from_files(servers: Path, users: Path | None, models: int, seed: int, tasks: int = 10,
+               max_users: int | None = None, economy: Economy | None = None) -> Instance:
+    """A market on a real topology: EUA-style CSVs with latitude/longitude columns.
+
+    Optional columns (``storage_gb``, ``compute_tflops``, ... for sites; ``task``, ``rate``, ...
+    for users) override the seeded values, so a user's own measured capacities are used as is.
+    Without a users file, ``max_users`` users are placed uniformly over the sites' area.
+    """
+    rng = np.random.default_rng(seed)
+    site_xy, site_cols, origin = _read_positions(servers, _SERVER_COLUMNS, None)
+    zoo = make_zoo(models, tasks, seed)
+    sites = make_cloudlets(site_xy, rng, **site_cols)
+    if "storage_gb" not in site_cols:  # seeded capacities must admit the seeded zoo
+        sites = _fit_largest_model(sites, zoo)
+    if users is not None:
+        user_xy, user_cols, _ = _read_positions(users, _USER_COLUMNS, origin)
+        if max_users is not None and max_users < user_xy.shape[0]:
+            pick = np.sort(rng.choice(user_xy.shape[0], max_users, replace=False))
+            user_xy = user_xy[pick]
+            user_cols = {k: v[pick] for k, v in user_cols.items()}
+    else:
+        low, high = site_xy.min(axis=0), site_xy.max(axis=0)
+        user_xy, user_cols = rng.uniform(low, high, (max_users or 4 * len(site_xy), 2)), {}
+    if "task" in user_cols and user_cols["task"].size and user_cols["task"].max() >= tasks:
+        raise BadInputError(f"task ids must be below {tasks}", path=users, field="task")
+    people = make_users(user_xy, tasks, rng, **user_cols)
+    return Instance(zoo, sites, people, economy or Economy())
+
+
+def _read_positions(path: Path, optional: tuple[str, ...],
+                    origin: tuple[float, float] | None):
+    """Read lat/lon (or x_km/y_km) plus optional numeric columns; errors name line and field."""
+    frame = read_frame(path)
+    names = {c.lower().strip(): c for c in frame.columns}
+    if frame.height == 0:
+        raise BadInputError("has no rows", path=path)
+    if {"x_km", "y_km"} <= names.keys():
+        xy = np.column_stack([_numeric(frame, names[c], path) for c in ("x_km", "y_km")])
+        origin = origin or (0.0, 0.0)
+    else:
+        lat_name = next((names[k] for k in ("latitude", "lat") if k in names), None)
+        lon_name = next((names[k] for k in ("longitude", "lon", "lng") if k in names), None)
+        if lat_name is None or lon_name is None:
+            raise BadInputError("needs latitude/longitude (or x_km/y_km) columns; found "
+                                f"{', '.join(frame.columns)}", path=path, field="latitude")
+        lat = _numeric(frame, lat_name, path, -90, 90)
+        lon = _numeric(frame, lon_name, path, -180, 180)
+        origin = origin or (float(lat.mean()), float(lon.mean()))
+        xy = np.column_stack([(lon - origin[1]) * 111.32 * np.cos(np.radians(origin[0])),
+                              (lat - origin[0]) * 110.57])
+    cols = {c: _numeric(frame, names[c], path, 0) for c in optional if c in names}
+    return xy, cols, origin
+
+
+def _numeric(frame: pl.DataFrame, column: str, path: Path, low: float | None = None,
+             high: float | None = None) -> np.ndarray:
+    """A column as floats; the first missing, non-numeric or out-of-range cell is reported."""
+    raw = frame[column]
+    values = raw.cast(pl.Float64, strict=False)
+    bad = values.is_null() | values.is_nan()
+    if low is not None:
+        bad = bad | (values < low).fill_null(False)
+    if high is not None:
+        bad = bad | (values > high).fill_null(False)
+    if bad.any():
+        row = int(bad.arg_max())
+        line = row + 2 if path.suffix.lower() == ".csv" else row + 1
+        rng_text = f" in [{low}, {high}]" if high is not None else (
+            f" >= {low}" if low is not None else "")
+        raise BadInputError(f"value {raw[row]!r} is not a finite number{rng_text}", path=path,
+                            line=line, field=column)
+    return values.to_numpy().astype(float)

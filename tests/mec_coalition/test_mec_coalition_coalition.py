@@ -1,0 +1,103 @@
+"""Coalition formation: convergence, stability, fair allocation, SPoA by brute force."""
+
+from __future__ import annotations
+
+import itertools
+
+import numpy as np
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from schedlab.core.errors import UnknownNameError
+from schedlab.mec_coalition import (
+    CoalitionGame,
+    Economy,
+    find_deviation,
+    form_coalitions,
+    strong_price_of_anarchy,
+    synthetic,
+)
+from schedlab.mec_coalition.coalition import set_partitions
+
+BELL = [1, 1, 2, 5, 15, 52, 203]
+
+
+@pytest.mark.parametrize("n", range(7))
+def test_set_partitions_enumerates_bell_many_distinct_partitions(n):
+    parts = list(set_partitions(list(range(n))))
+    assert len(parts) == BELL[n]
+    assert len({frozenset(p) for p in parts}) == BELL[n]
+    for p in parts:
+        assert sorted(i for s in p for i in s) == list(range(n))
+
+
+@settings(max_examples=12)
+@given(seed=st.integers(0, 10_000), eps=st.sampled_from([0.0, 0.01, 0.05]))
+def test_best_response_converges_to_a_stable_structure(seed, eps):
+    inst = synthetic(12, 10, 80, seed, tasks=4)
+    game = CoalitionGame(inst, seed=seed)
+    formed = form_coalitions(game, seed, eps_frac=eps)
+    assert formed.converged
+    assert find_deviation(game, formed.structure, formed.epsilon) is None
+    # the potential (total coalition value) rises by more than ε at every move
+    steps = np.diff(formed.welfare_trace)
+    assert len(steps) == formed.moves
+    assert (steps > formed.epsilon).all()
+    sizes = sorted(i for s in formed.structure for i in s)
+    assert sizes == list(range(inst.cloudlets.n))
+
+
+def test_moves_only_go_to_neighbouring_coalitions():
+    inst = synthetic(20, 10, 120, 5, tasks=4, economy=Economy(reach=3))
+    game = CoalitionGame(inst, seed=0)
+    formed = form_coalitions(game, 0)
+    for s in formed.structure:
+        if len(s) > 1:  # every member touches another member through the reach graph
+            for i in s:
+                assert inst.neighbours[i] & (s - {i})
+
+
+@pytest.mark.parametrize("allocation", ["proportional", "shapley"])
+def test_allocations_are_efficient(allocation):
+    inst = synthetic(4, 8, 30, 2, tasks=3, economy=Economy(reach=4))
+    game = CoalitionGame(inst, solver="ilp", allocation=allocation)
+    for r in range(1, 5):
+        for members in itertools.combinations(range(4), r):
+            s = frozenset(members)
+            total = sum(game.payoff(i, s) for i in s)
+            assert total == pytest.approx(game.value(s), abs=1e-7)
+    for i in range(4):
+        assert game.payoff(i, frozenset([i])) == pytest.approx(game.value(frozenset([i])))
+
+
+def test_shapley_is_symmetric_for_identical_players_and_zero_for_dummies():
+    game = CoalitionGame(synthetic(3, 6, 0, 0, tasks=2), allocation="shapley")
+    # no users: every coalition's value is minus its coordination cost, symmetric in players
+    values = game.shapley(frozenset(range(3)))
+    assert values[0] == pytest.approx(values[1]) == pytest.approx(values[2])
+    assert sum(values.values()) == pytest.approx(-game.coordination(3))
+
+
+@pytest.mark.parametrize("seed", range(3))
+def test_spoa_brute_force_properties(seed):
+    inst = synthetic(4, 6, 20, seed, tasks=3, economy=Economy(reach=4))
+    game = CoalitionGame(inst, solver="ilp", seed=seed)
+    result = strong_price_of_anarchy(game)
+    assert result.partitions == BELL[4]
+    welfare = [game.welfare(p) for p in set_partitions(list(range(4)))]
+    assert result.optimum == pytest.approx(max(welfare))
+    if result.stable_structures:
+        assert result.worst_stable <= result.optimum + 1e-9
+        if result.worst_stable > 0:
+            assert result.spoa >= 1 - 1e-12
+
+
+def test_bad_names_and_sizes_are_rejected():
+    inst = synthetic(3, 6, 10, 0, tasks=2)
+    with pytest.raises(UnknownNameError):
+        CoalitionGame(inst, solver="oracle")
+    with pytest.raises(UnknownNameError):
+        CoalitionGame(inst, allocation="equal")
+    with pytest.raises(UnknownNameError):
+        strong_price_of_anarchy(CoalitionGame(synthetic(9, 6, 10, 0, tasks=2)))
