@@ -1,0 +1,150 @@
+"""Every scheduler through the same invariants, plus the engine's refusal of bad decisions."""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+import pytest
+
+from schedlab.core.errors import ConfigError, UnknownNameError
+from schedlab.couchsurfer import (
+    SCHEDULERS,
+    Decision,
+    FusionParams,
+    Job,
+    Placement,
+    PlacementError,
+    Simulator,
+    WorkloadSpec,
+    generate,
+    make_scheduler,
+    simulate,
+)
+
+GUARD = 0.05
+
+
+@pytest.fixture(scope="module")
+def workload() -> list[Job]:
+    return generate(WorkloadSpec(jobs=300, gpus=32, load=1.1), seed=3)
+
+
+@pytest.mark.parametrize("name", sorted(SCHEDULERS))
+def test_every_scheduler_keeps_the_invariants(name: str, workload: list[Job]) -> None:
+    policy = make_scheduler(name)
+    jobs = [Job(j.jid, j.kind, j.arrival, j.n_gpus, j.work, j.estimate, j.util, j.mem)
+            for j in workload]
+    sim = Simulator(jobs, policy, nodes=4, fusion=FusionParams(guard=GUARD)).run()
+    assert not sim.unfinished(), "every job must finish"
+    assert not sim.running and not sim.waiting
+    c = sim.cluster
+    assert (c.primary == -1).all() and (c.secondary == -1).all()
+    assert (c.free_per_node == c.gpus_per_node).all()
+    for j in jobs:
+        assert j.start >= j.arrival - 1e-9
+        assert j.finish >= j.start
+        # nobody runs faster than alone; waiting + running = JCT
+        assert j.run_time >= j.work * (1 - 1e-9)
+        assert j.finish - j.arrival >= j.run_time - 1e-6
+    if name == "couchsurfer":
+        det = [j.run_time / j.work - 1 for j in jobs if j.kind == "det"]
+        assert max(det) <= GUARD + 1e-9
+        # exploratory jobs only ever surf: they never take a GPU as its primary
+        assert all(j.kind == "det" or j.role == "" for j in jobs)
+
+
+def test_couchsurfer_beats_fifo_on_exploratory_latency(workload: list[Job]) -> None:
+    cs = simulate(workload, "couchsurfer", nodes=4).summary
+    fifo = simulate(workload, "fifo", nodes=4).summary
+    assert cs["exp_queue_s_mean"] < fifo["exp_queue_s_mean"]
+
+
+def test_simulate_does_not_mutate_the_callers_jobs(workload: list[Job]) -> None:
+    before = [(j.remaining, j.start) for j in workload]
+    simulate(workload, "fifo", nodes=4)
+    assert [(j.remaining, j.start) for j in workload] == before
+
+
+def test_unknown_scheduler_lists_valid_names() -> None:
+    with pytest.raises(UnknownNameError, match="couchsurfer"):
+        make_scheduler("slurm")
+    with pytest.raises(UnknownNameError):
+        make_scheduler("couchsurfer", det_scheduler="nope")
+
+
+class _Bad:
+    """A scheduler that returns whatever decision it was built with, once."""
+
+    name = "bad"
+
+    def __init__(self, decision: Decision) -> None:
+        self.decision, self.used = decision, False
+
+    def schedule(self, now: float, sim: Simulator) -> Decision:
+        if self.used:
+            return Decision()
+        self.used = True
+        return self.decision
+
+
+def _two_jobs() -> list[Job]:
+    return [Job(0, "det", 0.0, 2, 10.0, 10.0, 0.5, 30.0), Job(1, "exp", 0.0, 1, 5.0, 5.0, 0.5, 8.0)]
+
+
+@pytest.mark.parametrize("decision", [
+    Decision(place=[Placement(0, (0,))]),                       # too few GPUs
+    Decision(place=[Placement(0, (0, 0))]),                     # duplicate GPU
+    Decision(place=[Placement(0, (0, 99))]),                    # no such GPU
+    Decision(place=[Placement(7, (0,))]),                       # not waiting
+    Decision(place=[Placement(0, (0, 1)), Placement(1, (0,), "secondary", "jfm")]),  # memory
+    Decision(place=[Placement(1, (0,), "surfer")]),             # bad role
+    Decision(place=[Placement(1, (0,), "secondary", "fast")]),  # bad mode
+    Decision(preempt=[0]),                                      # not running
+])
+def test_engine_refuses_decisions_that_break_invariants(decision: Decision) -> None:
+    sim = Simulator(_two_jobs(), _Bad(decision), nodes=1, gpus_per_node=2)
+    with pytest.raises(PlacementError):
+        sim.run()
+
+
+def test_host_evicts_a_surfer_that_does_not_fit() -> None:
+    jobs = [Job(0, "exp", 0.0, 1, 100.0, 100.0, 0.5, 8.0), Job(1, "det", 1.0, 1, 10.0, 10.0,
+                                                                 0.5, 30.0)]
+    Simulator(jobs, make_scheduler("couchsurfer"), nodes=1, gpus_per_node=1).run()
+    assert jobs[0].preemptions >= 1
+    assert not math.isnan(jobs[0].finish)
+
+
+def test_rates_follow_the_fusion_model() -> None:
+    host = Job(0, "det", 0.0, 1, 100.0, 100.0, 0.6, 10.0)
+    surfer = Job(1, "exp", 0.0, 1, 100.0, 100.0, 0.5, 4.0)
+    decision = Decision(place=[Placement(0, (0,)), Placement(1, (0,), "secondary", "jfm")])
+    params = FusionParams(guard=0.03)
+    sim = Simulator([host, surfer], _Bad(decision), nodes=1, gpus_per_node=1, fusion=params)
+    sim.run(until=0.0)
+    from schedlab.couchsurfer.fusion import pair_rates
+
+    expected = pair_rates(0.6, 0.5, "jfm", params)
+    assert (host.rate, surfer.rate) == pytest.approx(expected)
+    sim.run()
+    assert host.run_time / host.work - 1 == pytest.approx(1 / expected[0] - 1)
+
+
+def test_simulator_rejects_jobs_that_cannot_fit() -> None:
+    with pytest.raises(ConfigError, match="n_gpus"):
+        Simulator([Job(0, "det", 0, 16, 1.0, 1.0, 0.5, 1.0)], make_scheduler("fifo"), nodes=2)
+    with pytest.raises(ConfigError, match="mem"):
+        Simulator([Job(0, "det", 0, 1, 1.0, 1.0, 0.5, 64.0)], make_scheduler("fifo"), nodes=2)
+    with pytest.raises(ConfigError):
+        Job(0, "det", 0, 1, -1.0, 1.0, 0.5, 1.0)
+
+
+def test_tiresias_preempts_long_running_jobs() -> None:
+    rng = np.random.default_rng(0)
+    jobs = [Job(0, "det", 0.0, 8, 50_000.0, 50_000.0, 0.5, 8.0)]
+    jobs += [Job(i, "exp", 5_000.0 + float(rng.uniform(0, 10)), 1, 100.0, 100.0, 0.5, 4.0)
+             for i in range(1, 5)]
+    report = simulate(jobs, "tiresias", nodes=1)
+    assert report.summary["preemptions"] >= 1
+    assert report.summary["exp_queue_s_mean"] < 1_000
