@@ -1,0 +1,103 @@
+"""FairCache's unified cost and the shared-prefix ledger.
+
+Unified cost of a tenant (FairCache, §"unified scheduling metric") in *token units*, so that with
+memory and I/O priced at zero it is exactly VTC's service (input price 1, output price 2)::
+
+    compute = w_in · prefill tokens actually executed (shared prefixes split, below)
+            + w_out · decode tokens
+    memory  = p_kv · running KV bytes · seconds  +  p_host · host-cache bytes · seconds
+    io      = p_io · host<->GPU bytes
+
+Why these prices: one GPU-second is worth ``1000 / prefill_b`` token units (the tokens it
+prefills). We charge ``hbm_share`` (default 0.5) of that value to the GPU's KV memory, so one
+byte-second of KV costs ``hbm_share · tokens_per_s / kv_capacity_bytes``; a host byte-second costs
+``host_ratio`` (default 0.1, DRAM vs HBM price per GB) of that; a PCIe byte costs the GPU time
+the transfer stalls, ``tokens_per_s / pcie_bytes_per_s``.
+
+Shared prefixes: the first tenant to compute a block pays its full prefill cost; when a *new*
+tenant reuses it, the cost is re-split evenly over the k tenants that used it — the newcomer pays
+cost/k and each earlier payer is refunded cost/(k-1) - cost/k. The final charges are cost/k each,
+whatever the arrival order, and they always sum to the cost (conservation).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from dataclasses import dataclass
+
+import numpy as np
+
+from schedlab.core.errors import ConfigError
+from schedlab.faircache.radix import Node
+from schedlab.llm.costmodel import CostModel
+
+
+@dataclass(frozen=True)
+class CostWeights:
+    """Prices turning compute, memory and I/O into one token-unit service figure."""
+
+    w_in: float = 1.0
+    w_out: float = 2.0
+    p_kv: float = 0.0  # per byte-second of running KV
+    p_host: float = 0.0  # per byte-second of host cache
+    p_io: float = 0.0  # per host<->GPU byte
+
+    def __post_init__(self) -> None:
+        for name in ("w_in", "w_out", "p_kv", "p_host", "p_io"):
+            if getattr(self, name) < 0:
+                raise ConfigError("prices must be >= 0", field=name)
+
+    @classmethod
+    def from_cost_model(cls, cost: CostModel, kv_capacity_tokens: int, hbm_share: float = 0.5,
+                        host_ratio: float = 0.1) -> CostWeights:
+        """Derive memory and I/O prices from the hardware (see the module docstring)."""
+        tokens_per_s = 1000.0 / cost.prefill_b
+        kv_bytes = kv_capacity_tokens * cost.kv_bytes_per_token
+        p_kv = hbm_share * tokens_per_s / kv_bytes
+        pcie = cost.gpu.pcie_gbs * 1e9 * cost.tp
+        return cls(p_kv=p_kv, p_host=host_ratio * p_kv, p_io=tokens_per_s / pcie)
+
+    @property
+    def compute_only(self) -> bool:
+        return self.p_kv == 0 and self.p_host == 0 and self.p_io == 0
+
+
+class PrefixLedger:
+    """Splits each cached block's prefill cost evenly over every tenant that used it.
+
+    Only blocks used by two or more tenants get an entry, so memory stays proportional to the
+    shared part of the cache.
+    """
+
+    def __init__(self, n_tenants: int) -> None:
+        self.n_tenants = n_tenants
+        self._payers: dict[int, list[int]] = {}
+
+    def charge(self, tenant: int, computed: Iterable[Node], reused: Iterable[Node]
+               ) -> np.ndarray:
+        """Per-tenant charges (refunds negative) for one request's prefill, in prefill tokens."""
+        delta = np.zeros(self.n_tenants)
+        for node in computed:
+            delta[tenant] += node.cost
+        for node in reused:
+            if node.computer == tenant or node.computer < 0:
+                continue
+            payers = self._payers.get(node.uid)
+            if payers is None:
+                payers = self._payers[node.uid] = [node.computer]
+            elif tenant in payers:
+                continue
+            k = len(payers) + 1
+            refund = node.cost / (k - 1) - node.cost / k
+            for p in payers:
+                delta[p] -= refund
+            delta[tenant] += node.cost / k
+            payers.append(tenant)
+        return delta
+
+    def forget(self, node: Node) -> None:
+        """The block was removed; a recomputation starts a new split."""
+        self._payers.pop(node.uid, None)
+
+    def shares(self, node: Node) -> list[int]:
+        return list(self._payers.get(node.uid, [node.computer]))

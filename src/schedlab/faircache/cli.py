@@ -1,0 +1,142 @@
+"""``schedlab faircache ...``: simulate a trace or workload, generate traces, show costs."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import typer
+from rich.table import Table
+
+from schedlab.core.clitools import emit_json, err_console, handle_errors, out_console
+from schedlab.core.errors import BadInputError
+from schedlab.core.io import ensure_directory, write_frame, write_text
+
+app = typer.Typer(help="FairCache: fair multi-tenant LLM serving with context caching.",
+                  no_args_is_help=True, add_completion=False)
+
+TABLE_COLUMNS = ("tenant", "finished", "compute_service", "unified_service", "hit_rate",
+                 "host_hit_rate", "executed", "attributed")
+
+
+@app.command()
+@handle_errors
+def simulate(
+    trace: Path = typer.Option(None, "--trace", help="Mooncake JSONL, Azure or BurstGPT CSV."),
+    fmt: str = typer.Option(None, "--format", help="mooncake|azure|burstgpt (default: guess)."),
+    block_tokens: int = typer.Option(None, "--block-tokens", min=1,
+                                     help="Tokens per hash block (Mooncake default 512)."),
+    workload: str = typer.Option(None, "--workload", help="A generated workload by name."),
+    tenants: int = typer.Option(4, "--tenants", min=1, help="Tenants (workload / mapping)."),
+    assign: str = typer.Option("keep", "--assign",
+                               help="keep|prefix|round-robin: map trace requests to tenants."),
+    scheduler: str = typer.Option("faircache", "--scheduler", help="fcfs|vtc|lpm|dlpm|faircache"),
+    cache: str = typer.Option("faircache", "--cache",
+                              help="lru|lfu|static|isolated|cost-aware|faircache"),
+    host_gb: float = typer.Option(8.0, "--host-gb", min=0, help="Host-memory cache size."),
+    model: str = typer.Option("llama-3-8b", "--model"),
+    gpu: str = typer.Option("a100-80g", "--gpu"),
+    kv_tokens: int = typer.Option(None, "--kv-tokens", help="GPU KV pool (default: memory)."),
+    no_cache: bool = typer.Option(False, "--no-prefix-cache", help="Disable prefix caching."),
+    duration: float = typer.Option(120.0, "--duration", help="Workload length, seconds."),
+    seed: int = typer.Option(0, "--seed"),
+    out: Path = typer.Option(None, "--out", help="Write tenants.csv, requests.parquet, "
+                             "summary.json here."),
+    json_out: bool = typer.Option(False, "--json", help="Print one JSON document."),
+) -> None:
+    """Replay a trace (or a named workload) and print a per-tenant table."""
+    from schedlab.faircache.simulator import EngineConfig
+    from schedlab.faircache.simulator import simulate as run
+
+    loaded = _load(trace, fmt, block_tokens, workload, tenants, assign, duration, seed)
+    config = EngineConfig(model=model, gpu=gpu, kv_tokens=kv_tokens, host_gb=host_gb,
+                          prefix_cache=not no_cache)
+    err_console.print(f"simulating {len(loaded)} requests, {loaded.n_tenants} tenants ...")
+    result = run(loaded, scheduler, cache, config)
+    if out is not None:
+        ensure_directory(out)
+        write_frame(result.tenants, out / "tenants.csv")
+        write_frame(result.requests, out / "requests.parquet")
+        write_text(out / "summary.json", json.dumps(result.summary, indent=2, default=str))
+    if json_out:
+        emit_json(dict(summary=result.summary, tenants=result.tenants.to_dicts()))
+        return
+    table = Table(*TABLE_COLUMNS, title=f"{scheduler} + {cache} on {loaded.name}")
+    for row in result.tenants.select(TABLE_COLUMNS).iter_rows():
+        table.add_row(*(f"{v:.3g}" if isinstance(v, float) else str(v) for v in row))
+    out_console.print(table)
+    s = result.summary
+    out_console.print(f"throughput {s['throughput_rps']:.2f} req/s, TTFT p50/p99 "
+                      f"{s['ttft_p50']:.3f}/{s['ttft_p99']:.3f} s, TPOT p50/p99 "
+                      f"{s['tpot_p50'] * 1e3:.1f}/{s['tpot_p99'] * 1e3:.1f} ms, host util "
+                      f"{s['host_util']:.2f}")
+
+
+def _load(trace: Path | None, fmt: str | None, block_tokens: int | None, workload: str | None,
+          tenants: int, assign: str, duration: float, seed: int):
+    from schedlab.faircache.workloads import make_workload
+    from schedlab.llm.requests import assign_tenants
+    from schedlab.llm.traces import read_trace
+
+    if (trace is None) == (workload is None):
+        raise BadInputError("give exactly one of --trace and --workload", field="trace")
+    if workload is not None:
+        return make_workload(workload, duration=duration, seed=seed, tenants=tenants,
+                             block_tokens=block_tokens or 16)
+    loaded = read_trace(trace, fmt, block_tokens)
+    if assign != "keep":
+        assign_tenants(loaded.requests, tenants, assign)
+        loaded.tenant_names = [f"t{i}" for i in range(tenants)]
+    return loaded
+
+
+@app.command()
+@handle_errors
+def generate(
+    workload: str = typer.Argument(..., help="Workload name (see simulate --workload)."),
+    out: Path = typer.Option(..., "--out", help="File to write (.jsonl Mooncake, .csv Azure)."),
+    duration: float = typer.Option(60.0, "--duration"),
+    tenants: int = typer.Option(4, "--tenants", min=1),
+    seed: int = typer.Option(0, "--seed"),
+    block_tokens: int = typer.Option(512, "--block-tokens", min=1,
+                                     help="Tokens per hash block (Mooncake uses 512)."),
+    json_out: bool = typer.Option(False, "--json", help="Print one JSON document."),
+) -> None:
+    """Write a generated workload as a Mooncake JSONL or Azure CSV trace."""
+    from schedlab.faircache.workloads import make_workload
+    from schedlab.llm.traces import write_azure, write_mooncake
+
+    trace = make_workload(workload, duration=duration, seed=seed, tenants=tenants,
+                          block_tokens=block_tokens)
+    if out.suffix == ".jsonl":
+        write_mooncake(trace, out)
+    elif out.suffix == ".csv":
+        write_azure(trace, out)
+    else:
+        raise BadInputError("use .jsonl (Mooncake) or .csv (Azure)", path=out)
+    doc = dict(path=str(out), requests=len(trace), tenants=trace.n_tenants,
+               block_tokens=trace.block_tokens)
+    emit_json(doc) if json_out else out_console.print(doc)
+
+
+@app.command()
+@handle_errors
+def costmodel(
+    model: str = typer.Option("llama-3-8b", "--model"),
+    gpu: str = typer.Option("a100-80g", "--gpu"),
+    json_out: bool = typer.Option(False, "--json", help="Print one JSON document."),
+) -> None:
+    """Show the roofline cost-model coefficients for a (model, GPU) pair."""
+    from schedlab.llm.costmodel import CostModel
+
+    cost = CostModel.from_specs(model, gpu)
+    doc = dict(cost.describe(), kv_capacity_tokens=cost.kv_capacity_tokens(),
+               prefill_1k_ms=cost.prefill_ms([1024]), decode_b32_ctx1k_ms=cost.decode_ms(
+                   32 * 1024, 32))
+    if json_out:
+        emit_json(doc)
+        return
+    table = Table("coefficient", "value")
+    for key, value in doc.items():
+        table.add_row(key, f"{value:.4g}" if isinstance(value, float) else str(value))
+    out_console.print(table)

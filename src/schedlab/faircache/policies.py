@@ -1,0 +1,332 @@
+"""Request schedulers: FairCache and every baseline, behind one ``Scheduler`` protocol.
+
+* ``fcfs``      first come, first served (vLLM's default).
+* ``vtc``       Virtual Token Counter, Sheng et al., "Fairness in Serving Large Language Models",
+                OSDI'24, Algorithm 2: a counter per tenant charged w_in=1 per prefill token
+                actually executed and w_out=2 per generated token; the backlogged tenant with the
+                smallest counter goes next; a tenant that becomes backlogged has its counter
+                lifted to max(own, min over backlogged) (or to the counter of the last tenant to
+                leave when nobody is backlogged). With a prefix cache on, this is "VTC + radix
+                cache": cached tokens cost nothing, which is the bias FairCache fixes.
+* ``lpm``       longest prefix match (SGLang): the queued request (within a window) with the most
+                cached tokens goes next.
+* ``dlpm``      deficit round robin over tenants with prefix locality inside a tenant (after
+                Cao et al., "Locality-aware Fair Scheduling in LLM Serving", 2025).
+* ``faircache`` FairCache: VTC's counter discipline over the *unified* cost (compute + memory +
+                I/O, see ``accounting``), with shared-prefix prefill cost split over every tenant
+                that reuses it (the first computer is refunded as others arrive).
+
+A real serving engine uses these the same way the simulator does: ``on_arrival`` when a request
+comes in, ``pick`` to choose what to admit (``unpick`` if it does not fit), ``on_admit`` with
+what the prefill used, ``on_iteration`` after every batch step, ``on_finish`` at completion.
+"""
+
+from __future__ import annotations
+
+import math
+from collections import deque
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Protocol
+
+import numpy as np
+
+from schedlab.core.errors import UnknownNameError
+from schedlab.faircache.accounting import CostWeights, PrefixLedger
+from schedlab.faircache.radix import Node
+from schedlab.llm.requests import Request
+
+
+class EngineView(Protocol):
+    """What a scheduler may ask the engine: cache matches and the prices in force."""
+
+    n_tenants: int
+    weights: CostWeights
+
+    def cached_tokens(self, req: Request) -> int: ...
+
+
+@dataclass
+class AdmitUsage:
+    """What admitting one request cost: executed prefill, reused/computed blocks, PCIe bytes."""
+
+    tenant: int
+    computed_tokens: int
+    computed: list[Node] = field(default_factory=list)
+    reused: list[Node] = field(default_factory=list)
+    load_bytes: float = 0.0
+
+
+class Scheduler(Protocol):
+    """Chooses which queued request the engine admits next and keeps its own accounting."""
+
+    name: str
+
+    def bind(self, view: EngineView) -> None: ...
+    def on_arrival(self, req: Request, now: float) -> None: ...
+    def pick(self, now: float) -> Request | None: ...
+    def unpick(self, req: Request) -> None: ...
+    def on_admit(self, req: Request, usage: AdmitUsage) -> None: ...
+    def on_iteration(self, out_tokens: np.ndarray, kv_byte_s: np.ndarray,
+                     host_byte_s: np.ndarray, io_bytes: np.ndarray) -> None: ...
+    def on_finish(self, req: Request, now: float) -> None: ...
+    def forget(self, node: Node) -> None: ...  # a cached block is gone
+    def queued(self) -> np.ndarray: ...  # per-tenant count of waiting requests
+
+
+class _PerTenantQueues:
+    """Per-tenant FIFO queues plus a backlogged mask (shared plumbing, not policy)."""
+
+    def bind(self, view: EngineView) -> None:
+        self.view = view
+        n = view.n_tenants
+        self.queues: list[deque[Request]] = [deque() for _ in range(n)]
+        self.backlogged = np.zeros(n, dtype=bool)
+        self.charged = np.zeros(n)  # everything charged (no lifts): for conservation checks
+
+    def queued(self) -> np.ndarray:
+        return np.fromiter((len(q) for q in self.queues), dtype=np.int64,
+                           count=len(self.queues))
+
+    def _push(self, req: Request) -> None:
+        self.queues[req.tenant].append(req)
+        self.backlogged[req.tenant] = True
+
+    def _pop(self, tenant: int) -> Request:
+        queue = self.queues[tenant]
+        req = queue.popleft()
+        if not queue:
+            self.backlogged[tenant] = False
+        return req
+
+    def unpick(self, req: Request) -> None:
+        self.queues[req.tenant].appendleft(req)
+        self.backlogged[req.tenant] = True
+
+    def on_finish(self, req: Request, now: float) -> None:
+        return None
+
+    def forget(self, node: Node) -> None:
+        return None
+
+
+class FCFS:
+    """First come, first served across all tenants."""
+
+    name = "fcfs"
+
+    def bind(self, view: EngineView) -> None:
+        self.queue: deque[Request] = deque()
+        self.counts = np.zeros(view.n_tenants, dtype=np.int64)
+
+    def on_arrival(self, req: Request, now: float) -> None:
+        self.queue.append(req)
+        self.counts[req.tenant] += 1
+
+    def pick(self, now: float) -> Request | None:
+        if not self.queue:
+            return None
+        req = self.queue.popleft()
+        self.counts[req.tenant] -= 1
+        return req
+
+    def unpick(self, req: Request) -> None:
+        self.queue.appendleft(req)
+        self.counts[req.tenant] += 1
+
+    def on_admit(self, req: Request, usage: AdmitUsage) -> None:
+        return None
+
+    def on_iteration(self, out_tokens, kv_byte_s, host_byte_s, io_bytes) -> None:
+        return None
+
+    def on_finish(self, req: Request, now: float) -> None:
+        return None
+
+    def forget(self, node: Node) -> None:
+        return None
+
+    def queued(self) -> np.ndarray:
+        return self.counts.copy()
+
+
+class LongestPrefixMatch(FCFS):
+    """SGLang's cache-aware policy: most cached tokens first, scanning the first ``window``."""
+
+    name = "lpm"
+
+    def __init__(self, window: int = 64) -> None:
+        self.window = window
+
+    def pick(self, now: float) -> Request | None:
+        if not self.queue:
+            return None
+        best, best_tokens = 0, -1
+        for i in range(min(self.window, len(self.queue))):
+            tokens = self.view_cached(self.queue[i])
+            if tokens > best_tokens:
+                best, best_tokens = i, tokens
+        req = self.queue[best]
+        del self.queue[best]
+        self.counts[req.tenant] -= 1
+        return req
+
+    def bind(self, view: EngineView) -> None:
+        super().bind(view)
+        self.view_cached = view.cached_tokens
+
+
+class VTC(_PerTenantQueues):
+    """Virtual Token Counter (OSDI'24 Algorithm 2), compute-only prices."""
+
+    name = "vtc"
+
+    def bind(self, view: EngineView) -> None:
+        super().bind(view)
+        self.counters = np.zeros(view.n_tenants)
+        self.w_in, self.w_out = view.weights.w_in, view.weights.w_out
+        self.last_left = -1
+        self._inf = np.full(view.n_tenants, np.inf)
+
+    def on_arrival(self, req: Request, now: float) -> None:
+        t = req.tenant
+        if not self.backlogged[t]:
+            if self.backlogged.any():
+                floor = float(np.min(self.counters, where=self.backlogged, initial=np.inf))
+            else:
+                floor = self.counters[self.last_left] if self.last_left >= 0 else 0.0
+            self.counters[t] = max(self.counters[t], floor)
+        self._push(req)
+
+    def pick(self, now: float) -> Request | None:
+        if not self.backlogged.any():
+            return None
+        t = int(np.argmin(np.where(self.backlogged, self.counters, self._inf)))
+        req = self._pop(t)
+        if not self.backlogged[t]:
+            self.last_left = t
+        return req
+
+    def _charge(self, delta: np.ndarray | float, tenant: int | None = None) -> None:
+        if tenant is None:
+            self.counters += delta
+            self.charged += delta
+        else:
+            self.counters[tenant] += delta
+            self.charged[tenant] += delta
+
+    def on_admit(self, req: Request, usage: AdmitUsage) -> None:
+        self._charge(self.w_in * usage.computed_tokens, req.tenant)
+
+    def on_iteration(self, out_tokens, kv_byte_s, host_byte_s, io_bytes) -> None:
+        self._charge(self.w_out * out_tokens)
+
+
+class FairCacheScheduler(VTC):
+    """FairCache: VTC's discipline over the unified cost with shared-prefix cost splitting."""
+
+    name = "faircache"
+
+    def bind(self, view: EngineView) -> None:
+        super().bind(view)
+        self.weights = view.weights
+        self.ledger = PrefixLedger(view.n_tenants)
+
+    def on_admit(self, req: Request, usage: AdmitUsage) -> None:
+        delta = self.ledger.charge(req.tenant, usage.computed, usage.reused)
+        # prefill not represented by cached blocks (cache off, or an engine without a tree)
+        delta[req.tenant] += usage.computed_tokens - sum(n.cost for n in usage.computed)
+        delta *= self.w_in
+        delta[req.tenant] += self.weights.p_io * usage.load_bytes
+        self._charge(delta)
+
+    def on_iteration(self, out_tokens, kv_byte_s, host_byte_s, io_bytes) -> None:
+        w = self.weights
+        self._charge(w.w_out * out_tokens + w.p_kv * kv_byte_s + w.p_host * host_byte_s
+                     + w.p_io * io_bytes)
+
+    def forget(self, node: Node) -> None:
+        self.ledger.forget(node)
+
+
+class DeficitLPM(_PerTenantQueues):
+    """Deficit round robin over tenants; inside a tenant, the longest cached prefix first.
+
+    A tenant's deficit grows by ``quantum`` token units per round and shrinks by w_in per
+    executed prefill token and w_out per generated token; like classic DRR the deficit is reset
+    when the tenant's queue empties.
+    """
+
+    name = "dlpm"
+
+    def __init__(self, quantum: float = 2048.0, window: int = 16) -> None:
+        self.quantum, self.window = quantum, window
+
+    def bind(self, view: EngineView) -> None:
+        super().bind(view)
+        self.deficit = np.zeros(view.n_tenants)
+        self.ring: deque[int] = deque()
+        self.w_in, self.w_out = view.weights.w_in, view.weights.w_out
+
+    def on_arrival(self, req: Request, now: float) -> None:
+        if not self.backlogged[req.tenant]:
+            self.deficit[req.tenant] = 0.0
+            self.ring.append(req.tenant)
+        self._push(req)
+
+    def _next_tenant(self) -> int:
+        for _ in range(len(self.ring)):
+            if self.deficit[self.ring[0]] > 0:
+                return self.ring[0]
+            self.deficit[self.ring[0]] += self.quantum
+            self.ring.rotate(-1)
+        members = np.fromiter(self.ring, dtype=np.int64)
+        if not (self.deficit[members] > 0).any():  # everyone deep in debt: add whole rounds
+            rounds = math.ceil((-self.deficit[members].max() + 1e-9) / self.quantum)
+            self.deficit[members] += rounds * self.quantum
+        while self.deficit[self.ring[0]] <= 0:
+            self.ring.rotate(-1)
+        return self.ring[0]
+
+    def pick(self, now: float) -> Request | None:
+        if not self.ring:
+            return None
+        t = self._next_tenant()
+        queue = self.queues[t]
+        scan = min(self.window, len(queue))
+        best = max(range(scan), key=lambda i: (self.view.cached_tokens(queue[i]), -i))
+        req = queue[best]
+        del queue[best]
+        if not queue:
+            self.backlogged[t] = False
+            self.ring.remove(t)
+            self.deficit[t] = 0.0
+        return req
+
+    def unpick(self, req: Request) -> None:
+        if not self.backlogged[req.tenant]:
+            self.ring.appendleft(req.tenant)
+        super().unpick(req)
+
+    def on_admit(self, req: Request, usage: AdmitUsage) -> None:
+        cost = self.w_in * usage.computed_tokens
+        self.charged[req.tenant] += cost
+        if self.backlogged[req.tenant]:
+            self.deficit[req.tenant] -= cost
+
+    def on_iteration(self, out_tokens, kv_byte_s, host_byte_s, io_bytes) -> None:
+        cost = self.w_out * out_tokens
+        self.charged += cost
+        self.deficit -= np.where(self.backlogged, cost, 0.0)
+
+
+SCHEDULERS: dict[str, Callable[[], Scheduler]] = {
+    "fcfs": FCFS, "vtc": VTC, "lpm": LongestPrefixMatch, "dlpm": DeficitLPM,
+    "faircache": FairCacheScheduler,
+}
+
+
+def make_scheduler(name: str) -> Scheduler:
+    if name not in SCHEDULERS:
+        raise UnknownNameError("scheduler", name, sorted(SCHEDULERS))
+    return SCHEDULERS[name]()

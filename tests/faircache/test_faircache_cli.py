@@ -1,0 +1,63 @@
+"""The CLI: simulate from a workload and a trace, JSON output, bad input as one clear line."""
+
+import json
+from pathlib import Path
+
+from typer.testing import CliRunner
+
+from schedlab.core.experiment import get_experiment
+from schedlab.faircache.cli import app
+
+DATA = Path(__file__).parents[1] / "llm" / "data"
+runner = CliRunner()
+
+
+def test_simulate_workload_json_and_outputs(tmp_path):
+    result = runner.invoke(app, ["simulate", "--workload", "shared-prefix",
+                                 "--tenants", "2", "--duration", "5", "--scheduler", "vtc",
+                                 "--cache", "static", "--host-gb", "1", "--out",
+                                 str(tmp_path), "--json"])
+    assert result.exit_code == 0, result.output
+    doc = json.loads(result.stdout)
+    assert len(doc["tenants"]) == 2 and doc["summary"]["requests"] > 0
+    assert (tmp_path / "tenants.csv").exists() and (tmp_path / "summary.json").exists()
+
+
+def test_simulate_shipped_trace_prints_table():
+    result = runner.invoke(app, ["simulate", "--trace",
+                                 str(DATA / "sample_mooncake.jsonl"), "--gpu", "h100"])
+    assert result.exit_code == 0, result.output
+    assert "t0" in result.stdout and "throughput" in result.stdout
+
+
+def test_bad_trace_line_is_reported(tmp_path):
+    bad = tmp_path / "bad.jsonl"
+    bad.write_text('{"timestamp": 0, "input_length": 5, "output_length": 1, "hash_ids": [1]}\n'
+                   '{"timestamp": 1, "input_length": 5, "output_length": "many", '
+                   '"hash_ids": [1]}\n')
+    result = runner.invoke(app, ["simulate", "--trace", str(bad)])
+    assert result.exit_code == 2
+    assert "bad.jsonl:2" in result.output and "output_length" in result.output
+
+
+def test_unknown_policy_and_missing_source():
+    result = runner.invoke(app, ["simulate", "--workload", "overload",
+                                 "--scheduler", "magic"])
+    assert result.exit_code == 2 and "valid" in result.output
+    result = runner.invoke(app, ["simulate"])
+    assert result.exit_code == 2
+
+
+def test_costmodel_and_generate(tmp_path):
+    result = runner.invoke(app, ["costmodel", "--model", "qwen3-8b", "--json"])
+    assert result.exit_code == 0 and json.loads(result.stdout)["tp"] == 1
+    out = tmp_path / "g.jsonl"
+    result = runner.invoke(app, ["generate", "on-off", "--out", str(out),
+                                 "--duration", "5", "--json"])
+    assert result.exit_code == 0 and out.exists()
+
+
+def test_free_riding_experiment_claims_hold():
+    exp = get_experiment("faircache.free_riding")
+    result = exp.fn(k=3, prefix=1024, seed=0)
+    assert result.claims and all(c.holds for c in result.claims)
