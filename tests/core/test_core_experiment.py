@@ -81,6 +81,14 @@ def test_measurements_keep_rows_when_types_clash():
     assert frame.filter(pl.col("seed") == 1)["w"].to_list() == [0.5]
 
 
+def test_measurements_keep_an_experiments_own_tag_named_columns():
+    sweep = _fake_sweep()
+    sweep.results[0].frame = pl.DataFrame({"scale": [8, 16]})
+    frame = measurements_frame(sweep)
+    assert set(frame["scale"].to_list()) == {"quick"}
+    assert frame.filter(pl.col("seed") == 0)["result_scale"].to_list() == [8, 16]
+
+
 def test_sweep_runs_selfcheck_and_report_is_complete(tmp_path: Path):
     selected = experiments(["core"])
     done = []

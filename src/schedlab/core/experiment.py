@@ -317,7 +317,9 @@ def measurements_frame(sweep: Sweep) -> pl.DataFrame:
             continue
         tags = pl.DataFrame({"system": [r.system], "experiment": [r.experiment],
                              "scale": [r.scale], "seed": [r.seed]})
-        frames.append(tags.join(r.frame, how="cross"))
+        # an experiment's own column named like a tag keeps its values under result_<name>
+        own = r.frame.rename({c: f"result_{c}" for c in r.frame.columns if c in tags.columns})
+        frames.append(tags.join(own, how="cross"))
     if not frames:
         return pl.DataFrame(schema={"system": pl.String, "experiment": pl.String,
                                     "scale": pl.String, "seed": pl.Int64})
