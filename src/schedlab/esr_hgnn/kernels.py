@@ -1,0 +1,99 @@
+"""Numba hot loops: one metapath hop over a frontier, and the DRAM row-buffer replay.
+
+ESR-HGNN (../shared/papers/05-esr_hgnn.md) is about the random reads of metapath sampling. The
+one kernel both samplers share, :func:`expand`, performs a hop ``X -> Y`` for every live frontier
+node: one read of the CSR row pointer (``indptr[v]``/``indptr[v + 1]`` sit in one word pair) and
+``fanout`` uniform reads of ``indices`` (sampling with replacement, like DGL's
+``sample_neighbors(replace=True)`` and metapath random walks). Every read is counted and, when a
+trace buffer is given, its byte address is recorded so the hardware model can replay it.
+
+Random numbers come in as a NumPy array drawn from an explicit ``numpy.random.Generator``: the
+kernel holds no RNG state, so runs are reproducible from the seed alone.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+from numba import njit
+
+
+@njit(cache=True, nogil=True)
+def expand(indptr, indices, frontier, fanout, uniforms, ptr_base, idx_base, word, trace):
+    """Sample ``fanout`` neighbours (with replacement) of every frontier node.
+
+    ``frontier`` holds node ids, -1 for a dead walk (a node without neighbours earlier on).
+    Child ``i * fanout + j`` descends from frontier entry ``i``: the dense layout keeps every
+    path's ancestry implicit, so no parent array is needed. Returns (children, reads, trace_len).
+    """
+    n = frontier.size
+    out = np.empty(n * fanout, dtype=np.int64)
+    reads = 0
+    record = trace.size > 0
+    for i in range(n):
+        v = frontier[i]
+        base = i * fanout
+        if v < 0:
+            for j in range(fanout):
+                out[base + j] = -1
+            continue
+        lo = indptr[v]
+        deg = indptr[v + 1] - lo
+        if record:
+            trace[reads] = ptr_base + v * word
+        reads += 1
+        if deg == 0:
+            for j in range(fanout):
+                out[base + j] = -1
+            continue
+        for j in range(fanout):
+            k = lo + np.int64(uniforms[base + j] * deg)
+            if k >= lo + deg:  # uniforms are in [0, 1) but guard the float edge anyway
+                k = lo + deg - 1
+            out[base + j] = indices[k]
+            if record:
+                trace[reads] = idx_base + k * word
+            reads += 1
+    return out, reads, reads if record else 0
+
+
+@njit(cache=True, nogil=True)
+def replay_dram(addresses, row_bytes, n_banks, t_cl, t_rcd, t_rp, t_burst, t_ccd, mlp):
+    """Cycle-approximate replay of one channel's reads on an open-page DRAM channel.
+
+    Each read issues one per cycle while fewer than ``mlp`` are in flight; it waits for its bank,
+    pays ``t_cl`` on a row-buffer hit, ``t_rcd + t_cl`` on an idle bank and ``t_rp + t_rcd +
+    t_cl`` on a conflict, then holds the shared data bus for ``t_burst``. Returns (cycles, hits,
+    misses). Addresses map row-interleaved: bank = (addr // row_bytes) % n_banks.
+    """
+    n = addresses.size
+    open_row = np.full(n_banks, -1, dtype=np.int64)
+    bank_ready = np.zeros(n_banks, dtype=np.int64)
+    window = np.zeros(max(mlp, 1), dtype=np.int64)  # completion times of the last mlp reads
+    issue = np.int64(0)
+    bus_free = np.int64(0)
+    finish = np.int64(0)
+    hits = 0
+    for i in range(n):
+        slot = i % mlp
+        issue = max(issue + 1, window[slot]) if i > 0 else np.int64(0)
+        page = addresses[i] // row_bytes
+        bank = page % n_banks
+        row = page // n_banks
+        start = max(issue, bank_ready[bank])
+        if open_row[bank] == row:
+            latency = t_cl
+            hits += 1
+            bank_ready[bank] = start + t_ccd
+        elif open_row[bank] < 0:
+            latency = t_rcd + t_cl
+            bank_ready[bank] = start + t_rcd + t_ccd
+        else:
+            latency = t_rp + t_rcd + t_cl
+            bank_ready[bank] = start + t_rp + t_rcd + t_ccd
+        open_row[bank] = row
+        done = max(start + latency, bus_free) + t_burst
+        bus_free = done
+        window[slot] = done
+        if done > finish:
+            finish = done
+    return finish, hits, n - hits
