@@ -1,0 +1,177 @@
+"""Arcus's own state I/O: CFLog alone, and CFLog + FCCache (the full system). Paper 12.
+
+**CFLog** logs every step of an instance under a deterministic key (``ns:log:INSTANCE``, field =
+step number) with conditional writes inside one Lua script, so re-execution after a crash replays
+logged reads and skips logged writes with no sequencer and no shared-log ordering: one round trip
+per read and per write.
+
+**Arcus** adds FCCache and a shorter write path:
+
+* reads are served from the worker's versioned cache when it is provably fresh enough (see
+  :mod:`schedlab.arcus.fccache`); the read's log record is *deferred* and travels with the next
+  flush. Nothing outside the function can depend on a read before that flush (writes, child
+  invocations and the result all flush first), so a crash before it just re-reads;
+* a write is acknowledged to the function once it is in the execution's own write overlay and the
+  flush queue (no round trip); a per-instance flusher makes it durable in the background, in
+  order, together with the deferred read records. An invocation's **result is acknowledged only
+  after all its writes are durable** (``finish`` flushes and waits), and a child invocation is
+  only started after a flush (``sync``), so no acknowledged write can be lost.
+"""
+
+from __future__ import annotations
+
+import threading
+from concurrent.futures import Future
+from typing import Any, ClassVar
+
+from schedlab.arcus.fccache import CHANNEL, SEQ_KEY
+from schedlab.arcus.iobase import Conflict, Env, StateIOBase, dumps, loads, text
+from schedlab.arcus.store import Store
+
+Record = tuple[str, str, str, str]  # kind, step, state key, value
+
+
+def parse_read(payload: str) -> tuple[int, str]:
+    """A read log record ``r<seq>|<json>`` as (seq, json)."""
+    if not payload.startswith("r"):
+        raise Conflict(f"step was logged as {payload[:12]!r}, not as a read")
+    seq, value = payload[1:].split("|", 1)
+    return int(seq), value
+
+
+class CFLog(StateIOBase):
+    """CFLog without FCCache: every read and write is one conditional Lua round trip."""
+
+    name: ClassVar[str] = "cflog"
+    description: ClassVar[str] = "CFLog alone: coordination-free per-step logging, no cache"
+    use_cache: ClassVar[bool] = False
+    write_behind: ClassVar[bool] = False
+
+    def __init__(self, store: Store, env: Env) -> None:
+        super().__init__(store, env)
+        self.pending: list[Record] = []
+        self.overlay: dict[str, Any] = {}
+        self.queue_lock = threading.Lock()
+        self.flush_lock = threading.Lock()
+        self.inflight: Future | None = None
+        self.conflict: str | None = None
+        self.scripts = env.resources.scripts
+
+    def begin(self) -> tuple[bool, Any]:
+        if not self.env.replay:
+            return False, None  # nothing can be logged yet: skip the lookup round trip
+        raw = self.store.call("HGETALL", self.log_key)
+        self.logged = {text(k): text(v) for k, v in raw.items()}
+        if "res" in self.logged:
+            return True, loads(self.logged["res"])
+        return False, None
+
+    # --- flushing -----------------------------------------------------------------------------
+    def _run(self, batch: list[Record]) -> list[Any]:
+        args: list[Any] = ["1" if self.use_cache else "0"]
+        for record in batch:
+            args.extend(record)
+        keys = [self.log_key, SEQ_KEY, CHANNEL]
+        reply = self.store.script(self.scripts["cflog_flush"], keys, args)
+        status, detail, maxseq = text(reply[0]), text(reply[1]), int(reply[2])
+        self.seq = max(self.seq, maxseq)
+        if status == "conflict":
+            self.conflict = f"step {detail} logged differently by another execution"
+            raise Conflict(self.conflict)
+        self.env.crash("flush", int(batch[-1][1]) if batch[-1][1].isdigit() else -1)
+        return [status, detail]
+
+    def _flush(self, extra: Record | None = None) -> list[Any]:
+        with self.flush_lock:
+            with self.queue_lock:
+                batch, self.pending = self.pending, []
+            if extra is not None:
+                batch.append(extra)
+            if not batch:
+                return ["ok", ""]
+            return self._run(batch)
+
+    def _drain(self) -> None:
+        try:
+            self._flush()
+        except Conflict:
+            pass  # recorded in self.conflict; the function thread raises it at its next step
+
+    def _check(self) -> None:
+        if self.conflict is not None:
+            raise Conflict(self.conflict)
+
+    # --- the four operations ------------------------------------------------------------------
+    def read(self, step: int, key: str) -> Any:
+        if str(step) in self.logged:
+            seq, value = parse_read(self.logged[str(step)])
+            self.seq = max(self.seq, seq)
+            return loads(value)
+        self._check()
+        if key in self.overlay:  # the execution's own write: deterministic, nothing to log
+            return self.overlay[key]
+        skey = self.state_key(key)
+        cache = self.env.resources.cache if self.use_cache else None
+        if cache is not None:
+            evictions = cache.evictions
+            # waiting for the watermark only pays while it is cheaper than a miss's round trip
+            hit = cache.get(skey, self.seq, max(self.env.resources.wait_s, self.store.delay))
+            if hit is not None:
+                self.stats.hits += 1
+                seq, value = hit
+                record = f"r{seq}|{value}"
+                with self.queue_lock:
+                    self.pending.append(("r", str(step), skey, record))
+                self.stats.log(record)
+                self.seq = max(self.seq, seq)
+                return loads(value)
+            self.stats.misses += 1
+        status, payload = self._flush(("g", str(step), skey, ""))
+        seq, value = parse_read(payload)
+        if status == "read":
+            self.stats.log(payload)
+        if cache is not None:
+            cache.install(skey, seq, value, evictions)
+        self.seq = max(self.seq, seq)
+        return loads(value)
+
+    def write(self, step: int, key: str, value: Any) -> None:
+        self._check()
+        self.overlay[key] = value
+        logged = self.logged.get(str(step))
+        if logged is not None:  # replay: the write is already applied
+            self.seq = max(self.seq, int(logged[1:]) if logged[1:].isdigit() else 0)
+            return
+        record = ("w", str(step), self.state_key(key), dumps(value))
+        self.stats.log(record[3])
+        if not self.write_behind:
+            self._flush(record)
+            return
+        with self.queue_lock:
+            self.pending.append(record)
+            if self.inflight is None or self.inflight.done():
+                self.inflight = self.env.resources.pool.submit(self._drain)
+
+    def sync(self) -> None:
+        # the flush lock orders this after any background flush already under way; whatever
+        # it has not taken yet goes in this batch, so there is no separate wait
+        self._check()
+        self._flush()
+        self._check()
+
+    def finish(self, result: Any) -> Any:
+        self._check()
+        encoded = dumps(result)
+        self.stats.log(encoded)
+        status, winner = self._flush(("x", "res", "", encoded))
+        self._check()
+        return loads(winner)
+
+
+class Arcus(CFLog):
+    """The full system: CFLog + FCCache reads + write-behind with acknowledgement at finish."""
+
+    name: ClassVar[str] = "arcus"
+    description: ClassVar[str] = "Arcus: CFLog + FCCache (cached reads, write-behind)"
+    use_cache: ClassVar[bool] = True
+    write_behind: ClassVar[bool] = True

@@ -1,0 +1,145 @@
+"""FCCache: a per-worker state cache built for the dispersed invocation pattern (Arcus, paper 12).
+
+Serverless platforms rarely run consecutive steps of one request on the same worker, so a cache
+filled only by a worker's own reads misses on exactly the data the previous step just wrote. Two
+ideas fix that here:
+
+* **push on commit** - every committed Arcus write is published by the same Lua script that
+  commits it (``PUBLISH`` inside the script, so publish order = commit order = global commit
+  sequence number ``seq``); each worker's subscriber thread installs it, so the next step of the
+  request usually finds the value locally whatever worker it lands on;
+* **commit-sequence tokens** - each reply carries the highest ``seq`` its invocation read or
+  wrote and the gateway stamps every new invocation with the highest ``seq`` it has seen. A cache
+  serves a key only when its subscriber has applied every commit up to the token (waiting a
+  bounded ``wait_s`` for it); otherwise the read goes to Redis.
+
+Consistency this gives (tested): entries are versioned by ``seq`` and only ever replaced by a
+newer one, so concurrent writers and out-of-order fetch/publish races never move a key backwards;
+a read never returns a value older than any write acknowledged before its request (or its
+parent step) started. Not linearizable for requests that overlap in time (they may see the
+value before a concurrent write), which is the level the paper's baselines give as well.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import threading
+from collections import OrderedDict
+
+import redis
+
+CHANNEL = "arcus:commits"
+SEQ_KEY = "arcus:seq"
+
+
+class FCCache:
+    """Versioned LRU of ``redis key -> (seq, value json)`` plus the applied-commit watermark."""
+
+    def __init__(self, capacity: int = 50_000) -> None:
+        self.capacity = capacity
+        self.entries: OrderedDict[str, tuple[int, str]] = OrderedDict()
+        self.applied = -1  # highest commit seq whose publication has been installed
+        self.healthy = False  # False until subscribed: then nothing may be served locally
+        self.evictions = 0  # bumped on every eviction/reset: guards fetch-install races
+        self.cond = threading.Condition()
+
+    def get(self, key: str, token: int, wait_s: float) -> tuple[int, str] | None:
+        """The cached (seq, value) when it is provably at least as new as ``token``; else None."""
+        with self.cond:
+            if not self.healthy:
+                return None
+            if self.applied < token:
+                self.cond.wait_for(lambda: self.applied >= token or not self.healthy, wait_s)
+                if self.applied < token or not self.healthy:
+                    return None
+            entry = self.entries.get(key)
+            if entry is not None:
+                self.entries.move_to_end(key)
+            return entry
+
+    def install(self, key: str, seq: int, value: str, evictions_seen: int | None = None) -> None:
+        """Keep the newer of the cached and the given version.
+
+        ``evictions_seen`` is given for values fetched from Redis: if anything was evicted while
+        the fetch was in flight, a newer publication of this key may have been installed and
+        evicted in between, so the fetched value is not cached at all.
+        """
+        with self.cond:
+            if evictions_seen is not None and evictions_seen != self.evictions:
+                return
+            current = self.entries.get(key)
+            if current is not None and current[0] >= seq:
+                return
+            self.entries[key] = (seq, value)
+            self.entries.move_to_end(key)
+            while len(self.entries) > self.capacity:
+                self.entries.popitem(last=False)
+                self.evictions += 1
+
+    def publish_applied(self, key: str, seq: int, value: str) -> None:
+        """Install one publication and advance the watermark (publications arrive in order)."""
+        with self.cond:
+            if seq <= self.applied:
+                return
+            self.install(key, seq, value)
+            self.applied = seq
+            self.cond.notify_all()
+
+    def reset(self, applied: int, healthy: bool) -> None:
+        """Forget everything (a missed publication would otherwise make an entry stale forever)."""
+        with self.cond:
+            self.entries.clear()
+            self.evictions += 1
+            self.applied = applied
+            self.healthy = healthy
+            self.cond.notify_all()
+
+
+class Subscriber(threading.Thread):
+    """Installs published commits into a cache; on any connection error, resets and resubscribes."""
+
+    def __init__(self, client: redis.Redis, cache: FCCache) -> None:
+        super().__init__(daemon=True, name="fccache-subscriber")
+        self.client = client
+        self.cache = cache
+        self.stopped = threading.Event()
+
+    def run(self) -> None:
+        while not self.stopped.is_set():
+            try:
+                self._listen()
+            except (redis.RedisError, OSError, ValueError):
+                self.cache.reset(-1, healthy=False)
+                self.stopped.wait(0.05)
+
+    def _listen(self) -> None:
+        pubsub = self.client.pubsub(ignore_subscribe_messages=True)
+        pubsub.subscribe(CHANNEL)
+        # wait for the subscription to be confirmed before reading the watermark, so no commit
+        # after ``start`` can be missed
+        while pubsub.get_message(timeout=1.0, ignore_subscribe_messages=False) is None:
+            if self.stopped.is_set():
+                return
+        start = int(self.client.get(SEQ_KEY) or 0)
+        self.cache.reset(start, healthy=True)
+        try:
+            while not self.stopped.is_set():
+                message = pubsub.get_message(timeout=0.5)
+                if message is None or message.get("type") != "message":
+                    continue
+                seq, key, value = decode_publication(message["data"])
+                self.cache.publish_applied(key, seq, value)
+        finally:
+            with contextlib.suppress(redis.RedisError, OSError):
+                pubsub.close()
+
+    def stop(self) -> None:
+        self.stopped.set()
+
+
+def decode_publication(data: bytes | str) -> tuple[int, str, str]:
+    """Publications are ``seq|key|value-json`` (keys never contain '|')."""
+    text = data.decode() if isinstance(data, bytes) else data
+    seq, key, value = text.split("|", 2)
+    return int(seq), key, value
+

