@@ -1,0 +1,94 @@
+"""One call from (model, architecture, mapping strategy, scheduler) to latency/area/energy.
+
+This is the library entry point the CLI, the experiments and a NAS loop use (HARP,
+../shared/papers/16-harp.md): map the static weights, let the scheduler write a plan, then
+either estimate it analytically (fast) or simulate it event by event (reference).
+"""
+
+from __future__ import annotations
+
+import time
+from dataclasses import asdict, dataclass, field
+from typing import Literal
+
+from schedlab.core.errors import UnknownNameError
+from schedlab.harp.arch import ArchConfig
+from schedlab.harp.costs import area_mm2, dynamic_energy_pj, leakage_mw, program_cost
+from schedlab.harp.estimator import estimate
+from schedlab.harp.mapping import Mapping, make_mapper
+from schedlab.harp.plan import Plan
+from schedlab.harp.policies import make_scheduler, plan_summary
+from schedlab.harp.simulator import simulate
+from schedlab.harp.workloads import Workload
+
+Method = Literal["estimate", "simulate"]
+METHODS = ("estimate", "simulate")
+
+
+@dataclass
+class Report:
+    """Everything one evaluation measured; flat fields so it drops into a frame row."""
+
+    model: str
+    tokens: int
+    strategy: str
+    scheduler: str
+    method: str
+    latency_us: float
+    tokens_per_s: float
+    area_mm2: float
+    energy_uj: float
+    crossbars: int
+    max_replicas: int
+    analog_util: float
+    digital_util: float
+    program_us: float
+    seconds: float
+    area_breakdown: dict[str, float] = field(default_factory=dict)
+    energy_breakdown: dict[str, float] = field(default_factory=dict)
+    modes: dict[str, int] = field(default_factory=dict)
+
+    def row(self) -> dict[str, float | int | str]:
+        """Scalar fields only (for Polars)."""
+        return {k: v for k, v in asdict(self).items() if not isinstance(v, dict)}
+
+
+def run_plan(plan: Plan, method: str) -> tuple[float, dict[str, float]]:
+    """(latency ns, busy ns per pool) of a plan by the chosen method."""
+    if method == "estimate":
+        result = estimate(plan)
+    elif method == "simulate":
+        result = simulate(plan)
+    else:
+        raise UnknownNameError("method", method, list(METHODS))
+    return result.latency_ns, result.busy_ns
+
+
+def evaluate(work: Workload, arch: ArchConfig, strategy: str = "latency",
+             scheduler: str = "harp", method: str = "estimate",
+             mapping: Mapping | None = None, solver: str = "auto") -> Report:
+    """Map, schedule and time one inference of ``work`` on ``arch``."""
+    began = time.perf_counter()
+    mapping = mapping or make_mapper(strategy, solver).map(work, arch)
+    plan = make_scheduler(scheduler).plan(work, mapping, arch)
+    latency, busy = run_plan(plan, method)
+    seconds = time.perf_counter() - began
+    areas = area_mm2(mapping.crossbars, arch)
+    energy = dynamic_energy_pj(work, arch)
+    energy["leakage"] = leakage_mw(mapping.crossbars, arch) * latency  # mW x ns = pJ
+    analog_cap = sum(c for p, c in plan.pools.items() if p.startswith("xbar:"))
+    analog_busy = sum(b for p, b in busy.items() if p.startswith("xbar:"))
+    digital_cap = sum(c for p, c in plan.pools.items() if not p.startswith("xbar:"))
+    digital_busy = sum(b for p, b in busy.items() if not p.startswith("xbar:"))
+    return Report(
+        model=work.name, tokens=work.tokens, strategy=mapping.strategy, scheduler=scheduler,
+        method=method, latency_us=latency / 1e3,
+        tokens_per_s=work.tokens / latency * 1e9 if latency else 0.0,
+        area_mm2=sum(areas.values()), energy_uj=sum(energy.values()) / 1e6,
+        crossbars=mapping.crossbars, max_replicas=max(mapping.replicas.values(), default=1),
+        analog_util=analog_busy / (analog_cap * latency) if latency and analog_cap else 0.0,
+        digital_util=digital_busy / (digital_cap * latency) if latency and digital_cap else 0.0,
+        program_us=program_cost(mapping.crossbars, arch)[0] / 1e3, seconds=seconds,
+        area_breakdown=areas, energy_breakdown={k: v / 1e6 for k, v in energy.items()},
+        modes=plan_summary(plan),
+    )
