@@ -1,0 +1,285 @@
+"""The four X-Bucket allocators and the alternatives they are compared against, one Protocol.
+
+X-Bucket (Phung & Thain; ../shared/papers/15-xbucket.md): PG-, PE-, DG- and DE-Bucket differ
+only in how buckets are found (greedy / exhaustive, see ``kernels``) and how one is chosen
+(probabilistic / deterministic, see ``state``). Alternatives: Whole Machine, Max Seen, Min
+Waste and Max Throughput (Tovar et al., 2017: a first allocation from the observed
+distribution, retried at the maximum), Quantized Bucketing (Phung et al., 2021), and the
+allocation a user declared when the trace carries one.
+
+Retry semantics follow the reference (cctools ``bucketing_manager.c``): for an exceeded type
+the next prediction must lie above the value the monitor reported for it; for the other types
+it is predicted above the most that was seen of them.
+"""
+
+from __future__ import annotations
+
+import random
+from collections.abc import Callable
+from typing import Protocol, runtime_checkable
+
+import numpy as np
+
+from schedlab.core.errors import UnknownNameError
+from schedlab.xbucket.state import BucketingState, next_step
+from schedlab.xbucket.types import RESOURCES, Defaults, Machine, ResourceReport, Resources
+
+
+@runtime_checkable
+class Allocator(Protocol):
+    """Predicts a task's resources before it runs and learns from what it really used."""
+
+    name: str
+
+    def allocate(self, category: str, last_failed: ResourceReport | None = None,
+                 declared: Resources | None = None) -> Resources:
+        """The allocation for the next attempt; ``last_failed`` is the attempt that just failed."""
+        ...
+
+    def observe(self, category: str, report: ResourceReport) -> None:
+        """Learn from a finished attempt (successful or not)."""
+        ...
+
+
+class XBucket:
+    """PG/PE/DG/DE-Bucket (and Quantized, which shares the machinery): one state per type."""
+
+    def __init__(self, mode: str, defaults: Defaults | None = None, seed: int = 0,
+                 name: str | None = None) -> None:
+        self.mode = mode
+        self.name = name or f"{mode}-bucket"
+        self.defaults = defaults or Defaults()
+        self._rng = random.Random(seed)
+        self._states: dict[str, tuple[BucketingState, ...]] = {}
+
+    def states(self, category: str) -> tuple[BucketingState, ...]:
+        found = self._states.get(category)
+        if found is None:
+            d = self.defaults
+            found = tuple(
+                BucketingState(self.mode, first, d.sampling, d.growth, d.max_buckets, self._rng)
+                for first in d.first.as_tuple()
+            )
+            self._states[category] = found
+        return found
+
+    def allocate(self, category: str, last_failed: ResourceReport | None = None,
+                 declared: Resources | None = None) -> Resources:
+        cores, memory, disk = self.states(category)
+        if last_failed is None:
+            return Resources(cores.predict(), memory.predict(), disk.predict())
+        used = last_failed.usage.as_tuple()
+        exceeded = last_failed.exceeded
+        return Resources(*(
+            _retry_one(state, used[i], RESOURCES[i] in exceeded)
+            for i, state in enumerate((cores, memory, disk))
+        ))
+
+    def observe(self, category: str, report: ResourceReport) -> None:
+        if report.exceeded:
+            return  # a failed attempt teaches through last_failed, not through the records
+        cores, memory, disk = self.states(category)
+        usage = report.usage
+        cores.add(usage.cores)
+        memory.add(usage.memory)
+        disk.add(usage.disk)
+
+
+def _retry_one(state: BucketingState, seen: float, exceeded: bool) -> float:
+    """Reference retry rule: above the reported value if exceeded, else above the most seen."""
+    if exceeded:
+        return state.predict(seen)
+    if state.in_sampling:
+        return max(state.predict(seen), state.predict())
+    return state.predict(seen)
+
+
+class WholeMachine:
+    """Every task gets a whole worker: never fails, wastes the most."""
+
+    name = "whole-machine"
+
+    def __init__(self, machine: Machine | None = None) -> None:
+        self.machine = (machine or Machine()).resources
+
+    def allocate(self, category: str, last_failed: ResourceReport | None = None,
+                 declared: Resources | None = None) -> Resources:
+        return self.machine
+
+    def observe(self, category: str, report: ResourceReport) -> None:
+        return None
+
+
+class Declared:
+    """The allocation the user declared for the task; a whole worker when none or after failing."""
+
+    name = "declared"
+
+    def __init__(self, machine: Machine | None = None) -> None:
+        self.machine = (machine or Machine()).resources
+
+    def allocate(self, category: str, last_failed: ResourceReport | None = None,
+                 declared: Resources | None = None) -> Resources:
+        if declared is None or last_failed is not None:
+            return self.machine
+        return declared
+
+    def observe(self, category: str, report: ResourceReport) -> None:
+        return None
+
+
+class _Observed:
+    """Per category: peaks and wall times of completed tasks, per type (for Tovar's policies)."""
+
+    def __init__(self) -> None:
+        self.peaks: list[list[float]] = [[], [], []]
+        self.times: list[float] = []
+        self.first: tuple[float, float, float] | None = None  # cached first allocation
+
+    def add(self, report: ResourceReport) -> None:
+        for i, value in enumerate(report.usage.as_tuple()):
+            self.peaks[i].append(value)
+        self.times.append(report.wall_time)
+        self.first = None
+
+
+class _FirstAllocation:
+    """Shared shape of Max Seen, Min Waste and Max Throughput (Tovar et al., 2017).
+
+    The same sampling phase as X-Bucket (default, grown past failures) until ``sampling`` tasks
+    have completed; then a first allocation chosen from the observed peaks (``_choose``) and,
+    after a failure, the maximum seen for each exceeded type (the whole worker when that is not
+    enough); types that were not exceeded keep their allocation.
+    """
+
+    name = "first-allocation"
+
+    def __init__(self, machine: Machine | None = None, defaults: Defaults | None = None) -> None:
+        self.machine = (machine or Machine()).resources.as_tuple()
+        self.defaults = defaults or Defaults()
+        self._seen: dict[str, _Observed] = {}
+
+    def _observed(self, category: str) -> _Observed:
+        found = self._seen.get(category)
+        if found is None:
+            found = self._seen[category] = _Observed()
+        return found
+
+    def allocate(self, category: str, last_failed: ResourceReport | None = None,
+                 declared: Resources | None = None) -> Resources:
+        seen = self._observed(category)
+        d = self.defaults
+        first = d.first.as_tuple()
+        if len(seen.times) < d.sampling:
+            if last_failed is None:
+                return d.first
+            used = last_failed.usage.as_tuple()
+            return Resources(*(
+                next_step(first[i], d.growth, used[i]) if RESOURCES[i] in last_failed.exceeded
+                else max(next_step(first[i], d.growth, used[i]), first[i])
+                for i in range(3)))
+        if last_failed is None:
+            if seen.first is None:
+                seen.first = tuple(self._choose(np.asarray(seen.peaks[i]),
+                                                np.asarray(seen.times), self.machine[i])
+                                   for i in range(3))
+            return Resources(*seen.first)
+        return Resources(*(self._retry(seen, last_failed, i) for i in range(3)))
+
+    def _retry(self, seen: _Observed, failed: ResourceReport, i: int) -> float:
+        given = failed.allocation.as_tuple()[i]
+        if RESOURCES[i] not in failed.exceeded:
+            return given
+        top = max(seen.peaks[i])
+        used = failed.usage.as_tuple()[i]
+        return top if top > given and top > used else self.machine[i]
+
+    def _choose(self, peaks: np.ndarray, times: np.ndarray, capacity: float) -> float:
+        raise NotImplementedError
+
+    def observe(self, category: str, report: ResourceReport) -> None:
+        if report.success:
+            self._observed(category).add(report)
+
+
+class MaxSeen(_FirstAllocation):
+    """The largest peak seen so far in the category."""
+
+    name = "max-seen"
+
+    def _choose(self, peaks: np.ndarray, times: np.ndarray, capacity: float) -> float:
+        return float(peaks.max())
+
+
+def _sorted_with_times(peaks: np.ndarray, times: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    order = np.argsort(peaks, kind="stable")
+    return peaks[order], times[order]
+
+
+class MinWaste(_FirstAllocation):
+    """Tovar et al.: the first allocation a minimising expected waste with a retry at the max.
+
+    With peaks p_i, times t_i and a_max the largest peak, W(a) = a*T + a_max*T(p > a) - sum p_i
+    t_i, so the argmin over candidate a = p_k needs only prefix sums of the sorted times.
+    """
+
+    name = "min-waste"
+
+    def _choose(self, peaks: np.ndarray, times: np.ndarray, capacity: float) -> float:
+        p, t = _sorted_with_times(peaks, times)
+        t = np.where(t > 0, t, 1e-9)  # zero-length tasks still occupy their allocation
+        above = t.sum() - np.cumsum(t)  # time of the tasks above candidate k
+        cost = p * t.sum() + p[-1] * above
+        return float(p[int(np.argmin(cost))])
+
+
+class MaxThroughput(_FirstAllocation):
+    """Tovar et al.: the first allocation a maximising tasks completed per unit time on a worker.
+
+    A worker of capacity M runs floor(M/a) first attempts at once, and floor(M/a_max) retries,
+    so throughput(a) = n / (T / floor(M/a) + T(p > a) / floor(M/a_max)). The floors make it
+    prefer allocations that pack whole tasks, which is where it differs from Min Waste.
+    """
+
+    name = "max-throughput"
+
+    def _choose(self, peaks: np.ndarray, times: np.ndarray, capacity: float) -> float:
+        p, t = _sorted_with_times(peaks, times)
+        t = np.where(t > 0, t, 1e-9)
+        above = t.sum() - np.cumsum(t)
+        safe = np.where(p > 0, p, 1e-9)
+        slots = np.maximum(np.floor(capacity / safe), 1.0)
+        retry_slots = max(np.floor(capacity / max(p[-1], 1e-9)), 1.0)
+        busy = t.sum() / slots + above / retry_slots
+        return float(p[int(np.argmin(busy))])
+
+
+AllocatorFactory = Callable[[Machine, Defaults, int], Allocator]
+
+#: the method and every baseline, by CLI name
+ALLOCATORS: dict[str, AllocatorFactory] = {
+    "pg-bucket": lambda m, d, s: XBucket("pg", d, s),
+    "pe-bucket": lambda m, d, s: XBucket("pe", d, s),
+    "dg-bucket": lambda m, d, s: XBucket("dg", d, s),
+    "de-bucket": lambda m, d, s: XBucket("de", d, s),
+    "quantized": lambda m, d, s: XBucket("quantized", d, s, name="quantized"),
+    "whole-machine": lambda m, d, s: WholeMachine(m),
+    "max-seen": lambda m, d, s: MaxSeen(m, d),
+    "min-waste": lambda m, d, s: MinWaste(m, d),
+    "max-throughput": lambda m, d, s: MaxThroughput(m, d),
+    "declared": lambda m, d, s: Declared(m),
+}
+
+#: the paper's four algorithms
+XBUCKET_FAMILY: tuple[str, ...] = ("pg-bucket", "pe-bucket", "dg-bucket", "de-bucket")
+#: the five alternatives the paper compares against (declared needs a trace that carries it)
+ALTERNATIVES: tuple[str, ...] = ("whole-machine", "max-seen", "min-waste", "max-throughput",
+                                 "quantized")
+
+
+def make_allocator(name: str, machine: Machine | None = None, defaults: Defaults | None = None,
+                   seed: int = 0) -> Allocator:
+    """Build the allocator registered under ``name`` (see :data:`ALLOCATORS`)."""
+    if name not in ALLOCATORS:
+        raise UnknownNameError("algorithm", name, sorted(ALLOCATORS))
+    return ALLOCATORS[name](machine or Machine(), defaults or Defaults(), seed)

@@ -1,0 +1,120 @@
+"""Plain data shared by the allocators, the replay engine and the real executor.
+
+X-Bucket (Phung & Thain, "X-Bucket: online bucketing resource allocation for dynamic
+workflows"; ../shared/papers/15-xbucket.md) handles each resource type on its own, so every
+record here is a small fixed tuple of the three types the paper evaluates: cores, memory (MB)
+and disk (MB). Slotted dataclasses keep a prediction allocation-free beyond one small object,
+which matters for the per-prediction latency target (p99 <= 15 us).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+#: the resource types, in the order every tuple below uses
+RESOURCES: tuple[str, ...] = ("cores", "memory", "disk")
+
+
+@dataclass(frozen=True, slots=True)
+class Resources:
+    """An amount of each resource type: cores, memory in MB, disk in MB."""
+
+    cores: float
+    memory: float
+    disk: float
+
+    def as_tuple(self) -> tuple[float, float, float]:
+        return (self.cores, self.memory, self.disk)
+
+    def get(self, name: str) -> float:
+        return getattr(self, name)
+
+    @classmethod
+    def of(cls, values: tuple[float, ...] | list[float]) -> Resources:
+        return cls(float(values[0]), float(values[1]), float(values[2]))
+
+    def fits_in(self, other: Resources) -> bool:
+        """True when every type here is at most the same type in ``other``."""
+        return self.cores <= other.cores and self.memory <= other.memory and self.disk <= other.disk
+
+    def exceeded(self, allocation: Resources) -> tuple[str, ...]:
+        """Names of the types whose usage (self) went above ``allocation``."""
+        return tuple(
+            name
+            for name, used, given in zip(RESOURCES, self.as_tuple(), allocation.as_tuple(),
+                                         strict=True)
+            if used > given
+        )
+
+
+@dataclass(frozen=True, slots=True)
+class ResourceReport:
+    """What one attempt of a task reported back to the allocator.
+
+    ``usage`` is what the monitor saw: on success the task's true peaks; on a failure, under the
+    ``peak`` semantics (a replay knows the truth) the true peaks, under the ``allocation``
+    semantics (a live monitor killed the task at its limit) the allocation for every exceeded
+    type and the true peak for the others. ``exceeded`` is empty on success.
+    """
+
+    allocation: Resources
+    usage: Resources
+    wall_time: float
+    exceeded: tuple[str, ...] = ()
+
+    @property
+    def success(self) -> bool:
+        return not self.exceeded
+
+
+@dataclass(frozen=True, slots=True)
+class Task:
+    """One task of a workflow: its category, true peaks and wall time (from a trace or generator).
+
+    ``declared`` is the allocation a user wrote down for it, when the trace carries one.
+    """
+
+    task_id: str
+    category: str
+    peak: Resources
+    wall_time: float
+    declared: Resources | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class Machine:
+    """A worker's capacity: what Whole Machine allocates and what any allocation is capped at."""
+
+    cores: float = 16.0
+    memory: float = 65536.0
+    disk: float = 65536.0
+
+    @property
+    def resources(self) -> Resources:
+        return Resources(self.cores, self.memory, self.disk)
+
+    @classmethod
+    def covering(cls, tasks: list[Task], base: Machine | None = None) -> Machine:
+        """``base`` (default 16 cores, 64 GiB, 64 GiB) grown by powers of two to fit every task."""
+        base = base or cls()
+        sizes = list(base.resources.as_tuple())
+        for task in tasks:
+            for i, used in enumerate(task.peak.as_tuple()):
+                while used > sizes[i]:
+                    sizes[i] *= 2
+        return cls(*sizes)
+
+
+@dataclass(slots=True)
+class Defaults:
+    """The bucketing defaults of the paper and of the reference implementation (cctools).
+
+    ``first`` is the sampling-phase allocation (1 core, 1000 MB memory, 1000 MB disk), doubled
+    (``growth``) after every failure; ``sampling`` completed tasks end the sampling phase;
+    exhaustive bucketing tries 1..``max_buckets`` buckets.
+    """
+
+    first: Resources = field(default_factory=lambda: Resources(1.0, 1000.0, 1000.0))
+    sampling: int = 10
+    growth: float = 2.0
+    max_buckets: int = 10

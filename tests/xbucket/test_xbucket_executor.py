@@ -1,0 +1,42 @@
+"""A small real workflow: tasks that allocate known amounts of memory, run under predictions."""
+
+import sys
+
+import pytest
+
+from schedlab.core.errors import BadInputError
+from schedlab.xbucket import Defaults, LocalExecutor, Resources, TaskSpec, make_allocator
+
+sys.path.insert(0, __file__.rsplit("/", 1)[0])
+import xbucket_tasks as tasks  # noqa: E402  (stdlib-only helpers the child imports)
+
+
+@pytest.mark.slow
+def test_real_workflow_retries_and_loses_no_result():
+    defaults = Defaults(first=Resources(1, 60, 50), sampling=3)
+    executor = LocalExecutor(make_allocator("pg-bucket", defaults=defaults), parallel=2,
+                             semantics="allocation")
+    sizes = [10, 90, 20, 160, 30, 15]
+    specs = [TaskSpec(f"m{i}", "mem", function=tasks.hold_memory, args=(mb, 0.15))
+             for i, mb in enumerate(sizes)]
+    specs.append(TaskSpec("d", "disk", function=tasks.write_file, args=(80, 0.15)))
+    specs.append(TaskSpec("sh", "cmd", command=["sh", "-c", "echo done"]))
+    records = executor.run(specs)
+    assert [r.task_id for r in records] == [s.task_id for s in specs]
+    assert all(r.succeeded for r in records)
+    assert [r.value for r in records[:6]] == sizes  # every result came back
+    assert records[6].value == 80 and records[7].stdout.strip() == "done"
+    big = records[3]
+    assert len(big.attempts) >= 2  # 160 MB cannot fit the 60 MB first allocation
+    for failed, after in zip(big.attempts, big.attempts[1:], strict=False):
+        assert failed.exceeded and after.allocation.memory > failed.allocation.memory
+    assert big.attempts[-1].usage.memory >= 160
+    disk = records[6].attempts
+    assert any("disk" in a.exceeded for a in disk) and disk[-1].usage.disk >= 80
+
+
+def test_a_task_needs_exactly_one_of_command_or_function():
+    with pytest.raises(BadInputError):
+        TaskSpec("x")
+    with pytest.raises(BadInputError):
+        TaskSpec("x", command=["true"], function=print)
