@@ -1,0 +1,275 @@
+"""The online edge-cloud router and its baselines, behind one ``Router`` protocol.
+
+Paper: "Latency-aware LLM inference scheduling across device, edge and cloud"
+(../shared/papers/04-edge_llm.md). Routes are (prefill site, decode site):
+
+* ``cloud``  = (cloud, cloud): mode (i), cloud-only;
+* ``split``  = (cloud, edge):  mode (ii), cloud prefill + edge decode, KV over the backhaul;
+* ``mix``    = (edge, edge):   mode (iii), edge prefill-decode mix.
+
+The online policy runs the paper's four-stage loop on each admission window: (1) windowed
+admission in earliest-deadline order, (2) delta-similar bucketing, (3) tile selection and
+(4) SM-feasible prefill/decode allocation from the joint-residency frontier, re-chosen every
+window from the decode load (dynamic adjustment), falling back to time slicing when no pair
+co-resides (guard); then each request takes the mode with the lowest predicted end-to-end
+latency among those predicted to meet its deadline. Baselines: each fixed mode, and a
+DistServe-style disaggregated placement (Zhong et al., OSDI'24) chosen from an M/D/1 model.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Protocol
+
+from schedlab.core.errors import UnknownNameError
+from schedlab.edge_llm.bucketing import delta_buckets
+from schedlab.edge_llm.sites import ClusterView, SmPlan
+from schedlab.edge_llm.workloads import EdgeRequest
+
+Route = tuple[str, str]
+MODES: dict[str, Route] = {"cloud": ("cloud", "cloud"), "split": ("cloud", "edge"),
+                           "mix": ("edge", "edge")}
+MODE_OF: dict[Route, str] = {v: k for k, v in MODES.items()} | {("edge", "cloud"): "reverse"}
+#: padded tokens per prefill batch (a CUDA-graph-sized static shape)
+MAX_BATCH_TOKENS = 8192
+#: tokens an active decode is assumed to still owe when stage 4 weighs its slowdown
+DECODE_TOKENS_AHEAD = 64
+
+
+@dataclass
+class Window:
+    """One admission window: the requests that arrived in it and when each prompt reaches the
+    edge server (after its uplink)."""
+
+    now: float
+    requests: list[EdgeRequest]
+    ready: list[float]
+
+
+@dataclass
+class Plan:
+    """A router's answer: a route and a prefill group per request, SM plans per site."""
+
+    routes: list[Route]
+    groups: list[int]
+    sm: dict[str, SmPlan] = field(default_factory=dict)
+
+
+class Router(Protocol):
+    """Decides, for every request of a window, where it is prefilled and decoded."""
+
+    name: str
+
+    def plan(self, window: Window, view: ClusterView) -> Plan: ...
+
+
+def bucket_groups(window: Window, delta: float) -> tuple[list[int], list[list[int]]]:
+    """Stage 2 for everyone: group ids from delta-similar buckets of the window's prompts."""
+    lengths = [r.input_len for r in window.requests]
+    buckets = delta_buckets(lengths, delta, MAX_BATCH_TOKENS)
+    groups = [0] * len(lengths)
+    for b, members in enumerate(buckets):
+        for i in members:
+            groups[i] = b
+    return groups, buckets
+
+
+class FixedRouter:
+    """Every request takes one mode. The SM stages (3-4) are the same as the online policy's,
+    so comparing the two isolates what per-request routing adds."""
+
+    def __init__(self, mode: str, sm_allocation: bool = True) -> None:
+        self.route = MODES[mode]
+        self.name = mode
+        self.sm_allocation = sm_allocation
+
+    def plan(self, window: Window, view: ClusterView) -> Plan:
+        groups, _ = bucket_groups(window, view.cfg.delta)
+        return Plan([self.route] * len(window.requests), groups,
+                    site_plans(view, window, self.sm_allocation))
+
+
+def site_plans(view: ClusterView, window: Window, sm_allocation: bool) -> dict[str, SmPlan]:
+    """Stages 3-4 for every site, or each site's dominant pair when switched off."""
+    return {site: (allocate_sm(view, site, window) if sm_allocation
+                   else view.sites[site].default_plan()) for site in view.sites}
+
+
+@dataclass(frozen=True)
+class Estimate:
+    ttft: float
+    e2e: float
+    prefill_end: float
+    join: float
+    tpot: float
+
+
+def estimate(view: ClusterView, req: EdgeRequest, ready: float, route: Route,
+             plans: dict[str, SmPlan], pad_to: int | None = None) -> Estimate:
+    """Predicted TTFT and end-to-end latency of one request on one route, given the view's
+    tentative reservations (nothing is booked)."""
+    cfg = view.cfg
+    wan = cfg.backhaul.wan_ms / 1e3
+    air = cfg.wireless.air_ms / 1e3
+    p, d = route
+    ps, ds = view.sites[p], view.sites[d]
+    at_p = ready + (wan if p == "cloud" else 0.0)
+    start = max(at_p, view.lane_free[p])
+    active_p = ps.pool.active(start) + view.extra_decodes[p]
+    pad = pad_to or req.input_len
+    end = start + ps.prefill_s([pad], pad, start, plans.get(p), active_p)
+    first = end + (wan if p == "cloud" else 0.0) + air
+    join = end
+    if p != d:
+        nbytes = ps.kv_per_token * req.input_len
+        join = max(end, view.link_free) + view.link.duration(nbytes) + wan
+    tpot = ds.tpot_s(join, view.extra_decodes[d], view.extra_duty(d), plans.get(d))
+    last = join + (req.output_len - 1) * tpot + (wan if d == "cloud" else 0.0) + air
+    return Estimate(first - req.arrival, last - req.arrival, end, join, tpot)
+
+
+def commit(view: ClusterView, req: EdgeRequest, ready: float, route: Route, est: Estimate
+           ) -> None:
+    """Book an estimated route in the view so later requests of the window see it."""
+    p, d = route
+    wan = view.cfg.backhaul.wan_ms / 1e3
+    at_p = ready + (wan if p == "cloud" else 0.0)
+    start = max(at_p, view.lane_free[p])
+    view.reserve_prefill(p, at_p, est.prefill_end - start)
+    if p != d:
+        view.reserve_transfer(est.prefill_end, view.sites[p].kv_per_token * req.input_len)
+    view.extra_decodes[d] += 1
+
+
+class OnlineRouter:
+    """The paper's method: the four-stage loop, then per-request latency-aware routing."""
+
+    def __init__(self, modes: tuple[str, ...] = ("cloud", "split", "mix"),
+                 sm_allocation: bool = True, name: str = "online") -> None:
+        self.routes = [MODES[m] for m in modes]
+        self.sm_allocation = sm_allocation
+        self.name = name
+
+    def plan(self, window: Window, view: ClusterView) -> Plan:
+        groups, buckets = bucket_groups(window, view.cfg.delta)
+        plans = site_plans(view, window, self.sm_allocation)
+        pad = {i: max(window.requests[j].input_len for j in b) for b in buckets for i in b}
+        order = sorted(range(len(window.requests)),
+                       key=lambda i: window.requests[i].arrival + window.requests[i].deadline)
+        routes: list[Route] = [self.routes[0]] * len(window.requests)
+        for i in order:
+            req, ready = window.requests[i], window.ready[i]
+            best, best_key = None, None
+            for route in self.routes:
+                est = estimate(view, req, ready, route, plans, pad[i])
+                key = (est.e2e > req.deadline, est.e2e)
+                if best_key is None or key < best_key:
+                    best, best_key = (route, est), key
+            assert best is not None
+            routes[i] = best[0]
+            commit(view, req, ready, best[0], best[1])
+        return Plan(routes, groups, plans)
+
+
+def allocate_sm(view: ClusterView, site: str, window: Window) -> SmPlan:
+    """Stages 3-4: pick the (prefill tile, decode kernel, SM split) that minimises the predicted
+    waiting cost of the prefill queue plus the decode slowdown of the active batch.
+
+    Candidates are the time-sliced dominant pair (always launchable: the guarded fallback) and
+    every point of every jointly-resident pair's frontier, whose split is the prefill share of
+    warp slots. A plan that slows prefill stretches the whole booked backlog, which every
+    queued request waits through; a plan that slows decode costs each active sequence the
+    tokens it still owes. Re-chosen every window (dynamic adjustment)."""
+    s = view.sites[site]
+    now = view.now
+    active = s.pool.active(now)
+    lengths = [r.input_len for r in window.requests] or [256]
+    pad = max(lengths)
+    backlog = max(0.0, view.lane_free[site] - now)
+    dominant = SmPlan(s.prefill_kernels[0].name, s.decode_kernels[0].name, False, 1.0)
+    alone = s.prefill_s(lengths, pad, now, dominant, 0)
+    waiting = 1 + len(lengths) + backlog / max(alone / len(lengths), 1e-6)
+    candidates = [dominant, *_concurrent_plans(s)]
+    best, best_cost = dominant, float("inf")
+    for plan in candidates:
+        prefill = s.prefill_s(lengths, pad, now, plan, active)
+        stretch = prefill / alone
+        tpot = s.tpot_s(now, 0, min(1.0, prefill / view.cfg.duty_horizon_s), plan)
+        cost = (backlog + prefill) * stretch * waiting + active * DECODE_TOKENS_AHEAD * tpot
+        if cost < best_cost:
+            best, best_cost = plan, cost
+    return best
+
+
+def _concurrent_plans(site) -> list[SmPlan]:
+    """Concurrent candidates of a site: for each distinct SM split on some jointly-resident
+    pair's frontier, the pair with the best combined kernel efficiency (the others are
+    dominated). Static per site, so computed once."""
+    cached = getattr(site, "_plans_cache", None)
+    if cached is not None:
+        return cached
+    best: dict[float, tuple[float, SmPlan]] = {}
+    for pk, dk, points in site.feasible_pairs():
+        for n_p, n_d, _ in points:
+            share = round(n_p * pk.warps / (n_p * pk.warps + n_d * dk.warps), 2)
+            score = pk.efficiency * dk.efficiency
+            if share not in best or score > best[share][0]:
+                best[share] = (score, SmPlan(pk.name, dk.name, True, share))
+    cached = [plan for _, plan in sorted(best.values(), key=lambda v: v[1].prefill_share)]
+    site._plans_cache = cached
+    return cached
+
+
+class DistServeRouter:
+    """DistServe-style placement: prefill and decode on different GPUs; the direction
+    (cloud->edge or edge->cloud) is re-chosen each window from an M/D/1 prefill-queue model
+    fed by running estimates of the arrival rate and prompt length."""
+
+    name = "distserve"
+
+    def __init__(self) -> None:
+        self.count = 0
+        self.tokens = 0.0
+        self.first = None
+
+    def plan(self, window: Window, view: ClusterView) -> Plan:
+        groups, _ = bucket_groups(window, view.cfg.delta)
+        for r in window.requests:
+            self.first = r.arrival if self.first is None else self.first
+            self.count += 1
+            self.tokens += r.input_len
+        best = min((("cloud", "edge"), ("edge", "cloud")), key=lambda rt: self._cost(view, rt))
+        return Plan([best] * len(window.requests), groups, site_plans(view, window, True))
+
+    def _cost(self, view: ClusterView, route: Route) -> float:
+        if self.count == 0:
+            return 0.0
+        p = view.sites[route[0]]
+        span = max(view.now - (self.first or 0.0), view.cfg.window_ms / 1e3)
+        rate = self.count / span
+        mean_len = max(1, int(self.tokens / self.count))
+        service = p.prefill_s([mean_len], mean_len, view.now, decodes=0)
+        rho = rate * service
+        if rho >= 1.0:
+            return float("inf")
+        wait = rho * service / (2.0 * (1.0 - rho))  # M/D/1 mean wait
+        kv = view.link.duration(p.kv_per_token * mean_len) + view.cfg.backhaul.wan_ms / 1e3
+        tpot = view.sites[route[1]].tpot_s(view.now)
+        return wait + service + kv + 128 * tpot
+
+
+ROUTERS: dict[str, Callable[[], Router]] = {
+    "online": OnlineRouter,
+    "online-nosm": lambda: OnlineRouter(sm_allocation=False, name="online-nosm"),
+    "cloud": lambda: FixedRouter("cloud"),
+    "split": lambda: FixedRouter("split"),
+    "mix": lambda: FixedRouter("mix"),
+    "distserve": DistServeRouter,
+}
+
+
+def make_router(name: str) -> Router:
+    if name not in ROUTERS:
+        raise UnknownNameError("policy", name, sorted(ROUTERS))
+    return ROUTERS[name]()
