@@ -1,0 +1,21 @@
+"""The contract every RedPanda back end implements (CGRA here, dynamic HLS in issue 15)."""
+
+from __future__ import annotations
+
+from typing import Any, Protocol
+
+from schedlab.redpanda.graph import Graph
+
+
+class Backend(Protocol):
+    """Turns an optimised RedPanda graph into a target artefact plus metrics."""
+
+    name: str
+
+    def compile(self, graph: Graph, **options: Any) -> Any:
+        """Map/generate for the target; the result carries a ``metrics()`` dict."""
+        ...
+
+
+#: back ends by CLI target name; issue 15 registers "dhls" here
+BACKENDS: dict[str, str] = {"cgra": "schedlab.redpanda.backends.cgra:CGRABackend"}

@@ -1,0 +1,140 @@
+"""``schedlab redpanda ...``: compile MLIR kernels for a dataflow CGRA and evaluate flows.
+
+RedPanda (../shared/papers/08-redpanda.md). Every command is one library call; ``--json``
+prints exactly one JSON document on stdout; malformed MLIR is reported with xDSL's diagnostic
+(file, line, column), never a traceback.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import typer
+
+from schedlab.core.clitools import emit_json, err_console, handle_errors, out_console
+
+app = typer.Typer(help="RedPanda: one compiler (shared dataflow IR) for dataflow CGRAs and DHLS.",
+                  no_args_is_help=True, add_completion=False)
+
+
+def _print_table(rows: list[dict], columns: list[str], title: str = "") -> None:
+    from rich.table import Table
+
+    table = Table(*columns, title=title or None)
+    for row in rows:
+        table.add_row(*(f"{row[c]:.4g}" if isinstance(row[c], float) else str(row[c])
+                        for c in columns))
+    out_console.print(table)
+
+
+@app.command()
+@handle_errors
+def compile(  # noqa: A001 - the command is called compile
+    kernel: Path = typer.Argument(..., help="An MLIR file (func/scf/arith/memref)."),
+    target: str = typer.Option("cgra", "--target", help="Back end: cgra (dhls is issue 15)."),
+    rows: int = typer.Option(4, "--rows", min=1), cols: int = typer.Option(4, "--cols", min=2),
+    temporal: bool = typer.Option(False, "--temporal", help="Time-multiplex PEs (contexts)."),
+    contexts: int = typer.Option(16, "--contexts", min=1, help="Instruction slots per PE."),
+    flow: str = typer.Option("redpanda", "--flow", help="redpanda or a baseline flow."),
+    mapper: str = typer.Option("list", "--mapper", help="list (fast) or milp (HiGHS)."),
+    seed: int = typer.Option(0, "--seed", help="Seed of the random inputs simulated."),
+    emit_ir: Path | None = typer.Option(None, "--emit-ir", help="Write the RedPanda IR here."),
+    json_out: bool = typer.Option(False, "--json", help="Print JSON."),
+) -> None:
+    """Compile KERNEL for a rows x cols CGRA: schedule, II vs minimum II, PE use, cycles."""
+    from schedlab.core.errors import UnknownNameError
+    from schedlab.core.io import write_text
+    from schedlab.redpanda.api import compile_file
+
+    if target != "cgra":
+        raise UnknownNameError("target", target, ["cgra"])
+    report = compile_file(kernel, flow=flow, rows=rows, cols=cols, contexts=contexts,
+                          mode="temporal" if temporal else "spatial", mapper=mapper, seed=seed)
+    if emit_ir is not None:
+        write_text(emit_ir, report.pop("ir"))
+    else:
+        report.pop("ir")
+    if json_out:
+        emit_json(report)
+        return
+    _print_table(report["schedule"], ["node", "op", "pe", "cycle", "slot"],
+                 title=f"{report['kernel']} on {rows}x{cols} ({report['mode']})")
+    metrics = dict(report["metrics"])
+    kinds = metrics.pop("instruction_kinds")
+    _print_table([dict(metric=k, value=v) for k, v in metrics.items()], ["metric", "value"])
+    out_console.print("instructions by kind: " + ", ".join(f"{k}={v}" for k, v in kinds.items()))
+    if report.get("simulation_note"):
+        err_console.print(report["simulation_note"])
+
+
+@app.command()
+@handle_errors
+def evaluate(
+    kernels: str = typer.Option("all", "--kernels", help="Comma-separated suite kernels."),
+    size: int = typer.Option(4, "--size", min=2, help="Problem size N."),
+    flows: str = typer.Option("all", "--flows", help="Comma-separated flows."),
+    seed: int = typer.Option(0, "--seed"),
+    out: Path | None = typer.Option(None, "--out", help="Also write the table (.csv/.parquet)."),
+    json_out: bool = typer.Option(False, "--json", help="Print JSON."),
+) -> None:
+    """Run suite kernels under flows on spatial and temporal CGRAs (checked vs xDSL)."""
+    from schedlab.core.errors import UnknownNameError
+    from schedlab.core.io import write_frame
+    from schedlab.redpanda.experiment import run_suite
+    from schedlab.redpanda.policies import FLOWS
+    from schedlab.redpanda.workloads import KERNELS
+
+    names = list(KERNELS) if kernels == "all" else [k.strip() for k in kernels.split(",")]
+    for name in names:
+        if name not in KERNELS:
+            raise UnknownNameError("kernel", name, KERNELS)
+    chosen = list(FLOWS) if flows == "all" else [f.strip() for f in flows.split(",")]
+    for name in chosen:
+        if name not in FLOWS:
+            raise UnknownNameError("flow", name, list(FLOWS))
+    err_console.print(f"evaluating {len(names)} kernel(s) x {len(chosen)} flow(s)")
+    frame = run_suite(names, size, seed, chosen)
+    if out is not None:
+        write_frame(frame, out)
+    rows = frame.drop("branch_modes").to_dicts()
+    if json_out:
+        emit_json(rows)
+        return
+    _print_table(rows, ["kernel", "flow", "mode", "instructions", "cycles", "ii", "min_ii",
+                        "pes_used", "efficiency"])
+
+
+@app.command()
+@handle_errors
+def kernels(
+    emit: Path | None = typer.Option(None, "--emit", help="Write the suite as .mlir files here."),
+    size: int = typer.Option(4, "--size", min=2, help="Problem size N."),
+    json_out: bool = typer.Option(False, "--json", help="Print JSON."),
+) -> None:
+    """List the kernel suite, or write it (sizes substituted) as plain MLIR files."""
+    from schedlab.core.io import write_text
+    from schedlab.redpanda.workloads import IRREGULAR, KERNELS, kernel_text
+
+    rows = [dict(kernel=k, irregular=k in IRREGULAR) for k in KERNELS]
+    if emit is not None:
+        for k in KERNELS:
+            write_text(emit / f"{k}.mlir", kernel_text(k, size))
+    if json_out:
+        emit_json(rows)
+    else:
+        _print_table(rows, ["kernel", "irregular"])
+
+
+@app.command()
+@handle_errors
+def flows(json_out: bool = typer.Option(False, "--json", help="Print JSON.")) -> None:
+    """List the compilation flows (RedPanda and its baselines)."""
+    from schedlab.redpanda.policies import FLOWS
+
+    rows = [dict(flow=name, **{k: getattr(f(), k) for k in ("pipelined", "fuse", "size_buffers",
+                                                            "precise_memory", "branch_choice")})
+            for name, f in FLOWS.items()]
+    if json_out:
+        emit_json(rows)
+    else:
+        _print_table(rows, list(rows[0]))

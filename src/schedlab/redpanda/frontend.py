@@ -1,0 +1,167 @@
+"""Front end: MLIR text (func/scf/arith/memref) parsed and verified with xDSL.
+
+RedPanda (../shared/papers/08-redpanda.md) starts from structured MLIR. We keep the structured
+``scf`` form as the input of CFG-to-dataflow conversion because every ``scf.for``/``scf.while``
+/``scf.if`` is a single-entry single-exit region: exactly the shape that carry/steer/merge
+lowering needs. Malformed text raises :class:`BadInputError` carrying xDSL's diagnostic with
+line and column, never a traceback.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+from functools import lru_cache
+from pathlib import Path
+
+from xdsl.context import Context
+from xdsl.dialects import arith, builtin, func, memref, scf
+from xdsl.ir import Operation
+from xdsl.parser import Parser
+from xdsl.utils.exceptions import DiagnosticException, ParseError, VerifyException
+
+from schedlab.core.errors import BadInputError
+
+#: the arith operations the dataflow PEs implement, by MLIR name -> RedPanda ALU function
+ALU_OPS: dict[str, str] = {
+    "arith.addi": "add", "arith.subi": "sub", "arith.muli": "mul", "arith.divsi": "div",
+    "arith.remsi": "rem", "arith.andi": "and", "arith.ori": "or", "arith.xori": "xor",
+    "arith.shli": "shl", "arith.shrsi": "shr", "arith.index_cast": "cast",
+}
+CMP_PREDICATES = ("eq", "ne", "slt", "sle", "sgt", "sge", "ult", "ule", "ugt", "uge")
+SUPPORTED = frozenset({
+    *ALU_OPS, "arith.cmpi", "arith.select", "arith.constant", "scf.for", "scf.while",
+    "scf.if", "scf.yield", "scf.condition", "memref.load", "memref.store", "func.func",
+    "func.return", "builtin.module",
+})
+
+
+@dataclass
+class Kernel:
+    """A parsed, verified kernel: the xDSL module and its one function."""
+
+    name: str
+    module: builtin.ModuleOp
+    func: func.FuncOp
+    source: str
+    path: str = "<string>"
+
+    def memrefs(self) -> dict[str, tuple[int, ...]]:
+        """Memref arguments by name, with their static shapes."""
+        out = {}
+        for name, arg in zip(self.arg_names(), self.func.body.block.args, strict=True):
+            if isinstance(arg.type, builtin.MemRefType):
+                out[name] = tuple(int(d) for d in arg.type.get_shape())
+        return out
+
+    def scalars(self) -> list[str]:
+        return [n for n, a in zip(self.arg_names(), self.func.body.block.args, strict=True)
+                if not isinstance(a.type, builtin.MemRefType)]
+
+    def arg_names(self) -> list[str]:
+        return [a.name_hint or f"arg{i}" for i, a in enumerate(self.func.body.block.args)]
+
+
+@lru_cache(maxsize=1)
+def context() -> Context:
+    ctx = Context()
+    for dialect in (arith.Arith, scf.Scf, memref.MemRef, func.Func, builtin.Builtin):
+        ctx.load_dialect(dialect)
+    return ctx
+
+
+def _location(message: str) -> tuple[int | None, str]:
+    match = re.search(r":(\d+):(\d+)", message)
+    return (int(match.group(1)), f"column {match.group(2)}") if match else (None, "")
+
+
+def parse_kernel(text: str, path: str | Path = "<string>", name: str | None = None) -> Kernel:
+    """Parse and verify MLIR text; the module must hold exactly one supported func.func."""
+    path = str(path)
+    try:
+        module = Parser(context(), text, path).parse_module()
+    except ParseError as exc:
+        line, col = _location(str(exc).splitlines()[0])
+        raise BadInputError(f"{col}: {exc.msg}\n{exc}", path=path, line=line,
+                            field="mlir") from None
+    except Exception as exc:  # noqa: BLE001 - any parser crash on bad text is a user error
+        raise BadInputError(f"cannot parse MLIR: {type(exc).__name__}: {exc}", path=path,
+                            field="mlir") from None
+    try:
+        module.verify()
+    except (VerifyException, DiagnosticException, ValueError, TypeError, AttributeError) as exc:
+        raise BadInputError(f"MLIR does not verify: {str(exc).splitlines()[0]}",
+                            path=path, field="mlir") from None
+    funcs = [op for op in module.ops if isinstance(op, func.FuncOp)]
+    if len(funcs) != 1:
+        raise BadInputError(f"expected exactly one func.func, found {len(funcs)}",
+                            path=path, field="func.func")
+    _check_supported(funcs[0], text, path)
+    return Kernel(name or funcs[0].sym_name.data, module, funcs[0], text, path)
+
+
+def _line_of(op: Operation, text: str) -> int | None:
+    """Best-effort source line of ``op`` (xDSL keeps no locations on parsed ops)."""
+    needle = op.name
+    for number, line in enumerate(text.splitlines(), start=1):
+        if needle in line:
+            return number
+    return None
+
+
+def _check_supported(fn: func.FuncOp, text: str, path: str) -> None:
+    for op in fn.walk():
+        if op.name not in SUPPORTED:
+            raise BadInputError(f"operation '{op.name}' is not supported by the RedPanda "
+                                f"front end (supported: scf, arith integer ops, memref "
+                                f"load/store)", path=path, line=_line_of(op, text), field=op.name)
+        for result in op.results:
+            if not isinstance(result.type, builtin.IntegerType | builtin.IndexType):
+                raise BadInputError(f"'{op.name}' produces {result.type}; only integer and "
+                                    f"index values are supported", path=path,
+                                    line=_line_of(op, text), field=op.name)
+    for arg in fn.body.block.args:
+        if isinstance(arg.type, builtin.MemRefType):
+            if any(int(d) < 0 for d in arg.type.get_shape()):
+                raise BadInputError("memrefs need static shapes", path=path, field="memref")
+        elif not isinstance(arg.type, builtin.IntegerType | builtin.IndexType):
+            raise BadInputError(f"argument type {arg.type} is not supported", path=path,
+                                field="func.func")
+
+
+def load_kernel(path: str | Path) -> Kernel:
+    """Read and parse an MLIR file."""
+    path = Path(path)
+    try:
+        text = path.read_text()
+    except (OSError, UnicodeDecodeError) as exc:
+        raise BadInputError(f"cannot read kernel: {exc}", path=path) from None
+    return parse_kernel(text, path, name=path.stem)
+
+
+def bit_width(type_attr) -> int:
+    """Bit width of an integer/index type (index is 64 bits, as in xDSL's interpreter)."""
+    if isinstance(type_attr, builtin.IndexType):
+        return 64
+    return type_attr.width.data
+
+
+def cleanup(kernel: Kernel) -> Kernel:
+    """xDSL's own canonicalize, CSE and loop-invariant code motion on a copy of the kernel.
+
+    The lowering works on the cleaned copy while the reference interpreter keeps running the
+    original, so the differential tests also cover these upstream passes.
+    """
+    from xdsl.transforms.canonicalize import CanonicalizePass
+    from xdsl.transforms.common_subexpression_elimination import (
+        CommonSubexpressionElimination,
+    )
+    from xdsl.transforms.loop_invariant_code_motion import LoopInvariantCodeMotionPass
+
+    module = kernel.module.clone()
+    for xdsl_pass in (CanonicalizePass(), CommonSubexpressionElimination(),
+                      LoopInvariantCodeMotionPass()):
+        xdsl_pass.apply(context(), module)
+    fn = next(op for op in module.ops if isinstance(op, func.FuncOp))
+    _check_supported(fn, kernel.source, kernel.path)
+    return Kernel(kernel.name, module, fn, kernel.source, kernel.path)

@@ -1,0 +1,82 @@
+"""The kernel suite (MLIR text shipped with the package) and seeded inputs for each kernel.
+
+RedPanda (../shared/papers/08-redpanda.md) is evaluated on control-rich and memory-irregular
+kernels as well as PolyBench-style loop nests. Kernel files use size placeholders (``@N@`` =
+problem size, ``@NN@`` = 4N, ``@N1@`` = N+1, ``@N4@`` = N+4) so one file serves the quick and
+the full scale; :func:`kernel_text` substitutes them.
+"""
+
+from __future__ import annotations
+
+from importlib import resources
+from pathlib import Path
+
+import numpy as np
+
+from schedlab.core.errors import UnknownNameError
+from schedlab.redpanda.frontend import Kernel, parse_kernel
+
+KERNELS = ("gemm", "atax", "bicg", "gesummv", "mm2", "jacobi1d", "fir", "histogram", "matvec",
+           "spmv", "ifloop", "condstore", "bsearch", "gcd", "isort")
+#: kernels whose control or memory behaviour depends on the data
+IRREGULAR = frozenset({"histogram", "spmv", "ifloop", "condstore", "bsearch", "gcd", "isort"})
+
+
+def kernel_text(name: str, size: int) -> str:
+    """The MLIR text of a shipped kernel at problem size ``size``."""
+    if name not in KERNELS:
+        raise UnknownNameError("kernel", name, KERNELS)
+    text = resources.files("schedlab.redpanda").joinpath(f"kernels/{name}.mlir").read_text()
+    for key, value in (("@NN@", 4 * size), ("@N1@", size + 1), ("@N4@", size + 4),
+                       ("@N@", size)):
+        text = text.replace(key, str(value))
+    return text
+
+
+def load_suite_kernel(name: str, size: int) -> Kernel:
+    return parse_kernel(kernel_text(name, size), Path(f"{name}.mlir"), name=name)
+
+
+def random_inputs(kernel: Kernel, seed: int) -> dict[str, object]:
+    """Seeded inputs that keep every kernel in bounds (indices, CSR structure, sortedness)."""
+    rng = np.random.default_rng(seed)
+    shapes = kernel.memrefs()
+    inputs: dict[str, object] = {n: rng.integers(-8, 8, size=s) for n, s in shapes.items()}
+    inputs.update({n: int(rng.integers(-4, 5)) for n in kernel.scalars()})
+    special = _SPECIAL.get(kernel.name)
+    if special is not None:
+        inputs.update(special(shapes, rng))
+    return inputs
+
+
+def _histogram(shapes, rng):
+    return {"x": rng.integers(0, 8, size=shapes["x"]), "h": np.zeros(8, dtype=np.int64)}
+
+
+def _spmv(shapes, rng):
+    n, nnz = shapes["y"][0], shapes["col"][0]
+    counts = rng.integers(0, 5, size=n)
+    while counts.sum() > nnz:
+        counts[int(np.argmax(counts))] -= 1
+    rowptr = np.concatenate([[0], np.cumsum(counts)])
+    return {"rowptr": rowptr, "col": rng.integers(0, n, size=nnz)}
+
+
+def _bsearch(shapes, rng):
+    size = shapes["a"][0]
+    a = np.sort(rng.choice(np.arange(8 * size), size=size, replace=False))
+    q = np.where(rng.random(shapes["q"][0]) < 0.5, rng.choice(a, size=shapes["q"][0]),
+                 rng.integers(0, 8 * size, size=shapes["q"][0]))
+    return {"a": a, "q": q}
+
+
+def _gcd(shapes, rng):
+    return {"a": rng.integers(1, 64, size=shapes["a"]), "b": rng.integers(1, 64, size=shapes["b"])}
+
+
+def _jacobi(shapes, rng):
+    return {"a": rng.integers(0, 64, size=shapes["a"]), "b": np.zeros(shapes["b"], dtype=np.int64)}
+
+
+_SPECIAL = {"histogram": _histogram, "spmv": _spmv, "bsearch": _bsearch, "gcd": _gcd,
+            "jacobi1d": _jacobi}

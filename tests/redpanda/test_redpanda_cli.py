@@ -1,0 +1,68 @@
+"""CLI: compile prints a schedule and metrics; --json is one document; errors are one line."""
+
+from __future__ import annotations
+
+import json
+
+from typer.testing import CliRunner
+
+from schedlab.redpanda.cli import app
+from schedlab.redpanda.workloads import kernel_text
+
+runner = CliRunner()
+
+
+def test_compile_spatial_and_temporal_json(tmp_path):
+    path = tmp_path / "gcd.mlir"
+    path.write_text(kernel_text("gcd", 3))
+    result = runner.invoke(app, ["compile", str(path), "--target", "cgra", "--rows", "6",
+                                 "--cols", "6", "--json"])
+    assert result.exit_code == 0, result.output
+    doc = json.loads(result.stdout)
+    assert doc["metrics"]["ii"] >= doc["metrics"]["min_ii"]
+    assert doc["metrics"]["matches_interpreter"] is True
+    assert len(doc["schedule"]) == doc["metrics"]["instructions"]
+    ir = tmp_path / "gcd.rp.mlir"
+    result = runner.invoke(app, ["compile", str(path), "--rows", "4", "--cols", "4",
+                                 "--temporal", "--mapper", "milp", "--emit-ir", str(ir)])
+    assert result.exit_code == 0, result.output
+    assert "redpanda.carry" in ir.read_text()
+    assert "min_ii" in result.stdout
+
+
+def test_malformed_mlir_is_one_line_with_location(tmp_path):
+    path = tmp_path / "bad.mlir"
+    path.write_text("func.func @k(%a: memref<4xi32>) {\n  %x = arith.addi %a %a\n}\n")
+    result = runner.invoke(app, ["compile", str(path)])
+    assert result.exit_code == 2
+    assert "bad.mlir:2" in result.output
+    assert "Traceback" not in result.output
+
+
+def test_unknown_target_and_flow(tmp_path):
+    path = tmp_path / "k.mlir"
+    path.write_text(kernel_text("fir", 3))
+    result = runner.invoke(app, ["compile", str(path), "--target", "dhls"])
+    assert result.exit_code == 2 and "valid: cgra" in result.output
+    result = runner.invoke(app, ["compile", str(path), "--flow", "nope"])
+    assert result.exit_code == 2 and "redpanda" in result.output
+
+
+def test_spatial_fabric_too_small(tmp_path):
+    path = tmp_path / "k.mlir"
+    path.write_text(kernel_text("mm2", 3))
+    result = runner.invoke(app, ["compile", str(path), "--rows", "2", "--cols", "2"])
+    assert result.exit_code == 2 and "--temporal" in result.output
+
+
+def test_evaluate_kernels_and_flows_json(tmp_path):
+    result = runner.invoke(app, ["evaluate", "--kernels", "histogram,gcd", "--size", "3",
+                                 "--flows", "redpanda,baseline", "--json",
+                                 "--out", str(tmp_path / "t.csv")])
+    assert result.exit_code == 0, result.output
+    rows = json.loads(result.stdout)
+    assert len(rows) == 2 * 2 * 2 and all(r["correct"] for r in rows)
+    assert (tmp_path / "t.csv").exists()
+    result = runner.invoke(app, ["kernels", "--emit", str(tmp_path / "k"), "--json"])
+    assert result.exit_code == 0 and len(list((tmp_path / "k").glob("*.mlir"))) == 15
+    assert runner.invoke(app, ["flows", "--json"]).exit_code == 0
