@@ -1,0 +1,232 @@
+"""``schedlab gpooling ...``: serve the control plane, manage virtual devices, run jobs in them,
+replay traces.
+
+gPooling (../shared/papers/14-gpooling.md). Every command is one library call; ``--json`` prints
+exactly one JSON document on stdout. Heavy imports (uvicorn, httpx) happen inside commands.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import typer
+
+from schedlab.core.clitools import emit_json, err_console, handle_errors, out_console
+from schedlab.core.errors import BadInputError
+
+app = typer.Typer(help="gPooling: elastic virtual accelerators by driver-level interception.",
+                  no_args_is_help=True, add_completion=False)
+
+SERVER = typer.Option("http://127.0.0.1:8470", "--server", help="Control plane URL.")
+JSON = typer.Option(False, "--json", help="Print JSON.")
+
+
+def _show(document: dict | list, json_out: bool, columns: list[str] | None = None) -> None:
+    if json_out:
+        emit_json(document)
+        return
+    rows = document if isinstance(document, list) else [document]
+    if not rows:
+        out_console.print("(none)")
+        return
+    from rich.table import Table
+
+    columns = columns or [k for k in rows[0] if not isinstance(rows[0][k], dict | list)]
+    table = Table(*columns)
+    for row in rows:
+        table.add_row(*(f"{row.get(c):.4g}" if isinstance(row.get(c), float) else str(row.get(c))
+                        for c in columns))
+    out_console.print(table)
+
+
+@app.command()
+@handle_errors
+def serve(
+    inventory: str = typer.Option(None, "--inventory",
+                                  help="'T4:2,V100M32:4' or a node-list CSV (default: discover)."),
+    policy: str = typer.Option("frag-aware", "--policy", help="Placement policy."),
+    host: str = typer.Option("127.0.0.1", "--host"),
+    port: int = typer.Option(8470, "--port"),
+    runtime_dir: Path = typer.Option(None, "--runtime-dir", help="Where usage regions live."),
+) -> None:
+    """Run the control plane's HTTP API until interrupted."""
+    import uvicorn
+
+    from schedlab.gpooling.api import create_app
+    from schedlab.gpooling.devices import discover
+    from schedlab.gpooling.pool import Pool
+
+    devices = discover(inventory)
+    if not devices:
+        raise BadInputError("no accelerators found; pass --inventory, e.g. 'T4:2,A10:1'",
+                            field="inventory")
+    pool = Pool(devices, policy, runtime_dir)
+    err_console.print(f"gPooling control plane: {len(devices)} devices, policy {policy}, "
+                      f"regions in {pool.runtime_dir}, http://{host}:{port}")
+    uvicorn.run(create_app(pool), host=host, port=port, log_level="warning")
+
+
+@app.command()
+@handle_errors
+def create(
+    memory: str = typer.Option(..., "--memory", help="Memory quota, e.g. 10GiB."),
+    compute: float = typer.Option(..., "--compute", help="Compute share in (0, 1]."),
+    model: str = typer.Option(None, "--model", help="Only devices of this model."),
+    server: str = SERVER,
+    json_out: bool = JSON,
+) -> None:
+    """Create a virtual device; prints its id."""
+    from schedlab.gpooling.agent import ControlPlane
+    from schedlab.gpooling.devices import parse_size
+
+    vdev = ControlPlane(server).create(parse_size(memory), compute, model)
+    _show(vdev, json_out, ["id", "device", "model", "memory", "compute"])
+
+
+@app.command("list")
+@handle_errors
+def list_vdevs(server: str = SERVER, json_out: bool = JSON) -> None:
+    """List virtual devices."""
+    from schedlab.gpooling.agent import ControlPlane
+
+    _show(ControlPlane(server).list(), json_out, ["id", "device", "model", "memory", "compute"])
+
+
+@app.command()
+@handle_errors
+def resize(
+    vdev: str = typer.Argument(..., help="Virtual device id."),
+    memory: str = typer.Option(None, "--memory"),
+    compute: float = typer.Option(None, "--compute"),
+    server: str = SERVER,
+    json_out: bool = JSON,
+) -> None:
+    """Grow or shrink a virtual device in place (running jobs see the new quota at once)."""
+    from schedlab.gpooling.agent import ControlPlane
+    from schedlab.gpooling.devices import parse_size
+
+    size = None if memory is None else parse_size(memory)
+    _show(ControlPlane(server).resize(vdev, size, compute), json_out,
+          ["id", "device", "memory", "compute"])
+
+
+@app.command()
+@handle_errors
+def release(vdev: str = typer.Argument(...), server: str = SERVER,
+            json_out: bool = JSON) -> None:
+    """Release a virtual device."""
+    from schedlab.gpooling.agent import ControlPlane
+
+    _show(ControlPlane(server).release(vdev), json_out, ["id", "device"])
+
+
+@app.command()
+@handle_errors
+def stats(server: str = SERVER, json_out: bool = JSON) -> None:
+    """Pool-wide allocation and fragmentation."""
+    from schedlab.gpooling.agent import ControlPlane
+
+    document = ControlPlane(server).stats()
+    _show(document, json_out)
+
+
+@app.command()
+@handle_errors
+def run(
+    command: list[str] = typer.Argument(None, help="The command, after --."),
+    vdev: str = typer.Option(..., "--vdev", help="Virtual device id."),
+    server: str = SERVER,
+    stand_in: bool = typer.Option(False, "--stand-in",
+                                  help="Use the stand-in driver (no GPU; for testing)."),
+    json_out: bool = JSON,
+) -> None:
+    """Run COMMAND inside a virtual device; exits with the command's exit code."""
+    from schedlab.gpooling.agent import ControlPlane, run_in_vdev
+    from schedlab.gpooling.native import build
+
+    plane = ControlPlane(server)
+    description = plane.get(vdev)
+    outcome = run_in_vdev(description, command or [], build(), stand_in=stand_in,
+                          report=lambda usage: plane.report(vdev, usage),
+                          stdout=2 if json_out else None)  # keep our stdout one JSON document
+    summary = dict(vdev=vdev, returncode=outcome.returncode, seconds=outcome.seconds,
+                   memory_peak=outcome.usage["memory_peak"],
+                   oom_rejections=outcome.usage["oom_rejections"],
+                   launches=outcome.usage["launch_calls"], busy_ns=outcome.usage["busy_ns"],
+                   throttle_ns=outcome.usage["throttle_ns"])
+    if json_out:
+        emit_json(summary)
+    else:
+        err_console.print(f"{vdev}: exit {outcome.returncode}, peak memory "
+                          f"{summary['memory_peak']} B, {summary['oom_rejections']} refused "
+                          f"allocation(s), {summary['launches']} launches")
+    if outcome.returncode:
+        raise typer.Exit(outcome.returncode if outcome.returncode > 0 else 1)
+
+
+@app.command()
+@handle_errors
+def simulate(
+    trace: Path = typer.Option(None, "--trace", help="Alibaba pod-list CSV/Parquet."),
+    jobs: int = typer.Option(1500, "--jobs", min=1, help="Generated jobs (without --trace)."),
+    seed: int = typer.Option(0, "--seed"),
+    load: float = typer.Option(0.9, "--load", help="Offered load of generated jobs."),
+    inventory: str = typer.Option(None, "--inventory",
+                                  help="'T4:8,A10:4' or a node-list CSV (default: mixed pool)."),
+    devices: int = typer.Option(40, "--devices", min=1, help="Size of the default mixed pool."),
+    policy: str = typer.Option("all", "--policy", help="A policy name or 'all'."),
+    time_scale: float = typer.Option(1.0, "--time-scale", help="Compress trace arrivals."),
+    limit: int = typer.Option(None, "--limit", help="First N GPU pods of the trace."),
+    memory_per_gpu: str = typer.Option("16GiB", "--memory-per-gpu",
+                                       help="Memory of a 1000-milli pod (trace has none)."),
+    out: Path = typer.Option(None, "--out", help="Also write the table (.csv/.parquet)."),
+    json_out: bool = JSON,
+) -> None:
+    """Replay a trace (or a generated one) under placement policies; compare the metrics."""
+    from schedlab.gpooling.simulation import compare
+
+    frame = compare(trace=trace, jobs=jobs, seed=seed, load=load, inventory=inventory,
+                    devices=devices, policy=policy, time_scale=time_scale, limit=limit,
+                    memory_per_gpu=memory_per_gpu, out=out)
+    _show(frame.to_dicts(), json_out)
+
+
+@app.command()
+@handle_errors
+def generate(
+    out: Path = typer.Option(..., "--out", help="Where to write the pod list (.csv/.parquet)."),
+    jobs: int = typer.Option(1500, "--jobs", min=1),
+    devices: int = typer.Option(40, "--devices", min=1, help="Pool the load is sized for."),
+    load: float = typer.Option(0.9, "--load"),
+    seed: int = typer.Option(0, "--seed"),
+    json_out: bool = JSON,
+) -> None:
+    """Write a seeded Alibaba-shaped trace."""
+    from schedlab.gpooling.workloads import heterogeneous_cluster, synthetic_trace, write_pod_trace
+
+    trace = synthetic_trace(jobs, heterogeneous_cluster(devices), seed, load=load)
+    write_pod_trace(trace, out)
+    _show(dict(out=str(out), jobs=len(trace)), json_out)
+
+
+@app.command()
+@handle_errors
+def build(force: bool = typer.Option(False, "--force", help="Rebuild even if cached."),
+          json_out: bool = JSON) -> None:
+    """Compile the LD_PRELOAD shim (and the stand-in driver and probe); print their paths."""
+    from schedlab.gpooling.native import build as build_native
+
+    native = build_native(force=force)
+    _show(dict(shim=str(native.shim), stand_in_driver=str(native.stub),
+               probe=str(native.probe)), json_out)
+
+
+@app.command()
+@handle_errors
+def overhead(calls: int = typer.Option(200_000, "--calls", min=1),
+             json_out: bool = JSON) -> None:
+    """Measure the shim's per-call overhead against the stand-in driver (ns)."""
+    from schedlab.gpooling.dataplane import interception_overhead
+    from schedlab.gpooling.native import build as build_native
+
+    _show(interception_overhead(build_native(), calls=calls), json_out)
