@@ -1,0 +1,178 @@
+"""What the diagnosers look at: tier cost models, contention and producer-consumer analysis.
+
+DataFlowDrs (paper 09, part (d)) quantifies bottlenecks on the DFL graph. This module derives,
+from one trace, the facts every diagnoser (policies.py) may use:
+
+* a cost model per storage tier, ``time = latency + bytes / bandwidth`` per I/O call, fitted by
+  least squares to the traced calls (tiers the run did not touch fall back to their configured
+  model plus the measured per-call overhead);
+* storage contention per tier: measured I/O time over the uncontended model, and the mean
+  number of tasks doing I/O on the tier at once;
+* producer-consumer pairs: for every intermediate file, who wrote it, who read it, how long it
+  lived and on which tier.
+"""
+
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass, field
+
+import numpy as np
+import polars as pl
+
+from schedlab.dataflowdrs.compress import Compressed, compress
+from schedlab.dataflowdrs.dfl import DFL, _tier_of, build_dfl
+from schedlab.dataflowdrs.traces import TraceData
+
+IDEAL_BLOCK = 1 << 20  # the call size a coalesced access would use
+_MIN_OVERHEAD = 2e-6
+
+
+@dataclass(frozen=True)
+class TierModel:
+    """Per-call cost on a tier: ``latency + bytes / bandwidth`` (bandwidth inf: unthrottled)."""
+
+    latency: float
+    bandwidth: float
+    observed: bool
+
+    def cost(self, ops: float, nbytes: float) -> float:
+        return ops * self.latency + nbytes / self.bandwidth
+
+
+@dataclass
+class Analysis:
+    """One run, analysed: the DFL, its compression, tier models and the derived tables."""
+
+    dfl: DFL
+    compressed: Compressed
+    tier_models: dict[str, TierModel]
+    contention: pl.DataFrame
+    producer_consumer: pl.DataFrame
+    issues: list = field(default_factory=list)
+    cores: int = 1
+    call_cpu: float = _MIN_OVERHEAD  # CPU seconds one traced I/O call costs (not sleeping)
+    available_cores: float = 1.0  # cores the tasks actually got when several ran together
+
+    def best_tier(self, ops: float, nbytes: float) -> tuple[str, float]:
+        """The tier where ``ops`` calls moving ``nbytes`` would cost least, and that cost."""
+        costs = {t: m.cost(ops, nbytes) for t, m in self.tier_models.items()}
+        name = min(costs, key=costs.get)
+        return name, costs[name]
+
+
+def fit_tier_models(trace: TraceData, tiers: dict) -> tuple[dict[str, TierModel], float]:
+    """Least-squares latency/bandwidth per tier from the traced read/write calls.
+
+    Also returns the per-call overhead (fitted latency less the configured one, smallest over
+    tiers): the CPU a call costs in the kernel and the tracer, as opposed to waiting on storage.
+    """
+    ops = trace.ops.filter(pl.col("op").is_in(["read", "write"]) & (pl.col("path") != ""))
+    tier_col = [_tier_of(p, tiers) for p in ops["path"].to_list()]
+    ops = ops.with_columns(pl.Series("tier", tier_col, dtype=pl.String))
+    models: dict[str, TierModel] = {}
+    overheads = []
+    for (tier,), part in ops.group_by(["tier"]):
+        x = part["bytes"].to_numpy().astype(float)
+        y = part["dur"].to_numpy()
+        design = np.column_stack([np.ones_like(x), x])
+        if len(y) >= 2 and np.ptp(x) > 0:
+            (lat, per_byte), *_ = np.linalg.lstsq(design, y, rcond=None)
+        else:
+            lat, per_byte = float(np.median(y)) if len(y) else _MIN_OVERHEAD, 0.0
+        lat = max(float(lat), _MIN_OVERHEAD)
+        bw = 1.0 / per_byte if per_byte > 1e-15 else float("inf")
+        models[tier] = TierModel(lat, bw, True)
+        configured = tiers.get(tier, {})
+        overheads.append(lat - float(configured.get("latency") or 0.0))
+    overhead = max(_MIN_OVERHEAD, min(overheads)) if overheads else _MIN_OVERHEAD
+    for name, info in tiers.items():
+        if name not in models:
+            bw = info.get("bandwidth") or float("inf")
+            models[name] = TierModel(overhead + float(info.get("latency") or 0.0), bw, False)
+    return models, overhead
+
+
+def contention_table(dfl: DFL, models: dict[str, TierModel]) -> pl.DataFrame:
+    """Per tier: bytes, calls, time, slowdown over the uncontended model, mean concurrency."""
+    rows = []
+    for (tier,), part in dfl.access.group_by(["tier"]):
+        model = models.get(tier)
+        time = float(part["time"].sum())
+        ideal = model.cost(float(part["ops"].sum()), float(part["bytes"].sum())) if model else 0
+        spans = sorted(zip(part["first"].to_list(), part["last"].to_list(), strict=True))
+        busy = _union_length(spans)
+        active = sum(b - a for a, b in spans)
+        rows.append(dict(tier=tier, bytes=int(part["bytes"].sum()), ops=int(part["ops"].sum()),
+                         io_time=time, slowdown=time / ideal if ideal > 0 else 1.0,
+                         concurrency=active / busy if busy > 0 else 0.0))
+    schema = {"tier": pl.String, "bytes": pl.Int64, "ops": pl.Int64, "io_time": pl.Float64,
+              "slowdown": pl.Float64, "concurrency": pl.Float64}
+    return pl.DataFrame(rows, schema=schema).sort("io_time", descending=True)
+
+
+def _union_length(spans: list[tuple[float, float]]) -> float:
+    total, current_start, current_end = 0.0, None, None
+    for a, b in spans:
+        if current_end is None or a > current_end:
+            if current_end is not None:
+                total += current_end - current_start
+            current_start, current_end = a, b
+        else:
+            current_end = max(current_end, b)
+    if current_end is not None:
+        total += current_end - current_start
+    return total
+
+
+def producer_consumer(dfl: DFL) -> pl.DataFrame:
+    """Every file written and read in the run: producer, consumers, lifetime, tier, bytes."""
+    writes = dfl.access.filter(pl.col("op") == "write").select(
+        "path", pl.col("task").alias("producer"), pl.col("last").alias("written"),
+        pl.col("bytes").alias("bytes_written"), "tier", "file_group")
+    reads = dfl.access.filter(pl.col("op") == "read").group_by("path").agg(
+        pl.col("task").alias("consumers"), pl.col("first").min().alias("first_read"),
+        pl.col("last").max().alias("last_read"), pl.col("bytes").sum().alias("bytes_read"),
+        pl.col("time").sum().alias("read_time"))
+    table = writes.join(reads, on="path", how="inner")
+    return table.with_columns(
+        (pl.col("first_read") - pl.col("written")).alias("handoff_gap"),
+        (pl.col("last_read") - pl.col("written")).alias("lifetime"),
+        pl.col("consumers").list.len().alias("n_consumers"),
+    ).sort("bytes_read", descending=True)
+
+
+def available_cores(tasks: pl.DataFrame, cores: int) -> float:
+    """How many cores the run's tasks really got while two or more ran at once.
+
+    Each task's measured CPU time over its duration is its share of a core; summed over the
+    tasks running in a stretch of time, that is what the machine gave the workflow. On a
+    machine shared with other users it is below the core count, and splitting work further
+    helps less. Without CPU measurements, assume the cores were ours.
+    """
+    if "cpu" not in tasks.columns or tasks["cpu"].null_count() == tasks.height:
+        return float(cores)
+    rows = [(r["start"], r["end"], min(1.0, (r["cpu"] or 0.0) / r["duration"]))
+            for r in tasks.iter_rows(named=True) if r["duration"] > 0 and r["cpu"] is not None]
+    edges = sorted({t for a, b, _ in rows for t in (a, b)})
+    weighted = length = 0.0
+    for lo, hi in zip(edges, edges[1:], strict=False):
+        running = [rate for a, b, rate in rows if a < hi and b > lo]
+        if len(running) >= 2:
+            weighted += sum(running) * (hi - lo)
+            length += hi - lo
+    if length == 0:
+        return float(cores)
+    return float(min(cores, max(1.0, weighted / length)))
+
+
+def analyse(trace: TraceData) -> Analysis:
+    """Build everything the diagnosers need from one trace."""
+    dfl = build_dfl(trace)
+    models, overhead = fit_tier_models(trace, dfl.tiers)
+    cores = int(trace.meta.get("cores") or os.cpu_count() or 1)
+    return Analysis(dfl=dfl, compressed=compress(dfl.graph), tier_models=models,
+                    contention=contention_table(dfl, models),
+                    producer_consumer=producer_consumer(dfl), issues=list(trace.issues),
+                    cores=cores, call_cpu=overhead,
+                    available_cores=available_cores(dfl.tasks, cores))

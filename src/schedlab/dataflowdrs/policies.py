@@ -1,0 +1,234 @@
+"""Bottleneck diagnosers: DataFlowDrs and the baselines it is compared against.
+
+DataFlowDrs (paper 09, part (d)) quantifies each candidate bottleneck as the time it would save
+on the *critical path* of the DFL graph, separating slow storage (bytes over a slow tier),
+small-I/O storms (calls that could be coalesced), serial fan-in tasks (compute that could be
+split) and too little parallelism (tasks queued for a worker while resources idle), then ranks
+them. The baselines are what a workflow user has without it:
+
+* ``io-volume``  Darshan-style totals: the file group that moved most bytes is the bottleneck.
+* ``io-time``    an I/O profiler: the file group with most time in I/O calls (not path-aware).
+* ``task-time``  a task profiler: the task group with most run time; serial if one instance.
+
+Every diagnoser implements :class:`Diagnoser` and is listed in :data:`DIAGNOSERS`; the
+experiment and the CLI take the name and never branch on it.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Protocol
+
+import polars as pl
+
+from schedlab.core.errors import UnknownNameError
+from schedlab.dataflowdrs.diagnosis import IDEAL_BLOCK, Analysis
+
+SMALL_CALL = 64 * 1024  # calls smaller than this on average are a small-I/O pattern
+
+
+@dataclass(frozen=True)
+class Bottleneck:
+    """A ranked finding: its kind, the group it concerns, and the time it costs."""
+
+    kind: str  # "slow-tier" | "small-io" | "serial-task" | "parallelism"
+    target: str  # file group (slow-tier), task group (small-io, serial-task), or "workflow"
+    saving: float  # estimated seconds of makespan it costs
+    evidence: str = ""
+
+    def as_dict(self) -> dict:
+        return dict(kind=self.kind, target=self.target, saving_s=self.saving,
+                    evidence=self.evidence)
+
+
+class Diagnoser(Protocol):
+    """Ranks the bottlenecks of an analysed run, worst first."""
+
+    name: str
+
+    def rank(self, analysis: Analysis) -> list[Bottleneck]: ...
+
+
+def _sorted(found: dict[tuple[str, str], list]) -> list[Bottleneck]:
+    items = [Bottleneck(kind, target, float(v[0]), v[1]) for (kind, target), v in found.items()
+             if v[0] > 0]
+    return sorted(items, key=lambda b: (-b.saving, b.kind, b.target))
+
+
+class DataFlowDrs:
+    """Critical-path, tier-model and pattern-aware ranking (the paper's method)."""
+
+    name = "dataflowdrs"
+
+    def rank(self, analysis: Analysis) -> list[Bottleneck]:
+        found: dict[tuple[str, str], list] = {}
+        self._io(analysis, found)
+        self._serial(analysis, found)
+        self._parallelism(analysis, found)
+        return _sorted(found)
+
+    @staticmethod
+    def _add(found: dict, key: tuple[str, str], saving: float, evidence: str) -> None:
+        entry = found.setdefault(key, [0.0, evidence])
+        entry[0] += saving
+
+    def _io(self, analysis: Analysis, found: dict) -> None:
+        """Split each critical I/O access into tier time and call-count time."""
+        dfl = analysis.dfl
+        critical = dfl.tasks.filter(pl.col("critical")).select("task", "group")
+        rows = dfl.access.join(critical, on="task", how="inner")
+        calls: dict[str, list[float]] = {}
+        for r in rows.iter_rows(named=True):
+            model = analysis.tier_models.get(r["tier"])
+            if model is None or r["time"] <= 0:
+                continue
+            ops, nbytes = float(r["ops"]), float(r["bytes"])
+            ideal = max(1.0, min(ops, -(-nbytes // IDEAL_BLOCK)))
+            predicted = model.cost(ops, nbytes)
+            scale = r["time"] / predicted if predicted > 0 else 1.0  # contention inflation
+            best, best_cost = analysis.best_tier(ideal, nbytes)
+            tier_saving = scale * max(0.0, model.cost(ideal, nbytes) - best_cost)
+            self._add(found, ("slow-tier", r["file_group"]), tier_saving,
+                      f"on tier {r['tier']} ({model.bandwidth / 1e6:.3g} MB/s, "
+                      f"{model.latency * 1e6:.0f} us/call fitted); {best} would be faster")
+            if nbytes / max(ops, 1.0) >= SMALL_CALL:
+                continue
+            # a storm also costs the program's own per-call work between calls: use the span
+            span = max(r["time"], r["last"] - r["first"])
+            self._add(found, ("small-io", r["group"]), span * max(0.0, 1.0 - ideal / ops), "")
+            total = calls.setdefault(r["group"], [0.0, 0.0])
+            total[0] += ops
+            total[1] += nbytes
+        for group, (ops, nbytes) in calls.items():
+            if ("small-io", group) in found:
+                found[("small-io", group)][1] = (f"{int(ops)} calls of {nbytes / ops:.0f} B "
+                                                 f"on average on the critical path")
+
+    def _serial(self, analysis: Analysis, found: dict) -> None:
+        """Fan-in tasks on the critical path whose compute could be split across workers."""
+        dfl = analysis.dfl
+        tasks = dfl.tasks
+        if tasks.height == 0:
+            return
+        floor = float(tasks["compute"].min())  # process start-up every task pays
+        workers = max(1, min(dfl.parallelism, os.cpu_count() or 1))
+        fan_in = _fan_in_tasks(analysis)
+        for r in tasks.filter(pl.col("critical")).iter_rows(named=True):
+            if r["task"] not in fan_in or workers < 2:
+                continue
+            saving = max(0.0, r["compute"] - floor) * (1 - 1 / workers)
+            self._add(found, ("serial-task", r["group"]), saving,
+                      f"{r['compute']:.3f} s of compute in one fan-in task")
+
+    def _parallelism(self, analysis: Analysis, found: dict) -> None:
+        """Critical-path queueing for a worker, counted only where CPUs had room to spare.
+
+        While a critical task waited for a slot, the running tasks demanded
+        sum(cpu/duration) CPUs (cpu: compute plus the CPU part of I/O calls); more workers
+        only help with the cores left over.
+        """
+        tasks = analysis.dfl.tasks
+        if tasks.height == 0:
+            return
+        cores = analysis.cores
+        calls = dict(analysis.dfl.access.group_by("task").agg(pl.col("ops").sum()).iter_rows())
+        rows = list(tasks.iter_rows(named=True))
+        for r in rows:  # CPU time = compute + the CPU part of I/O calls; the rest of I/O waits
+            r["cpu"] = min(r["duration"], r["compute"] + calls.get(r["task"], 0) *
+                           analysis.call_cpu)
+            r["sleep"] = max(0.0, r["io"] - (r["cpu"] - r["compute"]))
+        saving, queued = 0.0, 0.0
+        for r in rows:
+            if not r["critical"] or r["wait"] <= 0:
+                continue
+            lo, hi = r["start"] - r["wait"], r["start"]
+            cpu = io = 0.0
+            for o in rows:
+                overlap = max(0.0, min(hi, o["end"]) - max(lo, o["start"]))
+                if o["duration"] > 0 and o["task"] != r["task"] and overlap > 0:
+                    cpu += o["cpu"] / o["duration"] * overlap
+                    io += o["sleep"] / o["duration"] * overlap
+            # idle CPUs help only if storage is not the thing everyone is waiting for
+            busy = max(cpu / (r["wait"] * cores), io / r["wait"])
+            saving += r["wait"] * max(0.0, 1.0 - busy)
+            queued += r["wait"]
+        self._add(found, ("parallelism", "workflow"), saving,
+                  f"{queued:.3f} s queued for a worker on the critical path "
+                  f"(parallelism {analysis.dfl.parallelism}, {cores} cores)")
+
+
+def _fan_in_tasks(analysis: Analysis) -> set[str]:
+    """Tasks that read files written by two or more tasks of one other group."""
+    graph = analysis.dfl.graph
+    result = set()
+    for node, data in graph.nodes(data=True):
+        if data["kind"] != "task":
+            continue
+        producers: dict[str, set] = {}
+        for file in graph.predecessors(node):
+            for producer in graph.predecessors(file):
+                group = graph.nodes[producer].get("group")
+                producers.setdefault(group, set()).add(producer)
+        if any(len(p) >= 2 for p in producers.values()):
+            result.add(node[1])
+    return result
+
+
+class IoVolume:
+    """Baseline: Darshan-style aggregate volume per file group."""
+
+    name = "io-volume"
+
+    def rank(self, analysis: Analysis) -> list[Bottleneck]:
+        totals = (analysis.dfl.access.group_by("file_group")
+                  .agg(pl.col("bytes").sum(), pl.col("time").sum())
+                  .sort(["bytes", "file_group"], descending=[True, False]))
+        # only the order matters to this baseline: the largest volume first, then the rest
+        found = {("slow-tier", r["file_group"]): [float(totals.height - i), f"{r['bytes']} B"]
+                 for i, r in enumerate(totals.iter_rows(named=True)) if r["bytes"] > 0}
+        return _sorted(found)
+
+
+class IoTime:
+    """Baseline: total time in I/O calls per file group, whole run (no critical path)."""
+
+    name = "io-time"
+
+    def rank(self, analysis: Analysis) -> list[Bottleneck]:
+        totals = analysis.dfl.access.group_by("file_group").agg(pl.col("time").sum())
+        return _sorted({("slow-tier", r["file_group"]): [float(r["time"]), "I/O time"]
+                        for r in totals.iter_rows(named=True)})
+
+
+class TaskTime:
+    """Baseline: the task group with the most run time; serial when it has one instance."""
+
+    name = "task-time"
+
+    def rank(self, analysis: Analysis) -> list[Bottleneck]:
+        totals = analysis.dfl.tasks.group_by("group").agg(pl.col("duration").sum(),
+                                                          pl.len().alias("n"))
+        found = {}
+        for r in totals.iter_rows(named=True):
+            kind = "serial-task" if r["n"] == 1 else "parallelism"
+            target = r["group"] if kind == "serial-task" else "workflow"
+            key = (kind, target)
+            if key not in found or found[key][0] < r["duration"]:
+                found[key] = [float(r["duration"]), f"group {r['group']}: {r['n']} tasks"]
+        return _sorted(found)
+
+
+DIAGNOSERS: dict[str, Callable[[], Diagnoser]] = {
+    "dataflowdrs": DataFlowDrs,
+    "io-volume": IoVolume,
+    "io-time": IoTime,
+    "task-time": TaskTime,
+}
+
+
+def make_diagnoser(name: str) -> Diagnoser:
+    if name not in DIAGNOSERS:
+        raise UnknownNameError("diagnoser", name, sorted(DIAGNOSERS))
+    return DIAGNOSERS[name]()
