@@ -1,0 +1,118 @@
+"""End-to-end DFPT on a real molecule: batches -> micro-tasks -> runtime -> polarisability.
+
+One library call per CLI command: :func:`prepare` builds the ground state and both task sets
+(raw batches and composed micro-tasks); :func:`run_polarizability` runs the CPHF cycle through
+the runtime with any balancer and compares it with PySCF; :func:`replay_balance` evaluates a
+plan on measured task costs (deterministic, unlike thread timings on a shared machine).
+"""
+
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+
+from schedlab.hip_dfpt.dft import (
+    DFTSystem,
+    TaskStore,
+    build_store,
+    coulomb_response,
+    ground_state,
+    polarizability,
+    pyscf_response,
+    pyscf_threads,
+    reference_vxc,
+)
+from schedlab.hip_dfpt.policies import Plan, make_balancer
+from schedlab.hip_dfpt.runtime import Runtime, time_tasks
+from schedlab.hip_dfpt.simulator import DeviceModel, TaskCosts, simulate
+from schedlab.hip_dfpt.tasks import CompositionConfig, compose_batches, octree_batches
+from schedlab.hip_dfpt.workloads import Molecule
+
+#: CPU micro-task sizes (point x basis pairs): below ~2,000 NumPy's per-call overhead dominates
+CPU_COMPOSITION = CompositionConfig(min_parallelism=2_000, max_parallelism=20_000)
+#: batching: 3-Bohr cells, at most 128 points per batch (all-electron codes use 100-200)
+BATCH_CELL, BATCH_POINTS = 3.0, 128
+
+
+@dataclass
+class Workload:
+    system: DFTSystem
+    raw: TaskStore
+    composed: TaskStore
+    vxc_error: float
+    seconds: float
+
+
+def prepare(molecule: Molecule, basis: str, grid_level: int = 1, xc: str = "lda,vwn",
+            composition: CompositionConfig = CPU_COMPOSITION) -> Workload:
+    """Ground state, raw batches and composed micro-tasks; checks the task data vs PySCF."""
+    start = time.perf_counter()
+    system = ground_state(molecule, basis, xc, grid_level)
+    batches = octree_batches(system.coords, BATCH_CELL, BATCH_POINTS)
+    raw = build_store(system, batches)
+    composed = build_store(system, compose_batches(batches, raw.features, composition))
+    vxc_error = float(np.abs(composed.vxc - reference_vxc(system)).max())
+    return Workload(system, raw, composed, vxc_error, time.perf_counter() - start)
+
+
+@dataclass
+class PolarizabilityRun:
+    balancer: str
+    alpha: np.ndarray
+    reference: np.ndarray
+    relative_error: float
+    response_calls: int
+    runtime: Runtime
+    seconds: float
+
+    def summary(self) -> dict[str, Any]:
+        h = self.runtime.history
+        return dict(
+            balancer=self.balancer, relative_error=self.relative_error,
+            alpha_iso=float(np.trace(self.alpha) / 3), reference_iso=float(
+                np.trace(self.reference) / 3), response_calls=self.response_calls,
+            mean_iteration_s=float(np.mean([x.wall for x in h])),
+            live_balance=float(np.mean([x.balance for x in h])),
+            live_wall_balance=float(np.mean([x.wall_balance for x in h])),
+            pool_hit_rate=self.runtime.pool_stats.hit_rate,
+            pool_allocations=self.runtime.pool_stats.allocations,
+            steals=int(sum(x.steals for x in h)), seconds=self.seconds)
+
+
+def reference_polarizability(system: DFTSystem) -> np.ndarray:
+    with pyscf_threads():
+        return polarizability(system, pyscf_response(system))[0]
+
+
+def run_polarizability(work: Workload, balancer: str, reference: np.ndarray, devices: int,
+                       streams: int, backend: str = "local", seed: int = 0,
+                       pooled: bool = True, gpu: bool = False) -> PolarizabilityRun:
+    """The CPHF polarisability with every grid integration done by the runtime."""
+    start = time.perf_counter()
+    runtime = Runtime(work.composed, make_balancer(balancer), devices, streams,
+                      pooled=pooled, backend=backend, gpu=gpu, seed=seed)
+    coulomb = coulomb_response(work.system)
+    try:
+        alpha, calls = polarizability(work.system, lambda dm1: runtime.apply(dm1) + coulomb(dm1))
+    finally:
+        runtime.close()
+    error = float(np.abs(alpha - reference).max() / np.abs(reference).max())
+    return PolarizabilityRun(balancer, alpha, reference, error, calls, runtime,
+                             time.perf_counter() - start)
+
+
+def measured_costs(store: TaskStore, seed: int = 0) -> np.ndarray:
+    """Run-alone seconds of every task (min of two runs): the ground truth for evaluation."""
+    return time_tasks(store.tasks, np.arange(len(store.tasks)), store.nao, seed=seed)
+
+
+def replay_balance(plan: Plan, seconds: np.ndarray, streams: int, seed: int = 0) -> float:
+    """max/mean device time of ``plan`` on measured task costs (a CPU device: S streams on S
+    cores, no launch or migration cost), through the same dispatcher the runtime uses."""
+    costs = TaskCosts(kernel=seconds, full=seconds / streams, migrate=np.zeros_like(seconds),
+                      occupancy=np.full(len(seconds), 1.0 / streams))
+    cpu = DeviceModel(launch_overhead=0.0, steal_latency=0.0)
+    return simulate(plan, costs, streams, cpu, seed).balance
