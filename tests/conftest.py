@@ -1,4 +1,9 @@
-"""Shared test settings: Hypothesis without deadlines (CI has 2 slow cores)."""
+"""Shared test settings.
+
+Hypothesis runs without deadlines (CI has 2 slow, shared cores) and, in the default ``ci``
+profile, derandomised so a run is repeatable; ``HYPOTHESIS_PROFILE=explore`` draws fresh
+examples each run (use it locally to hunt for new failures).
+"""
 
 import os
 from pathlib import Path
@@ -7,7 +12,11 @@ import pytest
 from hypothesis import HealthCheck, settings
 
 settings.register_profile(
-    "ci", deadline=None, max_examples=60, suppress_health_check=[HealthCheck.too_slow]
+    "ci", deadline=None, max_examples=60, derandomize=True,
+    suppress_health_check=[HealthCheck.too_slow],
+)
+settings.register_profile(
+    "explore", deadline=None, max_examples=300, suppress_health_check=[HealthCheck.too_slow]
 )
 settings.load_profile(os.environ.get("HYPOTHESIS_PROFILE", "ci"))
 
