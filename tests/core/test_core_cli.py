@@ -112,3 +112,8 @@ def test_real_ctrl_c_leaves_no_report(tmp_path: Path):
     assert proc.returncode == 130, stderr
     assert "Traceback" not in stderr
     assert list(out.iterdir()) == []
+
+
+def test_error_text_in_brackets_is_printed_verbatim(tmp_path: Path):
+    result = invoke("reproduce", "[weird]", "--out", str(tmp_path))
+    assert result.exit_code == 2 and "[weird]" in result.stderr

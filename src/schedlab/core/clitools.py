@@ -14,6 +14,7 @@ from typing import Any, TypeVar
 
 import typer
 from rich.console import Console
+from rich.markup import escape
 from rich.progress import (
     BarColumn,
     MofNCompleteColumn,
@@ -40,7 +41,7 @@ def handle_errors(command: F) -> F:
         try:
             return command(*args, **kwargs)
         except SchedlabError as exc:
-            err_console.print(f"[red]error:[/red] {exc}", markup=True, highlight=False,
+            err_console.print(f"[red]error:[/red] {escape(str(exc))}", highlight=False,
                               soft_wrap=True)
             raise typer.Exit(2) from None
         except KeyboardInterrupt:
