@@ -1,0 +1,208 @@
+"""``schedlab iflux ...``: map intents, run a command with them, Slurm hooks, benchmarks.
+
+Paper: IFlux (../shared/papers/10-iflux.md). Every command is one library call; ``--json``
+prints exactly one JSON document on stdout.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import typer
+from rich.table import Table
+
+from schedlab.core.clitools import emit_json, err_console, handle_errors, out_console
+from schedlab.core.errors import BadInputError
+
+app = typer.Typer(help="IFlux: intent-driven I/O accelerator allocation for HPC jobs.",
+                  no_args_is_help=True, add_completion=False)
+
+CAPACITY_HELP = "Free space per tier, e.g. --capacity ramdisk=2GiB (repeatable)."
+
+
+def _capacity(items: list[str] | None):
+    from schedlab.iflux.intents import parse_size
+    from schedlab.iflux.policies import DEFAULT_CAPACITY
+    from schedlab.iflux.rules import Tier
+
+    capacity = dict(DEFAULT_CAPACITY)
+    for item in items or []:
+        name, sep, size = item.partition("=")
+        try:
+            capacity[Tier(name)] = parse_size(size)
+        except ValueError as exc:
+            raise BadInputError(f"expected TIER=SIZE with TIER one of "
+                                f"{', '.join(t.value for t in Tier)}; got {item!r} ({exc})",
+                                field="--capacity") from None
+        if not sep:
+            raise BadInputError(f"expected TIER=SIZE, got {item!r}", field="--capacity")
+    return capacity
+
+
+def _site(site: Path | None) -> Path:
+    import os
+
+    from schedlab.iflux.storage import SITE_ENV
+
+    path = site or (Path(os.environ[SITE_ENV]) if os.environ.get(SITE_ENV) else None)
+    if path is None or not path.is_file():
+        raise BadInputError("no site file; create one with `schedlab iflux site DIR` and pass "
+                            f"--site DIR/site.json (or set ${SITE_ENV})", field="--site")
+    return path
+
+
+@app.command("map")
+@handle_errors
+def map_command(
+    jobspec: Path = typer.Argument(..., help="Flux jobspec (.json/.yaml) or Slurm script."),
+    mapper: str = typer.Option("iflux", "--mapper", help="iflux|iflux-interp|pfs|manual-nvme|"
+                               "manual-tmpfs"),
+    capacity: list[str] = typer.Option(None, "--capacity", help=CAPACITY_HELP),
+    json_out: bool = typer.Option(False, "--json", help="Print one JSON document."),
+) -> None:
+    """Print the allocation IFlux would make for a job's intents (nothing is deployed)."""
+    from schedlab.iflux.engine import decide
+
+    decision = decide(jobspec, mapper, _capacity(capacity))
+    doc = dict(decide_s=decision.seconds, **decision.allocation.to_dict())
+    if json_out:
+        emit_json(doc)
+        return
+    table = Table("path", "tier", "software", "fallbacks", "size", title=f"{mapper}: {jobspec}")
+    for p in doc["placements"]:
+        table.add_row(p["path"], p["tier"], ",".join(p["software"]) or "-",
+                      " > ".join(p["chain"]), f"{p['size'] / 2**20:.1f} MiB")
+    out_console.print(table)
+    out_console.print(f"decided in {decision.seconds * 1e3:.2f} ms")
+
+
+@app.command(context_settings={"allow_interspersed_args": False})
+@handle_errors
+def run(
+    command: list[str] = typer.Argument(..., help="The job: everything after --."),
+    intents: Path = typer.Option(..., "--intents", help="Jobspec, intent list or script."),
+    site: Path = typer.Option(None, "--site", help="site.json (default: $IFLUX_SITE)."),
+    mapper: str = typer.Option("iflux", "--mapper"),
+    capacity: list[str] = typer.Option(None, "--capacity", help=CAPACITY_HELP),
+    report: Path = typer.Option(None, "--report", help="Also write the report JSON here."),
+    json_out: bool = typer.Option(False, "--json", help="Print one JSON document."),
+) -> None:
+    """Deploy the intents' accelerators, run COMMAND transparently, flush and tear down."""
+    from schedlab.iflux.deploy import write_report
+    from schedlab.iflux.engine import run as run_job
+
+    site_path = _site(site)
+    err_console.print(f"iflux: running {' '.join(command)}")
+    result = run_job(intents, command, site_path, mapper, _capacity(capacity))
+    if report is not None:
+        write_report(result, report)
+    doc = result.to_dict()
+    if json_out:
+        emit_json(doc)
+    else:
+        for p in doc["placements"]:
+            out_console.print(f"{p['path']} -> {p['tier']} ({','.join(p['software']) or '-'})")
+        out_console.print(f"job rc={result.returncode} transparent={result.transparent} "
+                          f"stage-in {result.stage_in_s:.3f}s job {result.job_s:.3f}s "
+                          f"flush {result.flush_s:.3f}s kept={result.kept or 'none'}")
+    if result.returncode != 0 or result.kept:
+        raise typer.Exit(1)
+
+
+@app.command("site")
+@handle_errors
+def site_command(
+    directory: Path = typer.Argument(..., help="Where pfs/, nvme/, shared-bb/ are created."),
+    ram: Path = typer.Option(None, "--ram", help="Where RAM-backed tiers live (default: a "
+                             "directory under /dev/shm)."),
+    json_out: bool = typer.Option(False, "--json"),
+) -> None:
+    """Create a site description (tier roots and their modelled speeds) in DIRECTORY."""
+    from schedlab.core.io import ensure_directory, write_text
+    from schedlab.iflux.storage import Site
+
+    ensure_directory(directory)
+    site = Site.under(directory.resolve(), ram)
+    path = write_text(directory / "site.json", site.to_json())
+    if json_out:
+        emit_json(dict(site=str(path), roots=site.roots))
+    else:
+        out_console.print(f"wrote {path}")
+
+
+@app.command()
+@handle_errors
+def frob(
+    jobspec: Path = typer.Argument(..., help="Flux jobspec (.json/.yaml)."),
+    json_out: bool = typer.Option(False, "--json"),
+) -> None:
+    """Run the Flux frobnicator plugin on a jobspec and print the annotated jobspec."""
+    from schedlab.iflux.flux import IFluxFrobnicator
+    from schedlab.iflux.jobspec import intents_from_jobspec, load_document
+
+    document, lines = load_document(jobspec)
+    intents_from_jobspec(document, jobspec, lines)  # errors name this file and line
+    frobbed = IFluxFrobnicator().frob(document)
+    if json_out:
+        emit_json(frobbed)
+    else:
+        out_console.print_json(json.dumps(frobbed))
+
+
+@app.command()
+@handle_errors
+def hooks(
+    directory: Path = typer.Argument(..., help="Where to write iflux-prolog/iflux-epilog."),
+    site: Path = typer.Option(..., "--site"),
+    spool: Path = typer.Option(..., "--spool", help="Plans and reports of Slurm jobs."),
+    slurm_conf: Path = typer.Option(None, "--slurm-conf"),
+    json_out: bool = typer.Option(False, "--json"),
+) -> None:
+    """Write the Slurm Prolog/Epilog executables (set Prolog=/Epilog= to them)."""
+    from schedlab.iflux.slurm import write_hooks
+
+    prolog, epilog = write_hooks(directory, _site(site), spool, slurm_conf)
+    doc = dict(prolog=str(prolog), epilog=str(epilog), slurm_conf_lines=[
+        f"Prolog={prolog}", f"Epilog={epilog}", "PrologFlags=Alloc"])
+    if json_out:
+        emit_json(doc)
+    else:
+        out_console.print("\n".join(doc["slurm_conf_lines"]))
+
+
+@app.command()
+@handle_errors
+def sbatch(
+    script: Path = typer.Argument(..., help="Batch script with #IFLUX lines."),
+    spool: Path = typer.Option(..., "--spool"),
+    args: list[str] = typer.Argument(None, help="Extra sbatch options after --."),
+    json_out: bool = typer.Option(False, "--json"),
+) -> None:
+    """Validate a script's intents and submit it to Slurm, wrapped to enter its namespace."""
+    from schedlab.iflux.slurm import submit
+
+    job_id = submit(script, list(args or []), spool)
+    if json_out:
+        emit_json(dict(job_id=job_id))
+    else:
+        out_console.print(f"submitted {job_id}")
+
+
+@app.command()
+@handle_errors
+def bench(
+    intents: int = typer.Option(2_000_000, "--intents", min=1),
+    seed: int = typer.Option(0, "--seed"),
+    json_out: bool = typer.Option(False, "--json"),
+) -> None:
+    """Measure mapping throughput (compiled table, interpreter, parse+validate+map)."""
+    from schedlab.iflux.experiment import mapping_throughput
+
+    result = mapping_throughput(intents=intents, parsed=min(intents, 5_000), seed=seed)
+    rows = result.frame.to_dicts()
+    if json_out:
+        emit_json(dict(rows=rows, claims=[c.__dict__ for c in result.claims]))
+        return
+    for row in rows:
+        out_console.print(f"{row['path']:<36} {row['intents_per_s'] / 1e6:10.3f} M intents/s")
