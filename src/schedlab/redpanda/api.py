@@ -40,3 +40,44 @@ def compile_file(path: str | Path, flow: str = "redpanda", rows: int = 4, cols: 
                 for n, pe in sorted(mapping.place.items(), key=lambda x: mapping.start[x[0]])]
     return dict(kernel=kernel.name, mode=mode, metrics=metrics, schedule=schedule,
                 simulation_note=note, ir=print_ir(graph))
+
+
+def compile_dhls_file(path: str | Path, out: str | Path, flow: str = "redpanda",
+                      seed: int = 0, synthesize: bool = True, index_bits: int = 32) -> dict:
+    """Compile an MLIR file to an elastic circuit: Verilog + testbench in ``out``, metrics.
+
+    Cycles come from Icarus Verilog on seeded random inputs (checked against xDSL's
+    interpreter) when iverilog is installed; LUT/FF/DSP from Yosys when it is and
+    ``synthesize`` is set. Missing tools are reported in ``notes``, not raised.
+    """
+    from schedlab.redpanda.backends.dhls.backend import DHLSBackend
+    from schedlab.redpanda.backends.dhls.tools import have
+    from schedlab.redpanda.reference import run_reference
+    from schedlab.redpanda.workloads import random_inputs
+
+    kernel = load_kernel(path)
+    chosen = get_flow(flow)
+    graph = middle_end(kernel, chosen, "spatial")
+    design = DHLSBackend().compile(graph, share=chosen.share_units, index_bits=index_bits)
+    inputs = random_inputs(kernel, seed)
+    files = design.write(out, inputs)
+    metrics: dict[str, object] = dict(design.metrics(), flow=flow)
+    notes: list[str] = []
+    if have("iverilog"):
+        try:
+            run = design.simulate(inputs, out)
+            reference = run_reference(kernel, inputs)
+            metrics.update(cycles=run.cycles, exec_ns=round(run.cycles * design.clock_ns, 2),
+                           matches_interpreter=run.complete and outputs_match(run, reference))
+        except (SimulationError, IndexError, ValueError) as exc:
+            notes.append(f"simulation skipped: random inputs are not valid here ({exc})")
+    else:
+        notes.append("iverilog not installed: no cycle count (apt-get install iverilog)")
+    if synthesize and have("yosys"):
+        r = design.resources()
+        metrics.update(luts=r.luts, ffs=r.ffs, dsps=r.dsps, synth_levels=r.levels,
+                       synth_clock_ns=r.clock_ns)
+    elif synthesize:
+        notes.append("yosys not installed: no LUT/FF/DSP (apt-get install yosys)")
+    return dict(kernel=kernel.name, target="dhls", metrics=metrics, notes=notes,
+                files={k: str(v) for k, v in files.items()}, ir=print_ir(graph))

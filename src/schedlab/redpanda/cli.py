@@ -31,7 +31,7 @@ def _print_table(rows: list[dict], columns: list[str], title: str = "") -> None:
 @handle_errors
 def compile(  # noqa: A001 - the command is called compile
     kernel: Path = typer.Argument(..., help="An MLIR file (func/scf/arith/memref)."),
-    target: str = typer.Option("cgra", "--target", help="Back end: cgra (dhls is issue 15)."),
+    target: str = typer.Option("cgra", "--target", help="Back end: cgra or dhls."),
     rows: int = typer.Option(4, "--rows", min=1), cols: int = typer.Option(4, "--cols", min=2),
     temporal: bool = typer.Option(False, "--temporal", help="Time-multiplex PEs (contexts)."),
     contexts: int = typer.Option(16, "--contexts", min=1, help="Instruction slots per PE."),
@@ -39,15 +39,21 @@ def compile(  # noqa: A001 - the command is called compile
     mapper: str = typer.Option("list", "--mapper", help="list (fast) or milp (HiGHS)."),
     seed: int = typer.Option(0, "--seed", help="Seed of the random inputs simulated."),
     emit_ir: Path | None = typer.Option(None, "--emit-ir", help="Write the RedPanda IR here."),
+    out: Path | None = typer.Option(None, "--out", help="dhls: directory for Verilog + tb."),
+    synth: bool = typer.Option(True, "--synth/--no-synth", help="dhls: run Yosys."),
+    index_bits: int = typer.Option(32, "--index-bits", help="dhls: width of index values."),
     json_out: bool = typer.Option(False, "--json", help="Print JSON."),
 ) -> None:
-    """Compile KERNEL for a rows x cols CGRA: schedule, II vs minimum II, PE use, cycles."""
+    """Compile KERNEL for a CGRA (schedule, II, cycles) or as a DHLS circuit (Verilog)."""
     from schedlab.core.errors import UnknownNameError
     from schedlab.core.io import write_text
     from schedlab.redpanda.api import compile_file
 
+    if target == "dhls":
+        _compile_dhls(kernel, out, flow, seed, synth, index_bits, emit_ir, json_out)
+        return
     if target != "cgra":
-        raise UnknownNameError("target", target, ["cgra"])
+        raise UnknownNameError("target", target, ["cgra", "dhls"])
     report = compile_file(kernel, flow=flow, rows=rows, cols=cols, contexts=contexts,
                           mode="temporal" if temporal else "spatial", mapper=mapper, seed=seed)
     if emit_ir is not None:
@@ -65,6 +71,29 @@ def compile(  # noqa: A001 - the command is called compile
     out_console.print("instructions by kind: " + ", ".join(f"{k}={v}" for k, v in kinds.items()))
     if report.get("simulation_note"):
         err_console.print(report["simulation_note"])
+
+
+def _compile_dhls(kernel: Path, out: Path | None, flow: str, seed: int, synth: bool,
+                  index_bits: int, emit_ir: Path | None, json_out: bool) -> None:
+    from schedlab.core.io import write_text
+    from schedlab.redpanda.api import compile_dhls_file
+
+    out = out if out is not None else kernel.with_name(f"{kernel.stem}_dhls")
+    report = compile_dhls_file(kernel, out, flow=flow, seed=seed, synthesize=synth,
+                               index_bits=index_bits)
+    ir = report.pop("ir")
+    if emit_ir is not None:
+        write_text(emit_ir, ir)
+    if json_out:
+        emit_json(report)
+        return
+    metrics = {k: v for k, v in report["metrics"].items() if k != "loop_ii"}
+    _print_table([dict(metric=k, value=v) for k, v in metrics.items()], ["metric", "value"],
+                 title=f"{report['kernel']} as a DHLS circuit ({flow})")
+    out_console.print("loop IIs (buffer MILP): " + str(report["metrics"]["loop_ii"]))
+    out_console.print("wrote " + ", ".join(report["files"].values()))
+    for note in report["notes"]:
+        err_console.print(note)
 
 
 @app.command()

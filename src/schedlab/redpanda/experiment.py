@@ -17,14 +17,14 @@ from schedlab.core import Claim, Figure, Result, register
 from schedlab.redpanda.backends.cgra import CGRA
 from schedlab.redpanda.compiler import evaluate, middle_end
 from schedlab.redpanda.frontend import Kernel
-from schedlab.redpanda.policies import FLOWS
+from schedlab.redpanda.policies import CGRA_FLOWS, FLOWS
 from schedlab.redpanda.reference import run_reference
 from schedlab.redpanda.workloads import KERNELS, load_suite_kernel, random_inputs
 
 TEMPORAL = CGRA(rows=4, cols=4, contexts=16)
 
 
-def fabric_for(kernel: Kernel, mode: str, flows=tuple(FLOWS)) -> CGRA:
+def fabric_for(kernel: Kernel, mode: str, flows=CGRA_FLOWS) -> CGRA:
     """Temporal: the fixed 4x4. Spatial: the smallest square mesh every flow's graph fits."""
     if mode == "temporal":
         return TEMPORAL
@@ -40,7 +40,7 @@ def fabric_for(kernel: Kernel, mode: str, flows=tuple(FLOWS)) -> CGRA:
 def run_suite(kernels: list[str], size: int, seed: int, flows: list[str] | None = None,
               modes: tuple[str, ...] = ("spatial", "temporal")) -> pl.DataFrame:
     """One row per (kernel, flow, mode); raises if any run disagrees with the interpreter."""
-    flows = list(flows or FLOWS)
+    flows = list(flows or CGRA_FLOWS)
     rows = []
     for name in kernels:
         kernel = load_suite_kernel(name, size)
@@ -101,7 +101,7 @@ def _figure(frame: pl.DataFrame) -> Figure:
     base = dict(sub.filter(pl.col("flow") == "baseline").select("kernel", "cycles").iter_rows())
     kernels = sorted(base)
     fig, ax = plt.subplots(figsize=(11, 3.6))
-    flows = list(FLOWS)
+    flows = list(CGRA_FLOWS)
     width = 0.8 / len(flows)
     for i, flow in enumerate(flows):
         mine = dict(sub.filter(pl.col("flow") == flow).select("kernel", "cycles").iter_rows())
@@ -121,3 +121,5 @@ def cgra_suite(size: int, seed: int, kernels: tuple[str, ...] = KERNELS) -> Resu
     frame = run_suite(list(kernels), size, seed)
     return Result(frame, claims=_claims(frame), figures=[_figure(frame)],
                   notes=f"{len(kernels)} kernels at size {size}; inputs from seed {seed}")
+
+from schedlab.redpanda import dhls_experiment as _dhls_experiment  # noqa: E402,F401  (registers)

@@ -5,7 +5,9 @@ pipelining, time-multiplexing-aware compilation and instruction-count reduction.
 answers the same questions (the :class:`Flow` protocol); the lowering engine
 (:mod:`schedlab.redpanda.lowering`) asks them and never looks at a flow's name. The baselines
 each switch one contribution off, plus ``baseline`` = a prior dataflow-CGRA flow with all of
-them off (predication-only branches, fully serialised memory, no fusion).
+them off (predication-only branches, fully serialised memory, no fusion), and ``dynamatic`` =
+the DHLS baseline (``baseline`` without pipelining: a Dynamatic-like flow with every memory
+access ordered). ``share_units`` only matters to the DHLS back end.
 """
 
 from __future__ import annotations
@@ -40,6 +42,7 @@ class Flow(Protocol):
     pipelined: bool      # False: an iteration starts only after the previous one completed
     fuse: bool           # instruction-count reduction (steer fusion into producers)
     size_buffers: bool   # slack-based FIFO sizing from the modulo schedule
+    share_units: bool    # DHLS: time-multiplexing-aware sharing of multipliers/dividers
 
     def memory_key(self, memref: str) -> str:
         """Accesses with different keys are never ordered against each other."""
@@ -70,6 +73,7 @@ class RedPanda:
     pipelined: bool = True
     fuse: bool = True
     size_buffers: bool = True
+    share_units: bool = True
     precise_memory: bool = True
     branch_choice: bool = True
 
@@ -111,8 +115,15 @@ FLOWS: dict[str, Callable[[], Flow]] = {
     "serial-memory": _variant(name="serial-memory", precise_memory=False),
     "predication-only": _variant(name="predication-only", branch_choice=False),
     "baseline": _variant(name="baseline", precise_memory=False, branch_choice=False,
-                         fuse=False, size_buffers=False),
+                         fuse=False, size_buffers=False, share_units=False),
+    # the DHLS baseline of the paper: a Dynamatic-like flow, every memory access ordered and
+    # no RedPanda pipelining (each iteration waits for the previous one's memory accesses)
+    "dynamatic": _variant(name="dynamatic", precise_memory=False, branch_choice=False,
+                          fuse=False, size_buffers=False, share_units=False, pipelined=False),
 }
+
+#: the flows the CGRA experiment compares (the DHLS one adds "dynamatic")
+CGRA_FLOWS = ("redpanda", "non-pipelined", "serial-memory", "predication-only", "baseline")
 
 
 def get_flow(name: str) -> Flow:

@@ -1,8 +1,8 @@
 """Target back ends of the RedPanda IR.
 
 RedPanda (../shared/papers/08-redpanda.md) lowers one shared IR to two targets. This package
-holds the dataflow-CGRA back end (:mod:`.cgra`, :mod:`.modulo`); the dynamic-HLS back end
-(elastic Verilog circuits) is issue 15 and plugs in beside it through :class:`.base.Backend`.
+holds the dataflow-CGRA back end (:mod:`.cgra`, :mod:`.modulo`) and the dynamic-HLS back end
+(:mod:`.dhls`: elastic Verilog circuits), both behind :class:`.base.Backend`.
 """
 
 from schedlab.redpanda.backends.base import BACKENDS, Backend

@@ -1,4 +1,4 @@
-"""The contract every RedPanda back end implements (CGRA here, dynamic HLS in issue 15)."""
+"""The contract every RedPanda back end implements (CGRA and dynamic HLS)."""
 
 from __future__ import annotations
 
@@ -17,5 +17,6 @@ class Backend(Protocol):
         ...
 
 
-#: back ends by CLI target name; issue 15 registers "dhls" here
-BACKENDS: dict[str, str] = {"cgra": "schedlab.redpanda.backends.cgra:CGRABackend"}
+#: back ends by CLI target name ("module:class", imported on demand)
+BACKENDS: dict[str, str] = {"cgra": "schedlab.redpanda.backends.cgra:CGRABackend",
+                            "dhls": "schedlab.redpanda.backends.dhls.backend:DHLSBackend"}

@@ -1,0 +1,17 @@
+"""Dynamic-HLS back end of RedPanda: elastic circuits in Verilog, simulated and synthesised.
+
+RedPanda (../shared/papers/08-redpanda.md) lowers the same IR as the CGRA back end to
+dynamically scheduled circuits: a handshake component library (``rtl/*.v``), a generator of one
+top module per kernel, buffer placement (HiGHS MILP), resource sharing, testbench generation,
+and drivers for Icarus Verilog and Yosys.
+"""
+
+from schedlab.redpanda.backends.dhls.backend import Design, DHLSBackend, RtlRun
+from schedlab.redpanda.backends.dhls.buffers import Buffering, place_buffers
+from schedlab.redpanda.backends.dhls.circuit import Circuit, build_circuit
+from schedlab.redpanda.backends.dhls.sharing import share_units
+from schedlab.redpanda.backends.dhls.tools import Resources, ToolError, have
+from schedlab.redpanda.backends.dhls.verilog import generate
+
+__all__ = ["Buffering", "Circuit", "DHLSBackend", "Design", "Resources", "RtlRun", "ToolError",
+           "build_circuit", "generate", "have", "place_buffers", "share_units"]

@@ -1,0 +1,66 @@
+"""The DHLS flow end to end: compile a kernel to Verilog, simulate it, estimate resources.
+
+RedPanda (../shared/papers/08-redpanda.md), DHLS half. One call runs the shared middle end
+under a flow, the DHLS back end (forks, buffer placement, sharing, Verilog), Icarus Verilog on
+the same seeded inputs the xDSL interpreter gets (outputs must match), and optionally Yosys.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass
+from pathlib import Path
+
+from schedlab.redpanda.backends.dhls.backend import Design, DHLSBackend, RtlRun
+from schedlab.redpanda.backends.dhls.tools import Resources
+from schedlab.redpanda.compiler import middle_end, outputs_match
+from schedlab.redpanda.frontend import Kernel
+from schedlab.redpanda.policies import Flow
+from schedlab.redpanda.reference import run_reference
+from schedlab.redpanda.simulator import SimulationError
+
+
+@dataclass
+class DhlsEvaluation:
+    """One (kernel, flow) circuit, measured."""
+
+    kernel: str
+    flow: str
+    design: Design
+    run: RtlRun
+    correct: bool
+    resources: Resources | None = None
+
+    def row(self) -> dict[str, object]:
+        m = self.design.metrics()
+        row = dict(kernel=self.kernel, flow=self.flow, cycles=self.run.cycles,
+                   clock_ns=m["clock_ns"], exec_ns=self.run.cycles * float(m["clock_ns"]),
+                   units=m["units"], buffer_slots=m["buffer_slots"],
+                   shared_ops=m["shared_ops"], arith_units=m["arith_units"],
+                   correct=self.correct, luts=None, ffs=None, dsps=None, synth_levels=None)
+        if self.resources is not None:
+            r = self.resources
+            row.update(luts=r.luts, ffs=r.ffs, dsps=r.dsps, synth_levels=r.levels)
+        return row
+
+
+def compile_dhls(kernel: Kernel, flow: Flow, index_bits: int = 32) -> Design:
+    """Middle end under ``flow`` (spatial: a circuit executes every op in its own unit)."""
+    graph = middle_end(kernel, flow, "spatial")
+    return DHLSBackend().compile(graph, share=flow.share_units, index_bits=index_bits)
+
+
+def evaluate_dhls(kernel: Kernel, flow: Flow, inputs: Mapping[str, object],
+                  reference: tuple[list[int], dict] | None = None, synthesize: bool = False,
+                  directory: str | Path | None = None) -> DhlsEvaluation:
+    """Compile, simulate in Verilog, check against xDSL; Yosys resources if asked."""
+    design = compile_dhls(kernel, flow)
+    run = design.simulate(inputs, directory)
+    if reference is None:
+        reference = run_reference(kernel, inputs)
+    correct = run.complete and outputs_match(run, reference)  # type: ignore[arg-type]
+    if not correct:
+        raise SimulationError(f"{kernel.name}/{flow.name}: the Verilog circuit's outputs differ "
+                              "from the xDSL interpreter (back-end bug)")
+    resources = design.resources() if synthesize else None
+    return DhlsEvaluation(kernel.name, flow.name, design, run, correct, resources)
