@@ -1,0 +1,58 @@
+"""``schedlab carss ...`` end to end through Typer (CARSS paper 07)."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+from typer.testing import CliRunner
+
+from schedlab.carss.cli import app
+
+runner = CliRunner()
+
+
+def test_list_json() -> None:
+    result = runner.invoke(app, ["list", "--json"])
+    assert result.exit_code == 0, result.output
+    doc = json.loads(result.stdout)
+    assert "carss" in doc["schedulers"] and "adaptive" in doc["forecasters"]
+
+
+def test_forecast_from_a_trace_writes_a_plot(tmp_path: Path) -> None:
+    trace = tmp_path / "arrivals.csv"
+    times = [60.0 * i for i in range(3000)] + [180_000 + 10.0 * i for i in range(3000)]
+    trace.write_text("timestamp\n" + "\n".join(str(t) for t in times) + "\n")
+    plot = tmp_path / "fc.png"
+    result = runner.invoke(app, ["forecast", "--trace", str(trace), "--interval",
+                                 "3600", "--forecaster", "ets", "--horizon", "3", "--plot",
+                                 str(plot), "--json"])
+    assert result.exit_code == 0, result.output
+    doc = json.loads(result.stdout)
+    assert len(doc["mean"]) == 3 and plot.stat().st_size > 1000
+    assert any(45 <= c <= 55 for c in doc["offline_changes"])  # rate x6 at interval 50
+
+
+def test_simulate_compares_schedulers(tmp_path: Path) -> None:
+    out = tmp_path / "intervals.csv"
+    result = runner.invoke(app, ["simulate", "-s", "least-loaded", "-s", "best-fit",
+                                 "--hosts", "4", "--intervals", "6", "--train", "32",
+                                 "--out", str(out), "--json"])
+    assert result.exit_code == 0, result.output
+    rows = json.loads(result.stdout)
+    assert [r["scheduler"] for r in rows] == ["least-loaded", "best-fit"]
+    assert out.is_file()
+
+
+def test_bad_trace_is_one_clear_line(tmp_path: Path) -> None:
+    trace = tmp_path / "bad.csv"
+    trace.write_text("timestamp\n5\n3\n")
+    result = runner.invoke(app, ["forecast", "--trace", str(trace)])
+    assert result.exit_code == 2
+    assert "bad.csv:3" in result.output and "not sorted" in result.output
+
+
+def test_unknown_scheduler_lists_valid_names() -> None:
+    result = runner.invoke(app, ["simulate", "-s", "magic", "--intervals", "2",
+                                 "--train", "32"])
+    assert result.exit_code == 2 and "carss" in result.output
