@@ -17,7 +17,8 @@ from typing import Protocol
 import numpy as np
 from scipy.special import gammaln
 
-from schedlab.core.errors import BadInputError, UnknownNameError
+from schedlab.core.errors import BadInputError
+from schedlab.core.registry import lookup
 
 
 class Detector(Protocol):
@@ -131,9 +132,7 @@ DETECTORS = {"bocpd": BOCPD, "page-hinkley": PageHinkley}
 
 
 def make_detector(name: str, **kwargs: float) -> Detector:
-    if name not in DETECTORS:
-        raise UnknownNameError("change-point detector", name, sorted(DETECTORS))
-    return DETECTORS[name](**kwargs)
+    return lookup(DETECTORS, "change-point detector", name)(**kwargs)
 
 
 def offline_changepoints(series: np.ndarray, penalty: float | None = None,

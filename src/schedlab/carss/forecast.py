@@ -20,7 +20,8 @@ import numpy as np
 from scipy.optimize import minimize
 from scipy.stats import norm
 
-from schedlab.core.errors import BadInputError, UnknownNameError
+from schedlab.core.errors import BadInputError
+from schedlab.core.registry import lookup
 
 
 @dataclass(frozen=True)
@@ -271,6 +272,4 @@ FORECASTERS: dict[str, Callable[..., Forecaster]] = {
 def make_forecaster(name: str, **kwargs: object) -> Forecaster:
     """Build a forecaster by CLI name; every one takes ``season`` and ``seed`` (and its own
     extra keyword arguments)."""
-    if name not in FORECASTERS:
-        raise UnknownNameError("forecaster", name, list(FORECASTERS))
-    return FORECASTERS[name](**kwargs)
+    return lookup(FORECASTERS, "forecaster", name)(**kwargs)

@@ -25,7 +25,7 @@ from schedlab.carss.placement import (
     rebalance,
 )
 from schedlab.carss.simulator import Cluster, IntervalStats, Tasks
-from schedlab.core.errors import UnknownNameError
+from schedlab.core.registry import lookup
 
 
 class Scheduler(Protocol):
@@ -229,9 +229,7 @@ COSIM_KEYS = ("horizon", "samples", "season", "seed", "candidates", "forecaster_
 def make_scheduler(name: str, **kwargs: object) -> Scheduler:
     """Build a scheduler by CLI name; co-simulating ones take horizon/samples/season/seed/
     candidates/forecaster_kwargs, GOBI takes seed, heuristics ignore every keyword."""
-    if name not in SCHEDULERS:
-        raise UnknownNameError("scheduler", name, list(SCHEDULERS))
-    factory = SCHEDULERS[name]
+    factory = lookup(SCHEDULERS, "scheduler", name)
     if name in ("carss", "cosim-adaptive", "cosim-static"):
         return factory(**{k: v for k, v in kwargs.items() if k in COSIM_KEYS})
     if name == "gobi":

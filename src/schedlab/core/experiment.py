@@ -18,7 +18,8 @@ from typing import Any, Literal
 
 import polars as pl
 
-from schedlab.core.errors import MissingDependencyError, SchedlabError, UnknownNameError
+from schedlab.core.errors import MissingDependencyError, SchedlabError
+from schedlab.core.registry import lookup
 from schedlab.core.systems import CORE, SYSTEM_NAMES, normalise_system
 
 Comparison = Literal[">=", "<=", ">", "<", "=="]
@@ -199,9 +200,7 @@ def implemented_systems() -> set[str]:
 def get_experiment(key: str) -> Experiment:
     system = key.split(".", 1)[0]
     experiments([system])
-    if key not in _REGISTRY:
-        raise UnknownNameError("experiment", key, sorted(_REGISTRY))
-    return _REGISTRY[key]
+    return lookup(_REGISTRY, "experiment", key)
 
 
 @dataclass(frozen=True)

@@ -21,6 +21,7 @@ from typing import Protocol
 import numpy as np
 
 from schedlab.core.errors import UnknownNameError
+from schedlab.core.registry import lookup
 from schedlab.couchsurfer.ejpp import EjppInstance, Thresholds, best_gang
 from schedlab.couchsurfer.engine import Decision, Placement, Scheduler, Simulator
 from schedlab.couchsurfer.jobs import DET, EXP, Job
@@ -339,6 +340,4 @@ BASELINES = tuple(name for name in SCHEDULERS if name != "couchsurfer")
 
 def make_scheduler(name: str, **options: object) -> Scheduler:
     """Build a scheduler by its CLI name; raises UnknownNameError listing the valid ones."""
-    if name not in SCHEDULERS:
-        raise UnknownNameError("scheduler", name, list(SCHEDULERS))
-    return SCHEDULERS[name](**options)
+    return lookup(SCHEDULERS, "scheduler", name)(**options)

@@ -23,7 +23,7 @@ from typing import Protocol
 
 import polars as pl
 
-from schedlab.core.errors import UnknownNameError
+from schedlab.core.registry import lookup
 from schedlab.dataflowdrs.diagnosis import IDEAL_BLOCK, Analysis
 
 SMALL_CALL = 64 * 1024  # calls smaller than this on average are a small-I/O pattern
@@ -229,6 +229,4 @@ DIAGNOSERS: dict[str, Callable[[], Diagnoser]] = {
 
 
 def make_diagnoser(name: str) -> Diagnoser:
-    if name not in DIAGNOSERS:
-        raise UnknownNameError("diagnoser", name, sorted(DIAGNOSERS))
-    return DIAGNOSERS[name]()
+    return lookup(DIAGNOSERS, "diagnoser", name)()

@@ -19,7 +19,8 @@ import tempfile
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from schedlab.core.errors import ConfigError, MissingDependencyError, UnknownNameError
+from schedlab.core.errors import ConfigError, MissingDependencyError
+from schedlab.core.registry import lookup
 
 _SOURCE = Path(__file__).with_name("throttle.c")
 
@@ -54,9 +55,7 @@ class TierLayout:
     state_dir: Path | None = None
 
     def root(self, tier: str) -> Path:
-        if tier not in self.roots:
-            raise UnknownNameError("tier", tier, sorted(self.roots))
-        return self.roots[tier]
+        return lookup(self.roots, "tier", tier)
 
     def tier_of(self, path: str | Path) -> str | None:
         """The tier a path lives on (longest matching root), or None."""

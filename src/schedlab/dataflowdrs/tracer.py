@@ -14,7 +14,8 @@ import shutil
 from pathlib import Path
 from typing import Protocol
 
-from schedlab.core.errors import MissingDependencyError, UnknownNameError
+from schedlab.core.errors import MissingDependencyError
+from schedlab.core.registry import lookup
 from schedlab.dataflowdrs.tiers import TierLayout, throttle_library
 
 
@@ -143,6 +144,4 @@ def make_tracer(name: str) -> Tracer:
         except MissingDependencyError:
             return Strace()
         return DftracerStdio()
-    if name not in TRACERS:
-        raise UnknownNameError("tracer", name, sorted(TRACERS))
-    return TRACERS[name]()
+    return lookup(TRACERS, "tracer", name)()

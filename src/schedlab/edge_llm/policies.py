@@ -22,7 +22,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Protocol
 
-from schedlab.core.errors import UnknownNameError
+from schedlab.core.registry import lookup
 from schedlab.edge_llm.bucketing import delta_buckets
 from schedlab.edge_llm.sites import ClusterView, SmPlan
 from schedlab.edge_llm.workloads import EdgeRequest
@@ -270,6 +270,4 @@ ROUTERS: dict[str, Callable[[], Router]] = {
 
 
 def make_router(name: str) -> Router:
-    if name not in ROUTERS:
-        raise UnknownNameError("policy", name, sorted(ROUTERS))
-    return ROUTERS[name]()
+    return lookup(ROUTERS, "policy", name)()

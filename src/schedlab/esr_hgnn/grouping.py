@@ -20,7 +20,8 @@ from typing import Protocol
 
 import numpy as np
 
-from schedlab.core.errors import BadInputError, UnknownNameError
+from schedlab.core.errors import BadInputError
+from schedlab.core.registry import lookup
 from schedlab.esr_hgnn.policies import fanout_at
 from schedlab.esr_hgnn.trie import MetapathTrie
 
@@ -232,6 +233,4 @@ GROUPERS: dict[str, Callable[[], Grouper]] = {
 
 
 def make_grouper(name: str) -> Grouper:
-    if name not in GROUPERS:
-        raise UnknownNameError("grouper", name, sorted(GROUPERS))
-    return GROUPERS[name]()
+    return lookup(GROUPERS, "grouper", name)()

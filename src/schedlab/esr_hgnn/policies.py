@@ -24,7 +24,8 @@ from typing import Protocol
 
 import numpy as np
 
-from schedlab.core.errors import BadInputError, UnknownNameError
+from schedlab.core.errors import BadInputError
+from schedlab.core.registry import lookup
 from schedlab.esr_hgnn.graph import WORD_BYTES, HeteroGraph, address_layout
 from schedlab.esr_hgnn.kernels import expand
 from schedlab.esr_hgnn.trie import MetapathTrie
@@ -169,6 +170,4 @@ SAMPLERS: dict[str, Callable[[], Sampler]] = {
 
 
 def make_sampler(name: str) -> Sampler:
-    if name not in SAMPLERS:
-        raise UnknownNameError("sampler", name, sorted(SAMPLERS))
-    return SAMPLERS[name]()
+    return lookup(SAMPLERS, "sampler", name)()

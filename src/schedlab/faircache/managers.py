@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
-from schedlab.core.errors import UnknownNameError
+from schedlab.core.registry import lookup
 from schedlab.faircache.cachemgr import (
     LFU,
     CacheManager,
@@ -22,6 +22,4 @@ CACHE_MANAGERS: dict[str, Callable[[], CacheManager]] = {
 
 
 def make_manager(name: str) -> CacheManager:
-    if name not in CACHE_MANAGERS:
-        raise UnknownNameError("cache manager", name, sorted(CACHE_MANAGERS))
-    return CACHE_MANAGERS[name]()
+    return lookup(CACHE_MANAGERS, "cache manager", name)()

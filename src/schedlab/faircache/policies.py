@@ -31,7 +31,7 @@ from typing import Protocol
 
 import numpy as np
 
-from schedlab.core.errors import UnknownNameError
+from schedlab.core.registry import lookup
 from schedlab.faircache.accounting import CostWeights, PrefixLedger
 from schedlab.faircache.radix import Node
 from schedlab.llm.requests import Request
@@ -327,6 +327,4 @@ SCHEDULERS: dict[str, Callable[[], Scheduler]] = {
 
 
 def make_scheduler(name: str) -> Scheduler:
-    if name not in SCHEDULERS:
-        raise UnknownNameError("scheduler", name, sorted(SCHEDULERS))
-    return SCHEDULERS[name]()
+    return lookup(SCHEDULERS, "scheduler", name)()

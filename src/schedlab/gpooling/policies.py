@@ -22,7 +22,7 @@ from typing import Protocol
 
 import numpy as np
 
-from schedlab.core.errors import UnknownNameError
+from schedlab.core.registry import lookup
 from schedlab.gpooling.state import FULL, ClusterState, Grant, Request
 
 
@@ -189,6 +189,4 @@ POLICIES: dict[str, Callable[[], PlacementPolicy]] = {
 
 def make_policy(name: str) -> PlacementPolicy:
     """A fresh policy by CLI name."""
-    if name not in POLICIES:
-        raise UnknownNameError("placement policy", name, list(POLICIES))
-    return POLICIES[name]()
+    return lookup(POLICIES, "placement policy", name)()

@@ -31,6 +31,7 @@ from typing import Protocol
 import numpy as np
 
 from schedlab.core.errors import ConfigError, UnknownNameError
+from schedlab.core.registry import lookup
 from schedlab.harp.arch import ArchConfig
 from schedlab.harp.costs import analog_row_ns, digital_row_cycles, tiling
 from schedlab.harp.workloads import Workload
@@ -250,6 +251,4 @@ MAPPERS: dict[str, Callable[..., Mapper]] = {
 
 
 def make_mapper(strategy: str, solver: str = "auto") -> Mapper:
-    if strategy not in MAPPERS:
-        raise UnknownNameError("mapping strategy", strategy, sorted(MAPPERS))
-    return MAPPERS[strategy](solver=solver)
+    return lookup(MAPPERS, "mapping strategy", strategy)(solver=solver)

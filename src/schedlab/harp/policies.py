@@ -20,7 +20,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Protocol
 
-from schedlab.core.errors import UnknownNameError
+from schedlab.core.registry import lookup
 from schedlab.harp.arch import ArchConfig
 from schedlab.harp.costs import analog_row_ns, digital_row_cycles
 from schedlab.harp.mapping import Mapping
@@ -178,9 +178,7 @@ SCHEDULERS: dict[str, Callable[[], Scheduler]] = {
 
 
 def make_scheduler(name: str) -> Scheduler:
-    if name not in SCHEDULERS:
-        raise UnknownNameError("scheduler", name, sorted(SCHEDULERS))
-    return SCHEDULERS[name]()
+    return lookup(SCHEDULERS, "scheduler", name)()
 
 
 def plan_summary(plan: Plan) -> dict[str, int]:

@@ -21,6 +21,7 @@ from typing import Any, Literal
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from schedlab.core.errors import BadInputError, ConfigError, UnknownNameError
+from schedlab.core.registry import lookup
 
 OpKind = Literal["static", "dynamic", "nonlinear"]
 Pattern = Literal["rows", "all", "prefix"]
@@ -137,9 +138,7 @@ def _layer_ops(cfg: ModelConfig, layer: int, source: str | None) -> list[Op]:
 def build_workload(cfg: ModelConfig | str, tokens: int | None = None) -> Workload:
     """The operator graph of a model config (or a built-in name), optionally re-sized."""
     if isinstance(cfg, str):
-        if cfg not in MODELS:
-            raise UnknownNameError("model", cfg, sorted(MODELS))
-        cfg = MODELS[cfg]
+        cfg = lookup(MODELS, "model", cfg)
     if tokens is not None:
         cfg = cfg.model_copy(update={"tokens": tokens})
     if cfg.d_model % cfg.heads:

@@ -18,7 +18,8 @@ from typing import Protocol
 
 import numpy as np
 
-from schedlab.core.errors import ConfigError, UnknownNameError
+from schedlab.core.errors import ConfigError
+from schedlab.core.registry import lookup
 from schedlab.hip_dfpt.tasks import TaskFeatures
 
 #: fewest samples a branch needs for its own fit (5 coefficients, plus slack)
@@ -139,9 +140,7 @@ MODELS: dict[str, Callable[[], CostModel]] = {
 
 
 def make_model(name: str) -> CostModel:
-    if name not in MODELS:
-        raise UnknownNameError("performance model", name, list(MODELS))
-    return MODELS[name]()
+    return lookup(MODELS, "performance model", name)()
 
 
 def sample_tasks(features: TaskFeatures, fraction: float, seed: int,

@@ -25,7 +25,8 @@ from typing import NamedTuple, Protocol
 
 import numpy as np
 
-from schedlab.core.errors import ConfigError, UnknownNameError
+from schedlab.core.errors import ConfigError
+from schedlab.core.registry import lookup
 from schedlab.hip_dfpt.tasks import TaskFeatures
 
 
@@ -145,9 +146,7 @@ BALANCERS: dict[str, Callable[[], Balancer]] = {
 
 
 def make_balancer(name: str) -> Balancer:
-    if name not in BALANCERS:
-        raise UnknownNameError("balancer", name, list(BALANCERS))
-    return BALANCERS[name]()
+    return lookup(BALANCERS, "balancer", name)()
 
 
 class Dispatch(NamedTuple):

@@ -13,7 +13,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Protocol
 
-from schedlab.core.errors import UnknownNameError
+from schedlab.core.registry import lookup
 
 
 @dataclass(frozen=True)
@@ -120,6 +120,4 @@ POLICIES: dict[str, Callable[..., WorkPolicy]] = {
 
 def make_policy(name: str, threads: int = 1, **kwargs) -> WorkPolicy:
     """Build a policy by CLI name (``threads`` is ignored by the sequential one)."""
-    if name not in POLICIES:
-        raise UnknownNameError("policy", name, sorted(POLICIES))
-    return POLICIES[name](threads=threads, **kwargs)
+    return lookup(POLICIES, "policy", name)(threads=threads, **kwargs)

@@ -18,7 +18,8 @@ from typing import Protocol
 
 import numpy as np
 
-from schedlab.core.errors import BadInputError, UnknownNameError
+from schedlab.core.errors import BadInputError
+from schedlab.core.registry import lookup
 from schedlab.iflux.intents import FEATURES, Intent, Usage, encode
 from schedlab.iflux.rules import (
     DEFAULT_RULES,
@@ -112,9 +113,7 @@ MAPPERS: dict[str, Callable[[], Mapper]] = {
 
 
 def make_mapper(name: str) -> Mapper:
-    if name not in MAPPERS:
-        raise UnknownNameError("mapper", name, sorted(MAPPERS))
-    return MAPPERS[name]()
+    return lookup(MAPPERS, "mapper", name)()
 
 
 @functools.cache

@@ -30,6 +30,7 @@ from functools import lru_cache
 from importlib import resources
 
 from schedlab.core.errors import ConfigError, UnknownNameError
+from schedlab.core.registry import lookup
 
 WARP = 32
 REG_UNIT = 256
@@ -199,9 +200,7 @@ def arch_names() -> list[str]:
 
 def get_arch(name: str) -> ArchLimits:
     archs = _load()[0]
-    if name not in archs:
-        raise UnknownNameError("architecture", name, sorted(archs))
-    return archs[name]
+    return lookup(archs, "architecture", name)
 
 
 def gpu_arch(gpu: str) -> tuple[ArchLimits, int]:
@@ -229,6 +228,4 @@ def kernels(arch: str | None = None, phase: str | None = None, op: str | None = 
 
 def get_kernel(name: str) -> KernelDesc:
     table = _load()[2]
-    if name not in table:
-        raise UnknownNameError("kernel", name, sorted(table))
-    return table[name]
+    return lookup(table, "kernel", name)

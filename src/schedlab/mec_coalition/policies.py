@@ -25,7 +25,7 @@ from typing import Any, Protocol
 
 import numpy as np
 
-from schedlab.core.errors import UnknownNameError
+from schedlab.core.registry import lookup
 from schedlab.mec_coalition import heuristics, ilp
 from schedlab.mec_coalition.coalition import CoalitionGame, form_coalitions
 from schedlab.mec_coalition.ilp import Placement
@@ -155,6 +155,4 @@ BASELINES = ("rounding", "non-cooperative", "no-sharing", "lfu", "trimcaching")
 
 
 def get_policy(name: str) -> Policy:
-    if name not in POLICIES:
-        raise UnknownNameError("method", name, list(POLICIES))
-    return POLICIES[name]()
+    return lookup(POLICIES, "method", name)()

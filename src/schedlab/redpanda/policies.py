@@ -16,7 +16,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Literal, Protocol
 
-from schedlab.core.errors import UnknownNameError
+from schedlab.core.registry import lookup
 from schedlab.redpanda.analysis import Access, loop_carries_dependence, may_alias_same_iteration
 
 Mode = Literal["spatial", "temporal"]
@@ -127,6 +127,4 @@ CGRA_FLOWS = ("redpanda", "non-pipelined", "serial-memory", "predication-only", 
 
 
 def get_flow(name: str) -> Flow:
-    if name not in FLOWS:
-        raise UnknownNameError("flow", name, list(FLOWS))
-    return FLOWS[name]()
+    return lookup(FLOWS, "flow", name)()

@@ -14,7 +14,7 @@ import time
 from dataclasses import asdict, dataclass, replace
 from pathlib import Path
 
-from schedlab.core.errors import UnknownNameError
+from schedlab.core.registry import lookup
 
 GiB = 2**30
 TB = 10**12
@@ -65,9 +65,7 @@ NAMED_HARDWARE: dict[str, Hardware] = {
 
 
 def named_hardware(name: str) -> Hardware:
-    if name not in NAMED_HARDWARE:
-        raise UnknownNameError("gpu", name, sorted(NAMED_HARDWARE))
-    return NAMED_HARDWARE[name]
+    return lookup(NAMED_HARDWARE, "gpu", name)
 
 
 def _best_of(fn, repeats: int = 3) -> float:

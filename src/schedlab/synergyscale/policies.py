@@ -21,7 +21,7 @@ from collections.abc import Callable
 from dataclasses import replace
 from typing import Protocol
 
-from schedlab.core.errors import UnknownNameError
+from schedlab.core.registry import lookup
 from schedlab.synergyscale.costmodel import estimate
 from schedlab.synergyscale.plan import (
     OffloadPlan,
@@ -173,6 +173,4 @@ POLICIES: dict[str, Callable[[], OffloadPolicy]] = {
 
 
 def make_policy(name: str) -> OffloadPolicy:
-    if name not in POLICIES:
-        raise UnknownNameError("policy", name, sorted(POLICIES))
-    return POLICIES[name]()
+    return lookup(POLICIES, "policy", name)()

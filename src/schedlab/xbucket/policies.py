@@ -20,7 +20,7 @@ from typing import Protocol, runtime_checkable
 
 import numpy as np
 
-from schedlab.core.errors import UnknownNameError
+from schedlab.core.registry import lookup
 from schedlab.xbucket.state import BucketingState, next_step
 from schedlab.xbucket.types import RESOURCES, Defaults, Machine, ResourceReport, Resources
 
@@ -280,6 +280,4 @@ ALTERNATIVES: tuple[str, ...] = ("whole-machine", "max-seen", "min-waste", "max-
 def make_allocator(name: str, machine: Machine | None = None, defaults: Defaults | None = None,
                    seed: int = 0) -> Allocator:
     """Build the allocator registered under ``name`` (see :data:`ALLOCATORS`)."""
-    if name not in ALLOCATORS:
-        raise UnknownNameError("algorithm", name, sorted(ALLOCATORS))
-    return ALLOCATORS[name](machine or Machine(), defaults or Defaults(), seed)
+    return lookup(ALLOCATORS, "algorithm", name)(machine or Machine(), defaults or Defaults(), seed)
