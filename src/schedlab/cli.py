@@ -18,7 +18,7 @@ from rich.table import Table
 
 from schedlab import __version__
 from schedlab.core.clitools import emit_json, err_console, handle_errors, out_console, progress_bar
-from schedlab.core.errors import ConfigError, MissingDependencyError
+from schedlab.core.errors import ConfigError
 from schedlab.core.executors import make_executor
 from schedlab.core.experiment import (
     experiments,
@@ -127,35 +127,48 @@ def _print_summary(claims, sweep, out: Path) -> None:
     out_console.print(f"report: {out / 'index.html'}")
 
 
-def _mount_system_apps() -> None:
+def _system_app(info) -> typer.Typer:
+    """The system's Typer app, or a stand-in that explains which extra to install."""
+    try:
+        return importlib.import_module(f"schedlab.{info.name}.cli").app
+    except ModuleNotFoundError as exc:
+        if not exc.name or exc.name.startswith("schedlab"):
+            raise
+        missing = exc.name
+    stand_in = typer.Typer(help=f"{info.topic} (needs the package '{missing}')")
+
+    @stand_in.callback(invoke_without_command=True)
+    def _explain() -> None:
+        err_console.print(f"error: schedlab {info.name} needs the package '{missing}' "
+                          "(pip install -e '.[all]')", markup=False)
+        raise typer.Exit(2)
+
+    return stand_in
+
+
+def mount_system_apps() -> typer.Typer:
+    """Mount every system's command group on ``app`` (once per process) and return ``app``."""
+    if _mounted:
+        return app
     for info in SYSTEMS:
-        module_name = f"schedlab.{info.name}.cli"
-        if not module_exists(module_name):
+        if not module_exists(f"schedlab.{info.name}.cli"):
             continue
-        module = importlib.import_module(module_name)
+        sub_app = _system_app(info)
         hyphenated = info.name.replace("_", "-")
-        app.add_typer(module.app, name=hyphenated, help=info.topic)
+        app.add_typer(sub_app, name=hyphenated, help=info.topic)
         if hyphenated != info.name:
-            app.add_typer(module.app, name=info.name, hidden=True)
+            app.add_typer(sub_app, name=info.name, hidden=True)
+    _mounted.append(True)
+    return app
 
 
 _mounted: list[bool] = []
-
-
-def _mount_system_apps_once() -> None:
-    """Mount system groups once per process (tests build the app repeatedly)."""
-    if not _mounted:
-        _mount_system_apps()
-        _mounted.append(True)
+_mount_system_apps_once = mount_system_apps  # the name older tests use
 
 
 def main() -> None:
     """Console-script entry point."""
-    try:
-        _mount_system_apps_once()
-    except MissingDependencyError as exc:  # pragma: no cover - depends on the install
-        err_console.print(f"[red]error:[/red] {exc}")
-        raise SystemExit(2) from None
+    mount_system_apps()
     app()
 
 

@@ -12,7 +12,7 @@ runner = CliRunner()
 
 
 def invoke(*args: str):
-    cli._mount_system_apps_once()
+    cli.mount_system_apps()
     return runner.invoke(cli.app, list(args))
 
 
@@ -117,3 +117,16 @@ def test_real_ctrl_c_leaves_no_report(tmp_path: Path):
 def test_error_text_in_brackets_is_printed_verbatim(tmp_path: Path):
     result = invoke("reproduce", "[weird]", "--out", str(tmp_path))
     assert result.exit_code == 2 and "[weird]" in result.stderr
+
+
+def test_system_with_missing_extra_gets_a_clear_command(monkeypatch: pytest.MonkeyPatch):
+    from schedlab.core.systems import system_info
+
+    def no_numba(name: str):
+        raise ModuleNotFoundError("No module named 'numba'", name="numba")
+
+    monkeypatch.setattr(cli.importlib, "import_module", no_numba)
+    stand_in = cli._system_app(system_info("xbucket"))
+    result = runner.invoke(stand_in, [])
+    assert result.exit_code == 2
+    assert "numba" in result.stderr and "pip install" in result.stderr
