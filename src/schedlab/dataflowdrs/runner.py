@@ -43,7 +43,7 @@ class TaskSpec:
     def argv(self) -> list[str]:
         spec = dict(inputs=list(self.inputs), outputs=[list(o) for o in self.outputs],
                     block=self.block, work_mb=self.work_mb)
-        return [sys.executable, "-S", str(TASKBIN), json.dumps(spec)]
+        return [sys.executable, "-S", "-P", str(TASKBIN), json.dumps(spec)]  # -P: no path shadowing
 
 
 @dataclass

@@ -157,8 +157,11 @@ class _Attempt:
         except (pickle.PicklingError, AttributeError, TypeError) as exc:
             raise BadInputError(f"cannot send the callable to a subprocess ({exc}); use a "
                                 "module-level function", field=self.spec.task_id) from exc
-        # by path, not -m: importing the schedlab package would inflate the child's baseline
-        return [sys.executable, str(Path(runner.__file__)), str(payload), str(self.result_file)]
+        # by path, not -m: importing the schedlab package would inflate the child's baseline.
+        # -P: without it the script's folder (this package, which has a types.py) would shadow
+        # the standard library's ``types`` in the child.
+        return [sys.executable, "-P", str(Path(runner.__file__)), str(payload),
+                str(self.result_file)]
 
     def _beside(self, suffix: str) -> Path:
         """A file next to (not inside) the sandbox, so it does not count as the task's disk."""
