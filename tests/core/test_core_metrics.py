@@ -74,3 +74,17 @@ def test_mean_ci95_matches_t_interval():
     assert mean == 2.0
     assert half == pytest.approx(4.302652729911275 / np.sqrt(3))
     assert metrics.mean_ci95([5.0]) == (5.0, 0.0)
+
+
+def test_union_length_counts_overlaps_once():
+    # [0,2] ∪ [1,3] = [0,3]; [5,6] separate; [5.5,5.7] inside it
+    assert metrics.union_length([(5, 6), (0, 2), (1, 3), (5.5, 5.7)]) == pytest.approx(4.0)
+    assert metrics.union_length([]) == 0.0
+
+
+@given(st.lists(st.tuples(st.floats(0, 100), st.floats(0, 10)), max_size=30))
+def test_union_length_bounds(pairs):
+    spans = [(a, a + d) for a, d in pairs]
+    covered = metrics.union_length(spans)
+    assert covered <= sum(b - a for a, b in spans) + 1e-9
+    assert covered >= max((b - a for a, b in spans), default=0.0) - 1e-9

@@ -5,7 +5,7 @@ All functions take array-likes and return plain floats so results drop straight 
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
 
 import numpy as np
 from numpy.typing import ArrayLike
@@ -93,6 +93,25 @@ def relative_waste(allocated: ArrayLike, used: ArrayLike) -> float:
     if total == 0.0:
         return 0.0
     return (total - float(u.sum())) / total
+
+
+def union_length(intervals: Iterable[tuple[float, float]]) -> float:
+    """Total length covered by a set of [start, end] intervals, overlaps counted once.
+
+    Busy time of a resource used by overlapping activities (I/O calls on a tier, copies on a
+    stream): sort by start and merge, Σ over merged runs of (end − start).
+    """
+    total, run_start, run_end = 0.0, None, None
+    for start, end in sorted(intervals):
+        if run_end is None or start > run_end:
+            if run_end is not None:
+                total += run_end - run_start
+            run_start, run_end = start, end
+        else:
+            run_end = max(run_end, end)
+    if run_end is not None:
+        total += run_end - run_start
+    return float(total)
 
 
 def mean_ci95(values: ArrayLike) -> tuple[float, float]:

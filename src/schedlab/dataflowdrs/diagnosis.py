@@ -20,6 +20,7 @@ from dataclasses import dataclass, field
 import numpy as np
 import polars as pl
 
+from schedlab.core.metrics import union_length
 from schedlab.dataflowdrs.compress import Compressed, compress
 from schedlab.dataflowdrs.dfl import DFL, _tier_of, build_dfl
 from schedlab.dataflowdrs.traces import TraceData
@@ -101,7 +102,7 @@ def contention_table(dfl: DFL, models: dict[str, TierModel]) -> pl.DataFrame:
         time = float(part["time"].sum())
         ideal = model.cost(float(part["ops"].sum()), float(part["bytes"].sum())) if model else 0
         spans = sorted(zip(part["first"].to_list(), part["last"].to_list(), strict=True))
-        busy = _union_length(spans)
+        busy = union_length(spans)
         active = sum(b - a for a, b in spans)
         rows.append(dict(tier=tier, bytes=int(part["bytes"].sum()), ops=int(part["ops"].sum()),
                          io_time=time, slowdown=time / ideal if ideal > 0 else 1.0,
@@ -109,20 +110,6 @@ def contention_table(dfl: DFL, models: dict[str, TierModel]) -> pl.DataFrame:
     schema = {"tier": pl.String, "bytes": pl.Int64, "ops": pl.Int64, "io_time": pl.Float64,
               "slowdown": pl.Float64, "concurrency": pl.Float64}
     return pl.DataFrame(rows, schema=schema).sort("io_time", descending=True)
-
-
-def _union_length(spans: list[tuple[float, float]]) -> float:
-    total, current_start, current_end = 0.0, None, None
-    for a, b in spans:
-        if current_end is None or a > current_end:
-            if current_end is not None:
-                total += current_end - current_start
-            current_start, current_end = a, b
-        else:
-            current_end = max(current_end, b)
-    if current_end is not None:
-        total += current_end - current_start
-    return total
 
 
 def producer_consumer(dfl: DFL) -> pl.DataFrame:

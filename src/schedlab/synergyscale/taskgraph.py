@@ -28,6 +28,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 
 from schedlab.core.errors import SchedlabError
+from schedlab.core.metrics import union_length
 
 KINDS = ("compute", "h2d", "d2h", "nvme_read", "nvme_write", "cpu_adam")
 GPU_KINDS = frozenset({"compute", "h2d", "d2h"})
@@ -87,18 +88,7 @@ class Trace:
 
     def busy(self, kind: str) -> float:
         """Union of the busy intervals of one task kind (streams may share kinds)."""
-        intervals = sorted((s.start, s.end) for s in self.spans if s.kind == kind)
-        total, cur_start, cur_end = 0.0, None, None
-        for start, end in intervals:
-            if cur_end is None or start > cur_end:
-                if cur_end is not None:
-                    total += cur_end - cur_start
-                cur_start, cur_end = start, end
-            else:
-                cur_end = max(cur_end, end)
-        if cur_end is not None:
-            total += cur_end - cur_start
-        return total
+        return union_length((s.start, s.end) for s in self.spans if s.kind == kind)
 
     def device_idle_fraction(self) -> float:
         span = self.makespan
