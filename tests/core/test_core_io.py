@@ -107,3 +107,49 @@ def test_parse_lines_fuzz_never_leaks_raw_errors(data: bytes):
             assert exc.path == path and exc.line is not None
         else:
             assert all(isinstance(v, float) for _, v in rows)
+
+
+def test_read_json_names_file_line_and_shape(tmp_path: Path):
+    path = tmp_path / "cfg.json"
+    with pytest.raises(BadInputError, match="no such config"):
+        io.read_json(path, "config")
+    path.write_text('{\n  "a": 1,\n  oops\n}')
+    with pytest.raises(BadInputError) as info:
+        io.read_json(path)
+    assert info.value.line == 3 and "cfg.json:3" in str(info.value)
+    path.write_text("[1, 2]")
+    with pytest.raises(BadInputError, match="JSON object, got list"):
+        io.read_json(path)
+    assert io.read_json(path, expect=list) == [1, 2]
+    path.write_bytes(b"\xff\xfe{}")
+    with pytest.raises(BadInputError, match="UTF-8"):
+        io.read_json(path)
+
+
+def test_json_record_and_validate_model():
+    from pydantic import BaseModel, model_validator
+
+    from schedlab.core.errors import ConfigError
+
+    assert io.json_record('{"fn": "f"}', 4) == {"fn": "f"}
+    with pytest.raises(BadInputError) as info:
+        io.json_record("[1]", 7)
+    assert info.value.line == 7
+
+    class Box(BaseModel):
+        width: int
+        height: int = 1
+
+        @model_validator(mode="after")
+        def _square_enough(self):
+            if self.height > 10 * self.width:
+                raise ValueError("height: more than ten times the width")
+            return self
+
+    assert io.validate_model(Box, {"width": 2}).width == 2
+    with pytest.raises(ConfigError) as info:
+        io.validate_model(Box, {"width": "wide"}, path="box.json")
+    assert info.value.field == "width" and "box.json" in str(info.value)
+    with pytest.raises(ConfigError) as info:
+        io.validate_model(Box, {"width": 1, "height": 50})
+    assert info.value.field == "height" and "ten times" in info.value.message

@@ -23,7 +23,7 @@ from typing import Any
 from schedlab.arcus.apps import FUNCTIONS
 from schedlab.arcus.iobase import dumps
 from schedlab.core.errors import BadInputError, UnknownNameError
-from schedlab.core.io import parse_lines
+from schedlab.core.io import json_record, parse_lines
 
 Request = tuple[str, Any]
 
@@ -144,12 +144,7 @@ def make_workload(name: str, requests: int, seed: int, read_ratio: float = 0.5,
 def _parse_request(line: str, lineno: int) -> Request | None:
     if not line.strip() or line.lstrip().startswith("#"):
         return None
-    try:
-        record = json.loads(line)
-    except json.JSONDecodeError as exc:
-        raise BadInputError(f"not JSON: {exc.msg}", line=lineno) from None
-    if not isinstance(record, dict):
-        raise BadInputError("each line must be a JSON object", line=lineno)
+    record = json_record(line, lineno)
     fn = record.get("fn")
     if not isinstance(fn, str):
         raise BadInputError("missing or non-string function name", line=lineno, field="fn")

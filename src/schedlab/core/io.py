@@ -8,6 +8,7 @@ same directory, is flushed to disk, and is renamed over the target in one step.
 from __future__ import annotations
 
 import contextlib
+import json
 import os
 import tempfile
 from collections.abc import Callable, Iterator
@@ -16,9 +17,10 @@ from typing import IO, Any, TypeVar
 
 import polars as pl
 
-from schedlab.core.errors import BadInputError, SchedlabError
+from schedlab.core.errors import BadInputError, ConfigError, SchedlabError
 
 T = TypeVar("T")
+M = TypeVar("M")
 
 
 @contextlib.contextmanager
@@ -163,6 +165,54 @@ def parse_lines(
         except (ValueError, KeyError, IndexError, TypeError) as exc:
             message = f"malformed record: {_first_line(exc)}"
             raise BadInputError(message, path=path, line=lineno) from exc
+
+
+def read_json(path: str | Path, what: str = "file", expect: type = dict) -> Any:
+    """Parse a JSON file whose top level must be ``expect``; every failure names the file.
+
+    Missing file, bad UTF-8, invalid JSON (with its line) and a wrong top-level type all become
+    a BadInputError, so config and trace readers need no error handling of their own.
+    """
+    path = Path(path)
+    if not path.is_file():
+        raise BadInputError(f"no such {what}", path=path)
+    try:
+        data = json.loads(path.read_text(encoding="utf-8"))
+    except UnicodeDecodeError as exc:
+        raise BadInputError(f"{what} is not UTF-8 text", path=path) from exc
+    except json.JSONDecodeError as exc:
+        raise BadInputError(f"not valid JSON: {exc.msg}", path=path, line=exc.lineno) from exc
+    if not isinstance(data, expect):
+        kind = "a JSON object" if expect is dict else f"JSON {expect.__name__}"
+        raise BadInputError(f"{what} must be {kind}, got {type(data).__name__}", path=path)
+    return data
+
+
+def json_record(line: str, lineno: int) -> dict[str, Any]:
+    """One JSON-lines record, which must be an object; errors carry the line number."""
+    try:
+        record = json.loads(line)
+    except json.JSONDecodeError as exc:
+        raise BadInputError(f"not JSON: {exc.msg}", line=lineno) from None
+    if not isinstance(record, dict):
+        raise BadInputError("each line must be a JSON object", line=lineno)
+    return record
+
+
+def validate_model(model: type[M], data: Any, path: str | Path | None = None) -> M:
+    """``model.model_validate(data)`` with the first Pydantic error as a ConfigError naming
+    its field (a cross-field check may name it as ``"field: message"``)."""
+    from pydantic import ValidationError
+
+    try:
+        return model.model_validate(data)
+    except ValidationError as exc:
+        first = exc.errors()[0]
+        where = ".".join(str(p) for p in first["loc"]) or None
+        message = first["msg"].removeprefix("Value error, ")
+        if where is None and ": " in message:
+            where, message = message.split(": ", 1)
+        raise ConfigError(message, path=path, field=where) from None
 
 
 def _first_line(exc: BaseException) -> str:

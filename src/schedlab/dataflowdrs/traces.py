@@ -19,6 +19,7 @@ from pathlib import Path
 import polars as pl
 
 from schedlab.core.errors import BadInputError
+from schedlab.core.io import json_record
 
 OPEN_OPS = {"open", "open64", "openat", "openat64", "fopen", "fopen64", "creat", "creat64"}
 # copy_file_range/sendfile are recorded against their input file (cp uses them)
@@ -168,12 +169,7 @@ def _wanted(path: str, roots: tuple[str, ...]) -> bool:
 def _task_record(line: str, lineno: int) -> dict | None:
     if not line.strip():
         return None
-    try:
-        record = json.loads(line)
-    except json.JSONDecodeError as exc:
-        raise BadInputError("truncated or corrupt record") from exc
-    if not isinstance(record, dict):
-        raise BadInputError("record is not a JSON object")
+    record = json_record(line, lineno)
     for key, kind in TASK_FIELDS.items():
         value = record.get(key)
         ok = isinstance(value, str) if kind is str else (

@@ -11,24 +11,19 @@ decode GEMMs on the local GPU (CUDA only; nothing here runs in CI).
 
 from __future__ import annotations
 
-import json
 import math
 from pathlib import Path
 
 from schedlab.core.errors import BadInputError, MissingServiceError
+from schedlab.core.io import read_json
 from schedlab.llm.occupancy import KernelDesc
 
 
 def kernels_from_trace(path: str | Path) -> list[KernelDesc]:
     """Distinct kernels of a Kineto Chrome trace, with their launch resources."""
     path = Path(path)
-    if not path.is_file():
-        raise BadInputError("no such file", path=path)
-    try:
-        data = json.loads(path.read_text(encoding="utf-8"))
-    except (UnicodeDecodeError, json.JSONDecodeError) as exc:
-        raise BadInputError(f"is not a JSON trace: {exc}", path=path) from None
-    events = data.get("traceEvents") if isinstance(data, dict) else None
+    data = read_json(path, "profiler trace")
+    events = data.get("traceEvents")
     if not isinstance(events, list):
         raise BadInputError("has no traceEvents list", path=path, field="traceEvents")
     found: dict[str, KernelDesc] = {}

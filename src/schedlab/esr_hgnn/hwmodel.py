@@ -14,15 +14,15 @@ Every parameter has its source in :data:`SOURCES`; change them with a JSON confi
 
 from __future__ import annotations
 
-import json
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
-from pydantic import BaseModel, ConfigDict, Field, ValidationError
+from pydantic import BaseModel, ConfigDict, Field
 
 from schedlab.core.errors import BadInputError, ConfigError
+from schedlab.core.io import read_json, validate_model
 from schedlab.esr_hgnn.graph import WORD_BYTES
 from schedlab.esr_hgnn.kernels import replay_dram
 from schedlab.esr_hgnn.policies import SampleBatch
@@ -94,22 +94,9 @@ def load_config(path: str | Path | None = None, **overrides: float) -> HardwareC
     fields: dict = {}
     if path is not None:
         path = Path(path)
-        try:
-            fields = json.loads(path.read_text())
-        except FileNotFoundError:
-            raise BadInputError("no such file", path=path) from None
-        except (json.JSONDecodeError, UnicodeDecodeError) as exc:
-            raise BadInputError(f"not valid JSON: {exc}", path=path,
-                                line=getattr(exc, "lineno", None)) from None
-        if not isinstance(fields, dict):
-            raise BadInputError("expected a JSON object of parameters", path=path)
+        fields = read_json(path)
     fields.update({k: v for k, v in overrides.items() if v is not None})
-    try:
-        return HardwareConfig(**fields)
-    except ValidationError as exc:
-        error = exc.errors()[0]
-        name = ".".join(str(p) for p in error["loc"]) or "config"
-        raise ConfigError(error["msg"], path=path, field=name) from None
+    return validate_model(HardwareConfig, fields, path)
 
 
 @dataclass(frozen=True)

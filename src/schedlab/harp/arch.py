@@ -14,13 +14,13 @@ Units: ns, mW, mm^2, pJ.
 
 from __future__ import annotations
 
-import json
 import math
 from pathlib import Path
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
+from pydantic import BaseModel, ConfigDict, Field, model_validator
 
-from schedlab.core.errors import BadInputError, ConfigError
+from schedlab.core.errors import ConfigError
+from schedlab.core.io import read_json, validate_model
 
 
 class CrossbarConfig(BaseModel):
@@ -143,27 +143,11 @@ def load_arch(path: str | Path | None) -> ArchConfig:
     """Read an architecture from JSON (partial files override the defaults); None = defaults."""
     if path is None:
         return ArchConfig()
-    path = Path(path)
-    if not path.is_file():
-        raise BadInputError("no such architecture file", path=path)
-    try:
-        data = json.loads(path.read_text(encoding="utf-8"))
-    except (UnicodeDecodeError, json.JSONDecodeError) as exc:
-        line = getattr(exc, "lineno", None)
-        raise BadInputError(f"not valid JSON: {exc}", path=path, line=line) from exc
-    return arch_from_dict(data, path=path)
+    return arch_from_dict(read_json(path, "architecture file"), path=path)
 
 
 def arch_from_dict(data: object, path: str | Path | None = None) -> ArchConfig:
     """Validate a dict as an ArchConfig, naming the first offending field on failure."""
     if not isinstance(data, dict):
         raise ConfigError("an architecture must be a JSON object", path=path)
-    try:
-        return ArchConfig.model_validate(data)
-    except ValidationError as exc:
-        first = exc.errors()[0]
-        where = ".".join(str(p) for p in first["loc"]) or None
-        message = first["msg"].removeprefix("Value error, ")
-        if where is None and ": " in message:  # our cross-field checks name the field first
-            where, message = message.split(": ", 1)
-        raise ConfigError(message, path=path, field=where) from None
+    return validate_model(ArchConfig, data, path)

@@ -13,14 +13,14 @@ encoder) or ``prefix`` (rows 0..t: causal attention). Schedulers must respect th
 
 from __future__ import annotations
 
-import json
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError
+from pydantic import BaseModel, ConfigDict, Field
 
-from schedlab.core.errors import BadInputError, ConfigError, UnknownNameError
+from schedlab.core.errors import ConfigError, UnknownNameError
+from schedlab.core.io import read_json, validate_model
 from schedlab.core.registry import lookup
 
 OpKind = Literal["static", "dynamic", "nonlinear"]
@@ -162,22 +162,9 @@ def load_model(spec: str | Path, tokens: int | None = None) -> Workload:
     path = Path(spec)
     if not path.suffix and not path.exists():
         raise UnknownNameError("model", str(spec), sorted(MODELS))
-    if not path.is_file():
-        raise BadInputError("no such model file", path=path)
-    try:
-        data = json.loads(path.read_text(encoding="utf-8"))
-    except (UnicodeDecodeError, json.JSONDecodeError) as exc:
-        raise BadInputError(f"not valid JSON: {exc}", path=path,
-                            line=getattr(exc, "lineno", None)) from exc
-    if not isinstance(data, dict):
-        raise ConfigError("a model config must be a JSON object", path=path)
+    data = read_json(path, "model file")
     data.setdefault("name", path.stem)
-    try:
-        cfg = ModelConfig.model_validate(data)
-    except ValidationError as exc:
-        first = exc.errors()[0]
-        raise ConfigError(first["msg"], path=path,
-                          field=".".join(str(p) for p in first["loc"]) or None) from None
+    cfg = validate_model(ModelConfig, data, path)
     try:
         return build_workload(cfg, tokens)
     except ConfigError as exc:

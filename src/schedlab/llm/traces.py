@@ -18,7 +18,7 @@ from datetime import datetime
 from pathlib import Path
 
 from schedlab.core.errors import BadInputError
-from schedlab.core.io import atomic_write, parse_lines
+from schedlab.core.io import atomic_write, json_record, parse_lines
 from schedlab.llm.requests import BlockIds, Request, Trace
 
 MOONCAKE_BLOCK_TOKENS = 512
@@ -54,12 +54,7 @@ def read_mooncake(path: str | Path, block_tokens: int = MOONCAKE_BLOCK_TOKENS) -
     def parse(line: str, lineno: int) -> Request | None:
         if not line.strip():
             return None
-        try:
-            record = json.loads(line)
-        except json.JSONDecodeError as exc:
-            raise BadInputError(f"not JSON: {exc.msg}", line=lineno) from None
-        if not isinstance(record, dict):
-            raise BadInputError("each line must be a JSON object", line=lineno)
+        record = json_record(line, lineno)
         stamp = _int_field(record, "timestamp", 0)
         inp = _int_field(record, "input_length", 1)
         out = _int_field(record, "output_length", 1)

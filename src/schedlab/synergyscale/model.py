@@ -13,12 +13,12 @@ stage-by-stage backward.
 
 from __future__ import annotations
 
-import json
 import math
 from dataclasses import dataclass
 from pathlib import Path
 
 from schedlab.core.errors import BadInputError, UnknownNameError
+from schedlab.core.io import read_json
 
 
 @dataclass(frozen=True)
@@ -61,15 +61,7 @@ def load_config(spec: str | Path) -> GPTConfig:
     path = Path(text)
     if not path.suffix == ".json" and not path.exists():
         raise UnknownNameError("model", text, [*BUILTIN_MODELS, "<file>.json"])
-    if not path.is_file():
-        raise BadInputError("no such model config file", path=path)
-    try:
-        data = json.loads(path.read_text(encoding="utf-8"))
-    except (UnicodeDecodeError, json.JSONDecodeError) as exc:
-        line = getattr(exc, "lineno", None)
-        raise BadInputError(f"not valid JSON: {exc}", path=path, line=line) from exc
-    if not isinstance(data, dict):
-        raise BadInputError("must be a JSON object of GPT fields", path=path)
+    data = read_json(path, "model config file")
     allowed = set(GPTConfig.__dataclass_fields__)
     for key in data:
         if key not in allowed:
