@@ -167,3 +167,37 @@ def test_unreachable_redis_fails_requests_instead_of_acknowledging():
                 running.invoke("write", {"key": "k", "value": 2}, protocol="arcus", ns="down")
     finally:
         server.stop()
+
+
+@pytest.mark.parametrize("arg", ['"x"', "[1, 2, 3]"])
+def test_cli_bench_request_argument_of_the_wrong_shape_is_named(tmp_path, arg):
+    # regression: {"fn": "write", "arg": "x"} used to end in a TypeError from apps.py;
+    # it is rejected before any worker or redis-server starts
+    from schedlab.arcus.cli import app
+
+    requests = tmp_path / "reqs.jsonl"
+    requests.write_text('{"fn": "write", "arg": {"key": "a", "value": 1}}\n'
+                        f'{{"fn": "write", "arg": {arg}}}\n')
+    result = CliRunner().invoke(app, ["bench", "--requests-file", str(requests),
+                                      "--redis-url", "redis://127.0.0.1:1/0"])
+    assert result.exit_code == 2, result.output
+    assert "reqs.jsonl" in result.output and "request #2" in result.output
+    assert "'arg'" in result.output
+
+
+def test_cli_serve_port_in_use_and_bad_host_are_named():
+    # regression: uvicorn used to exit 3 after starting redis and the workers
+    import socket
+
+    from schedlab.arcus.cli import app
+
+    with socket.socket() as busy:
+        busy.bind(("127.0.0.1", 0))
+        busy.listen()
+        port = busy.getsockname()[1]
+        result = CliRunner().invoke(app, ["serve", "--port", str(port), "--duration", "1",
+                                          "--redis-url", "redis://127.0.0.1:1/0"])
+    assert result.exit_code == 2, result.output
+    assert "port" in result.output and "cannot listen" in result.output
+    result = CliRunner().invoke(app, ["serve", "--host", "999.1.1.1", "--duration", "1"])
+    assert result.exit_code == 2 and "host" in result.output

@@ -70,6 +70,15 @@ def test_missing_timestamp_names_the_line(tmp_path: Path) -> None:
     assert err.value.line == 3 and "missing" in str(err.value)
 
 
+def test_non_number_among_numbers_names_its_own_line(tmp_path: Path) -> None:
+    # regression: the error used to point at line 2 ('1', a valid number), not the bad row
+    path = tmp_path / "mixed.csv"
+    path.write_text("timestamp\n1\n2\nabc\n5\n")
+    with pytest.raises(BadInputError, match="'abc'") as info:
+        read_arrivals(path, "timestamp", 1.0)
+    assert info.value.line == 4 and info.value.field == "timestamp"
+
+
 def test_missing_column_and_file(tmp_path: Path) -> None:
     with pytest.raises(BadInputError, match="missing column"):
         read_arrivals(_write(tmp_path, "a\n1\n"), "ts")

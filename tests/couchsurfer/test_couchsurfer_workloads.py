@@ -106,7 +106,9 @@ def test_fuzzed_traces_raise_only_bad_input(tmp_path: Path, lines: list[str]) ->
     try:
         jobs = read_trace(path)
     except BadInputError as exc:
-        assert exc.path == path and exc.line is not None
+        assert exc.path == path
+        # a per-record problem names its line; only a whole-file one ("no GPU pods") has none
+        assert exc.line is not None or "no GPU pods" in exc.message
     else:
         assert all(j.work > 0 for j in jobs)
 
@@ -168,3 +170,23 @@ def test_cli_place_and_compare() -> None:
                                  "--gpus", "16", "--jobs", "1", "--json"])
     assert result.exit_code == 0, result.output
     assert len(json.loads(result.stdout)) == 6
+
+
+def test_trace_without_gpu_pods_is_a_clear_error(tmp_path: Path) -> None:
+    # regression: a trace whose pods are all CPU-only used to crash in summarize (TypeError)
+    trace = tmp_path / "cpu_only.csv"
+    trace.write_text("name,cpu_milli,memory_mib,num_gpu,gpu_milli,qos,creation_time,"
+                     "deletion_time,scheduled_time\nj,1,1,0,500,LS,0,100,0\n")
+    with pytest.raises(BadInputError, match="no GPU pods") as info:
+        read_trace(trace)
+    assert info.value.path == trace
+    result = runner.invoke(app, ["simulate", "--trace", str(trace), "--gpus", "8"])
+    assert result.exit_code == 2 and "no GPU pods" in result.output
+
+
+@pytest.mark.parametrize("device", ["nope", "cpu:0", "cuda:x"])
+def test_gpucheck_unknown_device_is_named(device: str) -> None:
+    # regression: an unknown --device used to end in torch's RuntimeError traceback
+    result = runner.invoke(app, ["gpucheck", "--device", device, "--steps", "1"])
+    assert result.exit_code == 2, result.output
+    assert "unknown device" in result.output and "Traceback" not in result.output

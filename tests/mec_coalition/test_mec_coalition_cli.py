@@ -66,3 +66,11 @@ def test_compare_and_spoa_json(tmp_path):
     result = runner.invoke(app, ["spoa", "--cloudlets", "3", "--n-users", "10", "--json"])
     assert result.exit_code == 0, result.output
     assert json.loads(result.stdout)["partitions"] == 5
+
+
+def test_compare_with_no_method_names_is_a_clear_error():
+    # regression: --methods "," used to end in a polars ColumnNotFoundError traceback
+    result = runner.invoke(app, ["compare", "--cloudlets", "3", "--models", "3",
+                                 "--n-users", "5", "--seeds", "1", "--methods", ","])
+    assert result.exit_code == 2, result.output
+    assert "methods" in result.output and "names no method" in result.output

@@ -25,8 +25,8 @@ import numpy as np
 from schedlab.arcus.platform import Platform
 from schedlab.arcus.policies import final_state, load_state, protocol_class
 from schedlab.arcus.store import IOStats
-from schedlab.arcus.workloads import Workload, reference_run
-from schedlab.core.errors import ConfigError
+from schedlab.arcus.workloads import LocalCtx, Reference, Workload, reference_run
+from schedlab.core.errors import BadInputError, ConfigError
 
 
 @dataclass
@@ -63,7 +63,7 @@ def compare_value(expected: Any, actual: Any, found: Violations) -> None:
 
 def check(workload: Workload, outputs: list[Any], state: dict[str, Any]) -> Violations:
     """Exactly-once violations of one run against the single-execution reference."""
-    reference = reference_run(workload)
+    reference = checked_reference(workload)
     found = Violations()
     for key, expected in reference.state.items():
         compare_value(expected, state.get(key), found)
@@ -75,6 +75,25 @@ def _pct(values: list[float], q: float, scale: float) -> float:
     return float(np.percentile(values, q) * scale) if values else float("nan")
 
 
+def checked_reference(workload: Workload) -> Reference:
+    """:func:`reference_run`, but a request whose argument its function cannot take (a string
+    where a dict is needed, a missing key) is a BadInputError naming the request, not a
+    TypeError from inside the application code."""
+    try:
+        return reference_run(workload)
+    except (TypeError, KeyError, IndexError, ValueError, AttributeError) as exc:
+        ctx = LocalCtx(dict(workload.initial), Counter())
+        for index, (fn, arg) in enumerate(workload.requests, 1):
+            try:
+                ctx.invoke(fn, arg)
+            except (TypeError, KeyError, IndexError, ValueError, AttributeError) as bad:
+                raise BadInputError(f"request #{index} ('{fn}'): argument {arg!r:.60} does not "
+                                    f"fit the function ({type(bad).__name__}: {bad})",
+                                    field="arg") from None
+        raise BadInputError(f"the requests fail in the reference run ({type(exc).__name__}: "
+                            f"{exc})", field="arg") from None
+
+
 def run_bench(platform: Platform, workload: Workload, protocol: str, *, rtt_ms: float = 0.0,
               crash_rate: float = 0.0, seed: int = 0) -> dict[str, Any]:
     """Run ``workload`` under ``protocol`` on a fresh namespace; metrics and checker counts."""
@@ -82,7 +101,7 @@ def run_bench(platform: Platform, workload: Workload, protocol: str, *, rtt_ms: 
     if platform.client is None:
         raise ConfigError("start the platform first")
     ns = f"{workload.name}-{protocol}-{uuid.uuid4().hex[:8]}"
-    reference = reference_run(workload)
+    reference = checked_reference(workload)
     load_state(protocol, platform.client, ns, workload.initial)
     protocol_class(protocol).prepare(platform.client, ns, reference.read_ratio)
     crashes_before = platform.crashes

@@ -30,6 +30,26 @@ def _redis(url: str | None) -> Iterator[str]:
         yield server.url
 
 
+def _check_bind(host: str, port: int) -> None:
+    """A bad --host or a port in use is a one-line error, not uvicorn's exit code 3."""
+    import socket
+
+    from schedlab.core.errors import ConfigError
+
+    try:
+        infos = socket.getaddrinfo(host, port, type=socket.SOCK_STREAM)
+    except (socket.gaierror, UnicodeError) as exc:
+        raise ConfigError(f"cannot resolve '{host}': {exc}", field="host") from None
+    family, kind, proto, _, address = infos[0]
+    with socket.socket(family, kind, proto) as probe:
+        probe.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        try:
+            probe.bind(address)
+        except OSError as exc:
+            raise ConfigError(f"cannot listen on {host}:{port}: {exc.strerror or exc}",
+                              field="port") from None
+
+
 @app.command()
 @handle_errors
 def protocols(json_out: bool = typer.Option(False, "--json", help="Print JSON.")) -> None:
@@ -63,7 +83,7 @@ def bench(
     json_out: bool = typer.Option(False, "--json", help="Print JSON."),
 ) -> None:
     """Run a workload under one protocol: latency, log volume, hit rate, exactly-once counts."""
-    from schedlab.arcus.bench import run_bench
+    from schedlab.arcus.bench import checked_reference, run_bench
     from schedlab.arcus.platform import Platform
     from schedlab.arcus.policies import protocol_class
     from schedlab.arcus.workloads import make_workload, read_requests
@@ -75,6 +95,13 @@ def bench(
         raise ConfigError("must be in [0, 1)", field="crash-rate")
     chosen = (read_requests(requests_file) if requests_file is not None
               else make_workload(workload, requests, seed, read_ratio=read_ratio))
+    if requests_file is not None:  # reject ill-fitting arguments before starting any process
+        from schedlab.core.errors import BadInputError
+
+        try:
+            checked_reference(chosen)
+        except BadInputError as exc:
+            raise BadInputError(exc.message, path=requests_file, field=exc.field) from None
     with _redis(redis_url) as url, Platform(url, workers=workers) as running:
         err_console.print(f"running {len(chosen.requests)} '{chosen.name}' requests "
                           f"under {protocol} ...")
@@ -107,6 +134,7 @@ def serve(
     from schedlab.arcus.gateway import make_app
     from schedlab.arcus.platform import Platform
 
+    _check_bind(host, port)
     with _redis(redis_url) as url, Platform(url, workers=workers) as running:
         server = uvicorn.Server(uvicorn.Config(make_app(running), host=host, port=port,
                                                log_level="warning"))

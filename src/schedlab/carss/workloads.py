@@ -87,6 +87,10 @@ def _parse_times(frame: pl.DataFrame, column: str, path: Path) -> np.ndarray:
         raise BadInputError("missing timestamp", path=path, line=line, field=column)
     numeric = raw.cast(pl.Float64, strict=False)
     if numeric.is_null().any():
+        if numeric.is_not_null().any():  # mostly numbers: name the first that is not one
+            index = int(numeric.is_null().arg_max())
+            raise BadInputError(f"{raw[index]!r} is not a number (other rows are)", path=path,
+                                line=index + 2, field=column)
         return _parse_datetimes(raw, column, path)
     times = numeric.to_numpy()
     if not np.isfinite(times).all():

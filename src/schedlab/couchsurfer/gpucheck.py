@@ -14,7 +14,7 @@ import threading
 import time
 from typing import Any
 
-from schedlab.core.errors import MissingDependencyError
+from schedlab.core.errors import ConfigError, MissingDependencyError
 
 
 def _torch() -> Any:
@@ -58,6 +58,19 @@ def _loop(torch: Any, device: str, width: int, steps: int, gap_s: float, priorit
     return time.perf_counter() - start
 
 
+def _check_device(torch: Any, device: str) -> None:
+    """Only ``cpu``, ``cuda`` and ``cuda:N`` (N a visible device); anything else is named."""
+    kind, _, index = device.partition(":")
+    if kind not in ("cpu", "cuda") or (index and (kind == "cpu" or not index.isdigit())):
+        raise ConfigError(f"unknown device '{device}'; valid: cpu, cuda, cuda:N", field="device")
+    if kind == "cuda":
+        if not torch.cuda.is_available():
+            raise MissingDependencyError("no CUDA device is visible", hint="use --device cpu")
+        if index and int(index) >= torch.cuda.device_count():
+            raise ConfigError(f"no device {device}; {torch.cuda.device_count()} visible",
+                              field="device")
+
+
 def measure_pair(device: str = "cuda", steps: int = 200, host_width: int = 4096,
                  surfer_width: int = 2048, host_gap_ms: float = 5.0,
                  surfer_duty: float = 1.0) -> dict[str, float]:
@@ -67,8 +80,7 @@ def measure_pair(device: str = "cuda", steps: int = 200, host_width: int = 4096,
     time); occupancy estimates the surfer's GPU share while co-located.
     """
     torch = _torch()
-    if device.startswith("cuda") and not torch.cuda.is_available():
-        raise MissingDependencyError("no CUDA device is visible", hint="use --device cpu")
+    _check_device(torch, device)
     low, high = (torch.cuda.Stream.priority_range() if device.startswith("cuda") else (0, 0))
     gap = host_gap_ms / 1000.0
     _loop(torch, device, host_width, 5, 0.0, high)  # warm-up: allocator, kernels, clocks

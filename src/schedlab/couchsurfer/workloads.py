@@ -132,6 +132,9 @@ def read_trace(path: str | Path, options: TraceOptions | None = None) -> list[Jo
     jobs = [job for job in parse_lines(path, parse) if job is not None and job.work > 0]
     if not header:
         raise BadInputError("is empty: expected a header and pod records", path=path)
+    if not jobs:
+        raise BadInputError("has no GPU pods with a positive run time (num_gpu > 0 and "
+                            "deletion_time after the start)", path=path)
     return jobs
 
 

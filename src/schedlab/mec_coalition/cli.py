@@ -129,6 +129,9 @@ def compare(
     from schedlab.mec_coalition.policies import POLICIES
 
     names = [n.strip() for n in methods.split(",") if n.strip()]
+    if not names:
+        raise ConfigError("names no method; give comma-separated names such as coalition,lfu",
+                          field="methods")
     for name in names:
         if name not in POLICIES:
             from schedlab.core.errors import UnknownNameError
