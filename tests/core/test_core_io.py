@@ -153,3 +153,10 @@ def test_json_record_and_validate_model():
     with pytest.raises(ConfigError) as info:
         io.validate_model(Box, {"width": 1, "height": 50})
     assert info.value.field == "height" and "ten times" in info.value.message
+
+
+def test_unwritable_destination_is_a_clear_error():
+    with pytest.raises(BadInputError, match="/proc/"):
+        io.write_text("/proc/schedlab-test/report.md", "x")
+    with pytest.raises(BadInputError, match="cannot write here"):
+        io.write_text("/proc/schedlab-test.md", "x")

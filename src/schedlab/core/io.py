@@ -33,7 +33,10 @@ def atomic_write(path: str | Path, mode: str = "w", encoding: str | None = "utf-
     path = Path(path)
     ensure_directory(path.parent)
     binary = "b" in mode
-    fd, tmp_name = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
+    try:
+        fd, tmp_name = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
+    except OSError as exc:
+        raise BadInputError(f"cannot write here: {exc.strerror}", path=path) from exc
     try:
         with os.fdopen(fd, mode, encoding=None if binary else encoding) as handle:
             yield handle
@@ -76,6 +79,8 @@ def ensure_directory(path: str | Path) -> Path:
         raise BadInputError("a parent of this path is a file, not a directory", path=path) from exc
     except PermissionError as exc:
         raise BadInputError("permission denied creating directory", path=path) from exc
+    except OSError as exc:  # read-only file system, /proc, ...
+        raise BadInputError(f"cannot create directory: {exc.strerror}", path=path) from exc
     return path
 
 
