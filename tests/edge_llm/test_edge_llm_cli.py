@@ -38,6 +38,8 @@ def test_bad_options_exit_2_with_the_field():
     for args, needle in ((["residency", "--gpu", "v100"], "unknown gpu"),
                          (["simulate", "--backhaul-gbps", "-1"], "backhaul_gbps"),
                          (["simulate", "--snr-max", "60"], "SNR"),
+                         (["simulate", "--n", "5", "--snr-min", "30", "--snr-max", "5"],
+                          "min > max"),
                          (["simulate", "--policy", "fastest", "--n", "5"], "unknown policy")):
         res = runner.invoke(app, args)
         assert res.exit_code == 2, (args, res.output)

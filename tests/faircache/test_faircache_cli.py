@@ -61,3 +61,15 @@ def test_free_riding_experiment_claims_hold():
     exp = get_experiment("faircache.free_riding")
     result = exp.fn(k=3, prefix=1024, seed=0)
     assert result.claims and all(c.holds for c in result.claims)
+
+
+def test_non_finite_or_empty_durations_and_host_sizes_are_one_error_line():
+    for args, field in [(["--workload", "hit-bias", "--duration", "nan"], "duration"),
+                        (["--workload", "hit-bias", "--duration", "inf"], "duration"),
+                        (["--workload", "hit-bias", "--duration", "1e-9"], "duration"),
+                        (["--workload", "hit-bias", "--duration", "5", "--host-gb", "inf"],
+                         "host_gb")]:
+        result = runner.invoke(app, ["simulate", *args])
+        assert result.exit_code == 2, (args, result.output)
+        assert f"field '{field}'" in result.output, (args, result.output)
+        assert "Traceback" not in result.output

@@ -130,3 +130,11 @@ def test_fuzz_text_readers(tmp_path_factory, text, fmt):
         assert exc.path == p
     else:
         assert g.adj.shape == (g.n, g.n)
+
+
+def test_empty_edge_list_is_an_error_not_an_empty_graph(tmp_path):
+    for name, text in [("empty.edges", ""), ("comments.txt", "# only a comment\n\n")]:
+        p = tmp_path / name
+        p.write_text(text)
+        with pytest.raises(BadInputError, match="holds no edges"):
+            read_graph(p)  # auto-detects an edge list

@@ -118,3 +118,12 @@ def test_heavy_work_sharing_keeps_optimum(name):
                   **({"min_rc": 0.0} if name == "hydra-cpu" else {}))
         assert r.size == ref and r.tasks_shared > 0
         assert check_mapping(inst.g0, inst.g1, list(r.mapping.items())) is None
+
+
+@pytest.mark.parametrize("timeout", [0.0, -1.0, float("nan")])
+def test_non_positive_or_nan_timeout_is_a_config_error(timeout):
+    from schedlab.core.errors import ConfigError
+
+    inst = gnp_pairs(1, 6, 0.5, 0)[0]
+    with pytest.raises(ConfigError, match="must be positive"):
+        solve(inst.g0, inst.g1, timeout=timeout)

@@ -44,3 +44,16 @@ def test_run_real_commands_from_a_file(tmp_path):
     assert done.exit_code == 0, done.output
     rows = json.loads(done.stdout[done.stdout.index("["):])
     assert [r["returncode"] for r in rows] == [0, 0]
+
+
+def test_run_a_missing_program_is_one_error_line():
+    done = runner.invoke(app, ["xbucket", "run", "--", "/nonexistent/program"])
+    assert done.exit_code == 2
+    assert "cannot start '/nonexistent/program'" in done.output
+    assert "Traceback" not in done.output
+
+
+def test_run_rejects_a_non_positive_first_memory():
+    done = runner.invoke(app, ["xbucket", "run", "--first-memory", "-5", "--", "true"])
+    assert done.exit_code == 2
+    assert "first_memory" in done.output

@@ -53,6 +53,14 @@ class EdgeRequest:
         return self.ttft_slo + self.tpot_slo * (self.output_len - 1)
 
 
+def _check_snr_range(snr_db: tuple[float, float]) -> None:
+    for bound in snr_db:
+        check_snr(bound)
+    if snr_db[0] > snr_db[1]:
+        raise BadInputError(f"SNR range [{snr_db[0]:g}, {snr_db[1]:g}] dB has min > max",
+                            field="snr_db")
+
+
 def generate(n: int, rate: float, seed: int, snr_db: tuple[float, float] = (5.0, 25.0),
              classes: dict[str, tuple] | None = None) -> list[EdgeRequest]:
     """``n`` Poisson arrivals at ``rate`` req/s from the class mix; seeded and reproducible."""
@@ -60,8 +68,7 @@ def generate(n: int, rate: float, seed: int, snr_db: tuple[float, float] = (5.0,
         raise BadInputError("must be >= 1", field="requests")
     if not math.isfinite(rate) or rate <= 0:
         raise BadInputError(f"must be a positive rate, got {rate}", field="rate")
-    for bound in snr_db:
-        check_snr(bound)
+    _check_snr_range(snr_db)
     table = classes or CLASSES
     rng = np.random.default_rng(seed)
     names = list(table)
@@ -84,6 +91,7 @@ def generate(n: int, rate: float, seed: int, snr_db: tuple[float, float] = (5.0,
 def from_trace(trace, seed: int = 0, snr_db: tuple[float, float] = (5.0, 25.0),
                ttft_slo: float = 2.0, tpot_slo: float = 0.08) -> list[EdgeRequest]:
     """Turn a schedlab.llm Trace into edge requests with seeded SNRs and the given SLOs."""
+    _check_snr_range(snr_db)
     rng = np.random.default_rng(seed)
     reqs = list(trace)
     snr = rng.uniform(snr_db[0], snr_db[1], size=(len(reqs), 2))

@@ -54,8 +54,9 @@ class EngineConfig:
     def __post_init__(self) -> None:
         if self.token_budget < 1 or self.max_batch < 1:
             raise ConfigError("token_budget and max_batch must be >= 1", field="token_budget")
-        if self.host_gb < 0:
-            raise ConfigError("must be >= 0", field="host_gb")
+        if not (math.isfinite(self.host_gb) and self.host_gb >= 0):
+            raise ConfigError(f"must be a finite number >= 0, got {self.host_gb}",
+                              field="host_gb")
         if self.kv_tokens is not None and self.kv_tokens < 1:
             raise ConfigError("must be >= 1", field="kv_tokens")
 

@@ -135,7 +135,12 @@ def make_workload(name: str, duration: float = 120.0, seed: int = 0, tenants: in
     """A named workload (the CLI's ``--workload``); ``tenants`` only shapes ``shared-prefix``."""
     if name not in WORKLOADS:
         raise UnknownNameError("workload", name, sorted(WORKLOADS))
-    if duration <= 0 or tenants < 1 or block_tokens < 1:
-        raise BadInputError("duration, tenants and block_tokens must be positive",
-                            field="duration")
-    return WORKLOADS[name](duration, seed, tenants, block_tokens)
+    if not (math.isfinite(duration) and duration > 0):
+        raise BadInputError(f"must be a finite number > 0, got {duration}", field="duration")
+    if tenants < 1 or block_tokens < 1:
+        raise BadInputError("tenants and block_tokens must be >= 1", field="tenants")
+    trace = WORKLOADS[name](duration, seed, tenants, block_tokens)
+    if not trace.requests:
+        raise BadInputError(f"workload '{name}' has no requests in {duration:g} s; "
+                            "use a longer duration", field="duration")
+    return trace

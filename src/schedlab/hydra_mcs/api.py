@@ -59,8 +59,8 @@ def solve(g0: Graph, g1: Graph, *, policy: str = "mcsplit", threads: int = 1,
                           field="connected")
     if threads < 1:
         raise ConfigError("must be at least 1", field="threads")
-    if timeout is not None and timeout <= 0:
-        raise ConfigError("must be positive", field="timeout")
+    if timeout is not None and not (timeout > 0):  # also rejects NaN
+        raise ConfigError(f"must be positive, got {timeout}", field="timeout")
     if gpu and policy != "hydra-gpu":
         policy = "hydra-gpu"
     device = None

@@ -169,7 +169,10 @@ def read_edges(path: str | Path, directed: bool = False, vertex_labels: bool = F
                                 path=path, line=lineno, field="edge")
         pairs.append((_int((lineno, body[0]), path, "u", 0, 65534),
                       _int((lineno, body[1]), path, "v", 0, 65534)))
-    n = 1 + max((max(p) for p in pairs), default=-1)
+    if not pairs:
+        raise BadInputError("holds no edges (an edge list needs at least one 'u v' line)",
+                            path=path, field="edge")
+    n = 1 + max(max(p) for p in pairs)
     builder = GraphBuilder(n, directed)
     for u, v in pairs:
         builder.add_edge(u, v)

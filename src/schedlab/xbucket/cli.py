@@ -108,6 +108,9 @@ def run(
     from schedlab.xbucket.policies import make_allocator
     from schedlab.xbucket.types import Defaults, Resources
 
+    if not first_memory > 0 or first_memory == float("inf"):
+        raise BadInputError(f"must be a finite number > 0, got {first_memory}",
+                            field="first_memory")
     pairs = _commands_from(commands, ctx.args, repeat)
     defaults = Defaults(first=Resources(1.0, first_memory, 1000.0))
     executor = LocalExecutor(make_allocator(algorithm, defaults=defaults), parallel=parallel)
@@ -160,7 +163,7 @@ def reference(
     cctools: Path = typer.Option(..., "--cctools", help="A cctools tree with libdttools.a built."),
     trace: list[Path] = typer.Option(..., "--trace", help="Trace(s) to replay (repeatable)."),
     algorithm: list[str] = typer.Option(["pe-bucket", "de-bucket"], "--algorithm", "-a"),
-    limit: int = typer.Option(0, "--limit", help="Only the first N tasks (0 = all)."),
+    limit: int = typer.Option(0, "--limit", min=0, help="Only the first N tasks (0 = all)."),
     json_out: bool = typer.Option(False, "--json", help="Print JSON."),
 ) -> None:
     """Replay traces through the reference C implementation and ours, side by side."""

@@ -144,8 +144,14 @@ class _Attempt:
         env = dict(os.environ)  # the child must import the callable's module as we do
         paths = (os.path.abspath(p or ".") for p in sys.path)
         env["PYTHONPATH"] = os.pathsep.join(p for p in paths if os.path.isdir(p))
-        self.proc = subprocess.Popen(argv, cwd=self.sandbox, stdout=self.out, stderr=self.err,
-                                     env=env, preexec_fn=_limits(limit, cpus, self.cgroup))
+        try:
+            self.proc = subprocess.Popen(argv, cwd=self.sandbox, stdout=self.out,
+                                         stderr=self.err, env=env,
+                                         preexec_fn=_limits(limit, cpus, self.cgroup))
+        except OSError as exc:  # no such program, not executable, ...
+            self.close(False)
+            raise BadInputError(f"cannot start {argv[0]!r}: {exc.strerror or exc}",
+                                field="command") from None
         self.ps = psutil.Process(self.proc.pid)
 
     def _argv(self) -> list[str]:
