@@ -66,6 +66,28 @@ def test_errors_are_one_line_with_exit_code_2(traces, tmp_path):
         assert "error:" in result.output and "Traceback" not in result.output
 
 
+@pytest.mark.parametrize(("option", "value", "expected"), [
+    ("--tier", "split=ssd", "unknown tier 'ssd' for file group 'split'"),
+    ("--tier", "splits=shared", "no file group 'splits' in mapreduce"),
+    ("--block", "map=0", "block size for task group 'map' must be >= 1"),
+    ("--block", "mapper=4096", "no task group 'mapper' in mapreduce"),
+])
+def test_run_rejects_unknown_groups_and_bad_values(tmp_path, option, value, expected):
+    # these used to be ignored silently (a typo'd group) or reach the task binary (block <= 0)
+    out = tmp_path / "x"
+    result = runner.invoke(app, ["run", "mapreduce", "--scale", "1", "--size-kb", "1", option,
+                                 value, "--out", str(out), "--workdir", str(tmp_path / "w")])
+    assert result.exit_code == 2, result.output
+    assert expected in result.output and not out.exists()
+
+
+@pytest.mark.parametrize("scale", ["0", "-4"])
+def test_predict_rejects_a_non_positive_scale(traces, scale):
+    result = runner.invoke(app, ["predict", *map(str, traces), "--scale", scale])
+    assert result.exit_code == 2
+    assert "field 'scale'" in result.output and "must be > 0" in result.output
+
+
 def test_diagnosers_lists_every_registered_one():
     result = runner.invoke(app, ["diagnosers", "--json"])
     assert result.exit_code == 0

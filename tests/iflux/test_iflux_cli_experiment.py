@@ -36,6 +36,12 @@ def test_map_json_and_capacity_error(tmp_path: Path) -> None:
     assert bad.exit_code == 2 and "--capacity" in bad.output
 
 
+def test_bench_rejects_a_negative_seed() -> None:
+    result = runner.invoke(app, ["bench", "--intents", "10", "--seed", "-1"])
+    assert result.exit_code == 2
+    assert "field 'seed': seed must be >= 0" in result.output and "Traceback" not in result.output
+
+
 def test_run_needs_a_site_and_reports(tmp_path: Path) -> None:
     intents = tmp_path / "i.json"
     intents.write_text(json.dumps([{"path": str(tmp_path / "o"), "usage": "temporary"}]))

@@ -48,6 +48,18 @@ def test_unknown_target_and_flow(tmp_path):
     assert result.exit_code == 2 and "redpanda" in result.output
 
 
+def test_unknown_mapper_and_negative_seed(tmp_path):
+    path = tmp_path / "k.mlir"
+    path.write_text(kernel_text("fir", 3))
+    result = runner.invoke(app, ["compile", str(path), "--temporal", "--mapper", "ilp"])
+    assert result.exit_code == 2 and "unknown mapper 'ilp'; valid: list, milp" in result.output
+    for args in (["compile", str(path), "--temporal", "--seed", "-1"],
+                 ["evaluate", "--kernels", "fir", "--flows", "redpanda", "--seed", "-1"]):
+        result = runner.invoke(app, args)
+        assert result.exit_code == 2, result.output
+        assert "field 'seed'" in result.output and "Traceback" not in result.output
+
+
 def test_spatial_fabric_too_small(tmp_path):
     path = tmp_path / "k.mlir"
     path.write_text(kernel_text("mm2", 3))

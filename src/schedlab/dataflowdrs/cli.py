@@ -108,7 +108,7 @@ def run(
 ) -> None:
     """Run a built-in workflow as real processes and write its trace."""
     from schedlab.dataflowdrs.engine import Workspace, run_config
-    from schedlab.dataflowdrs.workloads import WorkflowConfig
+    from schedlab.dataflowdrs.workloads import WorkflowConfig, check_groups
     from schedlab.dataflowdrs.workloads import inject as plant
 
     cfg = WorkflowConfig(workflow=workflow, scale=scale, size_kb=size_kb,
@@ -120,6 +120,7 @@ def run(
         cfg, truth = plant(cfg, inject, seed)
     space = Workspace.create(workdir)
     try:
+        check_groups(cfg, space.layout)
         record = run_config(cfg, space, tracer=tracer, out_dir=out, engine=engine)
     finally:
         if not keep_data:

@@ -157,6 +157,8 @@ def scale_of(trace_dir: Path, meta: dict) -> float:
 def predict(trace_dirs: Sequence[str | Path], scale: float,
             scales: Sequence[float] | None = None) -> pl.DataFrame:
     """Fit scaling models to runs at known scales and predict every quantity at ``scale``."""
+    if not scale > 0:
+        raise BadInputError(f"the scale to predict must be > 0, got {scale:g}", field="scale")
     if scales is not None and len(scales) != len(trace_dirs):
         raise BadInputError(f"{len(scales)} scales for {len(trace_dirs)} trace directories",
                             field="scales")

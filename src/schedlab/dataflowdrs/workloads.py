@@ -193,9 +193,33 @@ def build(cfg: WorkflowConfig, layout: TierLayout) -> Workflow:
         raise UnknownNameError("workflow", cfg.workflow, sorted(WORKFLOWS))
     if cfg.scale < 1 or cfg.size_kb < 1:
         raise ConfigError("scale and size_kb must be positive", field="scale")
+    for group, tier in cfg.tiers.items():
+        if tier not in layout.roots:
+            raise ConfigError(f"unknown tier '{tier}' for file group '{group}'; valid: "
+                              + ", ".join(sorted(layout.roots)), field="tier")
+    for group, size in cfg.blocks.items():
+        if size < 1:
+            raise ConfigError(f"block size for task group '{group}' must be >= 1 byte, "
+                              f"got {size}", field="block")
     builder = _Builder(cfg, layout)
     WORKFLOWS[cfg.workflow](builder)
     return builder.build()
+
+
+def check_groups(cfg: WorkflowConfig, layout: TierLayout) -> None:
+    """Reject ``tiers``/``blocks`` keys that name no file/task group of the workflow (a typo
+    would otherwise be ignored silently)."""
+    workflow = build(cfg, layout)
+    files = sorted(set(workflow.file_groups.values()))
+    tasks = sorted({t.group for t in workflow.tasks})
+    for group in cfg.tiers:
+        if group not in files:
+            raise ConfigError(f"no file group '{group}' in {cfg.workflow}; valid: "
+                              + ", ".join(files), field="tier")
+    for group in cfg.blocks:
+        if group not in tasks:
+            raise ConfigError(f"no task group '{group}' in {cfg.workflow}; valid: "
+                              + ", ".join(tasks), field="block")
 
 
 def inject(cfg: WorkflowConfig, kind: str, seed: int) -> tuple[WorkflowConfig, Truth]:

@@ -215,6 +215,8 @@ def encode(intents: list[Intent]) -> np.ndarray:
 
 def random_codes(n: int, seed: int) -> np.ndarray:
     """``n`` random encoded intents, uniform over every feature (for throughput benchmarks)."""
+    if seed < 0:
+        raise BadInputError(f"seed must be >= 0, got {seed}", field="seed")
     rng = np.random.default_rng(seed)
     cols = [rng.integers(0, card, n, dtype=np.uint8) for card in CARDINALITY]
     return np.stack(cols, axis=1)

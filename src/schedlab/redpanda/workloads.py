@@ -39,6 +39,10 @@ def load_suite_kernel(name: str, size: int) -> Kernel:
 
 def random_inputs(kernel: Kernel, seed: int) -> dict[str, object]:
     """Seeded inputs that keep every kernel in bounds (indices, CSR structure, sortedness)."""
+    if seed < 0:
+        from schedlab.core.errors import BadInputError
+
+        raise BadInputError(f"seed must be >= 0, got {seed}", field="seed")
     rng = np.random.default_rng(seed)
     shapes = kernel.memrefs()
     inputs: dict[str, object] = {n: rng.integers(-8, 8, size=s) for n, s in shapes.items()}

@@ -251,6 +251,10 @@ class CGRABackend:
     def compile(self, graph: Graph, arch: CGRA | None = None, mode: str = "spatial",
                 mapper: str = "list") -> Mapping:
         arch = arch or CGRA()
+        if mapper not in ("list", "milp"):
+            from schedlab.core.errors import UnknownNameError
+
+            raise UnknownNameError("mapper", mapper, ["list", "milp"])
         if mapper == "milp":
             from schedlab.redpanda.backends.modulo import map_graph_milp
 
