@@ -102,3 +102,11 @@ def test_infer_json():
     assert result.exit_code == 0, result.output
     rows = json.loads(result.stdout)
     assert [r["pipeline"] for r in rows] == ["cpu-naive", "cpu-trie", "esr-trie (modelled)"]
+
+
+def test_gpu_bench_unknown_device_is_one_line_error() -> None:
+    for device in ("xx", "cuda:x", "meta"):
+        result = invoke("gpu-bench", "--schema", "acm", "--scale", "0.01", "--device", device)
+        assert result.exit_code == 2, result.output
+        assert "field 'device'" in result.output
+        assert "Traceback" not in result.output

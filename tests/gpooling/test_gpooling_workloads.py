@@ -180,3 +180,22 @@ def test_real_alibaba_trace_replays(shared_data: Path) -> None:
     jobs = read_pod_trace(pods, limit=300)
     assert len(jobs) == 300 and all(0 < j.request.milli <= 1000 for j in jobs)
     assert len(read_node_list(nodes, limit=64)) == 64
+
+
+@pytest.mark.parametrize("load", [float("nan"), float("inf"), 0.0, -1.0])
+def test_synthetic_trace_rejects_bad_load(load: float) -> None:
+    with pytest.raises(BadInputError) as info:
+        synthetic_trace(10, heterogeneous_cluster(4), 0, load=load)
+    assert info.value.field == "load"
+
+
+@pytest.mark.parametrize(("kwargs", "field"), [
+    (dict(time_scale=0.0), "time-scale"), (dict(time_scale=-1.0), "time-scale"),
+    (dict(time_scale=float("nan")), "time-scale"), (dict(limit=0), "limit"),
+    (dict(memory_per_gpu=0), "memory-per-gpu"),
+])
+def test_read_pod_trace_rejects_bad_options(tmp_path: Path, kwargs: dict, field: str) -> None:
+    path = write_pod_trace(synthetic_trace(5, heterogeneous_cluster(4), 0), tmp_path / "t.csv")
+    with pytest.raises(BadInputError) as info:
+        read_pod_trace(path, **kwargs)
+    assert info.value.field == field

@@ -130,3 +130,17 @@ def test_cli_molecules_json() -> None:
     result = runner.invoke(app, ["molecules", "--json"])
     assert result.exit_code == 0
     assert {row["name"] for row in json.loads(result.stdout)} == set(builtin_molecules())
+
+
+def test_charge_applies_to_builtin_molecules() -> None:
+    assert load_molecule("water", 2).charge == 2
+    assert load_molecule("water", 2).n_electrons == 8
+    with pytest.raises(BadInputError, match="closed shell") as info:
+        load_molecule("water", 1)
+    assert info.value.field == "charge"
+
+
+def test_cli_open_shell_charge_on_builtin_exits_2() -> None:
+    result = runner.invoke(app, ["run", "-m", "water", "--charge", "1"])
+    assert result.exit_code == 2
+    assert "field 'charge'" in result.output and "9 electrons" in result.output

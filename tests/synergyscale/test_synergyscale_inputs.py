@@ -177,3 +177,27 @@ def test_cli_errors_are_one_line(args: list[str], message: str) -> None:
     result = runner.invoke(app, args)
     assert result.exit_code == 2
     assert message in result.output and "Traceback" not in result.output
+
+
+@pytest.mark.parametrize("params", ["nan", "inf", "-inf", "1e30"])
+def test_plan_rejects_non_finite_or_huge_params(params: str) -> None:
+    result = runner.invoke(app, ["plan", "--params", params])
+    assert result.exit_code == 2
+    assert "field 'params'" in result.output
+    assert "Traceback" not in result.output
+
+
+@pytest.mark.parametrize("command", [["hardware"], ["train", "--steps", "1"]])
+def test_nvme_path_that_is_a_file_is_one_line_error(tmp_path: Path, command: list[str]) -> None:
+    afile = tmp_path / "not-a-dir"
+    afile.write_text("x")
+    result = runner.invoke(app, [*command, "--nvme", str(afile)])
+    assert result.exit_code == 2, result.output
+    assert "field 'nvme'" in result.output and "not a directory" in result.output
+
+
+@pytest.mark.skipif(torch.cuda.is_available(), reason="checks the no-CUDA error")
+def test_cuda_executor_without_cuda_is_one_line_error() -> None:
+    result = runner.invoke(app, ["train", "--executor", "cuda", "--steps", "1"])
+    assert result.exit_code == 2
+    assert "field 'executor'" in result.output and "CUDA" in result.output

@@ -224,9 +224,20 @@ def gpu_bench(graph_dir: Path = GRAPH, schema_name: str = SCHEMA, scale: float =
     from schedlab.esr_hgnn.torch_sampler import benchmark
     from schedlab.esr_hgnn.workloads import seed_batches
 
-    if device.startswith("cuda") and not torch.cuda.is_available():
+    try:
+        parsed = torch.device(device)
+    except RuntimeError:
+        raise ConfigError(f"unknown device {device!r}; valid: cpu, cuda, cuda:N",
+                          field="device") from None
+    if parsed.type == "cuda" and not torch.cuda.is_available():
         raise MissingServiceError("no CUDA device here; the experiments model the GPU instead",
                                   field="device", hint="run with --device cpu to check the path")
+    if parsed.type == "cuda" and (parsed.index or 0) >= torch.cuda.device_count():
+        raise ConfigError(f"no device {device!r}; this machine has "
+                          f"{torch.cuda.device_count()} CUDA device(s)", field="device")
+    if parsed.type not in ("cpu", "cuda"):
+        raise ConfigError(f"unsupported device {device!r}; valid: cpu, cuda, cuda:N",
+                          field="device")
     graph, mps = _graph_and_metapaths(graph_dir, schema_name, scale, metapaths, seed)
     seeds = seed_batches(graph, mps[0][0], batch, batches, seed)
     rows = benchmark(graph, mps, seeds, _fanouts(fanouts), device)

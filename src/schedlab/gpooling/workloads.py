@@ -12,6 +12,7 @@ around 0.25-0.8 -- without copying any of it.
 
 from __future__ import annotations
 
+import math
 from collections.abc import Sequence
 from pathlib import Path
 
@@ -44,8 +45,10 @@ def synthetic_trace(jobs: int, devices: Sequence[PhysicalDevice], seed: int, *,
     Offered load counts what the pods *ask for*; under device-level allocation the same pods
     occupy far more, which is the waste gPooling removes.
     """
-    if jobs < 1 or not devices or load <= 0:
-        raise BadInputError("need jobs >= 1, a non-empty pool and load > 0", field="jobs")
+    if jobs < 1 or not devices:
+        raise BadInputError("need jobs >= 1 and a non-empty pool", field="jobs")
+    if not math.isfinite(load) or load <= 0:
+        raise BadInputError(f"must be a finite number > 0, got {load}", field="load")
     rng = np.random.default_rng(seed)
     kind = rng.choice(3, size=jobs, p=[0.45, 0.53, 0.02])  # whole GPU, fractional, gang
     milli = np.where(kind == 1, rng.choice(SHARES, size=jobs, p=SHARE_WEIGHTS), FULL)
@@ -75,6 +78,12 @@ def read_pod_trace(path: str | Path, *, memory_per_gpu: int = 16 * GIB,
     A pod still running at the end of the trace runs until its recorded deletion time.
     """
     path = Path(path)
+    if not math.isfinite(time_scale) or time_scale <= 0:
+        raise BadInputError(f"must be a finite number > 0, got {time_scale}", field="time-scale")
+    if limit is not None and limit < 1:
+        raise BadInputError(f"must be at least 1, got {limit}", field="limit")
+    if memory_per_gpu < 1:
+        raise BadInputError("must be at least one byte", field="memory-per-gpu")
     frame = read_frame(path, required=_POD_COLUMNS)
     optional = [c for c in ("scheduled_time", "gpu_memory_mib", "gpu_spec") if c in frame.columns]
     header = 2 if path.suffix.lower() == ".csv" else 1

@@ -158,8 +158,9 @@ def builtin_molecules() -> list[str]:
     return sorted(_BUILTIN)
 
 
-def builtin_molecule(name: str) -> Molecule:
-    """A small closed-shell molecule shipped with schedlab (geometries in Angstrom)."""
+def builtin_molecule(name: str, charge: int = 0) -> Molecule:
+    """A small closed-shell molecule shipped with schedlab (geometries in Angstrom); a
+    ``charge`` that leaves an open shell is refused like one in an XYZ file."""
     if name not in _BUILTIN:
         raise UnknownNameError("molecule", name, builtin_molecules())
     symbols, coords = [], []
@@ -167,14 +168,16 @@ def builtin_molecule(name: str) -> Molecule:
         fields = item.split()
         symbols.append(fields[0])
         coords.append([float(v) for v in fields[1:4]])
-    return Molecule(name, tuple(symbols), np.array(coords))
+    if charge:
+        _check_geometry(symbols, np.array(coords), charge, None, first_line=1)
+    return Molecule(name, tuple(symbols), np.array(coords), charge)
 
 
 def load_molecule(spec: str | Path, charge: int = 0) -> Molecule:
     """A built-in molecule by name, or an XYZ file by path."""
     text = str(spec)
     if text in _BUILTIN:
-        return builtin_molecule(text)
+        return builtin_molecule(text, charge)
     if text.endswith(".xyz") or Path(text).exists():
         return read_xyz(text, charge)
     raise UnknownNameError("molecule (or .xyz file)", text, builtin_molecules())

@@ -7,6 +7,7 @@ inside the commands so ``schedlab --help`` stays fast.
 
 from __future__ import annotations
 
+import math
 import re
 from pathlib import Path
 
@@ -26,6 +27,9 @@ app = typer.Typer(
 _UNITS = {"": 1, "b": 1, "k": 10**3, "kb": 10**3, "m": 10**6, "mb": 10**6, "g": 10**9,
           "gb": 10**9, "t": 10**12, "tb": 10**12, "kib": 2**10, "mib": 2**20, "gib": 2**30,
           "tib": 2**40}
+
+#: plan's --params ceiling: far past any named GPU server, and small enough to stay fast
+MAX_PLAN_PARAMS = 1e16
 
 
 def parse_size(text: str, field: str) -> int:
@@ -71,6 +75,12 @@ def train(
     if executor not in ("threads", "cuda"):
         raise ConfigError(f"unknown executor {executor!r}; valid: threads, cuda",
                           field="executor")
+    if executor == "cuda":
+        import torch
+
+        if not torch.cuda.is_available():
+            raise ConfigError("the cuda executor needs a CUDA GPU and this torch sees none",
+                              field="executor")
     budgets = (parse_size(device_budget, "device_budget"), parse_size(host_budget, "host_budget"),
                parse_size(nvme_budget, "nvme_budget") if nvme_budget else None)
     cfg = load_config(model)
@@ -102,8 +112,11 @@ def plan(
     from schedlab.synergyscale.hardware import named_hardware
     from schedlab.synergyscale.scaling import largest_model, plan_for_params
 
-    if params < 1:
-        raise ConfigError("must be at least 1", field="params")
+    if not math.isfinite(params) or params < 1:
+        raise ConfigError("must be a finite number of at least 1", field="params")
+    if params > MAX_PLAN_PARAMS:
+        raise ConfigError(f"must be at most {MAX_PLAN_PARAMS:.0e} (no named GPU comes close)",
+                          field="params")
     hw = named_hardware(gpu)
     layers, est = plan_for_params(params, hw, policy, batch, seq)
     row = dict(gpu=gpu, layers=layers, d_model=128 * layers, **est.row())

@@ -14,6 +14,7 @@ import time
 from dataclasses import asdict, dataclass, replace
 from pathlib import Path
 
+from schedlab.core.errors import BadInputError
 from schedlab.core.registry import lookup
 
 GiB = 2**30
@@ -112,7 +113,14 @@ def measure_local(nvme_dir: str | Path | None = None, size_mib: int = 32,
     finally:
         torch.set_num_threads(threads)
     directory = Path(nvme_dir) if nvme_dir else Path(tempfile.gettempdir())
-    directory.mkdir(parents=True, exist_ok=True)
+    if directory.exists() and not directory.is_dir():
+        raise BadInputError("NVMe path exists and is not a directory", path=directory,
+                            field="nvme")
+    try:
+        directory.mkdir(parents=True, exist_ok=True)
+    except OSError as exc:
+        raise BadInputError(f"cannot create NVMe directory: {exc.strerror}", path=directory,
+                            field="nvme") from exc
     read_bw, write_bw = _file_bandwidth(directory, size_mib * 2**20)
     free = _disk_free(directory)
     return Hardware("local-cpu", device_bytes, host_bytes, free, flops, copy_bw, copy_bw,
