@@ -89,6 +89,9 @@ class Result:
     claims: list[Claim] = field(default_factory=list)
     figures: list[Figure] = field(default_factory=list)
     notes: str = ""
+    #: which implementation of an outside tool the run used, e.g. ``"fio 3.33"`` or
+    #: ``"the embedded I/O generator (os.pwrite)"``; the report lists it per experiment
+    ran_with: str = ""
     system: str = ""
     experiment: str = ""
     scale: str = ""
