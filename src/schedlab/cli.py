@@ -1,9 +1,11 @@
-"""The ``schedlab`` command: ``list``, ``reproduce`` and one sub-command group per system.
+"""The ``schedlab`` command: ``list``, ``reproduce``, ``doctor`` and one group per system.
 
 Each system's group lives in ``schedlab/<system>/cli.py`` as a Typer app named ``app`` and is
 mounted here under its hyphenated name (``hydra-mcs``), with the underscore spelling as a
-hidden alias. System CLIs import heavy libraries (torch, ray) inside commands, not at the top,
-so ``schedlab --help`` stays fast.
+hidden alias. Groups are mounted *lazily* (Click's lazy-group pattern): ``schedlab --help``
+lists them from the catalogue without importing them, and ``schedlab xbucket ...`` imports only
+X-Bucket's CLI, so no command pays for another system's heavy dependencies (torch, ray, redis,
+xDSL, numba, scipy.stats).
 """
 
 from __future__ import annotations
@@ -12,26 +14,69 @@ import importlib
 import shlex
 import sys
 from pathlib import Path
+from typing import TYPE_CHECKING
 
+import click
 import typer
-from rich.table import Table
+from typer.core import TyperGroup
 
 from schedlab import __version__
 from schedlab.core.clitools import emit_json, err_console, handle_errors, out_console, progress_bar
 from schedlab.core.errors import ConfigError
-from schedlab.core.executors import make_executor
-from schedlab.core.experiment import (
-    experiments,
-    implemented_systems,
-    module_exists,
-    run_sweep,
-)
-from schedlab.core.io import ensure_directory
-from schedlab.core.report import format_figure, write_report
-from schedlab.core.systems import SYSTEMS, normalise_system
+from schedlab.core.systems import SYSTEMS, SystemInfo, normalise_system
+
+if TYPE_CHECKING:
+    import polars as pl
+
+#: command name -> catalogue entry; the underscore spelling is a hidden alias
+_LAZY: dict[str, SystemInfo] = {}
+for _info in SYSTEMS:
+    _LAZY[_info.name.replace("_", "-")] = _info
+    _LAZY[_info.name] = _info
+
+
+class LazySystemsGroup(TyperGroup):
+    """The root group: own commands eagerly, each system's group on first use."""
+
+    _listing = False
+
+    def list_commands(self, ctx: click.Context) -> list[str]:
+        own = super().list_commands(ctx)
+        return [*own, *(n for n, i in _LAZY.items() if n == i.name.replace("_", "-")
+                        and n not in own and _has_cli(i))]
+
+    def get_command(self, ctx: click.Context, cmd_name: str) -> click.Command | None:
+        command = super().get_command(ctx, cmd_name)
+        if command is not None or cmd_name not in _LAZY:
+            return command
+        info = _LAZY[cmd_name]
+        if not _has_cli(info):
+            return None
+        if self._listing:  # help text from the catalogue; nothing imported
+            return click.Group(cmd_name, help=info.topic, hidden=cmd_name == info.name != (
+                info.name.replace("_", "-")))
+        command = typer.main.get_command(_system_app(info))
+        command.name = cmd_name
+        command.help = command.help or info.topic
+        self.commands[cmd_name] = command
+        return command
+
+    def format_help(self, ctx: click.Context, formatter: click.HelpFormatter) -> None:
+        self._listing = True
+        try:
+            super().format_help(ctx, formatter)
+        finally:
+            self._listing = False
+
+
+def _has_cli(info: SystemInfo) -> bool:
+    """Whether the system ships a CLI, by file: importing its package could be heavy."""
+    return (Path(__file__).parent / info.name / "cli.py").is_file()
+
 
 app = typer.Typer(
     name="schedlab",
+    cls=LazySystemsGroup,
     help="Scheduling and resource-management papers as measured, reusable software.",
     no_args_is_help=True,
     add_completion=False,
@@ -57,6 +102,10 @@ def _root(
 @handle_errors
 def list_systems(json_out: bool = typer.Option(False, "--json", help="Print JSON.")) -> None:
     """List the sixteen systems and whether each is implemented."""
+    from rich.table import Table
+
+    from schedlab.core.experiment import implemented_systems
+
     done = implemented_systems()
     rows = [dict(system=s.name, title=s.title, topic=s.topic,
                  status="implemented" if s.name in done else "planned") for s in SYSTEMS]
@@ -84,6 +133,11 @@ def reproduce(
     json_out: bool = typer.Option(False, "--json", help="Print the claims table as JSON."),
 ) -> None:
     """Run the headline experiments, write a report, and exit 1 if a required claim fails."""
+    from schedlab.core.executors import make_executor
+    from schedlab.core.experiment import experiments, run_sweep
+    from schedlab.core.io import ensure_directory
+    from schedlab.core.report import write_report
+
     names = [normalise_system(s) for s in systems] if systems else None
     ensure_directory(out)  # fail before running anything if --out is a file
     if executor not in ("local", "ray"):
@@ -113,7 +167,11 @@ def reproduce(
         raise typer.Exit(1)
 
 
-def _print_summary(claims, sweep, out: Path) -> None:
+def _print_summary(claims: pl.DataFrame, sweep, out: Path) -> None:
+    from rich.table import Table
+
+    from schedlab.core.report import format_figure
+
     table = Table("system", "claim", "target", "ours", "holds", title="Claims")
     for row in claims.iter_rows(named=True):
         holds = "[green]yes[/green]" if row["holds"] else "[red]no[/red]"
@@ -147,28 +205,15 @@ def _system_app(info) -> typer.Typer:
 
 
 def mount_system_apps() -> typer.Typer:
-    """Mount every system's command group on ``app`` (once per process) and return ``app``."""
-    if _mounted:
-        return app
-    for info in SYSTEMS:
-        if not module_exists(f"schedlab.{info.name}.cli"):
-            continue
-        sub_app = _system_app(info)
-        hyphenated = info.name.replace("_", "-")
-        app.add_typer(sub_app, name=hyphenated, help=info.topic)
-        if hyphenated != info.name:
-            app.add_typer(sub_app, name=info.name, hidden=True)
-    _mounted.append(True)
+    """Return ``app``; kept for callers of the eager API (groups now mount on first use)."""
     return app
 
 
-_mounted: list[bool] = []
 _mount_system_apps_once = mount_system_apps  # the name older tests use
 
 
 def main() -> None:
     """Console-script entry point."""
-    mount_system_apps()
     app()
 
 

@@ -65,7 +65,9 @@ def test_interrupt_keeps_previous_report(tmp_path: Path, monkeypatch: pytest.Mon
     def interrupted(*args, **kwargs):
         raise KeyboardInterrupt
 
-    monkeypatch.setattr(cli, "run_sweep", interrupted)
+    from schedlab.core import experiment as exp
+
+    monkeypatch.setattr(exp, "run_sweep", interrupted)  # reproduce imports it when it runs
     second = invoke("reproduce", "core", "--quick", "--jobs", "1", "--out", str(tmp_path))
     assert second.exit_code == 130
     after = {p.name: p.read_bytes() for p in tmp_path.iterdir() if p.is_file()}

@@ -7,40 +7,23 @@ the scheduling engine. PyTorch-backed classes are built through the registries, 
 lazily.
 """
 
-from schedlab.carss.changepoint import (
-    BOCPD,
-    DETECTORS,
-    PageHinkley,
-    detection_scores,
-    locate_change,
-    make_detector,
-    offline_changepoints,
-)
-from schedlab.carss.cosim import CoSimulator, QoSPrediction, TaskPool, horizon_metrics
-from schedlab.carss.engine import RunReport, run
-from schedlab.carss.evaluate import cosim_errors, rolling_errors, summarise_cosim
-from schedlab.carss.forecast import FORECASTERS, Forecast, Forecaster, make_forecaster
-from schedlab.carss.hosts import HOST_MODELS, HostModel, Hosts, make_hosts
-from schedlab.carss.policies import BASELINES, SCHEDULERS, Scheduler, make_scheduler
-from schedlab.carss.simulator import Cluster, IntervalStats, Tasks, Weights, objective
-from schedlab.carss.workloads import (
-    ArrivalSeries,
-    ArrivalTrace,
-    TaskModel,
-    Workload,
-    arrival_series,
-    make_tasks,
-    make_workload,
-    read_arrivals,
-)
+from schedlab.core.lazy import lazy_exports
 
-__all__ = [
-    "BASELINES", "BOCPD", "DETECTORS", "FORECASTERS", "HOST_MODELS", "SCHEDULERS",
-    "ArrivalSeries", "ArrivalTrace", "Cluster", "CoSimulator", "Forecast", "Forecaster",
-    "HostModel", "Hosts", "IntervalStats", "PageHinkley", "QoSPrediction", "RunReport",
-    "Scheduler", "TaskModel", "TaskPool", "Tasks", "Weights", "Workload", "arrival_series",
-    "cosim_errors", "detection_scores", "horizon_metrics", "locate_change", "make_detector",
-    "make_forecaster", "make_hosts", "make_scheduler", "make_tasks", "make_workload",
-    "objective", "offline_changepoints", "read_arrivals", "rolling_errors", "run",
-    "summarise_cosim",
-]
+_EXPORTS = {
+    "BOCPD": "changepoint", "DETECTORS": "changepoint", "PageHinkley": "changepoint",
+    "detection_scores": "changepoint", "locate_change": "changepoint",
+    "make_detector": "changepoint", "offline_changepoints": "changepoint", "CoSimulator": "cosim",
+    "QoSPrediction": "cosim", "TaskPool": "cosim", "horizon_metrics": "cosim",
+    "RunReport": "engine", "run": "engine", "cosim_errors": "evaluate",
+    "rolling_errors": "evaluate", "summarise_cosim": "evaluate", "FORECASTERS": "forecast",
+    "Forecast": "forecast", "Forecaster": "forecast", "make_forecaster": "forecast",
+    "HOST_MODELS": "hosts", "HostModel": "hosts", "Hosts": "hosts", "make_hosts": "hosts",
+    "BASELINES": "policies", "SCHEDULERS": "policies", "Scheduler": "policies",
+    "make_scheduler": "policies", "Cluster": "simulator", "IntervalStats": "simulator",
+    "Tasks": "simulator", "Weights": "simulator", "objective": "simulator",
+    "ArrivalSeries": "workloads", "ArrivalTrace": "workloads", "TaskModel": "workloads",
+    "Workload": "workloads", "arrival_series": "workloads", "make_tasks": "workloads",
+    "make_workload": "workloads", "read_arrivals": "workloads",
+}
+
+__getattr__, __dir__, __all__ = lazy_exports(__name__, _EXPORTS)

@@ -13,11 +13,12 @@ import os
 import tempfile
 from collections.abc import Callable, Iterator
 from pathlib import Path
-from typing import IO, Any, TypeVar
-
-import polars as pl
+from typing import IO, TYPE_CHECKING, Any, TypeVar
 
 from schedlab.core.errors import BadInputError, ConfigError, SchedlabError
+
+if TYPE_CHECKING:  # polars loads on first use: the CLI's help must not pay for it
+    import polars as pl
 
 T = TypeVar("T")
 M = TypeVar("M")
@@ -104,6 +105,8 @@ def read_frame(path: str | Path, required: dict[str, type] | None = None) -> pl.
     ``required`` maps a column name to ``float``/``int``/``str``; numeric columns are cast and a
     value that does not parse is reported with its 1-based data line (header is line 1 in CSV).
     """
+    import polars as pl
+
     path = Path(path)
     if not path.is_file():
         raise BadInputError("no such file", path=path)
@@ -127,6 +130,8 @@ def read_frame(path: str | Path, required: dict[str, type] | None = None) -> pl.
 
 
 def _cast_checked(frame: pl.DataFrame, column: str, kind: type, path: Path) -> pl.Series:
+    import polars as pl
+
     dtype = pl.Int64 if kind is int else pl.Float64
     series = frame[column]
     cast = series.cast(dtype, strict=False)

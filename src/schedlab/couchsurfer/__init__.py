@@ -5,32 +5,18 @@ schedulers, the EJPP placement problem (exact ILP and threshold-guided algorithm
 Fusion Mechanism model, workload generators and the Alibaba GPU trace reader.
 """
 
-from schedlab.couchsurfer.ejpp import (
-    EjppInstance,
-    Thresholds,
-    brute_force,
-    evaluate,
-    place_threshold,
-    random_instance,
-    solve_ilp,
-)
-from schedlab.couchsurfer.engine import Decision, Placement, PlacementError, Scheduler, Simulator
-from schedlab.couchsurfer.fusion import FusionParams, fit_params, host_slowdown, pair_rates
-from schedlab.couchsurfer.jobs import DET, EXP, ClusterState, Job
-from schedlab.couchsurfer.policies import BASELINES, SCHEDULERS, CouchSurfer, make_scheduler
-from schedlab.couchsurfer.runner import SimReport, simulate
-from schedlab.couchsurfer.workloads import (
-    TraceOptions,
-    WorkloadSpec,
-    generate,
-    read_trace,
-    write_trace,
-)
+from schedlab.core.lazy import lazy_exports
 
-__all__ = [
-    "BASELINES", "DET", "EXP", "SCHEDULERS", "ClusterState", "CouchSurfer", "Decision",
-    "EjppInstance", "FusionParams", "Job", "Placement", "PlacementError", "Scheduler",
-    "SimReport", "Simulator", "Thresholds", "TraceOptions", "WorkloadSpec", "brute_force",
-    "evaluate", "fit_params", "generate", "host_slowdown", "make_scheduler", "pair_rates",
-    "place_threshold", "random_instance", "read_trace", "simulate", "solve_ilp", "write_trace",
-]
+_EXPORTS = {
+    "EjppInstance": "ejpp", "Thresholds": "ejpp", "brute_force": "ejpp", "evaluate": "ejpp",
+    "place_threshold": "ejpp", "random_instance": "ejpp", "solve_ilp": "ejpp",
+    "Decision": "engine", "Placement": "engine", "PlacementError": "engine", "Scheduler": "engine",
+    "Simulator": "engine", "FusionParams": "fusion", "fit_params": "fusion",
+    "host_slowdown": "fusion", "pair_rates": "fusion", "ClusterState": "jobs", "DET": "jobs",
+    "EXP": "jobs", "Job": "jobs", "BASELINES": "policies", "CouchSurfer": "policies",
+    "SCHEDULERS": "policies", "make_scheduler": "policies", "SimReport": "runner",
+    "simulate": "runner", "TraceOptions": "workloads", "WorkloadSpec": "workloads",
+    "generate": "workloads", "read_trace": "workloads", "write_trace": "workloads",
+}
+
+__getattr__, __dir__, __all__ = lazy_exports(__name__, _EXPORTS)

@@ -6,52 +6,27 @@ graph and its compression, interpretable scaling models, bottleneck diagnosers (
 three baselines behind one Protocol), recommendations and the closed optimisation loop.
 """
 
-from schedlab.dataflowdrs.compress import Compressed, Pattern, compress
-from schedlab.dataflowdrs.dfl import DFL, build_dfl, critical_path, group_name
-from schedlab.dataflowdrs.diagnosis import Analysis, TierModel, analyse, fit_tier_models
-from schedlab.dataflowdrs.engine import (
-    Diagnosis,
-    Workspace,
-    diagnose,
-    diagnose_analysis,
-    predict,
-    run_config,
-    write_report,
-)
-from schedlab.dataflowdrs.optimize import optimize_loop
-from schedlab.dataflowdrs.policies import (
-    DIAGNOSERS,
-    Bottleneck,
-    DataFlowDrs,
-    Diagnoser,
-    IoTime,
-    IoVolume,
-    TaskTime,
-    make_diagnoser,
-)
-from schedlab.dataflowdrs.recommend import Recommendation, recommend, recommend_all
-from schedlab.dataflowdrs.runner import RunRecord, TaskSpec, Workflow, run_command, run_workflow
-from schedlab.dataflowdrs.scaling import ScalingModel, fit, fit_all, predict_frame
-from schedlab.dataflowdrs.tiers import DEFAULT_TIERS, Tier, TierLayout, make_layout
-from schedlab.dataflowdrs.tracer import TRACERS, Dftracer, Tracer, Untraced, make_tracer
-from schedlab.dataflowdrs.traces import TraceData, TraceIssue, read_pfw, read_trace
-from schedlab.dataflowdrs.workloads import (
-    BOTTLENECK_KINDS,
-    WORKFLOWS,
-    Truth,
-    WorkflowConfig,
-    build,
-    inject,
-)
+from schedlab.core.lazy import lazy_exports
 
-__all__ = [
-    "BOTTLENECK_KINDS", "DEFAULT_TIERS", "DFL", "DIAGNOSERS", "TRACERS", "WORKFLOWS", "Analysis",
-    "Bottleneck", "Compressed", "DataFlowDrs", "Dftracer", "Diagnoser", "Diagnosis", "IoTime",
-    "IoVolume", "Pattern", "Recommendation", "RunRecord", "ScalingModel", "TaskSpec", "TaskTime",
-    "Tier", "TierLayout", "TierModel", "TraceData", "TraceIssue", "Tracer", "Truth", "Untraced",
-    "Workflow", "WorkflowConfig", "Workspace", "analyse", "build", "build_dfl", "compress",
-    "critical_path", "diagnose", "diagnose_analysis", "fit", "fit_all", "fit_tier_models",
-    "group_name", "inject", "make_diagnoser", "make_layout", "make_tracer", "optimize_loop",
-    "predict", "predict_frame", "read_pfw", "read_trace", "recommend", "recommend_all",
-    "run_command", "run_config", "run_workflow", "write_report",
-]
+_EXPORTS = {
+    "Compressed": "compress", "Pattern": "compress", "compress": "compress", "DFL": "dfl",
+    "build_dfl": "dfl", "critical_path": "dfl", "group_name": "dfl", "Analysis": "diagnosis",
+    "TierModel": "diagnosis", "analyse": "diagnosis", "fit_tier_models": "diagnosis",
+    "Diagnosis": "engine", "Workspace": "engine", "diagnose": "engine",
+    "diagnose_analysis": "engine", "predict": "engine", "run_config": "engine",
+    "write_report": "engine", "optimize_loop": "optimize", "Bottleneck": "policies",
+    "DIAGNOSERS": "policies", "DataFlowDrs": "policies", "Diagnoser": "policies",
+    "IoTime": "policies", "IoVolume": "policies", "TaskTime": "policies",
+    "make_diagnoser": "policies", "Recommendation": "recommend", "recommend": "recommend",
+    "recommend_all": "recommend", "RunRecord": "runner", "TaskSpec": "runner",
+    "Workflow": "runner", "run_command": "runner", "run_workflow": "runner",
+    "ScalingModel": "scaling", "fit": "scaling", "fit_all": "scaling", "predict_frame": "scaling",
+    "DEFAULT_TIERS": "tiers", "Tier": "tiers", "TierLayout": "tiers", "make_layout": "tiers",
+    "Dftracer": "tracer", "TRACERS": "tracer", "Tracer": "tracer", "Untraced": "tracer",
+    "make_tracer": "tracer", "TraceData": "traces", "TraceIssue": "traces", "read_pfw": "traces",
+    "read_trace": "traces", "BOTTLENECK_KINDS": "workloads", "Truth": "workloads",
+    "WORKFLOWS": "workloads", "WorkflowConfig": "workloads", "build": "workloads",
+    "inject": "workloads",
+}
+
+__getattr__, __dir__, __all__ = lazy_exports(__name__, _EXPORTS)

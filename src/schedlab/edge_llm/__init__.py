@@ -5,18 +5,16 @@ Paper: "Latency-aware LLM inference scheduling across device, edge and cloud"
 workloads and the joint-residency analysis.
 """
 
-from schedlab.edge_llm.bucketing import bucket_count_bound, delta_buckets, padding_waste
-from schedlab.edge_llm.config import Backhaul, EdgeConfig, Wireless
-from schedlab.edge_llm.delay import Link, allocate_rbs, kv_bytes, rate_bps
-from schedlab.edge_llm.policies import MODES, ROUTERS, Plan, Router, Window, make_router
-from schedlab.edge_llm.residency import analyse
-from schedlab.edge_llm.simulator import SimResult, simulate
-from schedlab.edge_llm.sites import ClusterView, SmPlan
-from schedlab.edge_llm.workloads import EdgeRequest, generate, read_requests, write_requests
+from schedlab.core.lazy import lazy_exports
 
-__all__ = [
-    "MODES", "ROUTERS", "Backhaul", "ClusterView", "EdgeConfig", "EdgeRequest", "Link", "Plan",
-    "Router", "SimResult", "SmPlan", "Window", "Wireless", "allocate_rbs", "analyse",
-    "bucket_count_bound", "delta_buckets", "generate", "kv_bytes", "make_router",
-    "padding_waste", "rate_bps", "read_requests", "simulate", "write_requests",
-]
+_EXPORTS = {
+    "bucket_count_bound": "bucketing", "delta_buckets": "bucketing", "padding_waste": "bucketing",
+    "Backhaul": "config", "EdgeConfig": "config", "Wireless": "config", "Link": "delay",
+    "allocate_rbs": "delay", "kv_bytes": "delay", "rate_bps": "delay", "MODES": "policies",
+    "Plan": "policies", "ROUTERS": "policies", "Router": "policies", "Window": "policies",
+    "make_router": "policies", "analyse": "residency", "SimResult": "simulator",
+    "simulate": "simulator", "ClusterView": "sites", "SmPlan": "sites", "EdgeRequest": "workloads",
+    "generate": "workloads", "read_requests": "workloads", "write_requests": "workloads",
+}
+
+__getattr__, __dir__, __all__ = lazy_exports(__name__, _EXPORTS)

@@ -13,51 +13,21 @@ Library use::
     batch.endpoints["APCPA"]   # (len(seeds), 10) metapath neighbours, -1 for dead walks
 """
 
-from schedlab.esr_hgnn.engine import SamplerMeasure, measure_sampler, sample_channels
-from schedlab.esr_hgnn.graph import (
-    HeteroGraph,
-    Relation,
-    address_layout,
-    from_heterodata,
-    parse_metapaths,
-    read_graph_dir,
-    write_graph_dir,
-)
-from schedlab.esr_hgnn.grouping import (
-    GROUPERS,
-    Grouper,
-    brute_force_grouping,
-    fanout_hop_cost,
-    make_grouper,
-    total_cost,
-)
-from schedlab.esr_hgnn.hwmodel import (
-    SOURCES,
-    HardwareConfig,
-    UnitEstimate,
-    estimate_unit,
-    gpu_seconds,
-    load_config,
-)
-from schedlab.esr_hgnn.policies import (
-    SAMPLERS,
-    NaiveSampler,
-    SampleBatch,
-    Sampler,
-    TrieSampler,
-    make_sampler,
-)
-from schedlab.esr_hgnn.stats import compare_samplers
-from schedlab.esr_hgnn.study import compare_sampling, hardware_comparison
-from schedlab.esr_hgnn.trie import MetapathTrie
-from schedlab.esr_hgnn.workloads import SCHEMAS, generate, metapath_set, seed_batches
+from schedlab.core.lazy import lazy_exports
 
-__all__ = [
-    "GROUPERS", "SAMPLERS", "SCHEMAS", "SOURCES", "Grouper", "HardwareConfig", "HeteroGraph",
-    "MetapathTrie", "NaiveSampler", "Relation", "SampleBatch", "Sampler", "SamplerMeasure",
-    "TrieSampler", "UnitEstimate", "address_layout", "brute_force_grouping", "compare_samplers",
-    "compare_sampling", "estimate_unit", "fanout_hop_cost", "from_heterodata", "generate",
-    "gpu_seconds", "hardware_comparison", "load_config", "make_grouper", "make_sampler",
-    "measure_sampler", "metapath_set", "parse_metapaths", "read_graph_dir", "sample_channels",
-    "seed_batches", "total_cost", "write_graph_dir",
-]
+_EXPORTS = {
+    "SamplerMeasure": "engine", "measure_sampler": "engine", "sample_channels": "engine",
+    "HeteroGraph": "graph", "Relation": "graph", "address_layout": "graph",
+    "from_heterodata": "graph", "parse_metapaths": "graph", "read_graph_dir": "graph",
+    "write_graph_dir": "graph", "GROUPERS": "grouping", "Grouper": "grouping",
+    "brute_force_grouping": "grouping", "fanout_hop_cost": "grouping", "make_grouper": "grouping",
+    "total_cost": "grouping", "HardwareConfig": "hwmodel", "SOURCES": "hwmodel",
+    "UnitEstimate": "hwmodel", "estimate_unit": "hwmodel", "gpu_seconds": "hwmodel",
+    "load_config": "hwmodel", "NaiveSampler": "policies", "SAMPLERS": "policies",
+    "SampleBatch": "policies", "Sampler": "policies", "TrieSampler": "policies",
+    "make_sampler": "policies", "compare_samplers": "stats", "compare_sampling": "study",
+    "hardware_comparison": "study", "MetapathTrie": "trie", "SCHEMAS": "workloads",
+    "generate": "workloads", "metapath_set": "workloads", "seed_batches": "workloads",
+}
+
+__getattr__, __dir__, __all__ = lazy_exports(__name__, _EXPORTS)

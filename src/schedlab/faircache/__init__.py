@@ -4,37 +4,18 @@ Paper: ../shared/papers/01-faircache.md. Public API: the engine, the schedulers 
 managers (by CLI name or class), the unified cost, and the workloads.
 """
 
-from schedlab.faircache.accounting import CostWeights, PrefixLedger
-from schedlab.faircache.cachemgr import (
-    LFU,
-    CacheManager,
-    CostAware,
-    GlobalLRU,
-    Isolated,
-    StaticPartition,
-    maxmin_shares,
-)
-from schedlab.faircache.fairmgr import FairCacheManager
-from schedlab.faircache.managers import CACHE_MANAGERS, make_manager
-from schedlab.faircache.policies import (
-    FCFS,
-    SCHEDULERS,
-    VTC,
-    AdmitUsage,
-    DeficitLPM,
-    FairCacheScheduler,
-    LongestPrefixMatch,
-    Scheduler,
-    make_scheduler,
-)
-from schedlab.faircache.radix import Node, PrefixCache
-from schedlab.faircache.simulator import Engine, EngineConfig, SimResult, simulate
-from schedlab.faircache.workloads import WORKLOADS, make_workload
+from schedlab.core.lazy import lazy_exports
 
-__all__ = [
-    "CACHE_MANAGERS", "FCFS", "LFU", "SCHEDULERS", "VTC", "WORKLOADS", "AdmitUsage",
-    "CacheManager", "CostAware", "CostWeights", "DeficitLPM", "Engine", "EngineConfig",
-    "FairCacheManager", "FairCacheScheduler", "GlobalLRU", "Isolated", "LongestPrefixMatch",
-    "Node", "PrefixCache", "PrefixLedger", "Scheduler", "SimResult", "StaticPartition",
-    "make_manager", "make_scheduler", "make_workload", "maxmin_shares", "simulate",
-]
+_EXPORTS = {
+    "CostWeights": "accounting", "PrefixLedger": "accounting", "CacheManager": "cachemgr",
+    "CostAware": "cachemgr", "GlobalLRU": "cachemgr", "Isolated": "cachemgr", "LFU": "cachemgr",
+    "StaticPartition": "cachemgr", "maxmin_shares": "cachemgr", "FairCacheManager": "fairmgr",
+    "CACHE_MANAGERS": "managers", "make_manager": "managers", "AdmitUsage": "policies",
+    "DeficitLPM": "policies", "FCFS": "policies", "FairCacheScheduler": "policies",
+    "LongestPrefixMatch": "policies", "SCHEDULERS": "policies", "Scheduler": "policies",
+    "VTC": "policies", "make_scheduler": "policies", "Node": "radix", "PrefixCache": "radix",
+    "Engine": "simulator", "EngineConfig": "simulator", "SimResult": "simulator",
+    "simulate": "simulator", "WORKLOADS": "workloads", "make_workload": "workloads",
+}
+
+__getattr__, __dir__, __all__ = lazy_exports(__name__, _EXPORTS)

@@ -9,20 +9,17 @@ sweep. Typical use::
     report = evaluate(build_workload("bert-base"), ArchConfig(), "balanced", "harp")
 """
 
-from schedlab.harp.arch import ArchConfig, CrossbarConfig, DigitalConfig, MemoryConfig, load_arch
-from schedlab.harp.engine import Report, evaluate
-from schedlab.harp.estimator import estimate
-from schedlab.harp.fxgraph import from_torch
-from schedlab.harp.mapping import MAPPERS, Mapper, Mapping, make_mapper
-from schedlab.harp.plan import Plan, Stage
-from schedlab.harp.policies import SCHEDULERS, Scheduler, make_scheduler
-from schedlab.harp.simulator import simulate
-from schedlab.harp.sweep import design_points, run_sweep
-from schedlab.harp.workloads import MODELS, ModelConfig, Op, Workload, build_workload, load_model
+from schedlab.core.lazy import lazy_exports
 
-__all__ = [
-    "MAPPERS", "MODELS", "SCHEDULERS", "ArchConfig", "CrossbarConfig", "DigitalConfig",
-    "Mapper", "Mapping", "MemoryConfig", "ModelConfig", "Op", "Plan", "Report", "Scheduler",
-    "Stage", "Workload", "build_workload", "design_points", "estimate", "evaluate", "from_torch",
-    "load_arch", "load_model", "make_mapper", "make_scheduler", "run_sweep", "simulate",
-]
+_EXPORTS = {
+    "ArchConfig": "arch", "CrossbarConfig": "arch", "DigitalConfig": "arch",
+    "MemoryConfig": "arch", "load_arch": "arch", "Report": "engine", "evaluate": "engine",
+    "estimate": "estimator", "from_torch": "fxgraph", "MAPPERS": "mapping", "Mapper": "mapping",
+    "Mapping": "mapping", "make_mapper": "mapping", "Plan": "plan", "Stage": "plan",
+    "SCHEDULERS": "policies", "Scheduler": "policies", "make_scheduler": "policies",
+    "simulate": "simulator", "design_points": "sweep", "run_sweep": "sweep", "MODELS": "workloads",
+    "ModelConfig": "workloads", "Op": "workloads", "Workload": "workloads",
+    "build_workload": "workloads", "load_model": "workloads",
+}
+
+__getattr__, __dir__, __all__ = lazy_exports(__name__, _EXPORTS)

@@ -4,20 +4,15 @@ Paper: Hydra-MCS, hybrid CPU-GPU maximum common subgraph (../shared/papers/02-hy
 built on McSplit (Trimble & McCreesh, IJCAI 2017).
 """
 
-from schedlab.hydra_mcs.api import (
-    MCSResult,
-    maximum_common_induced_subgraph,
-    solve,
-    solve_files,
-)
-from schedlab.hydra_mcs.graph import Graph, GraphBuilder, from_networkx, to_networkx
-from schedlab.hydra_mcs.policies import POLICIES, WorkPolicy, make_policy
-from schedlab.hydra_mcs.readers import read_arg, read_dimacs, read_edges, read_graph, read_lad
-from schedlab.hydra_mcs.verify import brute_force, check_mapping
+from schedlab.core.lazy import lazy_exports
 
-__all__ = [
-    "POLICIES", "Graph", "GraphBuilder", "MCSResult", "WorkPolicy", "brute_force",
-    "check_mapping", "from_networkx", "make_policy", "maximum_common_induced_subgraph",
-    "read_arg", "read_dimacs", "read_edges", "read_graph", "read_lad", "solve", "solve_files",
-    "to_networkx",
-]
+_EXPORTS = {
+    "MCSResult": "api", "maximum_common_induced_subgraph": "api", "solve": "api",
+    "solve_files": "api", "Graph": "graph", "GraphBuilder": "graph", "from_networkx": "graph",
+    "to_networkx": "graph", "POLICIES": "policies", "WorkPolicy": "policies",
+    "make_policy": "policies", "read_arg": "readers", "read_dimacs": "readers",
+    "read_edges": "readers", "read_graph": "readers", "read_lad": "readers",
+    "brute_force": "verify", "check_mapping": "verify",
+}
+
+__getattr__, __dir__, __all__ = lazy_exports(__name__, _EXPORTS)

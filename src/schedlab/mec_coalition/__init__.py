@@ -8,22 +8,17 @@ the EUA topology), pick a policy by name, evaluate its plan.
 >>> metrics = evaluate(inst, get_policy("coalition").plan(inst, seed=0))
 """
 
-from schedlab.mec_coalition.coalition import (
-    CoalitionGame,
-    find_deviation,
-    form_coalitions,
-    strong_price_of_anarchy,
-)
-from schedlab.mec_coalition.engine import InfeasiblePlanError, check, evaluate
-from schedlab.mec_coalition.heuristics import randomized_rounding
-from schedlab.mec_coalition.ilp import Placement, brute_force, nlip_objective, solve
-from schedlab.mec_coalition.model import Cloudlets, Economy, Instance, Users, Zoo
-from schedlab.mec_coalition.policies import BASELINES, POLICIES, Plan, Policy, get_policy
-from schedlab.mec_coalition.workloads import from_files, make_zoo, synthetic
+from schedlab.core.lazy import lazy_exports
 
-__all__ = [
-    "BASELINES", "POLICIES", "Cloudlets", "CoalitionGame", "Economy", "InfeasiblePlanError",
-    "Instance", "Placement", "Plan", "Policy", "Users", "Zoo", "brute_force", "check",
-    "evaluate", "find_deviation", "form_coalitions", "from_files", "get_policy", "make_zoo",
-    "nlip_objective", "randomized_rounding", "solve", "strong_price_of_anarchy", "synthetic",
-]
+_EXPORTS = {
+    "CoalitionGame": "coalition", "find_deviation": "coalition", "form_coalitions": "coalition",
+    "strong_price_of_anarchy": "coalition", "InfeasiblePlanError": "engine", "check": "engine",
+    "evaluate": "engine", "randomized_rounding": "heuristics", "Placement": "ilp",
+    "brute_force": "ilp", "nlip_objective": "ilp", "solve": "ilp", "Cloudlets": "model",
+    "Economy": "model", "Instance": "model", "Users": "model", "Zoo": "model",
+    "BASELINES": "policies", "POLICIES": "policies", "Plan": "policies", "Policy": "policies",
+    "get_policy": "policies", "from_files": "workloads", "make_zoo": "workloads",
+    "synthetic": "workloads",
+}
+
+__getattr__, __dir__, __all__ = lazy_exports(__name__, _EXPORTS)

@@ -6,23 +6,19 @@ CPU Adam; a cost model that auto-tunes chunk size, prefetch depth and placement;
 (no offloading, ZeRO-Offload-like, ZeRO-Infinity-like) behind one protocol.
 """
 
-from schedlab.synergyscale.costmodel import Estimate, estimate
-from schedlab.synergyscale.hardware import NAMED_HARDWARE, Hardware, measure_local, named_hardware
-from schedlab.synergyscale.model import BUILTIN_MODELS, GPTConfig, load_config
-from schedlab.synergyscale.plan import OffloadPlan, Problem, problem_for
-from schedlab.synergyscale.policies import POLICIES, OffloadPolicy, make_policy
-from schedlab.synergyscale.runtime import OffloadTrainer
-from schedlab.synergyscale.scaling import largest_model, plan_for_params
-from schedlab.synergyscale.taskgraph import TaskGraph, run_threads, simulate
-from schedlab.synergyscale.tiers import BudgetExceededError, MemoryTier, NvmeStore
-from schedlab.synergyscale.training import TrainReport, train, train_reference
-from schedlab.synergyscale.workloads import gpt_family, synthetic_batches, text_batches
+from schedlab.core.lazy import lazy_exports
 
-__all__ = [
-    "BUILTIN_MODELS", "NAMED_HARDWARE", "POLICIES", "BudgetExceededError", "Estimate",
-    "GPTConfig", "Hardware", "MemoryTier", "NvmeStore", "OffloadPlan", "OffloadPolicy",
-    "OffloadTrainer", "Problem", "TaskGraph", "TrainReport", "estimate", "gpt_family",
-    "largest_model", "load_config", "make_policy", "measure_local", "named_hardware",
-    "plan_for_params", "problem_for", "run_threads", "simulate", "synthetic_batches",
-    "text_batches", "train", "train_reference",
-]
+_EXPORTS = {
+    "Estimate": "costmodel", "estimate": "costmodel", "Hardware": "hardware",
+    "NAMED_HARDWARE": "hardware", "measure_local": "hardware", "named_hardware": "hardware",
+    "BUILTIN_MODELS": "model", "GPTConfig": "model", "load_config": "model", "OffloadPlan": "plan",
+    "Problem": "plan", "problem_for": "plan", "OffloadPolicy": "policies", "POLICIES": "policies",
+    "make_policy": "policies", "OffloadTrainer": "runtime", "largest_model": "scaling",
+    "plan_for_params": "scaling", "TaskGraph": "taskgraph", "run_threads": "taskgraph",
+    "simulate": "taskgraph", "BudgetExceededError": "tiers", "MemoryTier": "tiers",
+    "NvmeStore": "tiers", "TrainReport": "training", "train": "training",
+    "train_reference": "training", "gpt_family": "workloads", "synthetic_batches": "workloads",
+    "text_batches": "workloads",
+}
+
+__getattr__, __dir__, __all__ = lazy_exports(__name__, _EXPORTS)

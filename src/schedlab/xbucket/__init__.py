@@ -5,31 +5,19 @@ the alternatives they are compared against, a trace-replay simulator, and a loca
 that runs real tasks under the allocations it predicts.
 """
 
-from schedlab.xbucket.compare import compare, run_one
-from schedlab.xbucket.executor import ExecutionRecord, LocalExecutor, TaskSpec
-from schedlab.xbucket.metrics import summarise
-from schedlab.xbucket.policies import (
-    ALLOCATORS,
-    ALTERNATIVES,
-    XBUCKET_FAMILY,
-    Allocator,
-    Declared,
-    MaxSeen,
-    MaxThroughput,
-    MinWaste,
-    WholeMachine,
-    XBucket,
-    make_allocator,
-)
-from schedlab.xbucket.simulator import Replay, ReplayConfig, replay
-from schedlab.xbucket.state import BucketingState
-from schedlab.xbucket.types import RESOURCES, Defaults, Machine, ResourceReport, Resources, Task
-from schedlab.xbucket.workloads import SHAPES, WORKFLOWS, read_reports, synthetic
+from schedlab.core.lazy import lazy_exports
 
-__all__ = [
-    "ALLOCATORS", "ALTERNATIVES", "RESOURCES", "SHAPES", "WORKFLOWS", "XBUCKET_FAMILY",
-    "Allocator", "BucketingState", "Declared", "Defaults", "ExecutionRecord", "LocalExecutor",
-    "Machine", "MaxSeen", "MaxThroughput", "MinWaste", "Replay", "ReplayConfig",
-    "ResourceReport", "Resources", "Task", "TaskSpec", "WholeMachine", "XBucket", "compare",
-    "make_allocator", "read_reports", "replay", "run_one", "summarise", "synthetic",
-]
+_EXPORTS = {
+    "compare": "compare", "run_one": "compare", "ExecutionRecord": "executor",
+    "LocalExecutor": "executor", "TaskSpec": "executor", "summarise": "metrics",
+    "ALLOCATORS": "policies", "ALTERNATIVES": "policies", "Allocator": "policies",
+    "Declared": "policies", "MaxSeen": "policies", "MaxThroughput": "policies",
+    "MinWaste": "policies", "WholeMachine": "policies", "XBUCKET_FAMILY": "policies",
+    "XBucket": "policies", "make_allocator": "policies", "Replay": "simulator",
+    "ReplayConfig": "simulator", "replay": "simulator", "BucketingState": "state",
+    "Defaults": "types", "Machine": "types", "RESOURCES": "types", "ResourceReport": "types",
+    "Resources": "types", "Task": "types", "SHAPES": "workloads", "WORKFLOWS": "workloads",
+    "read_reports": "workloads", "synthetic": "workloads",
+}
+
+__getattr__, __dir__, __all__ = lazy_exports(__name__, _EXPORTS)
