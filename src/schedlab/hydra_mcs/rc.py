@@ -16,11 +16,14 @@ The paper's abstract names the metric but not its formula; this one is ours, and
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 import numpy as np
-import polars as pl
-from scipy.stats import spearmanr
 
 from schedlab.hydra_mcs import kernel as K
+
+if TYPE_CHECKING:  # solve() uses only rc_of_counts: keep Polars and SciPy out of its import
+    import polars as pl
 
 
 def rc_of_counts(lcount: np.ndarray, rcount: np.ndarray, gap: int) -> float:
@@ -33,6 +36,8 @@ def rc_of_counts(lcount: np.ndarray, rcount: np.ndarray, gap: int) -> float:
 
 def trace_frame(trace: np.ndarray) -> pl.DataFrame:
     """The kernel's trace rows (one per subtree entered near the root) as a table."""
+    import polars as pl
+
     rows = int(trace[0, 0])
     t = trace[1:rows + 1]
     done = t[:, K.T_EXIT] >= 0
@@ -51,6 +56,8 @@ def trace_frame(trace: np.ndarray) -> pl.DataFrame:
 
 def calibrate(frame: pl.DataFrame) -> dict[str, float]:
     """Spearman's rho of RC, and of simpler candidates, against exact subtree node counts."""
+    from scipy.stats import spearmanr
+
     if frame.height < 3:
         return {"rc": float("nan"), "gap_only": float("nan"), "sum_prod": float("nan"),
                 "rows": float(frame.height)}
