@@ -4,12 +4,14 @@ namespace, cache daemons, flush-out and teardown.
 Paper: IFlux (../shared/papers/10-iflux.md) "enables workloads to use the allocated hardware and
 deployed software transparently". Here the job's declared paths are bind-mounted, inside a mount
 namespace of its own (``unshare --mount --propagation private``), onto directories of the tier
-IFlux picked; nothing outside the job sees the mounts and they vanish with it. Data lives in the
-tier directory in the host namespace, so stage-in and flush-out run outside the job and a crash
-of the job (or of the flush) never takes the data with it: a tier directory is deleted only
-after everything in it is durable on the PFS. Where mount namespaces are not allowed (no
-CAP_SYS_ADMIN) the job still runs, with ``IFLUX_MOUNTS`` in its environment and
-``transparent: false`` in the report.
+IFlux picked; nothing outside the job sees the mounts and they vanish with it. An ordinary user
+gets the same through a user namespace (``unshare --map-root-user --mount``) where the kernel
+allows unprivileged user namespaces. Data lives in the tier directory in the host namespace,
+so stage-in and flush-out run outside the job and a crash of the job (or of the flush) never
+takes the data with it: a tier directory is deleted only after everything in it is durable on
+the PFS. Where mount namespaces are not allowed (not root, and no unprivileged user namespaces)
+the job still runs, with ``IFLUX_MOUNTS`` in its environment and ``transparent: false`` in the
+report.
 """
 
 from __future__ import annotations
@@ -161,14 +163,39 @@ def stop_daemons(procs: list[subprocess.Popen], timeout: float = 30.0) -> None:
             proc.wait()
 
 
+#: how a private mount namespace is entered: as root (or with CAP_SYS_ADMIN) directly; as an
+#: ordinary user inside a new user namespace that maps the user to root (``unshare -r``), where
+#: bind mounts of the user's own directories are allowed. The job then runs as uid 0 of that
+#: namespace, which is the user outside it: files it writes are the user's.
+NAMESPACE_PREFIXES = (
+    ("unshare", "--mount", "--propagation", "private"),
+    ("unshare", "--map-root-user", "--mount", "--propagation", "private"),
+)
+
+
 @functools.lru_cache(maxsize=1)
+def namespace_prefix() -> tuple[str, ...] | None:
+    """The ``unshare`` command line that gives this process a private mount namespace in which
+    a bind mount works (the first of :data:`NAMESPACE_PREFIXES` that does), or None."""
+    if shutil.which("unshare") is None:
+        return None
+    import tempfile
+
+    with tempfile.TemporaryDirectory(prefix="iflux-ns-probe-") as tmp:
+        src, dst = Path(tmp, "a"), Path(tmp, "b")
+        src.mkdir()
+        dst.mkdir()
+        for prefix in NAMESPACE_PREFIXES:
+            probe = subprocess.run([*prefix, "--", "mount", "--bind", str(src), str(dst)],
+                                   capture_output=True)
+            if probe.returncode == 0:
+                return prefix
+    return None
+
+
 def namespaces_available() -> bool:
     """True when this process may create a private mount namespace and bind-mount in it."""
-    if shutil.which("unshare") is None:
-        return False
-    probe = subprocess.run(["unshare", "--mount", "--propagation", "private", "true"],
-                           capture_output=True)
-    return probe.returncode == 0
+    return namespace_prefix() is not None
 
 
 def wrap_command(plan: Plan, command: list[str]) -> tuple[list[str], bool]:
@@ -177,8 +204,9 @@ def wrap_command(plan: Plan, command: list[str]) -> tuple[list[str], bool]:
         return list(command), not plan.mounts
     script = "".join('mount --bind "$1" "$2" || exit 97; shift 2; ' for _ in plan.mounts)
     pairs = [arg for m in plan.mounts for arg in (m.tier_dir, m.path)]
-    return (["unshare", "--mount", "--propagation", "private", "--", "/bin/sh", "-c",
-             script + 'exec "$@"', "iflux-ns", *pairs, *command], True)
+    prefix = namespace_prefix() or NAMESPACE_PREFIXES[0]
+    return ([*prefix, "--", "/bin/sh", "-c", script + 'exec "$@"', "iflux-ns", *pairs,
+             *command], True)
 
 
 def job_env(plan: Plan, base: dict[str, str] | None = None) -> dict[str, str]:

@@ -6,7 +6,10 @@ A job here knows nothing of IFlux: it is given directories and does its I/O thro
 :class:`storage.Client` (or fio with the throttle of whatever backs its directory), so the only
 thing IFlux changes is what sits behind the path. Each job prints one JSON line with the time it
 measured itself (like IOR and DLIO report their own times), so interpreter start-up is not
-counted. Run as ``python -m schedlab.iflux.iojob KIND --dir D [--dir2 D] [k=v ...]``.
+counted. The IOR-like patterns run in fio when it is installed, else in the embedded generator
+(:mod:`schedlab.iflux.ioload`, same job, same throttle); ``engine`` in the JSON says which
+(``$IFLUX_IOLOAD`` = auto | fio | embedded chooses). Run as
+``python -m schedlab.iflux.iojob KIND --dir D [--dir2 D] [k=v ...]``.
 """
 
 from __future__ import annotations
@@ -21,6 +24,7 @@ import sys
 import time
 from pathlib import Path
 
+from schedlab.iflux import ioload
 from schedlab.iflux.storage import Client
 
 FIO_PATTERNS = {
@@ -36,15 +40,40 @@ def _bytes(text: str) -> int:
     return int(text[:-1]) << {"k": 10, "m": 20}[text[-1]]
 
 
+def _tier_and_model(directory: Path):
+    client = Client()
+    tier = client.classifier.tier(directory)
+    return tier, (client.site.model(tier) if client.site else None)
+
+
+def run_pattern(kind: str, directory: Path, size: int, workers: int, io_ops: int = 0,
+                engine: str | None = None) -> dict:
+    """One IOR-like pattern in fio if it is installed (or ``engine``), else embedded."""
+    if ioload.choose_engine(engine) == "fio":
+        return run_fio(kind, directory, size, workers, io_ops)
+    return run_embedded(kind, directory, size, workers, io_ops)
+
+
+def run_embedded(kind: str, directory: Path, size: int, workers: int, io_ops: int = 0,
+                 concurrency: str = "threads") -> dict:
+    """The fio job of ``kind`` in the embedded generator, with the throttle fio would get."""
+    rw, bs, files, fsync = FIO_PATTERNS[kind]
+    directory = Path(os.path.realpath(directory))
+    tier, model = _tier_and_model(directory)
+    rate = ioload.rate_from_fio_options(model.fio_options(workers, _bytes(bs)) if model else [])
+    got = ioload.run_job(kind, directory, rw, _bytes(bs), files == "shared", fsync, size,
+                         workers, io_ops, rate, concurrency=concurrency)
+    return dict(kind=kind, tier=tier, seconds=got["seconds"], bytes=got["bytes"],
+                iops=got["iops"], bw=got["bw"], engine="embedded", direct=got["direct"])
+
+
 def run_fio(kind: str, directory: Path, size: int, workers: int, io_ops: int = 0) -> dict:
     """Run fio with the modelled throttle of the storage that backs ``directory``."""
     if shutil.which("fio") is None:
         raise SystemExit("fio is not installed (apt-get install fio)")
     rw, bs, files, fsync = FIO_PATTERNS[kind]
     directory = Path(os.path.realpath(directory))  # fio refuses a symlinked --directory
-    client = Client()
-    tier = client.classifier.tier(directory)
-    model = client.site.model(tier) if client.site else None
+    tier, model = _tier_and_model(directory)
     cmd = ["fio", "--output-format=json", f"--name={kind}", f"--directory={directory}",
            f"--rw={rw}", f"--bs={bs}", f"--numjobs={workers}", "--ioengine=psync",
            "--group_reporting", "--randrepeat=1", f"--size={size // workers}"]
@@ -65,7 +94,8 @@ def run_fio(kind: str, directory: Path, size: int, workers: int, io_ops: int = 0
     busy = side["lat_ns"]["mean"] * side["total_ios"] / max(1, workers) / 1e9
     seconds = max(side["runtime"] / 1000, busy)
     return dict(kind=kind, tier=tier, seconds=seconds, bytes=side["io_bytes"],
-                iops=side["iops"], bw=side["bw_bytes"])
+                iops=side["iops"], bw=side["bw_bytes"], engine=ioload.fio_version() or "fio",
+                direct=False)
 
 
 def metadata_storm(directory: Path, files: int, size: int) -> dict:
@@ -154,7 +184,7 @@ def main(argv: list[str] | None = None) -> int:
     a = p.parse_args(argv)
     d = a.dir
     if a.kind in FIO_PATTERNS:
-        result = run_fio(a.kind, d[0], a.size, a.workers, a.ops)
+        result = run_pattern(a.kind, d[0], a.size, a.workers, a.ops)
     elif a.kind == "mdstorm":
         result = metadata_storm(d[0], a.files, a.size)
     elif a.kind == "dlio":
