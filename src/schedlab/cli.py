@@ -134,7 +134,7 @@ def reproduce(
 ) -> None:
     """Run the headline experiments, write a report, and exit 1 if a required claim fails."""
     from schedlab.core.executors import make_executor
-    from schedlab.core.experiment import experiments, run_sweep
+    from schedlab.core.experiment import experiments, run_sweep, runs_of
     from schedlab.core.io import ensure_directory
     from schedlab.core.report import write_report
 
@@ -156,29 +156,42 @@ def reproduce(
     finally:
         pool.close()
     command = "schedlab reproduce " + shlex.join(sys.argv[2:]) if len(sys.argv) > 1 else ""
-    claims = write_report(sweep, out, command=command.strip() or "schedlab reproduce")
+    runs = runs_of(sweep, selected)
+    claims = write_report(sweep, out, command=command.strip() or "schedlab reproduce", runs=runs)
     failed_required = claims.filter(claims["required"] & ~claims["holds"]).height
     if json_out:
-        emit_json(dict(claims=claims.to_dicts(), failures=[f.__dict__ for f in sweep.failures],
+        emit_json(dict(runs=[dict(r.__dict__, what_ran=r.sentence) for r in runs],
+                       claims=claims.to_dicts(), failures=[f.__dict__ for f in sweep.failures],
                        out=str(out)))
     else:
-        _print_summary(claims, sweep, out)
-    if failed_required or sweep.failures:
+        _print_summary(claims, sweep, runs, out)
+    if failed_required or any(r.status != "ran" for r in runs):
         raise typer.Exit(1)
 
 
-def _print_summary(claims: pl.DataFrame, sweep, out: Path) -> None:
+def _print_summary(claims: pl.DataFrame, sweep, runs, out: Path) -> None:
+    from rich.markup import escape
     from rich.table import Table
 
     from schedlab.core.report import format_figure
 
-    table = Table("system", "claim", "target", "ours", "holds", title="Claims")
+    ran = Table("experiment", "seeds", "what ran", title="What ran")
+    for run in runs:
+        style = "green" if run.status == "ran" else "red"
+        ran.add_row(f"{run.system}.{run.experiment}", str(run.seeds),
+                    f"[{style}]{escape(run.sentence)}[/{style}]")
+    out_console.print(ran)
+    table = Table("system", "claim", "target", "ours", "seeds", "holds", title="Claims")
     for row in claims.iter_rows(named=True):
         holds = "[green]yes[/green]" if row["holds"] else "[red]no[/red]"
-        table.add_row(row["system"], row["claim"],
+        table.add_row(row["system"], escape(row["claim"]),
                       f"{row['comparison']} {format_figure(row['target'])}",
-                      format_figure(row["measured"], row["measured_ci95"]), holds)
+                      format_figure(row["measured"], row["measured_ci95"]),
+                      f"{row['seeds_holding']}/{row['seeds']}", holds)
     out_console.print(table)
+    holding = int(claims["holds"].sum()) if claims.height else 0
+    out_console.print(f"{holding} of {claims.height} claims hold; "
+                      f"{sum(r.status == 'ran' for r in runs)} of {len(runs)} experiments ran")
     for failure in sweep.failures:
         err_console.print(f"[red]failed:[/red] {failure.system}.{failure.experiment} "
                           f"seed {failure.seed}: {failure.error}")

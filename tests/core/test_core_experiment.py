@@ -134,3 +134,68 @@ def test_make_executor_validates():
         make_executor("local", address="127.0.0.1:6379")
     with pytest.raises(SchedlabError, match="jobs"):
         LocalExecutor(jobs=0)
+
+
+def _sweep_of(values: list[float], target: float = 1.0) -> Sweep:
+    results = [Result(pl.DataFrame(), claims=[Claim("c", "m", v, target, ">=")], system="core",
+                      experiment="demo", scale="quick", seed=i) for i, v in enumerate(values)]
+    return Sweep(results=results, failures=[], scale="quick", seeds=list(range(len(values))))
+
+
+@pytest.mark.parametrize("values,holds", [
+    ([0.5, 0.5, 3.0], False),   # mean 1.33 meets the target, but one seed in three does
+    ([0.9, 1.1, 1.2], True),    # two of three seeds and the mean
+    ([1.0], True), ([0.99], False),
+    ([1.5, 0.9], False),        # with two seeds both must hold
+    ([1.0, 1.0, 1.0, 0.0, 5.0, 1.0], True),  # 5 of 6
+    ([1.0, 1.0, 0.0, 0.0, 9.0, 1.0], True),   # 4 of 6 is two thirds
+    ([1.0, 0.0, 0.0, 0.0, 9.0, 1.0], False),  # 3 of 6 is not, whatever the mean
+])
+def test_a_claim_holds_on_the_mean_and_two_thirds_of_seeds(values, holds):
+    from schedlab.core.experiment import enough_seeds
+
+    row = claims_frame(_sweep_of(values)).row(0, named=True)
+    holding = sum(v >= 1.0 for v in values)
+    assert row["seeds_holding"] == holding
+    mean_ok = sum(values) / len(values) >= 1.0
+    assert row["holds"] is (mean_ok and enough_seeds(holding, len(values))) is holds
+
+
+def test_enough_seeds_is_two_thirds_rounded_up():
+    from schedlab.core.experiment import enough_seeds
+
+    assert [enough_seeds(h, 3) for h in range(4)] == [False, False, True, True]
+    assert [enough_seeds(h, 2) for h in range(3)] == [False, False, True]
+    assert not enough_seeds(0, 0)
+    assert enough_seeds(4, 6) and not enough_seeds(3, 6)
+
+
+def test_report_first_section_says_what_ran_and_a_missing_tool_is_not_silent(monkeypatch,
+                                                                             tmp_path: Path):
+    from schedlab.core import experiment as exp
+    from schedlab.core.errors import MissingServiceError
+
+    def needs_tool(seed: int) -> Result:
+        raise MissingServiceError("'frobnicate' is not installed")
+
+    def with_tool(seed: int) -> Result:
+        return Result(pl.DataFrame({"v": [seed]}), claims=[Claim("c", "m", 1.0, 1.0, ">=")],
+                      ran_with="frob 1.2 (pip)")
+
+    monkeypatch.setitem(exp._REGISTRY, "core.needs", exp.Experiment("core", "needs",
+                                                                     needs_tool, {}, {}))
+    monkeypatch.setitem(exp._REGISTRY, "core.tooled", exp.Experiment("core", "tooled",
+                                                                      with_tool, {}, {}))
+    selected = [exp.get_experiment("core.needs"), exp.get_experiment("core.tooled")]
+    sweep = run_sweep(selected, [0, 1], "quick", LocalExecutor(jobs=1))
+    runs = exp.runs_of(sweep, selected)
+    assert [(r.experiment, r.status) for r in runs] == [("needs", "not run"), ("tooled", "ran")]
+    assert runs[0].sentence == "not run: 'frobnicate' is not installed"
+    assert runs[1].sentence == "ran with frob 1.2 (pip)"
+    write_report(sweep, tmp_path, runs=runs)
+    markdown = (tmp_path / "report.md").read_text()
+    assert markdown.index("## What ran") < markdown.index("## Claims")
+    assert "**not run: 'frobnicate' is not installed**" in markdown
+    table = pl.read_csv(tmp_path / "runs.csv")
+    assert table["status"].to_list() == ["not run", "ran"]
+    assert "seeds holding" in (tmp_path / "index.html").read_text()

@@ -17,29 +17,15 @@ unsafe direct access), and an exactly-once checker.
         platform.invoke("greet", None, protocol="arcus")
 """
 
-from schedlab.arcus.apps import FUNCTIONS, function
-from schedlab.arcus.bench import Violations, check, run_bench
-from schedlab.arcus.platform import Platform
-from schedlab.arcus.policies import (
-    PROTOCOLS,
-    StateIO,
-    final_state,
-    load_state,
-    make_protocol,
-    protocol_class,
-)
-from schedlab.arcus.store import RedisServer, Store, connect
-from schedlab.arcus.workloads import (
-    WORKLOADS,
-    Workload,
-    make_workload,
-    read_requests,
-    reference_run,
-)
+from schedlab.core.lazy import lazy_exports
 
-__all__ = [
-    "FUNCTIONS", "PROTOCOLS", "WORKLOADS", "Platform", "RedisServer", "StateIO", "Store",
-    "Violations", "Workload", "check", "connect", "final_state", "function", "load_state",
-    "make_protocol", "make_workload", "protocol_class", "read_requests", "reference_run",
-    "run_bench",
-]
+_EXPORTS = {
+    "FUNCTIONS": "apps", "function": "apps", "Violations": "bench", "check": "bench",
+    "run_bench": "bench", "Platform": "platform", "PROTOCOLS": "policies", "StateIO": "policies",
+    "final_state": "policies", "load_state": "policies", "make_protocol": "policies",
+    "protocol_class": "policies", "RedisServer": "store", "Store": "store", "connect": "store",
+    "WORKLOADS": "workloads", "Workload": "workloads", "make_workload": "workloads",
+    "read_requests": "workloads", "reference_run": "workloads",
+}
+
+__getattr__, __dir__, __all__ = lazy_exports(__name__, _EXPORTS)

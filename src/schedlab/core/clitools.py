@@ -28,9 +28,21 @@ from schedlab.core.io import jsonable
 
 F = TypeVar("F", bound=Callable[..., Any])
 
+#: a pipe or a file has no width: tables sent there are printed whole, never cut to 80 columns
+#: with ellipses (Rich's default off a terminal)
+UNLIMITED_WIDTH = 100_000
+
+
+def _width(stream: Any) -> int | None:
+    try:
+        return None if stream.isatty() else UNLIMITED_WIDTH
+    except (AttributeError, ValueError):  # a closed or replaced stream
+        return UNLIMITED_WIDTH
+
+
 #: progress, logs and errors: never stdout
-err_console = Console(stderr=True)
-out_console = Console()
+err_console = Console(stderr=True, width=_width(sys.stderr))
+out_console = Console(width=_width(sys.stdout))
 
 
 def handle_errors(command: F) -> F:

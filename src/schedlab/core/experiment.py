@@ -270,7 +270,10 @@ CLAIM_COLUMNS = ("system", "claim", "paper_figure", "target", "measured", "holds
 
 
 def claims_frame(sweep: Sweep) -> pl.DataFrame:
-    """One row per claim: mean and 95% CI of the measured figure over seeds; holds on the mean.
+    """One row per claim: mean and 95% CI of the measured figure over seeds.
+
+    A claim *holds* when its mean meets the target and so do at least two thirds of its seeds
+    (:func:`enough_seeds`): a mean carried by one lucky seed in three is not a reproduction.
 
     Columns start with :data:`CLAIM_COLUMNS` (the claims.csv contract), then experiment, metric,
     comparison, measured_ci95, seeds, seeds_holding, required.
@@ -289,13 +292,15 @@ def claims_frame(sweep: Sweep) -> pl.DataFrame:
         values = [claim.measured for _, claim in members]
         finite = [v for v in values if v == v]
         mean, ci = mean_ci95(finite) if finite else (float("nan"), float("nan"))
+        holding = sum(claim.holds for _, claim in members)
         rows.append(dict(
             system=system, claim=statement, paper_figure=first.paper_figure,
             target=float(first.target), measured=mean,
-            holds=claim_holds(mean, first.target, first.comparison, first.tolerance),
+            holds=claim_holds(mean, first.target, first.comparison, first.tolerance)
+            and enough_seeds(holding, len(members)),
             experiment=experiment, metric=first.metric, comparison=first.comparison,
             measured_ci95=ci, seeds=len(members),
-            seeds_holding=sum(claim.holds for _, claim in members), required=first.required,
+            seeds_holding=holding, required=first.required,
         ))
     schema = {
         "system": pl.String, "claim": pl.String, "paper_figure": pl.String,
@@ -305,6 +310,53 @@ def claims_frame(sweep: Sweep) -> pl.DataFrame:
         "required": pl.Boolean,
     }
     return pl.DataFrame(rows, schema=schema)
+
+
+def enough_seeds(holding: int, seeds: int) -> bool:
+    """At least two thirds of the seeds meet the target (all of them for one or two seeds)."""
+    return seeds > 0 and 3 * holding >= 2 * seeds
+
+
+@dataclass(frozen=True)
+class Run:
+    """What the report's first section says of one experiment: how it ran, or why it did not."""
+
+    system: str
+    experiment: str
+    status: Literal["ran", "not run", "failed"]
+    detail: str
+    seeds: int
+
+    @property
+    def sentence(self) -> str:
+        if self.status == "ran":
+            return f"ran with {self.detail}" if self.detail else "ran in-process (no outside tool)"
+        return f"{self.status}: {self.detail}"
+
+
+def runs_of(sweep: Sweep, selected: Sequence[Experiment] | None = None) -> list[Run]:
+    """One :class:`Run` per experiment, in order; an experiment with any failed seed is reported
+    as failed (or *not run* when a tool or service was missing), never left out."""
+    keys = [e.key for e in selected] if selected else []
+    keys += [f"{r.system}.{r.experiment}" for r in sweep.results]
+    keys += [f"{f.system}.{f.experiment}" for f in sweep.failures]
+    runs = []
+    for key in dict.fromkeys(keys):
+        system, name = key.split(".", 1)
+        ok = [r for r in sweep.results if (r.system, r.experiment) == (system, name)]
+        bad = [f for f in sweep.failures if (f.system, f.experiment) == (system, name)]
+        if bad:
+            missing = all(f.error.startswith(("MissingServiceError", "MissingDependencyError"))
+                          for f in bad)
+            detail = bad[0].error.split(": ", 1)[-1] if missing else bad[0].error
+            runs.append(Run(system, name, "not run" if missing else "failed", detail,
+                            len(ok) + len(bad)))
+        elif ok:
+            tools = " / ".join(dict.fromkeys(r.ran_with for r in ok if r.ran_with))
+            runs.append(Run(system, name, "ran", tools, len(ok)))
+        else:
+            runs.append(Run(system, name, "not run", "no seed was run", 0))
+    return runs
 
 
 def measurements_frame(sweep: Sweep) -> pl.DataFrame:

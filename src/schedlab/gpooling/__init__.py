@@ -5,31 +5,17 @@ data plane (the LD_PRELOAD shim in ``csrc/``, built by :func:`build`), placement
 (:data:`POLICIES`) and a trace-driven simulator (:func:`simulate`).
 """
 
-from schedlab.gpooling.devices import (
-    CATALOGUE,
-    AcceleratorSpec,
-    PhysicalDevice,
-    StaticBackend,
-    discover,
-    parse_size,
-    read_node_list,
-)
-from schedlab.gpooling.native import NativeBuild, build, shim_environment
-from schedlab.gpooling.policies import POLICIES, PlacementPolicy, make_policy
-from schedlab.gpooling.pool import NoRoomError, Pool, VirtualDevice
-from schedlab.gpooling.simulator import Job, SimResult, simulate
-from schedlab.gpooling.state import ClusterState, Grant, Request
-from schedlab.gpooling.workloads import (
-    heterogeneous_cluster,
-    read_pod_trace,
-    synthetic_trace,
-    write_pod_trace,
-)
+from schedlab.core.lazy import lazy_exports
 
-__all__ = [
-    "CATALOGUE", "POLICIES", "AcceleratorSpec", "ClusterState", "Grant", "Job", "NativeBuild",
-    "NoRoomError", "PhysicalDevice", "PlacementPolicy", "Pool", "Request", "SimResult",
-    "StaticBackend", "VirtualDevice", "build", "discover", "heterogeneous_cluster",
-    "make_policy", "parse_size", "read_node_list", "read_pod_trace", "shim_environment",
-    "simulate", "synthetic_trace", "write_pod_trace",
-]
+_EXPORTS = {
+    "AcceleratorSpec": "devices", "CATALOGUE": "devices", "PhysicalDevice": "devices",
+    "StaticBackend": "devices", "discover": "devices", "parse_size": "devices",
+    "read_node_list": "devices", "NativeBuild": "native", "build": "native",
+    "shim_environment": "native", "POLICIES": "policies", "PlacementPolicy": "policies",
+    "make_policy": "policies", "NoRoomError": "pool", "Pool": "pool", "VirtualDevice": "pool",
+    "Job": "simulator", "SimResult": "simulator", "simulate": "simulator", "ClusterState": "state",
+    "Grant": "state", "Request": "state", "heterogeneous_cluster": "workloads",
+    "read_pod_trace": "workloads", "synthetic_trace": "workloads", "write_pod_trace": "workloads",
+}
+
+__getattr__, __dir__, __all__ = lazy_exports(__name__, _EXPORTS)

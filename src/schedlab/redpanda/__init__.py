@@ -7,25 +7,22 @@ xDSL's interpreter: by a token-level cycle simulator (CGRA) or by simulating the
 Verilog with Icarus Verilog (DHLS).
 """
 
-from schedlab.redpanda.api import compile_dhls_file, compile_file
-from schedlab.redpanda.backends import BACKENDS, CGRA, Backend, CGRABackend, Mapping, map_graph
-from schedlab.redpanda.backends.dhls import Design, DHLSBackend
-from schedlab.redpanda.compiler import Evaluation, evaluate, middle_end
-from schedlab.redpanda.dhls import DhlsEvaluation, compile_dhls, evaluate_dhls
-from schedlab.redpanda.dialect import RedPandaDialect, from_xdsl, print_ir, to_xdsl
-from schedlab.redpanda.frontend import Kernel, load_kernel, parse_kernel
-from schedlab.redpanda.graph import Graph, Node, Port
-from schedlab.redpanda.lowering import lower
-from schedlab.redpanda.policies import FLOWS, Flow, RedPanda, get_flow
-from schedlab.redpanda.reference import run_reference
-from schedlab.redpanda.simulator import SimResult, SimulationError, Timing, simulate
-from schedlab.redpanda.workloads import KERNELS, kernel_text, load_suite_kernel, random_inputs
+from schedlab.core.lazy import lazy_exports
 
-__all__ = [
-    "BACKENDS", "CGRA", "DHLSBackend", "FLOWS", "KERNELS", "Backend", "CGRABackend", "Design",
-    "DhlsEvaluation", "Evaluation", "Flow", "compile_dhls", "compile_dhls_file", "evaluate_dhls",
-    "Graph", "Kernel", "Mapping", "Node", "Port", "RedPanda", "RedPandaDialect", "SimResult",
-    "SimulationError", "Timing", "compile_file", "evaluate", "from_xdsl", "get_flow",
-    "kernel_text", "load_kernel", "load_suite_kernel", "lower", "map_graph", "middle_end",
-    "parse_kernel", "print_ir", "random_inputs", "run_reference", "simulate", "to_xdsl",
-]
+_EXPORTS = {
+    "compile_dhls_file": "api", "compile_file": "api", "BACKENDS": "backends",
+    "Backend": "backends", "CGRA": "backends", "CGRABackend": "backends", "Mapping": "backends",
+    "map_graph": "backends", "DHLSBackend": "backends.dhls", "Design": "backends.dhls",
+    "Evaluation": "compiler", "evaluate": "compiler", "middle_end": "compiler",
+    "DhlsEvaluation": "dhls", "compile_dhls": "dhls", "evaluate_dhls": "dhls",
+    "RedPandaDialect": "dialect", "from_xdsl": "dialect", "print_ir": "dialect",
+    "to_xdsl": "dialect", "Kernel": "frontend", "load_kernel": "frontend",
+    "parse_kernel": "frontend", "Graph": "graph", "Node": "graph", "Port": "graph",
+    "lower": "lowering", "FLOWS": "policies", "Flow": "policies", "RedPanda": "policies",
+    "get_flow": "policies", "run_reference": "reference", "SimResult": "simulator",
+    "SimulationError": "simulator", "Timing": "simulator", "simulate": "simulator",
+    "KERNELS": "workloads", "kernel_text": "workloads", "load_suite_kernel": "workloads",
+    "random_inputs": "workloads",
+}
+
+__getattr__, __dir__, __all__ = lazy_exports(__name__, _EXPORTS)
