@@ -7,28 +7,69 @@ crashy run's observations with a crash-free run's. Counters and append-only list
 applied twice (or lost) visible in the final state.
 
 Register your own with ``@function("name")``; worker processes import the modules named in
-``Platform(modules=...)`` so they see it too.
+``Platform(modules=...)`` so they see it too. ``@function("name", keys=...)`` declares the state
+keys an invocation reads and writes (argument field names, or a callable ``arg -> keys``): the
+runtime then serialises invocations per key (one instance at a time holds each key, like a
+Restate virtual object or a Durable Functions entity), which makes read-modify-write safe under
+concurrent clients. See :mod:`schedlab.arcus.runtime`.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from typing import Any
 
+from schedlab.core.errors import BadInputError, ConfigError
+
 Fn = Callable[[Any, Any], Any]
+KeySpec = str | Iterable[str] | Callable[[Any], Iterable[str]]
 
 #: every function the workers can run, by name
 FUNCTIONS: dict[str, Fn] = {}
 
 
-def function(name: str) -> Callable[[Fn], Fn]:
-    """Register ``fn(ctx, arg)`` under ``name`` (plain functions: deterministic given reads)."""
+def function(name: str, keys: KeySpec | None = None) -> Callable[[Fn], Fn]:
+    """Register ``fn(ctx, arg)`` under ``name`` (plain functions: deterministic given reads).
+
+    ``keys`` (optional) names the state keys one invocation owns while it runs: a field name of
+    the argument (``"account"``), several (``("src", "dst")``), or a callable ``arg -> keys``.
+    Invocations whose key sets overlap then run one after another (all keys are taken at once,
+    so two of them cannot deadlock); a retry of the same instance, and the instance's own
+    children, pass through.
+    """
+    if not isinstance(name, str) or not name:
+        raise ConfigError("a function name is a non-empty string", field="name")
+    if keys is not None and not (callable(keys) or isinstance(keys, str | tuple | list)):
+        raise ConfigError("keys must be a field name, a tuple of field names or a callable",
+                          field="keys")
 
     def decorate(fn: Fn) -> Fn:
+        fn.arcus_keys = keys  # type: ignore[attr-defined]
         FUNCTIONS[name] = fn
         return fn
 
     return decorate
+
+
+def lock_keys(fn: Fn, arg: Any) -> list[str]:
+    """The state keys ``fn`` declared for this argument (sorted, unique); [] when none."""
+    spec = getattr(fn, "arcus_keys", None)
+    if spec is None:
+        return []
+    try:
+        if callable(spec):
+            found = list(spec(arg))
+        else:
+            fields = [spec] if isinstance(spec, str) else list(spec)
+            found = [arg[f] for f in fields]
+    except (KeyError, TypeError, IndexError) as exc:
+        raise BadInputError(f"argument {arg!r:.60} does not name the function's keys "
+                            f"({type(exc).__name__}: {exc})", field="arg") from None
+    keys = sorted({str(k) for k in found})
+    if any(not k or "|" in k for k in keys):
+        raise BadInputError(f"state keys are non-empty strings without '|', got {keys!r:.60}",
+                            field="keys")
+    return keys
 
 
 # --- micro-benchmarks ------------------------------------------------------------------------
@@ -178,3 +219,50 @@ def follow(ctx: Any, arg: dict) -> int:
     if arg["user"] not in followers:
         ctx.write(f"followers:{arg['target']}", [*followers, arg["user"]])
     return len(followers)
+
+
+# --- bank: transfers and sagas (the fault-injection suite's workload) -------------------------
+# Balances ``acct:N``, one journal per account ``journal:acct:N`` (list of [request, delta]),
+# and a done-marker per request leg ``done:REQ`` that every leg increments: after any number of
+# crashes and retries, the balance sum is conserved, each account's balance equals its initial
+# balance plus its journal, and every marker is exactly 1.
+def _post(ctx: Any, account: str, delta: int, marker: str) -> int:
+    balance = int(ctx.read(account) or 0) + delta
+    ctx.write(account, balance)
+    journal = ctx.read(f"journal:{account}") or []
+    ctx.write(f"journal:{account}", [*journal, [marker, delta]])
+    return balance
+
+
+def _mark(ctx: Any, marker: str) -> None:
+    ctx.write(f"done:{marker}", int(ctx.read(f"done:{marker}") or 0) + 1)
+
+
+@function("bank_transfer", keys=lambda arg: (arg["src"], arg["dst"], f"journal:{arg['src']}",
+                                              f"journal:{arg['dst']}", f"done:{arg['id']}"))
+def bank_transfer(ctx: Any, arg: dict) -> dict:
+    """Move ``amount`` from ``src`` to ``dst`` in one instance (a transaction over both keys)."""
+    src = _post(ctx, arg["src"], -int(arg["amount"]), arg["id"])
+    dst = _post(ctx, arg["dst"], int(arg["amount"]), arg["id"])
+    _mark(ctx, arg["id"])
+    return {"src": src, "dst": dst}
+
+
+@function("bank_post", keys=lambda arg: (arg["account"], f"journal:{arg['account']}",
+                                          f"done:{arg['id']}"))
+def bank_post(ctx: Any, arg: dict) -> int:
+    """One saga leg: add ``delta`` to ``account`` and journal it (one key, serialised)."""
+    balance = _post(ctx, arg["account"], int(arg["delta"]), arg["id"])
+    _mark(ctx, arg["id"])
+    return balance
+
+
+@function("bank_saga")
+def bank_saga(ctx: Any, arg: dict) -> list:
+    """A saga across workers: the debit and the credit are child invocations (no lock here)."""
+    amount = int(arg["amount"])
+    debit = ctx.invoke("bank_post", {"account": arg["src"], "delta": -amount,
+                                     "id": f"{arg['id']}-d"})
+    credit = ctx.invoke("bank_post", {"account": arg["dst"], "delta": amount,
+                                      "id": f"{arg['id']}-c"})
+    return [debit, credit]

@@ -16,13 +16,25 @@ per read and per write.
   order, together with the deferred read records. An invocation's **result is acknowledged only
   after all its writes are durable** (``finish`` flushes and waits), and a child invocation is
   only started after a flush (``sync``), so no acknowledged write can be lost.
+
+Two rules keep retries honest (both found by an outside crash harness, both tested):
+
+* **only values read fresh from Redis enter FCCache.** A replayed read returns the value the
+  first execution logged, which may be long overwritten; caching it would serve that old value
+  to later requests on this worker (a stale read after a retry);
+* **a failed background flush poisons the execution.** The error is recorded under the flush
+  lock, so ``finish`` (which takes the same lock) cannot log a result after a batch of writes
+  was lost; the execution fails, and the runtime re-runs it in replay mode.
 """
 
 from __future__ import annotations
 
 import threading
+import time
 from concurrent.futures import Future
 from typing import Any, ClassVar
+
+import redis
 
 from schedlab.arcus.fccache import CHANNEL, SEQ_KEY
 from schedlab.arcus.iobase import Conflict, Env, StateIOBase, dumps, loads, text
@@ -55,6 +67,8 @@ class CFLog(StateIOBase):
         self.flush_lock = threading.Lock()
         self.inflight: Future | None = None
         self.conflict: str | None = None
+        self.error: BaseException | None = None  # a failed flush: nothing may be acknowledged
+        self.queued_at: dict[int, float] = {}  # id(record) -> when ctx.write queued it
         self.scripts = env.resources.scripts
 
     def begin(self) -> tuple[bool, Any]:
@@ -78,28 +92,45 @@ class CFLog(StateIOBase):
         if status == "conflict":
             self.conflict = f"step {detail} logged differently by another execution"
             raise Conflict(self.conflict)
+        if self.write_behind:
+            now = time.perf_counter()
+            for record in batch:
+                queued = self.queued_at.pop(id(record), None)
+                if queued is not None:
+                    self.stats.durable.append(now - queued)
         self.env.crash("flush", int(batch[-1][1]) if batch[-1][1].isdigit() else -1)
         return [status, detail]
 
     def _flush(self, extra: Record | None = None) -> list[Any]:
         with self.flush_lock:
+            self._check()  # under the lock: a failed earlier batch stops every later one
             with self.queue_lock:
                 batch, self.pending = self.pending, []
             if extra is not None:
                 batch.append(extra)
             if not batch:
                 return ["ok", ""]
-            return self._run(batch)
+            try:
+                return self._run(batch)
+            except Conflict:
+                raise
+            except BaseException as exc:
+                self.error = exc
+                raise
 
     def _drain(self) -> None:
         try:
             self._flush()
-        except Conflict:
-            pass  # recorded in self.conflict; the function thread raises it at its next step
+        except Exception:  # noqa: BLE001 - recorded in conflict/error; raised at the next step
+            pass
 
     def _check(self) -> None:
         if self.conflict is not None:
             raise Conflict(self.conflict)
+        if self.error is not None:
+            if isinstance(self.error, redis.RedisError):
+                raise self.error
+            raise redis.ConnectionError(f"a background flush failed: {self.error!r}")
 
     # --- the four operations ------------------------------------------------------------------
     def read(self, step: int, key: str) -> Any:
@@ -130,8 +161,10 @@ class CFLog(StateIOBase):
         seq, value = parse_read(payload)
         if status == "read":
             self.stats.log(payload)
-        if cache is not None:
-            cache.install(skey, seq, value, evictions)
+            if cache is not None:  # fresh from the store: may be cached
+                cache.install(skey, seq, value, evictions)
+        # status "logged": an earlier execution's record, possibly long overwritten; it is
+        # returned (replay must repeat it) but never cached
         self.seq = max(self.seq, seq)
         return loads(value)
 
@@ -149,6 +182,7 @@ class CFLog(StateIOBase):
             return
         with self.queue_lock:
             self.pending.append(record)
+            self.queued_at[id(record)] = time.perf_counter()
             if self.inflight is None or self.inflight.done():
                 self.inflight = self.env.resources.pool.submit(self._drain)
 

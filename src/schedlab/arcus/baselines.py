@@ -42,6 +42,10 @@ class Unsafe(StateIOBase):
     def write(self, step: int, key: str, value: Any) -> None:
         self.store.call("HSET", self.state_key(key), "v", dumps(value))
 
+    @classmethod
+    def log_keys(cls, client: redis.Redis, ns: str, instance: str) -> list[str]:
+        return []
+
 
 class SharedLogMixin(StateIOBase):
     """Boki-style shared log: conditional appends tagged by (instance, step)."""
@@ -66,6 +70,13 @@ class SharedLogMixin(StateIOBase):
             self.stats.log(body)
         seq, rest = found.split("|", 1)
         return int(seq), rest.split("|", 1)[1]
+
+    @classmethod
+    def log_keys(cls, client: redis.Redis, ns: str, instance: str) -> list[str]:
+        """The tag index of the instance plus every record it points to."""
+        steps = f"{ns}:steps:{instance}"
+        records = [f"{ns}:lr:{text(v).split('|', 2)[1]}" for v in client.hvals(steps)]
+        return [steps, *records]
 
     def begin(self) -> tuple[bool, Any]:
         if self.env.replay:
@@ -223,6 +234,10 @@ class Beldi(StateIOBase):
         winner = self._log_once("res", dumps(result))
         self.store.call("HSET", f"{self.env.ns}:intent:{self.env.instance}", "state", "done")
         return loads(winner)
+
+    @classmethod
+    def log_keys(cls, client: redis.Redis, ns: str, instance: str) -> list[str]:
+        return [f"{ns}:rlog:{instance}", f"{ns}:intent:{instance}"]
 
     @classmethod
     def load(cls, client: redis.Redis, ns: str, items: dict[str, Any]) -> None:

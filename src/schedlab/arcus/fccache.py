@@ -96,13 +96,22 @@ class FCCache:
 
 
 class Subscriber(threading.Thread):
-    """Installs published commits into a cache; on any connection error, resets and resubscribes."""
+    """Installs published commits into a cache; on any connection error, resets and resubscribes.
+
+    ``client`` must not retry on its own (:func:`schedlab.arcus.store.no_retry`): a pub/sub
+    connection that reconnects silently would miss the publications sent meanwhile and keep
+    serving entries they overwrote. Here every break is seen, the cache is emptied and marked
+    unhealthy, and it turns healthy again on the *subscribe confirmation* of the new connection
+    (not on the first publication, which may be a long time coming). A second confirmation on
+    one connection (a reconnect inside the client) is treated the same way.
+    """
 
     def __init__(self, client: redis.Redis, cache: FCCache) -> None:
         super().__init__(daemon=True, name="fccache-subscriber")
         self.client = client
         self.cache = cache
         self.stopped = threading.Event()
+        self.subscriptions = 0  # confirmations seen (tests and diagnostics)
 
     def run(self) -> None:
         while not self.stopped.is_set():
@@ -112,23 +121,30 @@ class Subscriber(threading.Thread):
                 self.cache.reset(-1, healthy=False)
                 self.stopped.wait(0.05)
 
-    def _listen(self) -> None:
-        pubsub = self.client.pubsub(ignore_subscribe_messages=True)
-        pubsub.subscribe(CHANNEL)
-        # wait for the subscription to be confirmed before reading the watermark, so no commit
-        # after ``start`` can be missed
-        while pubsub.get_message(timeout=1.0, ignore_subscribe_messages=False) is None:
-            if self.stopped.is_set():
-                return
+    def _confirmed(self) -> None:
+        # read the watermark only after the subscription is confirmed, so that no commit after
+        # ``start`` can be missed; everything cached before is forgotten
+        self.cache.reset(-1, healthy=False)
         start = int(self.client.get(SEQ_KEY) or 0)
         self.cache.reset(start, healthy=True)
+        self.subscriptions += 1
+
+    def _listen(self) -> None:
+        pubsub = self.client.pubsub(ignore_subscribe_messages=False)
         try:
+            pubsub.subscribe(CHANNEL)
             while not self.stopped.is_set():
                 message = pubsub.get_message(timeout=0.5)
-                if message is None or message.get("type") != "message":
+                if message is None:
                     continue
-                seq, key, value = decode_publication(message["data"])
-                self.cache.publish_applied(key, seq, value)
+                kind = message.get("type")
+                if kind == "subscribe":
+                    self._confirmed()
+                elif kind == "message" and self.cache.healthy:
+                    seq, key, value = decode_publication(message["data"])
+                    self.cache.publish_applied(key, seq, value)
+                elif kind == "unsubscribe":
+                    raise redis.ConnectionError("unsubscribed")
         finally:
             with contextlib.suppress(redis.RedisError, OSError):
                 pubsub.close()

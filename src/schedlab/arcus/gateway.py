@@ -1,8 +1,18 @@
-"""HTTP front of the platform (FastAPI on 127.0.0.1): ``POST /invoke/{fn}`` with a JSON body.
+"""HTTP front of the platform (FastAPI on 127.0.0.1).
 
-The body is ``{"arg": ..., "protocol": "arcus", "ns": "default"}``; the answer is the reply of
-:meth:`Platform.invoke`. A malformed body is a 422 naming the field; an unknown function or
-protocol is a 404/400 that lists valid names; a platform that cannot serve is a 503.
+* ``POST /invoke/{fn}`` with body ``{"arg": ..., "protocol": "arcus", "ns": "default"}`` runs one
+  instance and answers ``{id, value, latency_ms, rtts}``. An ``Idempotency-Key`` header makes a
+  retry of the same request the same instance (it answers the first execution's result and
+  applies nothing twice); reusing a key for another request is a 422.
+* ``POST /submit/{fn}`` (same body and header) starts it and answers 202 ``{id, status_url}``;
+  ``GET /status/{id}?ns=default`` answers ``{id, state, value?, error?}`` (state pending, done,
+  failed; 404 when unknown).
+* ``GET /health``.
+
+Errors: a malformed body or header is a 422 naming the field; an unknown function or protocol is
+a 404/400 listing valid names; a namespace bound to another protocol is a 409; a platform or
+Redis that cannot serve is a 503 (not acknowledged: retry, with the same key); no reply in time
+is a 504 (the instance may still finish: retry with the same key to get its result).
 """
 
 from __future__ import annotations
@@ -12,7 +22,10 @@ from typing import Any
 from pydantic import BaseModel, ConfigDict, Field
 
 from schedlab.arcus.platform import Platform
-from schedlab.core.errors import MissingServiceError, SchedlabError, UnknownNameError
+from schedlab.arcus.runtime import InvocationError
+from schedlab.core.errors import BadInputError, MissingServiceError, SchedlabError, UnknownNameError
+
+NS_PATTERN = r"^[A-Za-z0-9_.-]{1,64}$"
 
 
 class InvokeBody(BaseModel):
@@ -21,32 +34,66 @@ class InvokeBody(BaseModel):
     model_config = ConfigDict(extra="forbid")
     arg: Any = None
     protocol: str = "arcus"
-    ns: str = Field(default="default", pattern=r"^[A-Za-z0-9_.-]{1,64}$")
+    ns: str = Field(default="default", pattern=NS_PATTERN)
     rtt_ms: float = Field(default=0.0, ge=0.0, le=1000.0)
+
+
+def _http_error(exc: SchedlabError) -> Any:
+    from fastapi import HTTPException
+
+    if isinstance(exc, UnknownNameError):
+        return HTTPException(404 if exc.kind == "function" else 400, str(exc))
+    if isinstance(exc, MissingServiceError):
+        return HTTPException(503, str(exc))
+    if isinstance(exc, InvocationError) and exc.field == "timeout":
+        return HTTPException(504, str(exc))
+    if isinstance(exc, BadInputError) and exc.field == "protocol":
+        return HTTPException(409, str(exc))
+    if isinstance(exc, BadInputError):
+        return HTTPException(422, str(exc))
+    return HTTPException(500, str(exc))
 
 
 def make_app(platform: Platform) -> Any:
     """A FastAPI application bound to a started ``platform``."""
-    from fastapi import FastAPI, HTTPException
+    from fastapi import FastAPI, Header, HTTPException, Query
 
     app = FastAPI(title="schedlab arcus gateway")
+    key_header = Header(default=None, alias="Idempotency-Key", min_length=1, max_length=255)
 
     @app.get("/health")
     def health() -> dict[str, Any]:
-        return {"workers_alive": platform.alive(), "crashes": platform.crashes}
+        return {"workers_alive": platform.alive(), "crashes": platform.crashes,
+                "redelivered": platform.redelivered, "redis_errors": platform.redis_errors}
 
     @app.post("/invoke/{fn}")
-    def invoke(fn: str, body: InvokeBody) -> dict[str, Any]:
+    def invoke(fn: str, body: InvokeBody, key: str | None = key_header) -> dict[str, Any]:
         try:
             reply = platform.invoke(fn, body.arg, protocol=body.protocol, ns=body.ns,
-                                    rtt_ms=body.rtt_ms)
-        except UnknownNameError as exc:
-            raise HTTPException(404 if exc.kind == "function" else 400, str(exc)) from None
-        except MissingServiceError as exc:
-            raise HTTPException(503, str(exc)) from None
+                                    rtt_ms=body.rtt_ms, idempotency_key=key)
         except SchedlabError as exc:
-            raise HTTPException(500, str(exc)) from None
-        return {"value": reply["value"], "latency_ms": reply["latency_s"] * 1e3,
-                "rtts": reply["stats"]["rtts"]}
+            raise _http_error(exc) from None
+        return {"id": reply["id"], "value": reply["value"],
+                "latency_ms": reply["latency_s"] * 1e3, "rtts": reply["stats"]["rtts"]}
+
+    @app.post("/submit/{fn}", status_code=202)
+    def submit(fn: str, body: InvokeBody, key: str | None = key_header) -> dict[str, Any]:
+        try:
+            instance = platform.submit(fn, body.arg, protocol=body.protocol, ns=body.ns,
+                                       rtt_ms=body.rtt_ms, idempotency_key=key)
+        except SchedlabError as exc:
+            raise _http_error(exc) from None
+        return {"id": instance, "status_url": f"/status/{instance}?ns={body.ns}"}
+
+    @app.get("/status/{instance}")
+    def status(instance: str,
+               ns: str = Query(default="default", pattern=NS_PATTERN)) -> dict[str, Any]:
+        try:
+            found = platform.status(instance, ns)
+        except SchedlabError as exc:
+            raise _http_error(exc) from None
+        if found["state"] == "unknown":
+            raise HTTPException(404, f"no submitted instance '{instance}' in namespace '{ns}'")
+        return found
 
     return app

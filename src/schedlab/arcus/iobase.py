@@ -106,3 +106,8 @@ class StateIOBase:
     @classmethod
     def prepare(cls, client: redis.Redis, ns: str, read_ratio: dict[str, float]) -> None:
         """Per-object knowledge a protocol may use (only Halfmoon-style does)."""
+
+    @classmethod
+    def log_keys(cls, client: redis.Redis, ns: str, instance: str) -> list[str]:
+        """The Redis keys holding ``instance``'s log (what log GC deletes once it finished)."""
+        return [f"{ns}:log:{instance}"]

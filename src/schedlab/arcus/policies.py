@@ -69,8 +69,32 @@ def make_protocol(name: str, store: Store, env: Env) -> StateIO:
     return protocol_class(name)(store, env)
 
 
+def bind_protocol(client: redis.Redis, ns: str, name: str) -> None:
+    """Bind namespace ``ns`` to protocol ``name`` (first use wins) or refuse with a ConfigError.
+
+    Each protocol keeps state in its own layout and logs, so mixing two on one namespace would
+    let one read state the other never wrote (stale reads) and break exactly-once.
+    """
+    from schedlab.arcus.scripts import scripts_for
+    from schedlab.core.errors import ConfigError
+
+    protocol_class(name)
+    bound = scripts_for(client)["bind_protocol"](keys=[f"{ns}:protocol"], args=[name],
+                                                 client=client)
+    bound = bound.decode() if isinstance(bound, bytes) else bound
+    if bound != name:
+        raise ConfigError(f"namespace '{ns}' is bound to protocol '{bound}', not '{name}' "
+                          "(each protocol keeps its own state layout and logs)", field="protocol")
+
+
+def bound_protocol(client: redis.Redis, ns: str) -> str | None:
+    raw = client.get(f"{ns}:protocol")
+    return raw.decode() if isinstance(raw, bytes) else raw
+
+
 def load_state(name: str, client: redis.Redis, ns: str, items: dict[str, Any]) -> None:
-    """Write initial state in the layout protocol ``name`` reads."""
+    """Write initial state in the layout protocol ``name`` reads (binding ``ns`` to it)."""
+    bind_protocol(client, ns, name)
     protocol_class(name).load(client, ns, items)
 
 
@@ -79,5 +103,6 @@ def final_state(name: str, client: redis.Redis, ns: str, keys: list[str]) -> dic
     return protocol_class(name).final_state(client, ns, keys)
 
 
-__all__ = ["PROTOCOLS", "Conflict", "Env", "StateIO", "final_state", "load_state",
+__all__ = ["PROTOCOLS", "Conflict", "Env", "StateIO", "bind_protocol", "bound_protocol",
+           "final_state", "load_state",
            "make_protocol", "protocol_class"]

@@ -3,13 +3,27 @@
 Shape of a serverless platform, kept deliberately plain:
 
 * **queues** - each worker slot has a Redis list ``P:q:SLOT``; a worker moves a message to its
-  ``P:proc:SLOT`` list atomically (``BLMOVE``) before running it, so a crash never loses it;
+  own processing list ``P:proc:WID`` atomically (``BLMOVE``) before running it, so a crash
+  never loses it. Every worker holds a lease ``P:lease:WID`` (refreshed by a heartbeat thread)
+  and is registered in ``P:workers``;
 * **dispersed dispatch** - every invocation, including a function's call to another function,
   goes to a worker chosen at random among the *other* slots, so consecutive steps of a request
   rarely share a worker (the pattern FCCache is designed for);
 * **retries** - a supervisor thread in the gateway process waits on worker process sentinels; when
-  one dies it re-dispatches everything in that worker's ``proc`` list to another worker with
-  ``attempt + 1`` and ``replay = True``, then starts a fresh process in the slot;
+  one dies it starts a fresh process in the slot and moves everything in the dead worker's
+  processing list to other workers' queues with ``attempt + 1`` (one Lua script, so a Redis
+  failure half-way loses nothing; retried until Redis answers). As a backstop, any registered
+  worker whose lease has expired (a gateway that died, a wedged worker, a recovery that could
+  not reach Redis) has its processing list redelivered the same way;
+* **Redis failures inside a worker** - an execution that hits a ``RedisError`` is not answered
+  with an error: the worker waits for Redis and re-runs it in replay mode (the logs make that
+  safe), so a Redis restart costs latency, not requests;
+* **per-key serialisation** - a function registered with ``keys=`` takes every declared key at
+  once (``ns:lock:KEY`` = instance id, all-or-nothing in one Lua script, so no deadlock between
+  top-level instances) before it runs, and gives them back after its result is logged. The
+  owner is the *instance*, so a retry or a duplicate execution of it, and its child
+  invocations, pass through. Acquiring also returns the global commit sequence, which becomes
+  the execution's FCCache token, so a cached read can never predate the previous holder;
 * **crash injection** - a seeded oracle decides, per (instance, attempt, step, point), whether the
   worker SIGKILLs itself before or after an operation, after a background flush, or after the
   result is logged but before it is returned. Only attempts below ``crash_attempts`` crash, so
@@ -26,6 +40,8 @@ import multiprocessing.connection
 import os
 import random
 import signal
+import sys
+import threading
 import time
 import uuid
 import zlib
@@ -35,15 +51,16 @@ from typing import Any
 
 import redis
 
-from schedlab.arcus.apps import FUNCTIONS
-from schedlab.arcus.fccache import FCCache, Subscriber
+from schedlab.arcus.apps import FUNCTIONS, lock_keys
+from schedlab.arcus.fccache import SEQ_KEY, FCCache, Subscriber
 from schedlab.arcus.iobase import Conflict, Env, dumps
 from schedlab.arcus.policies import make_protocol, protocol_class
 from schedlab.arcus.scripts import scripts_for
-from schedlab.arcus.store import IOStats, Store, connect
+from schedlab.arcus.store import IOStats, Store, connect, no_retry
 from schedlab.core.errors import BadInputError, SchedlabError, UnknownNameError
 
-MAX_RERUNS = 4  # conflict re-runs of one execution before giving up
+MAX_RERUNS = 8  # conflict re-runs of one execution before giving up
+LOCK_TIMEOUT_S = 60.0  # how long an invocation waits for its declared keys
 
 
 class InvocationError(SchedlabError):
@@ -69,6 +86,7 @@ class Invocation:
     crash_attempts: int = 2
     plat: str = "arcus"
     slots: int = 1
+    track: bool = False  # record state/result in ns:req:INSTANCE (idempotency keys, async)
 
     def to_json(self) -> str:
         return json.dumps(asdict(self), separators=(",", ":"))
@@ -77,13 +95,51 @@ class Invocation:
     def from_json(cls, raw: str | bytes) -> Invocation:
         return cls(**json.loads(raw))
 
+    def wire(self) -> str:
+        """The queue message: ``a<delivery attempt>:<json>``; redelivery bumps the prefix only
+        (in Lua, without re-encoding the body)."""
+        return f"a{self.attempt}:{self.to_json()}"
+
+    @classmethod
+    def from_wire(cls, raw: str | bytes) -> Invocation:
+        text = raw.decode() if isinstance(raw, bytes) else raw
+        head, body = text.split(":", 1)
+        inv = cls.from_json(body)
+        inv.attempt = int(head[1:])
+        inv.replay = inv.replay or inv.attempt > 0
+        return inv
+
 
 def queue_key(plat: str, slot: int) -> str:
     return f"{plat}:q:{slot}"
 
 
-def proc_key(plat: str, slot: int) -> str:
-    return f"{plat}:proc:{slot}"
+def proc_key(plat: str, wid: str) -> str:
+    return f"{plat}:proc:{wid}"
+
+
+def lease_key(plat: str, wid: str) -> str:
+    return f"{plat}:lease:{wid}"
+
+
+def workers_key(plat: str) -> str:
+    return f"{plat}:workers"
+
+
+def slot_of(wid: str) -> int:
+    return int(wid.split("-", 1)[0])
+
+
+def redeliver(client: redis.Redis, plat: str, wid: str, slots: int, *, force: bool) -> int:
+    """Move a worker's processing list to other workers' queues (attempt + 1), atomically.
+
+    Without ``force`` nothing happens while the worker's lease is live; returns the number of
+    messages moved, or -1 when the lease was live.
+    """
+    script = scripts_for(client)["redeliver"]
+    return int(script(keys=[proc_key(plat, wid), lease_key(plat, wid), workers_key(plat)],
+                      args=[plat, slots, slot_of(wid), wid, "1" if force else "0"],
+                      client=client))
 
 
 def reply_key(plat: str, call_id: str) -> str:
@@ -105,8 +161,8 @@ def dispatch(client: redis.Redis, inv: Invocation, exclude: int | None,
              timeout: float) -> dict[str, Any]:
     """Send ``inv`` to a random worker other than ``exclude`` and wait for its reply."""
     choices = [s for s in range(inv.slots) if s != exclude] or list(range(inv.slots))
-    rng = random.Random(zlib.crc32(f"{inv.instance}|{inv.attempt}".encode()))
-    client.rpush(queue_key(inv.plat, rng.choice(choices)), inv.to_json())
+    rng = random.Random(zlib.crc32(f"{inv.instance}|{inv.call_id}".encode()))
+    client.rpush(queue_key(inv.plat, rng.choice(choices)), inv.wire())
     got = client.blpop([reply_key(inv.plat, inv.call_id)], timeout=max(1, int(timeout)))
     if got is None:
         raise InvocationError(f"no reply from '{inv.fn}' within {timeout:.0f} s",
@@ -115,6 +171,8 @@ def dispatch(client: redis.Redis, inv: Invocation, exclude: int | None,
     if "error" in reply:
         if reply.get("kind") == "unknown_function":
             raise UnknownNameError("function", inv.fn, sorted(FUNCTIONS))
+        if reply.get("kind") == "BadInputError":
+            raise BadInputError(f"function '{inv.fn}': {reply['error']}", field="arg")
         raise InvocationError(f"function '{inv.fn}' failed: {reply['error']}")
     return reply
 
@@ -122,7 +180,8 @@ def dispatch(client: redis.Redis, inv: Invocation, exclude: int | None,
 class WorkerResources:
     """What one worker process shares among its invocations: client, cache, flush pool."""
 
-    def __init__(self, client: redis.Redis, slot: int, wait_s: float = 0.0003) -> None:
+    def __init__(self, client: redis.Redis, slot: int, wait_s: float = 0.0003,
+                 subscriber_client: redis.Redis | None = None) -> None:
         self.client = client
         self.slot = slot
         self.wait_s = wait_s
@@ -130,7 +189,7 @@ class WorkerResources:
         self.cache = FCCache()
         self.pool = ThreadPoolExecutor(max_workers=8, thread_name_prefix="flush")
         self.memo: dict[str, Any] = {}
-        self.subscriber = Subscriber(client, self.cache)
+        self.subscriber = Subscriber(subscriber_client or client, self.cache)
 
     def start(self) -> WorkerResources:
         self.subscriber.start()
@@ -194,62 +253,183 @@ def _check_key(key: Any) -> None:
                             field="key")
 
 
+def acquire(resources: WorkerResources, inv: Invocation, keys: list[str],
+            timeout: float = LOCK_TIMEOUT_S) -> int:
+    """Take every declared key for ``inv.instance`` (waiting while another instance holds one);
+    returns the global commit sequence at acquisition (a lower bound for what must be seen)."""
+    if not keys:
+        return 0
+    script = resources.scripts["lock_acquire"]
+    lock_keys_ = [f"{inv.ns}:lock:{k}" for k in keys] + [SEQ_KEY]
+    deadline = time.monotonic() + timeout
+    pause = 0.0005
+    while True:
+        got, detail = script(keys=lock_keys_, args=[inv.instance], client=resources.client)
+        if int(got) == 1:
+            return int(detail)
+        if time.monotonic() > deadline:
+            raise InvocationError(f"keys {keys!r:.60} still held by another invocation after "
+                                  f"{timeout:.0f} s", field="keys")
+        time.sleep(pause * (0.5 + random.random()))
+        pause = min(pause * 2, 0.02)
+
+
+def release(resources: WorkerResources, inv: Invocation, keys: list[str]) -> None:
+    if keys:
+        resources.scripts["lock_release"](keys=[f"{inv.ns}:lock:{k}" for k in keys],
+                                          args=[inv.instance], client=resources.client)
+
+
 def execute(resources: WorkerResources, inv: Invocation, timeout: float = 60.0) -> dict:
-    """Run one invocation to completion (re-running on conflicts); the reply as a dict."""
+    """Run one invocation to completion (re-running on conflicts); the reply as a dict.
+
+    A ``redis.RedisError`` propagates: the caller (the worker loop) waits for Redis and runs the
+    invocation again; a function's own error is the reply.
+    """
     fn = FUNCTIONS.get(inv.fn)
     if fn is None:
         return {"error": f"unknown function '{inv.fn}'", "kind": "unknown_function"}
     stats = IOStats()
-    for rerun in range(MAX_RERUNS):
-        replay = inv.replay or rerun > 0
-        env = Env(inv.instance, inv.ns, replay=replay, token=inv.token, resources=resources,
-                  crash=lambda point, step: maybe_crash(inv, point, step))
-        io = make_protocol(inv.protocol, Store(resources.client, stats, inv.rtt_ms), env)
-        try:
-            done, result = io.begin()
-            if not done:
-                ctx = Ctx(io, inv, resources, stats, replay, timeout)
-                result = io.finish(fn(ctx, inv.arg))
-            return {"value": result, "seq": io.seq, "stats": stats.to_dict()}
-        except Conflict:
-            continue
-        except SchedlabError as exc:
-            return {"error": str(exc), "kind": type(exc).__name__}
-        except Exception as exc:  # a bug in a user function: report it, do not retry forever
-            return {"error": f"{type(exc).__name__}: {exc}", "kind": "function_error"}
-    return {"error": f"gave up after {MAX_RERUNS} conflicting re-runs", "kind": "conflict"}
+    try:
+        keys = lock_keys(fn, inv.arg)
+    except SchedlabError as exc:
+        return {"error": str(exc), "kind": type(exc).__name__}
+    try:
+        floor = acquire(resources, inv, keys)
+    except InvocationError as exc:
+        return {"error": str(exc), "kind": "lock_timeout"}
+    finished = False
+    try:
+        for rerun in range(MAX_RERUNS):
+            replay = inv.replay or rerun > 0
+            env = Env(inv.instance, inv.ns, replay=replay, token=max(inv.token, floor),
+                      resources=resources, crash=lambda point, step: maybe_crash(inv, point, step))
+            io = make_protocol(inv.protocol, Store(resources.client, stats, inv.rtt_ms), env)
+            try:
+                done, result = io.begin()
+                if not done:
+                    ctx = Ctx(io, inv, resources, stats, replay, timeout)
+                    value = fn(ctx, inv.arg)
+                    start = time.perf_counter()
+                    result = io.finish(value)
+                    stats.finishes.append(time.perf_counter() - start)
+                finished = True
+                return {"value": result, "seq": io.seq, "stats": stats.to_dict()}
+            except Conflict:
+                continue
+            except redis.RedisError:
+                raise
+            except SchedlabError as exc:
+                finished = True
+                return {"error": str(exc), "kind": type(exc).__name__}
+            except Exception as exc:  # a bug in a user function: report it, do not retry forever
+                finished = True
+                return {"error": f"{type(exc).__name__}: {exc}", "kind": "function_error"}
+        finished = True
+        return {"error": f"gave up after {MAX_RERUNS} conflicting re-runs", "kind": "conflict"}
+    finally:
+        if finished:  # the instance is over (result logged, or failed): give the keys back
+            release(resources, inv, keys)
 
 
-def _handle(resources: WorkerResources, raw: bytes) -> None:
-    inv = Invocation.from_json(raw)
-    reply = execute(resources, inv)
-    maybe_crash(inv, "end", 0)  # result logged, reply not yet sent
+def _reply(resources: WorkerResources, inv: Invocation, raw: bytes, wid: str,
+           reply: dict) -> None:
+    """Answer, mark the instance done (log GC), drop the message: one round trip."""
     key = reply_key(inv.plat, inv.call_id)
     pipe = resources.client.pipeline(transaction=False)
     pipe.rpush(key, json.dumps(reply, separators=(",", ":")))
-    pipe.expire(key, 120)
-    pipe.lrem(proc_key(inv.plat, resources.slot), 1, raw)
+    pipe.expire(key, 300)
+    if "error" not in reply:
+        pipe.zadd(f"{inv.ns}:done", {inv.instance: time.time()}, nx=True)
+    if inv.track:
+        state = ({"state": "failed", "error": reply["error"]} if "error" in reply
+                 else {"state": "done", "value": dumps(reply["value"]), "seq": reply["seq"]})
+        pipe.hset(f"{inv.ns}:req:{inv.instance}", mapping=state)
+    pipe.lrem(proc_key(inv.plat, wid), 1, raw)
     pipe.execute()
 
 
+def wait_for_redis(client: redis.Redis, stop: threading.Event | None = None) -> None:
+    pause = 0.05
+    while stop is None or not stop.is_set():
+        try:
+            client.ping()
+            return
+        except redis.RedisError:
+            time.sleep(pause)
+            pause = min(pause * 2, 0.5)
+
+
+def _handle(resources: WorkerResources, raw: bytes, wid: str) -> None:
+    inv = Invocation.from_wire(raw)
+    while True:
+        try:
+            reply = execute(resources, inv)
+            maybe_crash(inv, "end", 0)  # result logged, reply not yet sent
+            _reply(resources, inv, raw, wid, reply)
+            return
+        except redis.RedisError:
+            # Redis went away mid-execution: nothing was acknowledged; run it again (replaying
+            # what was logged) once Redis answers
+            wait_for_redis(resources.client)
+            inv = replace(inv, replay=True)
+
+
+class Heartbeat(threading.Thread):
+    """Keeps this worker's lease alive and its id registered; survives Redis outages."""
+
+    def __init__(self, client: redis.Redis, plat: str, wid: str, lease_s: float) -> None:
+        super().__init__(daemon=True, name="arcus-heartbeat")
+        self.client, self.plat, self.wid, self.lease_s = client, plat, wid, lease_s
+        self.beats = 0
+
+    def beat(self) -> None:
+        pipe = self.client.pipeline(transaction=False)
+        pipe.set(lease_key(self.plat, self.wid), os.getpid(), px=int(self.lease_s * 1000))
+        pipe.sadd(workers_key(self.plat), self.wid)
+        pipe.execute()
+        self.beats += 1
+
+    def run(self) -> None:
+        while True:
+            try:
+                self.beat()
+            except redis.RedisError:
+                pass
+            time.sleep(self.lease_s / 4)
+
+
 def worker_main(slot: int, url: str, plat: str, threads: int, modules: tuple[str, ...],
-                wait_s: float) -> None:
-    """A worker process: take messages from its queue, run each in a thread, reply."""
+                wait_s: float, wid: str = "", lease_s: float = 5.0,
+                paths: tuple[str, ...] = ()) -> None:
+    """A worker process: take messages from its queue, run each in its own thread, reply."""
     signal.signal(signal.SIGINT, signal.SIG_IGN)  # Ctrl-C is the gateway's to handle
+    signal.signal(signal.SIGTERM, signal.SIG_DFL)
+    sys.path[:0] = [p for p in paths if p not in sys.path]
     for module in modules:
         importlib.import_module(module)
+    wid = wid or f"{slot}-{uuid.uuid4().hex[:8]}"
     client = redis.Redis.from_url(url, socket_timeout=None)
-    resources = WorkerResources(client, slot, wait_s).start()
-    pool = ThreadPoolExecutor(max_workers=threads, thread_name_prefix="invoke")
+    listener = redis.Redis.from_url(url, socket_timeout=None, retry=no_retry())
+    resources = WorkerResources(client, slot, wait_s, subscriber_client=listener).start()
+    heartbeat = Heartbeat(client, plat, wid, lease_s)
+    while True:  # registered before the first message can be taken
+        try:
+            heartbeat.beat()
+            break
+        except redis.RedisError:
+            time.sleep(0.1)
+    heartbeat.start()
     parent = os.getppid()
     while os.getppid() == parent:  # the gateway (or its fork server) died: stop too
         try:
-            raw = client.blmove(queue_key(plat, slot), proc_key(plat, slot), 0.5, "LEFT", "RIGHT")
-        except redis.ConnectionError:
+            raw = client.blmove(queue_key(plat, slot), proc_key(plat, wid), 0.5, "LEFT", "RIGHT")
+        except redis.RedisError:
             time.sleep(0.1)
             continue
         if raw is not None:
-            pool.submit(_handle, resources, raw)
+            # one thread per message: a parent blocked on its child never starves the child
+            threading.Thread(target=_handle, args=(resources, raw, wid), daemon=True).start()
     os._exit(0)
 
 
@@ -260,4 +440,4 @@ def _validate(protocol: str, fn: str) -> None:
 
 
 __all__ = ["Ctx", "Invocation", "InvocationError", "WorkerResources", "connect", "dispatch",
-           "execute", "worker_main", "_validate", "mp", "multiprocessing"]
+           "execute", "redeliver", "worker_main", "_validate", "mp", "multiprocessing"]

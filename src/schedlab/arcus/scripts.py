@@ -8,6 +8,12 @@ Key layout of one run (``ns`` keeps runs apart in one Redis):
   index by instance, record storage
 * ``ns:mv:KEY``      sorted set of versions (Halfmoon's multi-version store)
 * ``ns:b:KEY`` + ``ns:b:KEY:ops``, ``ns:rlog:I``, ``ns:intent:I`` - Beldi-style rows and logs
+* ``ns:lock:KEY``    owner instance of a declared key (per-key serialisation)
+* ``ns:done``        sorted set instance -> finish time (log garbage collection)
+* ``ns:req:I``       hash: request record of an idempotency key / async submission
+* ``ns:protocol``    the protocol the namespace is bound to
+* ``P:q:SLOT``, ``P:proc:WID``, ``P:lease:WID``, ``P:workers``, ``P:reply:CALL`` - the runtime's
+  queues, processing lists, worker leases and replies (``P`` = platform name)
 """
 
 from __future__ import annotations
@@ -87,8 +93,77 @@ redis.call('SADD', KEYS[2], ARGV[2])
 return 1
 """
 
+#: take every key for instance ARGV[1], or none: a key is free, held by the instance, or held by
+#: an ancestor (instance ids of children are PARENT.STEP). KEYS[#KEYS] is the commit sequence,
+#: returned on success so the caller's cache token covers the previous holder's writes.
+LOCK_ACQUIRE = """
+local inst = ARGV[1]
+local n = #KEYS - 1
+for i = 1, n do
+  local owner = redis.call('GET', KEYS[i])
+  if owner and owner ~= inst and string.sub(inst, 1, #owner + 1) ~= owner .. '.' then
+    return {0, owner}
+  end
+end
+for i = 1, n do
+  if not redis.call('GET', KEYS[i]) then redis.call('SET', KEYS[i], inst) end
+end
+return {1, tonumber(redis.call('GET', KEYS[#KEYS]) or '0')}
+"""
+
+#: give back the keys instance ARGV[1] holds (never a key another instance took meanwhile)
+LOCK_RELEASE = """
+for i = 1, #KEYS do
+  if redis.call('GET', KEYS[i]) == ARGV[1] then redis.call('DEL', KEYS[i]) end
+end
+return 1
+"""
+
+#: move a worker's processing list (KEYS[1]) to other workers' queues, bumping the delivery
+#: attempt in the ``a<n>:`` prefix; unless forced, only when its lease (KEYS[2]) is gone.
+#: ARGV: platform, slots, the worker's slot, worker id, force
+REDELIVER = """
+if ARGV[5] ~= '1' and redis.call('EXISTS', KEYS[2]) == 1 then return -1 end
+local msgs = redis.call('LRANGE', KEYS[1], 0, -1)
+local slots = tonumber(ARGV[2])
+local dead = tonumber(ARGV[3])
+for i, raw in ipairs(msgs) do
+  local n, body = string.match(raw, '^a(%d+):(.*)$')
+  if n then
+    n = tonumber(n) + 1
+    local target = (dead + i + n) % slots
+    if target == dead and slots > 1 then target = (target + 1) % slots end
+    redis.call('RPUSH', ARGV[1] .. ':q:' .. target, 'a' .. n .. ':' .. body)
+  end
+end
+redis.call('DEL', KEYS[1])
+redis.call('SREM', KEYS[3], ARGV[4])
+return #msgs
+"""
+
+#: an idempotency key's request record: created on first use; a reuse with a different request
+#: (digest ARGV[1]) is refused. Returns {state, digest}
+REQUEST_BEGIN = """
+local cur = redis.call('HGET', KEYS[1], 'digest')
+if cur and cur ~= ARGV[1] then return {'mismatch', cur} end
+if not cur then
+  redis.call('HSET', KEYS[1], 'digest', ARGV[1], 'fn', ARGV[2], 'protocol', ARGV[3],
+             'state', 'pending', 'created', ARGV[4])
+end
+return {redis.call('HGET', KEYS[1], 'state'), ARGV[1]}
+"""
+
+#: bind a namespace to one protocol (first use wins); returns the bound protocol
+BIND_PROTOCOL = """
+local cur = redis.call('GET', KEYS[1])
+if not cur then redis.call('SET', KEYS[1], ARGV[1]); return ARGV[1] end
+return cur
+"""
+
 _SOURCES = dict(cflog_flush=CFLOG_FLUSH, shared_log_order=SHARED_LOG_ORDER,
-                apply_if_newer=APPLY_IF_NEWER, beldi_write=BELDI_WRITE)
+                apply_if_newer=APPLY_IF_NEWER, beldi_write=BELDI_WRITE,
+                lock_acquire=LOCK_ACQUIRE, lock_release=LOCK_RELEASE, redeliver=REDELIVER,
+                request_begin=REQUEST_BEGIN, bind_protocol=BIND_PROTOCOL)
 _LOCK = threading.Lock()
 _REGISTERED: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
 

