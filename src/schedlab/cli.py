@@ -122,6 +122,32 @@ def list_systems(json_out: bool = typer.Option(False, "--json", help="Print JSON
 
 @app.command()
 @handle_errors
+def doctor(json_out: bool = typer.Option(False, "--json", help="Print JSON.")) -> None:
+    """Every optional part: present or not, version, what it enables, how to install it."""
+    from rich.markup import escape
+    from rich.table import Table
+
+    from schedlab.core.doctor import APT_LINE, examine
+
+    findings = examine()
+    if json_out:
+        emit_json(dict(parts=[f.as_dict() for f in findings], apt=APT_LINE))
+        return
+    table = Table("kind", "part", "here", "version / detail", "enables", "install",
+                  title="schedlab doctor")
+    for f in findings:
+        here = "[green]yes[/green]" if f.present else "[red]no[/red]"
+        table.add_row(f.kind, f.name, here, escape(f.version), escape(f.enables),
+                      escape(f.install if not f.present else ""))
+    out_console.print(table)
+    missing = sum(not f.present for f in findings)
+    out_console.print(f"{len(findings) - missing} of {len(findings)} optional parts present. "
+                      "The main job needs none of the tools; for every full-fidelity path: "
+                      f"{APT_LINE}", markup=False)
+
+
+@app.command()
+@handle_errors
 def reproduce(
     systems: list[str] = typer.Argument(None, help="Systems to run (default: all implemented)."),
     quick: bool = typer.Option(False, "--quick", help="Small scale: minutes on 2 cores."),
