@@ -1,13 +1,18 @@
 /* STAND-IN DRIVER, NOT CUDA: a tiny libcuda.so.1 exporting the driver-API symbols the gPooling
- * shim intercepts, so interception, quota enforcement and accounting run for real on machines
- * without a GPU (CI). It models one device:
+ * shim intercepts (with cuda.h's CUDA 12 signatures, including the pre-3.2 unversioned entry
+ * points), so interception, quota enforcement and accounting run for real on machines without a
+ * GPU (CI). It models one device:
  *   - memory: FAKE_CUDA_MEMORY bytes (default 16 GiB) handed out as unique fake addresses; the
- *     driver's own CUDA_ERROR_OUT_OF_MEMORY when the physical device is full;
- *   - kernels: cuLaunchKernel busy-waits gridDimX microseconds, synchronously, so device time is
- *     wall time (a real GPU launches asynchronously; the shim charges that at synchronisation);
- *   - fakecuStats() exposes what the driver really saw, so tests can prove a refused allocation
- *     never reached it.
- * Symbols and signatures follow cuda.h (CUDA 12); nothing here touches real memory.
+ *     driver's own CUDA_ERROR_OUT_OF_MEMORY when the physical device is full. Arrays take the
+ *     size their descriptor implies; a context takes FAKE_CUDA_CONTEXT_BYTES (default 0), a
+ *     module FAKE_CUDA_MODULE_BYTES (default 1 MiB); pinned host memory is counted apart;
+ *   - kernels: every launch family busy-waits gridDimX microseconds, synchronously, so device
+ *     time is wall time (cuGraphLaunch: the graph handle points at an unsigned microsecond count;
+ *     cuLaunch: 0; cuLaunchGrid*: grid width);
+ *   - cuGetProcAddress resolves a base name, version and per-thread-stream flag to the variant,
+ *     as the real driver does (cuMemAlloc at 3010 is the legacy entry point);
+ *   - fakecuStats() exposes what the driver really saw, so tests prove a refused allocation never
+ *     reached it.
  */
 #define _GNU_SOURCE
 #include <pthread.h>
@@ -16,48 +21,61 @@
 #include <string.h>
 #include <time.h>
 
-typedef int CUresult;
-typedef unsigned long long CUdeviceptr;
-typedef void *CUstream;
-typedef void *CUfunction;
-#define OK 0
-#define INVALID_VALUE 1
-#define OUT_OF_MEMORY 2
-#define NOT_FOUND 500
+#include "gpooling_cuda.h"
+
 #define EXPORT __attribute__((visibility("default")))
 
 static pthread_mutex_t lock = PTHREAD_MUTEX_INITIALIZER;
-static uint64_t capacity, used, next_address = 0x7f0000000000ULL;
+static uint64_t capacity, used, host_used, next_address = 0x7f0000000000ULL;
+static uint64_t next_small = 0x10000000ULL; /* 32-bit addresses for the legacy entry points */
 static uint64_t allocs, frees, launches, syncs;
 
-typedef struct { uint64_t key, size; } entry;
+typedef struct { uint64_t key, size; int host; } entry;
 static entry live[1 << 16]; /* enough for tests; a full table is reported as out of memory */
 
-static void init_capacity(void) {
-    if (capacity) return;
-    const char *text = getenv("FAKE_CUDA_MEMORY");
-    capacity = text && *text ? strtoull(text, NULL, 10) : (16ULL << 30);
+static uint64_t env_bytes(const char *name, uint64_t fallback) {
+    const char *text = getenv(name);
+    return text && *text ? strtoull(text, NULL, 10) : fallback;
 }
 
-static CUresult take(unsigned long long *out, uint64_t bytes) {
-    if (!out) return INVALID_VALUE;
-    if (!bytes) return INVALID_VALUE;
+static void init_capacity(void) {
+    if (!capacity) capacity = env_bytes("FAKE_CUDA_MEMORY", 16ULL << 30);
+}
+
+static CUresult take_kind(unsigned long long *out, uint64_t bytes, int host, int small) {
+    if (!out) return CUDA_ERROR_INVALID_VALUE;
     pthread_mutex_lock(&lock);
     init_capacity();
     allocs++;
-    if (bytes > capacity - used) { pthread_mutex_unlock(&lock); return OUT_OF_MEMORY; }
+    if (!host && bytes > capacity - used) {
+        pthread_mutex_unlock(&lock);
+        return CUDA_ERROR_OUT_OF_MEMORY;
+    }
     for (size_t i = 0; i < sizeof live / sizeof *live; i++) {
         if (live[i].key) continue;
-        live[i].key = next_address;
+        uint64_t *next = small ? &next_small : &next_address;
+        live[i].key = *next;
         live[i].size = bytes;
-        *out = next_address;
-        next_address += (bytes + 511) & ~511ULL;
-        used += bytes;
+        live[i].host = host;
+        *out = *next;
+        *next += ((bytes ? bytes : 1) + 511) & ~511ULL;
+        if (host) host_used += bytes; else used += bytes;
         pthread_mutex_unlock(&lock);
-        return OK;
+        return CUDA_SUCCESS;
     }
     pthread_mutex_unlock(&lock);
-    return OUT_OF_MEMORY;
+    return CUDA_ERROR_OUT_OF_MEMORY;
+}
+static CUresult take(unsigned long long *out, uint64_t bytes) {
+    if (!bytes) return CUDA_ERROR_INVALID_VALUE;
+    return take_kind(out, bytes, 0, 0);
+}
+static CUresult take_ptr(void **out, uint64_t bytes, int host) {
+    unsigned long long key = 0;
+    if (!out) return CUDA_ERROR_INVALID_VALUE;
+    CUresult rc = take_kind(&key, bytes, host, 0);
+    if (rc == CUDA_SUCCESS) *out = (void *)(uintptr_t)key;
+    return rc;
 }
 
 static CUresult give_back(uint64_t key) {
@@ -65,23 +83,46 @@ static CUresult give_back(uint64_t key) {
     frees++;
     for (size_t i = 0; i < sizeof live / sizeof *live; i++) {
         if (live[i].key != key || !key) continue;
-        used -= live[i].size;
+        if (live[i].host) host_used -= live[i].size; else used -= live[i].size;
         live[i].key = 0;
         pthread_mutex_unlock(&lock);
-        return OK;
+        return CUDA_SUCCESS;
     }
     pthread_mutex_unlock(&lock);
-    return INVALID_VALUE;
+    return CUDA_ERROR_INVALID_VALUE;
 }
 
-EXPORT CUresult cuInit(unsigned int flags) { (void)flags; init_capacity(); return OK; }
-EXPORT CUresult cuDriverGetVersion(int *v) { *v = 12040; return OK; }
-EXPORT CUresult cuDeviceGetCount(int *n) { *n = 1; return OK; }
+EXPORT CUresult cuInit(unsigned int flags) { (void)flags; init_capacity(); return CUDA_SUCCESS; }
+EXPORT CUresult cuDriverGetVersion(int *v) { *v = 12040; return CUDA_SUCCESS; }
+EXPORT CUresult cuDeviceGetCount(int *n) { *n = 1; return CUDA_SUCCESS; }
+EXPORT CUresult cuDeviceGet(CUdevice *d, int ordinal) {
+    if (!d || ordinal != 0) return CUDA_ERROR_INVALID_VALUE;
+    *d = 0;
+    return CUDA_SUCCESS;
+}
+
+/* ---- linear memory ---- */
 EXPORT CUresult cuMemAlloc_v2(CUdeviceptr *d, size_t n) { return take(d, n); }
+EXPORT CUresult cuMemAlloc(CUdeviceptr_v1 *d, unsigned int n) {
+    unsigned long long key = 0;
+    if (!d || !n) return CUDA_ERROR_INVALID_VALUE;
+    CUresult rc = take_kind(&key, n, 0, 1);
+    if (rc == CUDA_SUCCESS) *d = (CUdeviceptr_v1)key;
+    return rc;
+}
 EXPORT CUresult cuMemAllocManaged(CUdeviceptr *d, size_t n, unsigned f) { (void)f; return take(d, n); }
 EXPORT CUresult cuMemAllocAsync(CUdeviceptr *d, size_t n, CUstream s) { (void)s; return take(d, n); }
 EXPORT CUresult cuMemAllocAsync_ptsz(CUdeviceptr *d, size_t n, CUstream s) {
     (void)s;
+    return take(d, n);
+}
+EXPORT CUresult cuMemAllocFromPoolAsync(CUdeviceptr *d, size_t n, CUmemoryPool p, CUstream s) {
+    (void)p; (void)s;
+    return take(d, n);
+}
+EXPORT CUresult cuMemAllocFromPoolAsync_ptsz(CUdeviceptr *d, size_t n, CUmemoryPool p,
+                                             CUstream s) {
+    (void)p; (void)s;
     return take(d, n);
 }
 EXPORT CUresult cuMemAllocPitch_v2(CUdeviceptr *d, size_t *pitch, size_t w, size_t h,
@@ -90,30 +131,172 @@ EXPORT CUresult cuMemAllocPitch_v2(CUdeviceptr *d, size_t *pitch, size_t w, size
     *pitch = (w + 511) & ~(size_t)511; /* rows padded to 512 bytes, as real drivers pad */
     return take(d, (uint64_t)*pitch * h);
 }
+EXPORT CUresult cuMemAllocPitch(CUdeviceptr_v1 *d, unsigned int *pitch, unsigned int w,
+                                unsigned int h, unsigned int e) {
+    (void)e;
+    unsigned long long key = 0;
+    *pitch = (w + 511) & ~511U;
+    CUresult rc = take_kind(&key, (uint64_t)*pitch * h, 0, 1);
+    if (rc == CUDA_SUCCESS) *d = (CUdeviceptr_v1)key;
+    return rc;
+}
 EXPORT CUresult cuMemFree_v2(CUdeviceptr d) { return give_back(d); }
+EXPORT CUresult cuMemFree(CUdeviceptr_v1 d) { return give_back(d); }
 EXPORT CUresult cuMemFreeAsync(CUdeviceptr d, CUstream s) { (void)s; return give_back(d); }
 EXPORT CUresult cuMemFreeAsync_ptsz(CUdeviceptr d, CUstream s) { (void)s; return give_back(d); }
-EXPORT CUresult cuMemCreate(unsigned long long *h, size_t n, const void *p, unsigned long long f) {
+
+/* ---- virtual memory management ---- */
+EXPORT CUresult cuMemCreate(CUmemGenericAllocationHandle *h, size_t n, const void *p,
+                            unsigned long long f) {
     (void)p; (void)f;
     return take(h, n);
 }
-EXPORT CUresult cuMemRelease(unsigned long long h) { return give_back(h); }
+EXPORT CUresult cuMemRelease(CUmemGenericAllocationHandle h) { return give_back(h); }
+EXPORT CUresult cuMemAddressReserve(CUdeviceptr *ptr, size_t size, size_t align, CUdeviceptr addr,
+                                    unsigned long long flags) {
+    (void)align; (void)addr; (void)flags;
+    pthread_mutex_lock(&lock);
+    *ptr = next_address;
+    next_address += (size + 511) & ~511ULL;
+    pthread_mutex_unlock(&lock);
+    return CUDA_SUCCESS;
+}
+EXPORT CUresult cuMemMap(CUdeviceptr ptr, size_t size, size_t offset,
+                         CUmemGenericAllocationHandle h, unsigned long long flags) {
+    (void)ptr; (void)size; (void)offset; (void)flags;
+    return h ? CUDA_SUCCESS : CUDA_ERROR_INVALID_VALUE;
+}
+EXPORT CUresult cuMemUnmap(CUdeviceptr ptr, size_t size) { (void)ptr; (void)size; return CUDA_SUCCESS; }
 
+/* ---- arrays ---- */
+static CUresult take_array(void **out, uint64_t bytes) {
+    if (!out || bytes == UINT64_MAX || !bytes) return CUDA_ERROR_INVALID_VALUE;
+    return take_ptr(out, bytes, 0);
+}
+EXPORT CUresult cuArrayCreate_v2(CUarray *out, const CUDA_ARRAY_DESCRIPTOR *d) {
+    if (!d) return CUDA_ERROR_INVALID_VALUE;
+    return take_array(out, gp_array_bytes(d->Width, d->Height, 0, d->Format, d->NumChannels, 0, 1));
+}
+EXPORT CUresult cuArrayCreate(CUarray *out, const CUDA_ARRAY_DESCRIPTOR_v1 *d) {
+    if (!d) return CUDA_ERROR_INVALID_VALUE;
+    return take_array(out, gp_array_bytes(d->Width, d->Height, 0, d->Format, d->NumChannels, 0, 1));
+}
+EXPORT CUresult cuArray3DCreate_v2(CUarray *out, const CUDA_ARRAY3D_DESCRIPTOR *d) {
+    if (!d) return CUDA_ERROR_INVALID_VALUE;
+    return take_array(out, gp_array_bytes(d->Width, d->Height, d->Depth, d->Format,
+                                          d->NumChannels, d->Flags, 1));
+}
+EXPORT CUresult cuArray3DCreate(CUarray *out, const CUDA_ARRAY3D_DESCRIPTOR_v1 *d) {
+    if (!d) return CUDA_ERROR_INVALID_VALUE;
+    return take_array(out, gp_array_bytes(d->Width, d->Height, d->Depth, d->Format,
+                                          d->NumChannels, d->Flags, 1));
+}
+EXPORT CUresult cuMipmappedArrayCreate(CUmipmappedArray *out, const CUDA_ARRAY3D_DESCRIPTOR *d,
+                                       unsigned int levels) {
+    if (!d) return CUDA_ERROR_INVALID_VALUE;
+    return take_array(out, gp_array_bytes(d->Width, d->Height, d->Depth, d->Format,
+                                          d->NumChannels, d->Flags, levels));
+}
+EXPORT CUresult cuArrayDestroy(CUarray a) { return give_back((uintptr_t)a); }
+EXPORT CUresult cuMipmappedArrayDestroy(CUmipmappedArray a) { return give_back((uintptr_t)a); }
+
+/* ---- pinned host memory ---- */
+EXPORT CUresult cuMemAllocHost_v2(void **p, size_t n) { return take_ptr(p, n, 1); }
+EXPORT CUresult cuMemAllocHost(void **p, unsigned int n) { return take_ptr(p, n, 1); }
+EXPORT CUresult cuMemHostAlloc(void **p, size_t n, unsigned int f) { (void)f; return take_ptr(p, n, 1); }
+EXPORT CUresult cuMemFreeHost(void *p) { return give_back((uintptr_t)p); }
+
+/* ---- contexts and modules ---- */
+static CUresult new_context(CUcontext *ctx) {
+    return take_ptr(ctx, env_bytes("FAKE_CUDA_CONTEXT_BYTES", 0), 0);
+}
+EXPORT CUresult cuCtxCreate_v2(CUcontext *c, unsigned f, CUdevice d) { (void)f; (void)d; return new_context(c); }
+EXPORT CUresult cuCtxCreate(CUcontext *c, unsigned f, CUdevice d) { (void)f; (void)d; return new_context(c); }
+EXPORT CUresult cuCtxCreate_v3(CUcontext *c, void *p, int n, unsigned f, CUdevice d) {
+    (void)p; (void)n; (void)f; (void)d;
+    return new_context(c);
+}
+EXPORT CUresult cuCtxCreate_v4(CUcontext *c, void *p, unsigned f, CUdevice d) {
+    (void)p; (void)f; (void)d;
+    return new_context(c);
+}
+EXPORT CUresult cuCtxDestroy_v2(CUcontext c) { return give_back((uintptr_t)c); }
+EXPORT CUresult cuCtxDestroy(CUcontext c) { return give_back((uintptr_t)c); }
+static CUcontext primary;
+static int primary_refs;
+EXPORT CUresult cuDevicePrimaryCtxRetain(CUcontext *c, CUdevice d) {
+    if (d != 0 || !c) return CUDA_ERROR_INVALID_VALUE;
+    if (!primary_refs) {
+        CUresult rc = new_context(&primary);
+        if (rc != CUDA_SUCCESS) return rc;
+    }
+    primary_refs++;
+    *c = primary;
+    return CUDA_SUCCESS;
+}
+static CUresult drop_primary(CUdevice d, int reset) {
+    if (d != 0 || !primary_refs) return CUDA_ERROR_INVALID_VALUE;
+    if (reset || --primary_refs == 0) {
+        primary_refs = 0;
+        return give_back((uintptr_t)primary);
+    }
+    return CUDA_SUCCESS;
+}
+EXPORT CUresult cuDevicePrimaryCtxRelease_v2(CUdevice d) { return drop_primary(d, 0); }
+EXPORT CUresult cuDevicePrimaryCtxRelease(CUdevice d) { return drop_primary(d, 0); }
+EXPORT CUresult cuDevicePrimaryCtxReset_v2(CUdevice d) { return drop_primary(d, 1); }
+EXPORT CUresult cuDevicePrimaryCtxReset(CUdevice d) { return drop_primary(d, 1); }
+static CUresult new_module(void **m) { return take_ptr(m, env_bytes("FAKE_CUDA_MODULE_BYTES", 1 << 20), 0); }
+EXPORT CUresult cuModuleLoad(CUmodule *m, const char *f) { (void)f; return new_module(m); }
+EXPORT CUresult cuModuleLoadData(CUmodule *m, const void *i) { (void)i; return new_module(m); }
+EXPORT CUresult cuModuleLoadDataEx(CUmodule *m, const void *i, unsigned n, void *o, void **v) {
+    (void)i; (void)n; (void)o; (void)v;
+    return new_module(m);
+}
+EXPORT CUresult cuModuleLoadFatBinary(CUmodule *m, const void *i) { (void)i; return new_module(m); }
+EXPORT CUresult cuModuleUnload(CUmodule m) { return give_back((uintptr_t)m); }
+EXPORT CUresult cuLibraryLoadData(CUlibrary *l, const void *c, void *jo, void **jv, unsigned nj,
+                                  void *lo, void **lv, unsigned nl) {
+    (void)c; (void)jo; (void)jv; (void)nj; (void)lo; (void)lv; (void)nl;
+    return new_module(l);
+}
+EXPORT CUresult cuLibraryLoadFromFile(CUlibrary *l, const char *f, void *jo, void **jv,
+                                      unsigned nj, void *lo, void **lv, unsigned nl) {
+    (void)f; (void)jo; (void)jv; (void)nj; (void)lo; (void)lv; (void)nl;
+    return new_module(l);
+}
+EXPORT CUresult cuLibraryUnload(CUlibrary l) { return give_back((uintptr_t)l); }
+
+/* ---- memory queries ---- */
 EXPORT CUresult cuMemGetInfo_v2(size_t *free_bytes, size_t *total) {
     pthread_mutex_lock(&lock);
     init_capacity();
     *free_bytes = capacity - used;
     *total = capacity;
     pthread_mutex_unlock(&lock);
-    return OK;
+    return CUDA_SUCCESS;
 }
-EXPORT CUresult cuDeviceTotalMem_v2(size_t *bytes, int dev) {
+EXPORT CUresult cuMemGetInfo(unsigned int *free_bytes, unsigned int *total) {
+    size_t f = 0, t = 0;
+    cuMemGetInfo_v2(&f, &t);
+    *free_bytes = f > 0xffffffffULL ? 0xffffffffU : (unsigned)f;
+    *total = t > 0xffffffffULL ? 0xffffffffU : (unsigned)t;
+    return CUDA_SUCCESS;
+}
+EXPORT CUresult cuDeviceTotalMem_v2(size_t *bytes, CUdevice dev) {
     (void)dev;
     init_capacity();
     *bytes = capacity;
-    return OK;
+    return CUDA_SUCCESS;
+}
+EXPORT CUresult cuDeviceTotalMem(unsigned int *bytes, CUdevice dev) {
+    (void)dev;
+    init_capacity();
+    *bytes = capacity > 0xffffffffULL ? 0xffffffffU : (unsigned)capacity;
+    return CUDA_SUCCESS;
 }
 
+/* ---- launches ---- */
 static void busy_us(unsigned us) {
     if (!us) return;
     struct timespec a, b;
@@ -126,7 +309,7 @@ static void busy_us(unsigned us) {
 static CUresult run_kernel(unsigned gx) {
     __atomic_fetch_add(&launches, 1, __ATOMIC_RELAXED);
     busy_us(gx);
-    return OK;
+    return CUDA_SUCCESS;
 }
 EXPORT CUresult cuLaunchKernel(CUfunction f, unsigned gx, unsigned gy, unsigned gz, unsigned bx,
                                unsigned by, unsigned bz, unsigned sm, CUstream s, void **p,
@@ -148,65 +331,120 @@ EXPORT CUresult cuLaunchKernelEx(const void *c, CUfunction f, void **p, void **e
 EXPORT CUresult cuLaunchKernelEx_ptsz(const void *c, CUfunction f, void **p, void **e) {
     return cuLaunchKernelEx(c, f, p, e);
 }
-EXPORT CUresult cuCtxSynchronize(void) { __atomic_fetch_add(&syncs, 1, __ATOMIC_RELAXED); return OK; }
+EXPORT CUresult cuLaunchCooperativeKernel(CUfunction f, unsigned gx, unsigned gy, unsigned gz,
+                                          unsigned bx, unsigned by, unsigned bz, unsigned sm,
+                                          CUstream s, void **p) {
+    (void)f; (void)gy; (void)gz; (void)bx; (void)by; (void)bz; (void)sm; (void)s; (void)p;
+    return run_kernel(gx);
+}
+EXPORT CUresult cuLaunchCooperativeKernel_ptsz(CUfunction f, unsigned gx, unsigned gy,
+                                               unsigned gz, unsigned bx, unsigned by, unsigned bz,
+                                               unsigned sm, CUstream s, void **p) {
+    return cuLaunchCooperativeKernel(f, gx, gy, gz, bx, by, bz, sm, s, p);
+}
+EXPORT CUresult cuLaunchCooperativeKernelMultiDevice(CUDA_LAUNCH_PARAMS *l, unsigned n,
+                                                     unsigned flags) {
+    (void)flags;
+    for (unsigned i = 0; l && i < n; i++) run_kernel(l[i].gridDimX);
+    return CUDA_SUCCESS;
+}
+EXPORT CUresult cuGraphLaunch(CUgraphExec g, CUstream s) {
+    (void)s;
+    return run_kernel(g ? *(const unsigned *)g : 0);
+}
+EXPORT CUresult cuGraphLaunch_ptsz(CUgraphExec g, CUstream s) { return cuGraphLaunch(g, s); }
+EXPORT CUresult cuLaunch(CUfunction f) { (void)f; return run_kernel(0); }
+EXPORT CUresult cuLaunchGrid(CUfunction f, int w, int h) {
+    (void)f; (void)h;
+    return run_kernel(w > 0 ? (unsigned)w : 0);
+}
+EXPORT CUresult cuLaunchGridAsync(CUfunction f, int w, int h, CUstream s) {
+    (void)s;
+    return cuLaunchGrid(f, w, h);
+}
+EXPORT CUresult cuCtxSynchronize(void) { __atomic_fetch_add(&syncs, 1, __ATOMIC_RELAXED); return CUDA_SUCCESS; }
 EXPORT CUresult cuStreamSynchronize(CUstream s) { (void)s; return cuCtxSynchronize(); }
 EXPORT CUresult cuStreamSynchronize_ptsz(CUstream s) { (void)s; return cuCtxSynchronize(); }
+EXPORT CUresult cuEventSynchronize(CUevent e) { (void)e; return cuCtxSynchronize(); }
 
-/* what the driver really saw: used bytes, allocation calls, frees, launches, syncs */
-EXPORT void fakecuStats(uint64_t out[5]) {
+/* what the driver really saw: device bytes used, allocation calls, frees, launches, syncs,
+ * pinned host bytes */
+EXPORT void fakecuStats(uint64_t out[6]) {
     pthread_mutex_lock(&lock);
     out[0] = used; out[1] = allocs; out[2] = frees; out[3] = launches; out[4] = syncs;
+    out[5] = host_used;
     pthread_mutex_unlock(&lock);
 }
 
-typedef struct { const char *name; void *fn; } symbol;
 EXPORT CUresult cuGetProcAddress(const char *name, void **pfn, int version,
                                  unsigned long long flags);
 EXPORT CUresult cuGetProcAddress_v2(const char *name, void **pfn, int version,
                                     unsigned long long flags, int *status);
 
+#define SYM(n) {#n, (void *)n}
+typedef struct { const char *name; void *fn; } symbol;
 static const symbol symbols[] = {
-    {"cuInit", (void *)cuInit}, {"cuDriverGetVersion", (void *)cuDriverGetVersion},
-    {"cuDeviceGetCount", (void *)cuDeviceGetCount}, {"cuMemAlloc_v2", (void *)cuMemAlloc_v2},
-    {"cuMemAllocManaged", (void *)cuMemAllocManaged},
-    {"cuMemAllocAsync", (void *)cuMemAllocAsync},
-    {"cuMemAllocAsync_ptsz", (void *)cuMemAllocAsync_ptsz},
-    {"cuMemAllocPitch_v2", (void *)cuMemAllocPitch_v2}, {"cuMemFree_v2", (void *)cuMemFree_v2},
-    {"cuMemFreeAsync", (void *)cuMemFreeAsync}, {"cuMemFreeAsync_ptsz", (void *)cuMemFreeAsync_ptsz},
-    {"cuMemCreate", (void *)cuMemCreate}, {"cuMemRelease", (void *)cuMemRelease},
-    {"cuMemGetInfo_v2", (void *)cuMemGetInfo_v2},
-    {"cuDeviceTotalMem_v2", (void *)cuDeviceTotalMem_v2},
-    {"cuLaunchKernel", (void *)cuLaunchKernel}, {"cuLaunchKernel_ptsz", (void *)cuLaunchKernel_ptsz},
-    {"cuLaunchKernelEx", (void *)cuLaunchKernelEx},
-    {"cuLaunchKernelEx_ptsz", (void *)cuLaunchKernelEx_ptsz},
-    {"cuCtxSynchronize", (void *)cuCtxSynchronize},
-    {"cuStreamSynchronize", (void *)cuStreamSynchronize},
-    {"cuStreamSynchronize_ptsz", (void *)cuStreamSynchronize_ptsz},
-    {"cuGetProcAddress", (void *)cuGetProcAddress},
-    {"cuGetProcAddress_v2", (void *)cuGetProcAddress_v2},
+    SYM(cuInit), SYM(cuDriverGetVersion), SYM(cuDeviceGetCount), SYM(cuDeviceGet),
+    SYM(cuMemAlloc), SYM(cuMemAlloc_v2), SYM(cuMemAllocManaged), SYM(cuMemAllocAsync),
+    SYM(cuMemAllocAsync_ptsz), SYM(cuMemAllocFromPoolAsync), SYM(cuMemAllocFromPoolAsync_ptsz),
+    SYM(cuMemAllocPitch), SYM(cuMemAllocPitch_v2), SYM(cuMemFree), SYM(cuMemFree_v2),
+    SYM(cuMemFreeAsync), SYM(cuMemFreeAsync_ptsz), SYM(cuMemCreate), SYM(cuMemRelease),
+    SYM(cuMemAddressReserve), SYM(cuMemMap), SYM(cuMemUnmap), SYM(cuArrayCreate),
+    SYM(cuArrayCreate_v2), SYM(cuArray3DCreate), SYM(cuArray3DCreate_v2),
+    SYM(cuMipmappedArrayCreate), SYM(cuArrayDestroy), SYM(cuMipmappedArrayDestroy),
+    SYM(cuMemAllocHost), SYM(cuMemAllocHost_v2), SYM(cuMemHostAlloc), SYM(cuMemFreeHost),
+    SYM(cuCtxCreate), SYM(cuCtxCreate_v2), SYM(cuCtxCreate_v3), SYM(cuCtxCreate_v4),
+    SYM(cuCtxDestroy), SYM(cuCtxDestroy_v2), SYM(cuDevicePrimaryCtxRetain),
+    SYM(cuDevicePrimaryCtxRelease), SYM(cuDevicePrimaryCtxRelease_v2),
+    SYM(cuDevicePrimaryCtxReset), SYM(cuDevicePrimaryCtxReset_v2), SYM(cuModuleLoad),
+    SYM(cuModuleLoadData), SYM(cuModuleLoadDataEx), SYM(cuModuleLoadFatBinary),
+    SYM(cuModuleUnload), SYM(cuLibraryLoadData), SYM(cuLibraryLoadFromFile),
+    SYM(cuLibraryUnload), SYM(cuMemGetInfo), SYM(cuMemGetInfo_v2), SYM(cuDeviceTotalMem),
+    SYM(cuDeviceTotalMem_v2), SYM(cuLaunchKernel), SYM(cuLaunchKernel_ptsz),
+    SYM(cuLaunchKernelEx), SYM(cuLaunchKernelEx_ptsz), SYM(cuLaunchCooperativeKernel),
+    SYM(cuLaunchCooperativeKernel_ptsz), SYM(cuLaunchCooperativeKernelMultiDevice),
+    SYM(cuGraphLaunch), SYM(cuGraphLaunch_ptsz), SYM(cuLaunch), SYM(cuLaunchGrid),
+    SYM(cuLaunchGridAsync), SYM(cuCtxSynchronize), SYM(cuStreamSynchronize),
+    SYM(cuStreamSynchronize_ptsz), SYM(cuEventSynchronize), SYM(cuGetProcAddress),
+    SYM(cuGetProcAddress_v2),
 };
 
-static const char *const v2_names[] = {"cuMemAlloc", "cuMemAllocPitch", "cuMemFree", "cuMemGetInfo",
-                                       "cuDeviceTotalMem"};
-static const char *const ptsz_names[] = {"cuLaunchKernel", "cuLaunchKernelEx", "cuStreamSynchronize",
-                                         "cuMemAllocAsync", "cuMemFreeAsync"};
+/* base name -> (suffix, first version): the real driver's per-version variants */
+typedef struct { const char *base, *suffix; int version; } variant;
+static const variant variants[] = {
+    {"cuMemAlloc", "_v2", 3020}, {"cuMemAllocPitch", "_v2", 3020}, {"cuMemFree", "_v2", 3020},
+    {"cuMemGetInfo", "_v2", 3020}, {"cuDeviceTotalMem", "_v2", 3020},
+    {"cuMemAllocHost", "_v2", 3020}, {"cuArrayCreate", "_v2", 3020},
+    {"cuArray3DCreate", "_v2", 3020}, {"cuCtxCreate", "_v2", 3020},
+    {"cuCtxCreate", "_v3", 11040}, {"cuCtxCreate", "_v4", 12050}, {"cuCtxDestroy", "_v2", 4000},
+    {"cuDevicePrimaryCtxRelease", "_v2", 11000}, {"cuDevicePrimaryCtxReset", "_v2", 11000},
+    {"cuGetProcAddress", "_v2", 12000},
+};
+static const char *const ptsz_names[] = {
+    "cuLaunchKernel", "cuLaunchKernelEx", "cuStreamSynchronize", "cuMemAllocAsync",
+    "cuMemFreeAsync", "cuMemAllocFromPoolAsync", "cuLaunchCooperativeKernel", "cuGraphLaunch"};
 
-/* like the real driver: a base name plus the caller's CUDA version picks the exported variant */
 static CUresult lookup(const char *name, void **pfn, int version, unsigned long long flags) {
     char full[96];
     const char *suffix = "";
-    for (size_t i = 0; i < sizeof v2_names / sizeof *v2_names; i++)
-        if (!strcmp(name, v2_names[i]) && version >= 3020) suffix = "_v2";
+    int best = -1;
+    if (!name || !pfn) return CUDA_ERROR_INVALID_VALUE;
+    for (size_t i = 0; i < sizeof variants / sizeof *variants; i++)
+        if (!strcmp(name, variants[i].base) && version >= variants[i].version &&
+            variants[i].version > best) {
+            suffix = variants[i].suffix;
+            best = variants[i].version;
+        }
     for (size_t i = 0; i < sizeof ptsz_names / sizeof *ptsz_names; i++)
-        if (!strcmp(name, ptsz_names[i]) && (flags & 2ULL)) suffix = "_ptsz";
-    if (!strcmp(name, "cuGetProcAddress") && version >= 12000) suffix = "_v2";
-    if (strlen(name) + strlen(suffix) >= sizeof full) return NOT_FOUND;
+        if (!strcmp(name, ptsz_names[i]) && (flags & CU_GET_PROC_ADDRESS_PER_THREAD_DEFAULT_STREAM))
+            suffix = "_ptsz";
+    if (strlen(name) + strlen(suffix) >= sizeof full) return CUDA_ERROR_NOT_FOUND;
     strcpy(full, name);
     strcat(full, suffix);
     for (size_t i = 0; i < sizeof symbols / sizeof *symbols; i++)
-        if (!strcmp(full, symbols[i].name)) { *pfn = symbols[i].fn; return OK; }
+        if (!strcmp(full, symbols[i].name)) { *pfn = symbols[i].fn; return CUDA_SUCCESS; }
     *pfn = NULL;
-    return NOT_FOUND;
+    return CUDA_ERROR_NOT_FOUND;
 }
 EXPORT CUresult cuGetProcAddress(const char *name, void **pfn, int version,
                                  unsigned long long flags) {
@@ -215,6 +453,6 @@ EXPORT CUresult cuGetProcAddress(const char *name, void **pfn, int version,
 EXPORT CUresult cuGetProcAddress_v2(const char *name, void **pfn, int version,
                                     unsigned long long flags, int *status) {
     CUresult rc = lookup(name, pfn, version, flags);
-    if (status) *status = rc == OK ? 0 : 1; /* SUCCESS, SYMBOL_NOT_FOUND */
+    if (status) *status = rc == CUDA_SUCCESS ? 0 : 1; /* SUCCESS, SYMBOL_NOT_FOUND */
     return rc;
 }

@@ -175,13 +175,14 @@ static int step(char **argv, int i, int argc) {
         return 1;
     }
     if (!strcmp(op, "stats")) {
-        uint64_t s[5] = {0};
+        uint64_t s[6] = {0};
         stats_t st = (stats_t)dlsym(lib, "fakecuStats");
         if (st) st(s);
         printf("{\"op\":\"stats\",\"driver_used\":%llu,\"driver_allocs\":%llu,"
-               "\"driver_frees\":%llu,\"driver_launches\":%llu,\"driver_syncs\":%llu}\n",
+               "\"driver_frees\":%llu,\"driver_launches\":%llu,\"driver_syncs\":%llu,"
+               "\"driver_host\":%llu}\n",
                (unsigned long long)s[0], (unsigned long long)s[1], (unsigned long long)s[2],
-               (unsigned long long)s[3], (unsigned long long)s[4]);
+               (unsigned long long)s[3], (unsigned long long)s[4], (unsigned long long)s[5]);
         return 0;
     }
     if (!strcmp(op, "sleep")) {

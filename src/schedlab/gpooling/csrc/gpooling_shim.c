@@ -1,33 +1,43 @@
-/* gPooling data plane: an LD_PRELOAD shim over the CUDA driver API.
+/* gPooling data plane: an LD_PRELOAD shim over the CUDA driver API (and NVML's memory query).
  *
  * gPooling (../shared/papers/14-gpooling.md) builds elastic virtual devices by intercepting the
  * driver, below every framework, so one mechanism works for any CUDA program. This shim
  *   - refuses an allocation that would take the virtual device past its memory quota with the
- *     driver's own CUDA_ERROR_OUT_OF_MEMORY (the real driver is never asked, so a job can never
- *     take memory that belongs to another virtual device on the same GPU);
- *   - reports the quota, not the physical size, from cuMemGetInfo / cuDeviceTotalMem, so
- *     frameworks size their caches to the virtual device;
- *   - time-slices kernel launches with a token bucket: a virtual device with compute share s may
- *     be charged s seconds of device time per second (burst s * window);
- *   - counts everything in a region shared by all processes of the virtual device (mmap'ed file
- *     named by GPOOLING_SHM, see gpooling_shared.h), which the control plane reads as usage.
+ *     driver's own CUDA_ERROR_OUT_OF_MEMORY, the real driver never asked; every allocation
+ *     family is covered (linear, pitched, managed, stream-ordered and pool, arrays, 3D and
+ *     mipmapped arrays, VMM cuMemCreate, the pre-3.2 unversioned entry points, contexts and
+ *     modules; pinned host memory against its own limit);
+ *   - reports the quota from cuMemGetInfo / cuDeviceTotalMem / nvmlDeviceGetMemoryInfo(_v2);
+ *   - time-slices every launch family (cuLaunchKernel(Ex), cooperative, graph, legacy cuLaunch*)
+ *     with a token bucket: share s buys s seconds of device time per second (burst s * window);
+ *   - fails closed: no readable, valid limits (or a revoked device) refuses every allocation and
+ *     launch, with one line on stderr saying why.
  *
- * Symbols reach the application three ways and all three are covered: direct linking (this
- * library's exported cu* functions interpose), dlopen + dlsym (dlsym is interposed), and
- * cuGetProcAddress (the CUDA runtime's path since 11.3; its answer is swapped for our wrapper).
- * The real functions come from GPOOLING_REAL_LIBCUDA (default libcuda.so.1).
+ * Lookups: direct linking (the exported cu* functions interpose), dlsym and dlvsym (interposed;
+ * any answer that is, by name or by address, an intercepted function becomes our wrapper, and
+ * asking for dlsym/dlvsym/dlmopen themselves gets ours), cuGetProcAddress(_v2) (every version
+ * and _ptsz flavour), dlmopen into a new namespace (loaded in the base namespace instead, where
+ * the shim is). The shim's own access to the real dlsym/dlvsym/dlopen comes from a lookup in
+ * libc's ELF symbol table, so it cannot be redirected by anything the application interposes.
+ *
+ * State: see gpooling_shared.h (read-only limits region, shared usage region). The real driver
+ * is GPOOLING_REAL_LIBCUDA (default libcuda.so.1), NVML GPOOLING_REAL_LIBNVML.
  *
  * Charging model: a launch costs the wall time of the real call (the stand-in driver runs
- * kernels synchronously, so that is the kernel time) plus the time the next synchronisation
- * waits; on a real GPU launches are asynchronous and the device time shows up at the sync.
+ * kernels synchronously) plus the time synchronisation waits; on a real GPU launches are
+ * asynchronous and their device time shows up at the next synchronisation.
  */
 #define _GNU_SOURCE
 #include <dlfcn.h>
+#include <elf.h>
 #include <errno.h>
 #include <fcntl.h>
+#include <link.h>
 #include <pthread.h>
 #include <signal.h>
+#include <stdarg.h>
 #include <stdint.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/mman.h>
@@ -35,24 +45,39 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "gpooling_cuda.h"
 #include "gpooling_shared.h"
 
-typedef int CUresult;
-typedef unsigned long long CUdeviceptr;
-typedef void *CUstream;
-typedef void *CUfunction;
-typedef int CUdevice;
-#define CUDA_SUCCESS 0
-#define CUDA_ERROR_OUT_OF_MEMORY 2
-#define CUDA_ERROR_NOT_FOUND 500
-#define GPA_PER_THREAD_STREAM (1ULL << 1)
+#ifndef F_SEAL_FUTURE_WRITE
+#define F_SEAL_FUTURE_WRITE 0x0010
+#endif
 #define EXPORT __attribute__((visibility("default")))
-#define GPOOLING_REAPING ((uint64_t)-1)
 
-/* ---- the shared region ------------------------------------------------------------------- */
+/* ---- messages ----------------------------------------------------------------------------- */
 
-static gpooling_region *region;
-static gpooling_region private_region; /* used when GPOOLING_SHM is not set */
+static int said[8];
+static void say_once(int topic, const char *fmt, ...) {
+    if (__atomic_exchange_n(&said[topic], 1, __ATOMIC_RELAXED)) return;
+    char line[512];
+    va_list ap;
+    va_start(ap, fmt);
+    int n = vsnprintf(line, sizeof line - 1, fmt, ap);
+    va_end(ap);
+    if (n < 0) return;
+    if (n > (int)sizeof line - 2) n = sizeof line - 2;
+    line[n++] = '\n';
+    ssize_t ignored = write(2, line, (size_t)n);
+    (void)ignored;
+}
+enum { SAY_CLOSED, SAY_REVOKED, SAY_TABLE, SAY_DLMOPEN };
+
+/* ---- the regions ---------------------------------------------------------------------------- */
+
+static gpooling_usage *U;
+static const gpooling_limits *L;
+static gpooling_usage private_usage;
+static gpooling_limits private_limits;
+static char closed_reason[4400]; /* non-empty: fail closed */
 static pthread_once_t init_once = PTHREAD_ONCE_INIT;
 
 static uint64_t now_ns(void) {
@@ -61,113 +86,291 @@ static uint64_t now_ns(void) {
     return (uint64_t)ts.tv_sec * 1000000000ULL + (uint64_t)ts.tv_nsec;
 }
 
-static uint64_t env_u64(const char *name, uint64_t fallback) {
-    const char *text = getenv(name);
-    if (!text || !*text) return fallback;
-    return strtoull(text, NULL, 10);
+static void close_with(const char *fmt, const char *what, int err) {
+    snprintf(closed_reason, sizeof closed_reason, fmt, what ? what : "",
+             err ? strerror(err) : "");
 }
 
-static void fill_from_env(gpooling_region *r) {
-    const char *share = getenv("GPOOLING_COMPUTE_SHARE");
-    double s = share && *share ? strtod(share, NULL) : 1.0;
-    if (!(s > 0.0)) s = 1.0;
-    r->version = GPOOLING_VERSION;
-    r->memory_limit = env_u64("GPOOLING_MEMORY_LIMIT", 0);
-    r->share_ppm = s >= 1.0 ? 1000000ULL : (uint64_t)(s * 1e6 + 0.5);
-    r->window_ns = env_u64("GPOOLING_WINDOW_MS", 100) * 1000000ULL;
-    r->tokens_ns = (int64_t)((double)r->window_ns * s);
-    r->last_refill_ns = now_ns();
-}
-
-static gpooling_region *map_shared(const char *path) {
-    int fd = open(path, O_RDWR | O_CREAT | O_CLOEXEC, 0600);
+static void *map_file(const char *path, int fd, size_t size, int writable) {
+    int own = fd < 0;
+    if (own) fd = open(path, (writable ? O_RDWR : O_RDONLY) | O_CLOEXEC);
     if (fd < 0) return NULL;
     struct stat st;
-    if (fstat(fd, &st) != 0 || (st.st_size < (off_t)sizeof(gpooling_region) &&
-                                ftruncate(fd, sizeof(gpooling_region)) != 0)) {
-        close(fd);
-        return NULL;
-    }
-    void *p = mmap(NULL, sizeof(gpooling_region), PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
-    close(fd);
-    if (p == MAP_FAILED) return NULL;
-    gpooling_region *r = p;
-    uint64_t expected = 0;
-    /* first process to arrive initialises from its environment; the others wait for it */
-    if (__atomic_compare_exchange_n(&r->magic, &expected, GPOOLING_INITIALISING, 0,
-                                    __ATOMIC_ACQ_REL, __ATOMIC_ACQUIRE)) {
-        fill_from_env(r);
-        __atomic_store_n(&r->magic, GPOOLING_MAGIC, __ATOMIC_RELEASE);
-    }
-    while (__atomic_load_n(&r->magic, __ATOMIC_ACQUIRE) != GPOOLING_MAGIC) usleep(100);
-    return r;
+    void *p = MAP_FAILED;
+    if (fstat(fd, &st) == 0 && st.st_size >= (off_t)size)
+        p = mmap(NULL, size, PROT_READ | (writable ? PROT_WRITE : 0), MAP_SHARED, fd, 0);
+    else
+        errno = EINVAL;
+    int saved = errno;
+    close(fd); /* the mapping stays; no descriptor is left for the job to find */
+    errno = saved;
+    return p == MAP_FAILED ? NULL : p;
 }
 
-/* Give back what dead processes held: a SIGKILLed job runs no destructor, but its pid slot
- * still says how much it had. Only the process that clears a slot (CAS) subtracts its bytes. */
-static uint64_t reap_region(gpooling_region *r) {
-    uint64_t total = 0;
-    for (int i = 0; i < GPOOLING_PROCS; i++) {
-        uint64_t pid = __atomic_load_n(&r->procs[i].pid, __ATOMIC_ACQUIRE);
-        if (!pid || kill((pid_t)pid, 0) == 0 || errno != ESRCH) continue;
-        if (!__atomic_compare_exchange_n(&r->procs[i].pid, &pid, GPOOLING_REAPING, 0,
-                                         __ATOMIC_ACQ_REL, __ATOMIC_RELAXED))
-            continue;
-        uint64_t bytes = __atomic_exchange_n(&r->procs[i].bytes, 0, __ATOMIC_ACQ_REL);
-        __atomic_fetch_sub(&r->memory_used, bytes, __ATOMIC_ACQ_REL);
-        __atomic_fetch_add(&r->reaped_bytes, bytes, __ATOMIC_RELAXED);
-        __atomic_fetch_sub(&r->live, 1, __ATOMIC_RELAXED);
-        __atomic_store_n(&r->procs[i].pid, 0, __ATOMIC_RELEASE);
-        total += bytes;
+static int limits_valid(const gpooling_limits *l) {
+    return l->magic == GPOOLING_LIMITS_MAGIC && l->version == GPOOLING_VERSION;
+}
+
+static void private_from_env(void) {
+    const char *share = getenv("GPOOLING_COMPUTE_SHARE"), *mem = getenv("GPOOLING_MEMORY_LIMIT");
+    const char *win = getenv("GPOOLING_WINDOW_MS");
+    double s = share && *share ? strtod(share, NULL) : 1.0;
+    if (!(s > 0.0)) s = 1.0;
+    private_limits.magic = GPOOLING_LIMITS_MAGIC;
+    private_limits.version = GPOOLING_VERSION;
+    private_limits.memory_limit = mem && *mem ? strtoull(mem, NULL, 10) : 0;
+    private_limits.share_ppm = s >= 1.0 ? 1000000ULL : (uint64_t)(s * 1e6 + 0.5);
+    private_limits.window_ns = (win && *win ? strtoull(win, NULL, 10) : 100) * 1000000ULL;
+    L = &private_limits;
+}
+
+static void private_usage_init(void) {
+    private_usage.magic = GPOOLING_MAGIC;
+    private_usage.version = GPOOLING_VERSION;
+    private_usage.tokens_ns = (int64_t)(L->window_ns / 1000000ULL * L->share_ppm);
+    private_usage.last_refill_ns = now_ns();
+    U = &private_usage;
+}
+
+/* Where limits come from, in order: GPOOLING_LIMITS_FD (a sealed memfd from the agent),
+ * GPOOLING_LIMITS (a file), "$GPOOLING_SHM.limits", GPOOLING_MEMORY_LIMIT (private mode, this
+ * process only). Nothing at all, or anything unreadable or invalid: closed. */
+static void init_regions(void) {
+    const char *shm = getenv("GPOOLING_SHM"), *lpath = getenv("GPOOLING_LIMITS");
+    const char *lfd = getenv("GPOOLING_LIMITS_FD"), *mem = getenv("GPOOLING_MEMORY_LIMIT");
+    char derived[4096];
+    if (lfd && *lfd) {
+        int fd = atoi(lfd);
+        int seals = fcntl(fd, F_GET_SEALS);
+        if (seals < 0 || !(seals & (F_SEAL_WRITE | F_SEAL_FUTURE_WRITE))) {
+            close_with("GPOOLING_LIMITS_FD=%s is not a write-sealed memfd%s", lfd, 0);
+            if (seals >= 0) close(fd);
+            return;
+        }
+        L = map_file(NULL, fd, GPOOLING_LIMITS_SIZE, 0);
+        if (!L) { close_with("cannot map limits fd %s: %s", lfd, errno); return; }
+    } else if ((lpath && *lpath) || (shm && *shm)) {
+        if (!(lpath && *lpath)) {
+            snprintf(derived, sizeof derived, "%s.limits", shm);
+            lpath = derived;
+        }
+        L = map_file(lpath, -1, GPOOLING_LIMITS_SIZE, 0);
+        if (!L) { close_with("cannot open limits region %s: %s", lpath, errno); return; }
+    } else if (mem && *mem) {
+        private_from_env();
+    } else {
+        close_with("no virtual device configured (GPOOLING_SHM, GPOOLING_LIMITS or "
+                   "GPOOLING_MEMORY_LIMIT)%s%s", "", 0);
+        return;
     }
+    if (!limits_valid(L)) {
+        close_with("limits region %s is not a gPooling limits region (bad magic/version)%s",
+                   lpath ? lpath : lfd, 0);
+        L = NULL;
+        return;
+    }
+    if (shm && *shm) {
+        U = map_file(shm, -1, sizeof(gpooling_usage), 1);
+        if (!U) { close_with("cannot open usage region %s: %s", shm, errno); return; }
+        if (U->magic != GPOOLING_MAGIC || U->version != GPOOLING_VERSION) {
+            close_with("usage region %s is not a gPooling usage region (bad magic/version)%s",
+                       shm, 0);
+            U = NULL;
+        }
+    } else {
+        private_usage_init();
+    }
+}
+
+static void init_all(void) { init_regions(); }
+
+/* 1 when calls may go ahead; else says why once and counts the refusal */
+static int usable(void) {
+    pthread_once(&init_once, init_all);
+    if (closed_reason[0]) {
+        say_once(SAY_CLOSED, "gpooling: %s; refusing every allocation and launch (fail closed)",
+                 closed_reason);
+        return 0;
+    }
+    if (__atomic_load_n(&L->revoked, __ATOMIC_ACQUIRE)) {
+        say_once(SAY_REVOKED, "gpooling: virtual device %.64s was released by its owner; "
+                 "refusing every allocation and launch", L->vdev[0] ? L->vdev : "(unnamed)");
+        __atomic_fetch_add(&U->denied_calls, 1, __ATOMIC_RELAXED);
+        return 0;
+    }
+    return 1;
+}
+
+/* ---- the usage region's lock and process table ------------------------------------------- */
+
+/* The lock word holds the holder's pid. Every change under it is a single aligned store, so the
+ * region is consistent at every instruction and a holder that was SIGKILLed can be taken over. */
+static void lock_usage(gpooling_usage *u) {
+    uint64_t me = (uint64_t)getpid();
+    for (unsigned spins = 1;; spins++) {
+        uint64_t seen = 0;
+        if (__atomic_compare_exchange_n(&u->lock, &seen, me, 0, __ATOMIC_ACQUIRE,
+                                        __ATOMIC_RELAXED))
+            return;
+        if (!(spins & 255) && seen && kill((pid_t)seen, 0) != 0 && errno == ESRCH &&
+            __atomic_compare_exchange_n(&u->lock, &seen, me, 0, __ATOMIC_ACQUIRE,
+                                        __ATOMIC_RELAXED))
+            return;
+        sched_yield();
+    }
+}
+static void unlock_usage(gpooling_usage *u) { __atomic_store_n(&u->lock, 0, __ATOMIC_RELEASE); }
+
+static int my_slot = -1;
+static uint64_t my_bytes, my_host; /* the truth about this process, in private memory */
+
+static void mirror_locked(gpooling_usage *u) {
+    uint64_t dev = 0, host = 0, live = 0, high = u->slots_high;
+    if (high > GPOOLING_PROCS) high = GPOOLING_PROCS;
+    for (uint64_t i = 0; i < high; i++) {
+        if (!u->procs[i].pid) continue;
+        dev += u->procs[i].bytes;
+        host += u->procs[i].host;
+        live++;
+    }
+    while (high && !u->procs[high - 1].pid) high--;
+    u->slots_high = high;
+    u->memory_used = dev;
+    u->host_used = host;
+    u->live = live;
+    if (dev > u->memory_peak) u->memory_peak = dev;
+    if (host > u->host_peak) u->host_peak = host;
+}
+
+/* give back what dead processes held (a SIGKILLed job runs no destructor) */
+static uint64_t reap_locked(gpooling_usage *u) {
+    uint64_t total = 0, high = u->slots_high;
+    if (high > GPOOLING_PROCS) high = GPOOLING_PROCS;
+    for (uint64_t i = 0; i < high; i++) {
+        uint64_t pid = u->procs[i].pid;
+        if (!pid || kill((pid_t)pid, 0) == 0 || errno != ESRCH) continue;
+        total += u->procs[i].bytes;
+        u->procs[i].bytes = 0;
+        u->procs[i].host = 0;
+        u->procs[i].pid = 0;
+        u->reaped_procs++;
+    }
+    u->reaped_bytes += total;
+    mirror_locked(u);
     return total;
 }
 
-/* for the control plane (loaded with ctypes): reap the region at path; bytes given back or -1 */
+/* this process's slot, taking one (and re-asserting what it holds) if needed; -1 if full */
+static int slot_locked(gpooling_usage *u) {
+    uint64_t me = (uint64_t)getpid();
+    if (my_slot >= 0 && u->procs[my_slot].pid == me) {
+        if (u->procs[my_slot].bytes != my_bytes || u->procs[my_slot].host != my_host) {
+            u->tampered++;
+            u->procs[my_slot].bytes = my_bytes;
+            u->procs[my_slot].host = my_host;
+        }
+        return my_slot;
+    }
+    if (my_slot >= 0) u->tampered++; /* someone cleared our slot: take one again */
+    for (int pass = 0; pass < 2; pass++) {
+        for (int i = 0; i < GPOOLING_PROCS; i++) {
+            uint64_t pid = u->procs[i].pid;
+            if (pid == me && my_slot < 0) {
+                /* left by this pid's image before exec(): its memory went with that image */
+                u->reaped_bytes += u->procs[i].bytes;
+                u->procs[i].pid = 0;
+                pid = 0;
+            }
+            if (pid) continue;
+            u->procs[i].bytes = my_bytes;
+            u->procs[i].host = my_host;
+            u->procs[i].pid = me;
+            if ((uint64_t)i >= u->slots_high) u->slots_high = (uint64_t)i + 1;
+            u->attached++;
+            my_slot = i;
+            return i;
+        }
+        reap_locked(u);
+    }
+    return -1;
+}
+
+static uint64_t sum_locked(gpooling_usage *u, int host) {
+    uint64_t total = 0, high = u->slots_high;
+    if (high > GPOOLING_PROCS) high = GPOOLING_PROCS;
+    for (uint64_t i = 0; i < high; i++)
+        if (u->procs[i].pid) total += host ? u->procs[i].host : u->procs[i].bytes;
+    return total;
+}
+
+/* for the agent (loaded with ctypes): reap the usage region at path; bytes given back or -1 */
 EXPORT long long gpooling_reap(const char *path) {
-    int fd = open(path, O_RDWR | O_CLOEXEC);
-    if (fd < 0) return -1;
-    void *p = mmap(NULL, sizeof(gpooling_region), PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
-    close(fd);
-    if (p == MAP_FAILED) return -1;
-    gpooling_region *r = p;
-    long long bytes = r->magic == GPOOLING_MAGIC ? (long long)reap_region(r) : -1;
-    munmap(p, sizeof(gpooling_region));
+    gpooling_usage *u = map_file(path, -1, sizeof(gpooling_usage), 1);
+    if (!u) return -1;
+    long long bytes = -1;
+    if (u->magic == GPOOLING_MAGIC && u->version == GPOOLING_VERSION) {
+        lock_usage(u);
+        bytes = (long long)reap_locked(u);
+        unlock_usage(u);
+    }
+    munmap(u, sizeof(gpooling_usage));
     return bytes;
 }
 
-static int my_slot = -1;
+/* ---- quota accounting ------------------------------------------------------------------- */
 
-static void init_region(void) {
-    const char *path = getenv("GPOOLING_SHM");
-    if (path && *path) region = map_shared(path);
-    if (!region) {
-        fill_from_env(&private_region);
-        private_region.magic = GPOOLING_MAGIC;
-        region = &private_region;
+enum { DEVICE = 0, HOST = 1 };
+
+static int reserve(int kind, uint64_t bytes) {
+    if (!usable()) return 0;
+    gpooling_usage *u = U;
+    __atomic_fetch_add(&u->alloc_calls, 1, __ATOMIC_RELAXED);
+    uint64_t limit = kind == HOST ? __atomic_load_n(&L->host_limit, __ATOMIC_ACQUIRE)
+                                  : __atomic_load_n(&L->memory_limit, __ATOMIC_ACQUIRE);
+    lock_usage(u);
+    int slot = slot_locked(u);
+    if (slot < 0) {
+        unlock_usage(u);
+        say_once(SAY_TABLE, "gpooling: %d processes already attached to this virtual device; "
+                 "refusing this process's allocations", GPOOLING_PROCS);
+        __atomic_fetch_add(&u->oom_rejections, 1, __ATOMIC_RELAXED);
+        return 0;
     }
-    reap_region(region);
-    __atomic_fetch_add(&region->attached, 1, __ATOMIC_RELAXED);
-    __atomic_fetch_add(&region->live, 1, __ATOMIC_RELAXED);
-    for (int i = 0; i < GPOOLING_PROCS && my_slot < 0; i++) {
-        uint64_t expected = 0;
-        if (__atomic_compare_exchange_n(&region->procs[i].pid, &expected, (uint64_t)getpid(), 0,
-                                        __ATOMIC_ACQ_REL, __ATOMIC_RELAXED))
-            my_slot = i;
+    for (int attempt = 0;; attempt++) {
+        uint64_t used = sum_locked(u, kind);
+        if (!limit || (bytes <= limit && used <= limit - bytes)) break;
+        if (attempt == 0 && reap_locked(u)) continue; /* a dead process may be holding it */
+        unlock_usage(u);
+        __atomic_fetch_add(&u->oom_rejections, 1, __ATOMIC_RELAXED);
+        return 0;
     }
+    if (kind == HOST) u->procs[slot].host = (my_host += bytes);
+    else u->procs[slot].bytes = (my_bytes += bytes);
+    mirror_locked(u);
+    unlock_usage(u);
+    return 1;
 }
 
-static inline gpooling_region *R(void) {
-    pthread_once(&init_once, init_region);
-    return region;
+static void unreserve(int kind, uint64_t bytes) {
+    if (!bytes || !U) return;
+    gpooling_usage *u = U;
+    lock_usage(u);
+    uint64_t *mine = kind == HOST ? &my_host : &my_bytes;
+    *mine -= bytes < *mine ? bytes : *mine;
+    int slot = slot_locked(u);
+    if (slot >= 0) {
+        u->procs[slot].bytes = my_bytes;
+        u->procs[slot].host = my_host;
+    }
+    mirror_locked(u);
+    unlock_usage(u);
 }
 
-/* ---- per-process allocation table: pointer or handle -> bytes ------------------------------ */
+/* ---- per-process allocation table: pointer or handle -> (bytes, kind) ---------------------- */
 
-typedef struct { uint64_t key; uint64_t size; } slot;
-static slot *table;
+typedef struct entry { uint64_t key; uint64_t size; uint64_t kind; } entry;
+static entry *table;
 static size_t table_cap, table_len;
-static uint64_t process_bytes; /* what this process holds, returned to the quota at exit */
 static pthread_mutex_t table_lock = PTHREAD_MUTEX_INITIALIZER;
 
 static size_t hash_key(uint64_t key, size_t cap) {
@@ -175,36 +378,37 @@ static size_t hash_key(uint64_t key, size_t cap) {
     return (size_t)key & (cap - 1);
 }
 
-static void table_put_locked(uint64_t key, uint64_t size);
+static void table_put_locked(uint64_t key, uint64_t size, uint64_t kind);
 
 static int table_grow_locked(void) {
     size_t old_cap = table_cap;
-    slot *old = table;
+    entry *old = table;
     size_t cap = old_cap ? old_cap * 2 : 1024;
-    slot *fresh = calloc(cap, sizeof(slot));
+    entry *fresh = calloc(cap, sizeof(entry));
     if (!fresh) return -1;
     table = fresh; table_cap = cap; table_len = 0;
     for (size_t i = 0; i < old_cap; i++)
-        if (old[i].key) table_put_locked(old[i].key, old[i].size);
+        if (old[i].key) table_put_locked(old[i].key, old[i].size, old[i].kind);
     free(old);
     return 0;
 }
 
-static void table_put_locked(uint64_t key, uint64_t size) {
+static void table_put_locked(uint64_t key, uint64_t size, uint64_t kind) {
     if ((table_len + 1) * 2 > table_cap && table_grow_locked() != 0) return;
     size_t i = hash_key(key, table_cap);
     while (table[i].key && table[i].key != key) i = (i + 1) & (table_cap - 1);
     if (!table[i].key) table_len++;
-    table[i].key = key; table[i].size = size;
+    table[i].key = key; table[i].size = size; table[i].kind = kind;
 }
 
-/* removes key and returns its size (0 when unknown); backward-shift keeps probing chains intact */
-static uint64_t table_take_locked(uint64_t key) {
+/* removes key; its size (0 when unknown) and kind; backward shift keeps probe chains intact */
+static uint64_t table_take_locked(uint64_t key, uint64_t *kind) {
     if (!table_cap || !key) return 0;
     size_t i = hash_key(key, table_cap);
     while (table[i].key && table[i].key != key) i = (i + 1) & (table_cap - 1);
     if (!table[i].key) return 0;
     uint64_t size = table[i].size;
+    *kind = table[i].kind;
     size_t hole = i;
     for (size_t j = (i + 1) & (table_cap - 1); table[j].key; j = (j + 1) & (table_cap - 1)) {
         size_t home = hash_key(table[j].key, table_cap);
@@ -216,216 +420,394 @@ static uint64_t table_take_locked(uint64_t key) {
     return size;
 }
 
-/* ---- quota accounting ------------------------------------------------------------------- */
-
-static int reserve(uint64_t bytes) {
-    gpooling_region *r = R();
-    __atomic_fetch_add(&r->alloc_calls, 1, __ATOMIC_RELAXED);
-    uint64_t limit = __atomic_load_n(&r->memory_limit, __ATOMIC_RELAXED);
-    uint64_t used = __atomic_load_n(&r->memory_used, __ATOMIC_RELAXED);
-    for (;;) {
-        if (limit && (bytes > limit || used > limit - bytes)) {
-            __atomic_fetch_add(&r->oom_rejections, 1, __ATOMIC_RELAXED);
-            return 0;
-        }
-        if (__atomic_compare_exchange_n(&r->memory_used, &used, used + bytes, 1,
-                                        __ATOMIC_ACQ_REL, __ATOMIC_RELAXED))
-            break;
-    }
-    uint64_t peak = __atomic_load_n(&r->memory_peak, __ATOMIC_RELAXED), now = used + bytes;
-    while (peak < now && !__atomic_compare_exchange_n(&r->memory_peak, &peak, now, 1,
-                                                      __ATOMIC_RELAXED, __ATOMIC_RELAXED)) {
-    }
-    return 1;
-}
-
-static void unreserve(uint64_t bytes) {
-    if (bytes) __atomic_fetch_sub(&R()->memory_used, bytes, __ATOMIC_ACQ_REL);
-}
-
-static void remember(uint64_t key, uint64_t bytes) {
+static void remember(uint64_t key, uint64_t bytes, int kind) {
     pthread_mutex_lock(&table_lock);
-    table_put_locked(key, bytes);
-    process_bytes += bytes;
+    table_put_locked(key, bytes, (uint64_t)kind);
     pthread_mutex_unlock(&table_lock);
-    if (my_slot >= 0) __atomic_fetch_add(&region->procs[my_slot].bytes, bytes, __ATOMIC_ACQ_REL);
 }
 
 static void forget(uint64_t key) {
+    uint64_t kind = DEVICE;
     pthread_mutex_lock(&table_lock);
-    uint64_t bytes = table_take_locked(key);
-    process_bytes -= bytes;
+    uint64_t bytes = table_take_locked(key, &kind);
     pthread_mutex_unlock(&table_lock);
-    if (my_slot >= 0) __atomic_fetch_sub(&region->procs[my_slot].bytes, bytes, __ATOMIC_ACQ_REL);
-    __atomic_fetch_add(&R()->free_calls, 1, __ATOMIC_RELAXED);
-    unreserve(bytes);
+    if (U) __atomic_fetch_add(&U->free_calls, 1, __ATOMIC_RELAXED);
+    unreserve((int)kind, bytes);
 }
 
+/* exit(): the driver frees a dead context's memory; so does the quota (only this process's) */
 __attribute__((destructor)) static void detach(void) {
-    if (!region) return;
-    unreserve(process_bytes); /* the driver frees a dead context's memory; so does the quota */
-    process_bytes = 0;
-    __atomic_fetch_sub(&region->live, 1, __ATOMIC_RELAXED);
-    if (my_slot >= 0) {
-        __atomic_store_n(&region->procs[my_slot].bytes, 0, __ATOMIC_RELEASE);
-        __atomic_store_n(&region->procs[my_slot].pid, 0, __ATOMIC_RELEASE);
+    if (!U || U == &private_usage || my_slot < 0) return;
+    lock_usage(U);
+    if (U->procs[my_slot].pid == (uint64_t)getpid()) {
+        U->procs[my_slot].bytes = 0;
+        U->procs[my_slot].host = 0;
+        U->procs[my_slot].pid = 0;
+    }
+    mirror_locked(U);
+    unlock_usage(U);
+    my_slot = -1;
+}
+
+/* fork(): the child holds no device memory of its own (CUDA contexts do not survive fork), so
+ * it starts with empty books; its exit must not give back the parent's bytes. */
+static void after_fork_child(void) {
+    my_slot = -1;
+    my_bytes = my_host = 0;
+    table = NULL; /* the parent's copy; freeing it here is not async-signal-safe */
+    table_cap = table_len = 0;
+    pthread_mutex_init(&table_lock, NULL);
+    if (U == &private_usage) {
+        memset(private_usage.procs, 0, sizeof private_usage.procs);
+        private_usage.lock = 0;
+        private_usage.slots_high = private_usage.memory_used = private_usage.live = 0;
     }
 }
 
 /* ---- token-bucket time slicing ------------------------------------------------------------ */
 
-static void spin_lock(uint64_t *lock) {
-    while (__atomic_exchange_n(lock, 1, __ATOMIC_ACQUIRE)) sched_yield();
-}
-static void spin_unlock(uint64_t *lock) { __atomic_store_n(lock, 0, __ATOMIC_RELEASE); }
-
-static int throttled(gpooling_region *r) {
-    return __atomic_load_n(&r->share_ppm, __ATOMIC_RELAXED) < 1000000ULL;
+static int throttled(void) {
+    return __atomic_load_n(&L->share_ppm, __ATOMIC_RELAXED) < 1000000ULL;
 }
 
 /* waits until the bucket is out of debt; refills at share ns of device time per ns */
-static void acquire_tokens(gpooling_region *r) {
+static void acquire_tokens(gpooling_usage *u) {
     for (;;) {
-        spin_lock(&r->lock);
-        uint64_t t = now_ns(), share = r->share_ppm ? r->share_ppm : 1;
-        int64_t cap = (int64_t)(r->window_ns / 1000000ULL * share);
-        int64_t gained = (int64_t)((t - r->last_refill_ns) / 1000000.0 * (double)share);
-        r->tokens_ns = r->tokens_ns + gained > cap ? cap : r->tokens_ns + gained;
-        r->last_refill_ns = t;
-        int64_t debt = r->tokens_ns;
-        spin_unlock(&r->lock);
+        uint64_t share = __atomic_load_n(&L->share_ppm, __ATOMIC_RELAXED);
+        uint64_t window = __atomic_load_n(&L->window_ns, __ATOMIC_RELAXED);
+        if (!share) share = 1;
+        if (!window) window = 100000000ULL;
+        lock_usage(u);
+        uint64_t t = now_ns();
+        int64_t cap = (int64_t)(window / 1000000ULL * share);
+        uint64_t last = u->last_refill_ns > t ? t : u->last_refill_ns;
+        int64_t gained = (int64_t)((double)(t - last) / 1000000.0 * (double)share);
+        int64_t tokens = u->tokens_ns > cap ? cap : u->tokens_ns;
+        u->tokens_ns = tokens + gained > cap ? cap : tokens + gained;
+        u->last_refill_ns = t;
+        int64_t debt = u->tokens_ns;
+        unlock_usage(u);
         if (debt >= 0) return;
         uint64_t wait = (uint64_t)((double)(-debt) * 1e6 / (double)share);
         struct timespec ts = {(time_t)(wait / 1000000000ULL), (long)(wait % 1000000000ULL)};
         nanosleep(&ts, NULL);
-        __atomic_fetch_add(&r->throttle_ns, wait, __ATOMIC_RELAXED);
+        __atomic_fetch_add(&u->throttle_ns, wait, __ATOMIC_RELAXED);
     }
 }
 
-static void charge(gpooling_region *r, uint64_t cost) {
-    __atomic_fetch_add(&r->busy_ns, cost, __ATOMIC_RELAXED);
-    if (!throttled(r)) return;
-    spin_lock(&r->lock);
-    r->tokens_ns -= (int64_t)cost;
-    spin_unlock(&r->lock);
+static void charge(gpooling_usage *u, uint64_t cost) {
+    __atomic_fetch_add(&u->busy_ns, cost, __ATOMIC_RELAXED);
+    if (!throttled()) return;
+    lock_usage(u);
+    u->tokens_ns -= (int64_t)cost;
+    unlock_usage(u);
 }
 
-/* ---- resolving the real driver -------------------------------------------------------------- */
+/* ---- the real libc loader functions, from libc's own symbol table ------------------------- */
 
 typedef void *(*dlsym_fn)(void *, const char *);
+typedef void *(*dlvsym_fn)(void *, const char *, const char *);
+typedef void *(*dlopen_fn)(const char *, int);
+typedef void *(*dlmopen_fn)(Lmid_t, const char *, int);
+
+struct elf_query { const char *name; void *found; };
+
+static uint32_t gnu_hash(const char *s) {
+    uint32_t h = 5381;
+    for (; *s; s++) h = h * 33 + (unsigned char)*s;
+    return h;
+}
+
+static void *dyn_ptr(ElfW(Addr) base, ElfW(Addr) p) { return (void *)(p < base ? base + p : p); }
+
+static int find_in_object(struct dl_phdr_info *info, size_t size, void *data) {
+    (void)size;
+    struct elf_query *q = data;
+    if (!info->dlpi_name || !strstr(info->dlpi_name, "libc.so")) return 0;
+    const ElfW(Dyn) *dyn = NULL;
+    for (int i = 0; i < info->dlpi_phnum; i++)
+        if (info->dlpi_phdr[i].p_type == PT_DYNAMIC)
+            dyn = (const ElfW(Dyn) *)(info->dlpi_addr + info->dlpi_phdr[i].p_vaddr);
+    if (!dyn) return 0;
+    const ElfW(Sym) *symtab = NULL;
+    const char *strtab = NULL;
+    const uint32_t *gh = NULL;
+    for (; dyn->d_tag != DT_NULL; dyn++) {
+        if (dyn->d_tag == DT_SYMTAB) symtab = dyn_ptr(info->dlpi_addr, dyn->d_un.d_ptr);
+        if (dyn->d_tag == DT_STRTAB) strtab = dyn_ptr(info->dlpi_addr, dyn->d_un.d_ptr);
+        if (dyn->d_tag == DT_GNU_HASH) gh = dyn_ptr(info->dlpi_addr, dyn->d_un.d_ptr);
+    }
+    if (!symtab || !strtab || !gh) return 0;
+    uint32_t nbuckets = gh[0], symoffset = gh[1], bloom_size = gh[2];
+    const uint32_t *buckets = (const uint32_t *)((const ElfW(Addr) *)(gh + 4) + bloom_size);
+    const uint32_t *chain = buckets + nbuckets;
+    uint32_t h = gnu_hash(q->name), i = buckets[h % nbuckets];
+    if (i < symoffset) return 0;
+    for (;; i++) {
+        uint32_t ch = chain[i - symoffset];
+        if ((ch | 1) == (h | 1) && !strcmp(strtab + symtab[i].st_name, q->name) &&
+            symtab[i].st_value && symtab[i].st_shndx != SHN_UNDEF) {
+            q->found = (void *)(info->dlpi_addr + symtab[i].st_value);
+            return 1;
+        }
+        if (ch & 1) return 0;
+    }
+}
+
+static void *libc_symbol(const char *name) {
+    struct elf_query q = {name, NULL};
+    dl_iterate_phdr(find_in_object, &q);
+    return q.found;
+}
+
 static dlsym_fn real_dlsym_fn;
-static void *real_lib;
-
-static dlsym_fn real_dlsym(void) {
-    if (!real_dlsym_fn) {
-        dlsym_fn f = (dlsym_fn)dlvsym(RTLD_NEXT, "dlsym", "GLIBC_2.34");
-        if (!f) f = (dlsym_fn)dlvsym(RTLD_NEXT, "dlsym", "GLIBC_2.2.5");
-        __atomic_store_n(&real_dlsym_fn, f, __ATOMIC_RELEASE);
-    }
-    return real_dlsym_fn;
+static dlvsym_fn real_dlvsym_fn;
+static dlopen_fn real_dlopen_fn;
+static dlmopen_fn real_dlmopen_fn;
+static pthread_once_t libc_once = PTHREAD_ONCE_INIT;
+static void resolve_libc(void) {
+    real_dlsym_fn = (dlsym_fn)libc_symbol("dlsym");
+    real_dlvsym_fn = (dlvsym_fn)libc_symbol("dlvsym");
+    real_dlopen_fn = (dlopen_fn)libc_symbol("dlopen");
+    real_dlmopen_fn = (dlmopen_fn)libc_symbol("dlmopen");
 }
+static void libc_ready(void) { pthread_once(&libc_once, resolve_libc); }
 
-static void *resolve_real(const char *name) {
-    if (!real_lib) {
-        const char *path = getenv("GPOOLING_REAL_LIBCUDA");
-        real_lib = dlopen(path && *path ? path : "libcuda.so.1", RTLD_NOW | RTLD_LOCAL);
-        if (!real_lib) return NULL;
-    }
-    return real_dlsym()(real_lib, name);
-}
+/* ---- the hooks table ---------------------------------------------------------------------- */
 
-/* one entry per intercepted symbol: the wrapper we hand out and the real function behind it */
+enum { LIB_CUDA, LIB_NVML };
+
+/* name, base name cuGetProcAddress is asked for, first CUDA version it is the default for,
+ * _ptsz flavour, library */
+#define HOOKS(X)                                                                               \
+    X(cuMemAlloc, "cuMemAlloc", 0, 0, LIB_CUDA)                                                \
+    X(cuMemAlloc_v2, "cuMemAlloc", 3020, 0, LIB_CUDA)                                          \
+    X(cuMemAllocPitch, "cuMemAllocPitch", 0, 0, LIB_CUDA)                                      \
+    X(cuMemAllocPitch_v2, "cuMemAllocPitch", 3020, 0, LIB_CUDA)                                \
+    X(cuMemAllocManaged, "cuMemAllocManaged", 0, 0, LIB_CUDA)                                  \
+    X(cuMemAllocAsync, "cuMemAllocAsync", 0, 0, LIB_CUDA)                                      \
+    X(cuMemAllocAsync_ptsz, "cuMemAllocAsync", 0, 1, LIB_CUDA)                                 \
+    X(cuMemAllocFromPoolAsync, "cuMemAllocFromPoolAsync", 0, 0, LIB_CUDA)                      \
+    X(cuMemAllocFromPoolAsync_ptsz, "cuMemAllocFromPoolAsync", 0, 1, LIB_CUDA)                 \
+    X(cuMemFree, "cuMemFree", 0, 0, LIB_CUDA)                                                  \
+    X(cuMemFree_v2, "cuMemFree", 3020, 0, LIB_CUDA)                                            \
+    X(cuMemFreeAsync, "cuMemFreeAsync", 0, 0, LIB_CUDA)                                        \
+    X(cuMemFreeAsync_ptsz, "cuMemFreeAsync", 0, 1, LIB_CUDA)                                   \
+    X(cuMemCreate, "cuMemCreate", 0, 0, LIB_CUDA)                                              \
+    X(cuMemRelease, "cuMemRelease", 0, 0, LIB_CUDA)                                            \
+    X(cuMemMap, "cuMemMap", 0, 0, LIB_CUDA)                                                    \
+    X(cuArrayCreate, "cuArrayCreate", 0, 0, LIB_CUDA)                                          \
+    X(cuArrayCreate_v2, "cuArrayCreate", 3020, 0, LIB_CUDA)                                    \
+    X(cuArray3DCreate, "cuArray3DCreate", 0, 0, LIB_CUDA)                                      \
+    X(cuArray3DCreate_v2, "cuArray3DCreate", 3020, 0, LIB_CUDA)                                \
+    X(cuMipmappedArrayCreate, "cuMipmappedArrayCreate", 0, 0, LIB_CUDA)                        \
+    X(cuArrayDestroy, "cuArrayDestroy", 0, 0, LIB_CUDA)                                        \
+    X(cuMipmappedArrayDestroy, "cuMipmappedArrayDestroy", 0, 0, LIB_CUDA)                      \
+    X(cuMemAllocHost, "cuMemAllocHost", 0, 0, LIB_CUDA)                                        \
+    X(cuMemAllocHost_v2, "cuMemAllocHost", 3020, 0, LIB_CUDA)                                  \
+    X(cuMemHostAlloc, "cuMemHostAlloc", 0, 0, LIB_CUDA)                                        \
+    X(cuMemFreeHost, "cuMemFreeHost", 0, 0, LIB_CUDA)                                          \
+    X(cuMemGetInfo, "cuMemGetInfo", 0, 0, LIB_CUDA)                                            \
+    X(cuMemGetInfo_v2, "cuMemGetInfo", 3020, 0, LIB_CUDA)                                      \
+    X(cuDeviceTotalMem, "cuDeviceTotalMem", 0, 0, LIB_CUDA)                                    \
+    X(cuDeviceTotalMem_v2, "cuDeviceTotalMem", 3020, 0, LIB_CUDA)                              \
+    X(cuCtxCreate, "cuCtxCreate", 0, 0, LIB_CUDA)                                              \
+    X(cuCtxCreate_v2, "cuCtxCreate", 3020, 0, LIB_CUDA)                                        \
+    X(cuCtxCreate_v3, "cuCtxCreate", 11040, 0, LIB_CUDA)                                       \
+    X(cuCtxCreate_v4, "cuCtxCreate", 12050, 0, LIB_CUDA)                                       \
+    X(cuCtxDestroy, "cuCtxDestroy", 0, 0, LIB_CUDA)                                            \
+    X(cuCtxDestroy_v2, "cuCtxDestroy", 4000, 0, LIB_CUDA)                                      \
+    X(cuDevicePrimaryCtxRetain, "cuDevicePrimaryCtxRetain", 0, 0, LIB_CUDA)                    \
+    X(cuDevicePrimaryCtxRelease, "cuDevicePrimaryCtxRelease", 0, 0, LIB_CUDA)                  \
+    X(cuDevicePrimaryCtxRelease_v2, "cuDevicePrimaryCtxRelease", 11000, 0, LIB_CUDA)           \
+    X(cuDevicePrimaryCtxReset, "cuDevicePrimaryCtxReset", 0, 0, LIB_CUDA)                      \
+    X(cuDevicePrimaryCtxReset_v2, "cuDevicePrimaryCtxReset", 11000, 0, LIB_CUDA)               \
+    X(cuModuleLoad, "cuModuleLoad", 0, 0, LIB_CUDA)                                            \
+    X(cuModuleLoadData, "cuModuleLoadData", 0, 0, LIB_CUDA)                                    \
+    X(cuModuleLoadDataEx, "cuModuleLoadDataEx", 0, 0, LIB_CUDA)                                \
+    X(cuModuleLoadFatBinary, "cuModuleLoadFatBinary", 0, 0, LIB_CUDA)                          \
+    X(cuModuleUnload, "cuModuleUnload", 0, 0, LIB_CUDA)                                        \
+    X(cuLibraryLoadData, "cuLibraryLoadData", 0, 0, LIB_CUDA)                                  \
+    X(cuLibraryLoadFromFile, "cuLibraryLoadFromFile", 0, 0, LIB_CUDA)                          \
+    X(cuLibraryUnload, "cuLibraryUnload", 0, 0, LIB_CUDA)                                      \
+    X(cuLaunchKernel, "cuLaunchKernel", 0, 0, LIB_CUDA)                                        \
+    X(cuLaunchKernel_ptsz, "cuLaunchKernel", 0, 1, LIB_CUDA)                                   \
+    X(cuLaunchKernelEx, "cuLaunchKernelEx", 0, 0, LIB_CUDA)                                    \
+    X(cuLaunchKernelEx_ptsz, "cuLaunchKernelEx", 0, 1, LIB_CUDA)                               \
+    X(cuLaunchCooperativeKernel, "cuLaunchCooperativeKernel", 0, 0, LIB_CUDA)                  \
+    X(cuLaunchCooperativeKernel_ptsz, "cuLaunchCooperativeKernel", 0, 1, LIB_CUDA)             \
+    X(cuLaunchCooperativeKernelMultiDevice, "cuLaunchCooperativeKernelMultiDevice", 0, 0,      \
+      LIB_CUDA)                                                                                \
+    X(cuGraphLaunch, "cuGraphLaunch", 0, 0, LIB_CUDA)                                          \
+    X(cuGraphLaunch_ptsz, "cuGraphLaunch", 0, 1, LIB_CUDA)                                     \
+    X(cuLaunch, "cuLaunch", 0, 0, LIB_CUDA)                                                    \
+    X(cuLaunchGrid, "cuLaunchGrid", 0, 0, LIB_CUDA)                                            \
+    X(cuLaunchGridAsync, "cuLaunchGridAsync", 0, 0, LIB_CUDA)                                  \
+    X(cuCtxSynchronize, "cuCtxSynchronize", 0, 0, LIB_CUDA)                                    \
+    X(cuStreamSynchronize, "cuStreamSynchronize", 0, 0, LIB_CUDA)                              \
+    X(cuStreamSynchronize_ptsz, "cuStreamSynchronize", 0, 1, LIB_CUDA)                         \
+    X(cuEventSynchronize, "cuEventSynchronize", 0, 0, LIB_CUDA)                                \
+    X(cuGetProcAddress, "cuGetProcAddress", 0, 0, LIB_CUDA)                                    \
+    X(cuGetProcAddress_v2, "cuGetProcAddress", 12000, 0, LIB_CUDA)                             \
+    X(nvmlDeviceGetMemoryInfo, NULL, 0, 0, LIB_NVML)                                           \
+    X(nvmlDeviceGetMemoryInfo_v2, NULL, 0, 0, LIB_NVML)
+
+#define AS_ENUM(n, b, v, p, l) H_##n,
+enum { HOOKS(AS_ENUM) H_COUNT };
+
 typedef struct hook {
-    const char *name;      /* exported driver symbol */
-    const char *base;      /* name cuGetProcAddress is asked for */
-    int per_thread_stream; /* the _ptsz flavour returned for per-thread default streams */
-    void *wrapper;
-    void *real;
+    const char *name, *base;
+    int min_version, ptsz, lib;
+    void *wrapper, *real;
 } hook;
-
-enum {
-    H_ALLOC, H_ALLOC_PITCH, H_ALLOC_MANAGED, H_ALLOC_ASYNC, H_ALLOC_ASYNC_PTSZ, H_FREE,
-    H_FREE_ASYNC, H_FREE_ASYNC_PTSZ, H_CREATE, H_RELEASE, H_GET_INFO, H_TOTAL_MEM, H_LAUNCH,
-    H_LAUNCH_PTSZ, H_LAUNCH_EX, H_LAUNCH_EX_PTSZ, H_CTX_SYNC, H_STREAM_SYNC,
-    H_STREAM_SYNC_PTSZ, H_GPA, H_GPA_V2, H_COUNT
-};
 static hook hooks[H_COUNT];
+static void *libs[2];
+static pthread_once_t reals_once = PTHREAD_ONCE_INIT;
+
+static void open_libs(void) {
+    libc_ready();
+    const char *cuda = getenv("GPOOLING_REAL_LIBCUDA"), *nvml = getenv("GPOOLING_REAL_LIBNVML");
+    if (real_dlopen_fn) {
+        libs[LIB_CUDA] = real_dlopen_fn(cuda && *cuda ? cuda : "libcuda.so.1", RTLD_NOW | RTLD_LOCAL);
+        libs[LIB_NVML] = real_dlopen_fn(nvml && *nvml ? nvml : "libnvidia-ml.so.1",
+                                        RTLD_NOW | RTLD_LOCAL);
+    }
+    for (int i = 0; i < H_COUNT; i++) {
+        void *lib = libs[hooks[i].lib], *f = lib && real_dlsym_fn ? real_dlsym_fn(lib, hooks[i].name)
+                                                                  : NULL;
+        void *expected = NULL;
+        if (f && f != hooks[i].wrapper)
+            __atomic_compare_exchange_n(&hooks[i].real, &expected, f, 0, __ATOMIC_ACQ_REL,
+                                        __ATOMIC_ACQUIRE);
+    }
+}
 
 static void *real_of(int id) {
-    void *f = __atomic_load_n(&hooks[id].real, __ATOMIC_ACQUIRE);
-    if (!f) {
-        f = resolve_real(hooks[id].name);
-        __atomic_store_n(&hooks[id].real, f, __ATOMIC_RELEASE);
-    }
-    return f;
+    pthread_once(&reals_once, open_libs);
+    return __atomic_load_n(&hooks[id].real, __ATOMIC_ACQUIRE);
 }
 
-#define REAL(id, type) ((type)real_of(id))
+#define REAL(n, type) ((type)real_of(H_##n))
 #define NOT_FOUND_IF_NULL(f) \
     if (!(f)) return CUDA_ERROR_NOT_FOUND
 
 /* ---- memory wrappers ----------------------------------------------------------------------- */
 
+/* the common shape: reserve, ask the driver, remember or undo */
+#define GUARDED(kind, bytes, key_expr, call)                                                   \
+    do {                                                                                       \
+        uint64_t want_ = (bytes);                                                              \
+        if (!reserve(kind, want_)) return CUDA_ERROR_OUT_OF_MEMORY;                            \
+        CUresult rc_ = (call);                                                                 \
+        if (rc_ == CUDA_SUCCESS) remember((uint64_t)(key_expr), want_, kind);                  \
+        else unreserve(kind, want_);                                                           \
+        return rc_;                                                                            \
+    } while (0)
+
 typedef CUresult (*alloc_fn)(CUdeviceptr *, size_t);
 EXPORT CUresult cuMemAlloc_v2(CUdeviceptr *dptr, size_t bytes) {
-    alloc_fn f = REAL(H_ALLOC, alloc_fn);
+    alloc_fn f = REAL(cuMemAlloc_v2, alloc_fn);
     NOT_FOUND_IF_NULL(f);
-    if (!reserve(bytes)) return CUDA_ERROR_OUT_OF_MEMORY;
-    CUresult rc = f(dptr, bytes);
-    if (rc == CUDA_SUCCESS) remember(*dptr, bytes); else unreserve(bytes);
+    GUARDED(DEVICE, bytes, *dptr, f(dptr, bytes));
+}
+
+typedef CUresult (*alloc_v1_fn)(CUdeviceptr_v1 *, unsigned int);
+EXPORT CUresult cuMemAlloc(CUdeviceptr_v1 *dptr, unsigned int bytes) {
+    alloc_v1_fn f = REAL(cuMemAlloc, alloc_v1_fn);
+    NOT_FOUND_IF_NULL(f);
+    GUARDED(DEVICE, bytes, *dptr, f(dptr, bytes));
+}
+
+typedef CUresult (*managed_fn)(CUdeviceptr *, size_t, unsigned int);
+EXPORT CUresult cuMemAllocManaged(CUdeviceptr *dptr, size_t bytes, unsigned int flags) {
+    managed_fn f = REAL(cuMemAllocManaged, managed_fn);
+    NOT_FOUND_IF_NULL(f);
+    GUARDED(DEVICE, bytes, *dptr, f(dptr, bytes, flags));
+}
+
+typedef CUresult (*async_fn)(CUdeviceptr *, size_t, CUstream);
+static CUresult alloc_async(async_fn f, CUdeviceptr *dptr, size_t bytes, CUstream s) {
+    NOT_FOUND_IF_NULL(f);
+    GUARDED(DEVICE, bytes, *dptr, f(dptr, bytes, s));
+}
+EXPORT CUresult cuMemAllocAsync(CUdeviceptr *d, size_t n, CUstream s) {
+    return alloc_async(REAL(cuMemAllocAsync, async_fn), d, n, s);
+}
+EXPORT CUresult cuMemAllocAsync_ptsz(CUdeviceptr *d, size_t n, CUstream s) {
+    return alloc_async(REAL(cuMemAllocAsync_ptsz, async_fn), d, n, s);
+}
+
+typedef CUresult (*pool_fn)(CUdeviceptr *, size_t, CUmemoryPool, CUstream);
+static CUresult alloc_pool(pool_fn f, CUdeviceptr *dptr, size_t bytes, CUmemoryPool p,
+                           CUstream s) {
+    NOT_FOUND_IF_NULL(f);
+    GUARDED(DEVICE, bytes, *dptr, f(dptr, bytes, p, s));
+}
+EXPORT CUresult cuMemAllocFromPoolAsync(CUdeviceptr *d, size_t n, CUmemoryPool p, CUstream s) {
+    return alloc_pool(REAL(cuMemAllocFromPoolAsync, pool_fn), d, n, p, s);
+}
+EXPORT CUresult cuMemAllocFromPoolAsync_ptsz(CUdeviceptr *d, size_t n, CUmemoryPool p,
+                                             CUstream s) {
+    return alloc_pool(REAL(cuMemAllocFromPoolAsync_ptsz, pool_fn), d, n, p, s);
+}
+
+/* pitched: reserve width x height, then settle on what the driver's padding really took */
+static CUresult settle_pitch(CUresult rc, uint64_t key, uint64_t guess, uint64_t actual,
+                             CUresult (*undo)(uint64_t)) {
+    if (rc != CUDA_SUCCESS) { unreserve(DEVICE, guess); return rc; }
+    if (actual > guess && !reserve(DEVICE, actual - guess)) { /* padding went past the quota */
+        undo(key);
+        unreserve(DEVICE, guess);
+        return CUDA_ERROR_OUT_OF_MEMORY;
+    }
+    if (actual < guess) unreserve(DEVICE, guess - actual);
+    remember(key, actual, DEVICE);
     return rc;
+}
+typedef CUresult (*free_fn)(CUdeviceptr);
+typedef CUresult (*free_v1_fn)(CUdeviceptr_v1);
+static CUresult undo_v2(uint64_t key) {
+    free_fn f = REAL(cuMemFree_v2, free_fn);
+    return f ? f(key) : CUDA_ERROR_NOT_FOUND;
+}
+static CUresult undo_v1(uint64_t key) {
+    free_v1_fn f = REAL(cuMemFree, free_v1_fn);
+    return f ? f((CUdeviceptr_v1)key) : CUDA_ERROR_NOT_FOUND;
 }
 
 typedef CUresult (*pitch_fn)(CUdeviceptr *, size_t *, size_t, size_t, unsigned int);
 EXPORT CUresult cuMemAllocPitch_v2(CUdeviceptr *dptr, size_t *pitch, size_t width, size_t height,
                                    unsigned int element) {
-    pitch_fn f = REAL(H_ALLOC_PITCH, pitch_fn);
+    pitch_fn f = REAL(cuMemAllocPitch_v2, pitch_fn);
+    NOT_FOUND_IF_NULL(f);
+    uint64_t guess;
+    if (__builtin_mul_overflow((uint64_t)width, (uint64_t)height, &guess)) guess = UINT64_MAX;
+    if (!reserve(DEVICE, guess)) return CUDA_ERROR_OUT_OF_MEMORY;
+    CUresult rc = f(dptr, pitch, width, height, element);
+    return settle_pitch(rc, rc ? 0 : *dptr, guess, rc ? 0 : (uint64_t)*pitch * height, undo_v2);
+}
+
+typedef CUresult (*pitch_v1_fn)(CUdeviceptr_v1 *, unsigned int *, unsigned int, unsigned int,
+                                unsigned int);
+EXPORT CUresult cuMemAllocPitch(CUdeviceptr_v1 *dptr, unsigned int *pitch, unsigned int width,
+                                unsigned int height, unsigned int element) {
+    pitch_v1_fn f = REAL(cuMemAllocPitch, pitch_v1_fn);
     NOT_FOUND_IF_NULL(f);
     uint64_t guess = (uint64_t)width * height;
-    if (!reserve(guess)) return CUDA_ERROR_OUT_OF_MEMORY;
+    if (!reserve(DEVICE, guess)) return CUDA_ERROR_OUT_OF_MEMORY;
     CUresult rc = f(dptr, pitch, width, height, element);
-    if (rc != CUDA_SUCCESS) { unreserve(guess); return rc; }
-    uint64_t actual = (uint64_t)*pitch * height;
-    if (actual > guess && !reserve(actual - guess)) { /* padding took it past the quota */
-        typedef CUresult (*free_fn)(CUdeviceptr);
-        REAL(H_FREE, free_fn)(*dptr);
-        unreserve(guess);
-        return CUDA_ERROR_OUT_OF_MEMORY;
-    }
-    if (actual < guess) unreserve(guess - actual);
-    remember(*dptr, actual);
-    return rc;
+    return settle_pitch(rc, rc ? 0 : *dptr, guess, rc ? 0 : (uint64_t)*pitch * height, undo_v1);
 }
 
-typedef CUresult (*managed_fn)(CUdeviceptr *, size_t, unsigned int);
-EXPORT CUresult cuMemAllocManaged(CUdeviceptr *dptr, size_t bytes, unsigned int flags) {
-    managed_fn f = REAL(H_ALLOC_MANAGED, managed_fn);
-    NOT_FOUND_IF_NULL(f);
-    if (!reserve(bytes)) return CUDA_ERROR_OUT_OF_MEMORY;
-    CUresult rc = f(dptr, bytes, flags);
-    if (rc == CUDA_SUCCESS) remember(*dptr, bytes); else unreserve(bytes);
-    return rc;
-}
-
-typedef CUresult (*async_fn)(CUdeviceptr *, size_t, CUstream);
-static CUresult alloc_async(int id, CUdeviceptr *dptr, size_t bytes, CUstream stream) {
-    async_fn f = REAL(id, async_fn);
-    NOT_FOUND_IF_NULL(f);
-    if (!reserve(bytes)) return CUDA_ERROR_OUT_OF_MEMORY;
-    CUresult rc = f(dptr, bytes, stream);
-    if (rc == CUDA_SUCCESS) remember(*dptr, bytes); else unreserve(bytes);
-    return rc;
-}
-EXPORT CUresult cuMemAllocAsync(CUdeviceptr *d, size_t n, CUstream s) {
-    return alloc_async(H_ALLOC_ASYNC, d, n, s);
-}
-EXPORT CUresult cuMemAllocAsync_ptsz(CUdeviceptr *d, size_t n, CUstream s) {
-    return alloc_async(H_ALLOC_ASYNC_PTSZ, d, n, s);
-}
-
-typedef CUresult (*free_fn)(CUdeviceptr);
 EXPORT CUresult cuMemFree_v2(CUdeviceptr dptr) {
-    free_fn f = REAL(H_FREE, free_fn);
+    free_fn f = REAL(cuMemFree_v2, free_fn);
+    NOT_FOUND_IF_NULL(f);
+    CUresult rc = f(dptr);
+    if (rc == CUDA_SUCCESS) forget(dptr);
+    return rc;
+}
+EXPORT CUresult cuMemFree(CUdeviceptr_v1 dptr) {
+    free_v1_fn f = REAL(cuMemFree, free_v1_fn);
     NOT_FOUND_IF_NULL(f);
     CUresult rc = f(dptr);
     if (rc == CUDA_SUCCESS) forget(dptr);
@@ -433,221 +815,618 @@ EXPORT CUresult cuMemFree_v2(CUdeviceptr dptr) {
 }
 
 typedef CUresult (*free_async_fn)(CUdeviceptr, CUstream);
-static CUresult free_async(int id, CUdeviceptr dptr, CUstream stream) {
-    free_async_fn f = REAL(id, free_async_fn);
+static CUresult free_async(free_async_fn f, CUdeviceptr dptr, CUstream stream) {
     NOT_FOUND_IF_NULL(f);
     CUresult rc = f(dptr, stream);
     if (rc == CUDA_SUCCESS) forget(dptr);
     return rc;
 }
-EXPORT CUresult cuMemFreeAsync(CUdeviceptr d, CUstream s) { return free_async(H_FREE_ASYNC, d, s); }
+EXPORT CUresult cuMemFreeAsync(CUdeviceptr d, CUstream s) {
+    return free_async(REAL(cuMemFreeAsync, free_async_fn), d, s);
+}
 EXPORT CUresult cuMemFreeAsync_ptsz(CUdeviceptr d, CUstream s) {
-    return free_async(H_FREE_ASYNC_PTSZ, d, s);
+    return free_async(REAL(cuMemFreeAsync_ptsz, free_async_fn), d, s);
 }
 
-/* virtual-memory API (PyTorch's expandable segments): physical memory is created here */
-typedef CUresult (*create_fn)(unsigned long long *, size_t, const void *, unsigned long long);
-EXPORT CUresult cuMemCreate(unsigned long long *handle, size_t bytes, const void *prop,
+/* virtual-memory management (NCCL, PyTorch expandable segments): physical memory is created by
+ * cuMemCreate, so that is where the quota is charged; cuMemMap only maps it */
+typedef CUresult (*create_fn)(CUmemGenericAllocationHandle *, size_t, const void *,
+                              unsigned long long);
+EXPORT CUresult cuMemCreate(CUmemGenericAllocationHandle *handle, size_t bytes, const void *prop,
                             unsigned long long flags) {
-    create_fn f = REAL(H_CREATE, create_fn);
+    create_fn f = REAL(cuMemCreate, create_fn);
     NOT_FOUND_IF_NULL(f);
-    if (!reserve(bytes)) return CUDA_ERROR_OUT_OF_MEMORY;
-    CUresult rc = f(handle, bytes, prop, flags);
-    if (rc == CUDA_SUCCESS) remember(*handle, bytes); else unreserve(bytes);
-    return rc;
+    GUARDED(DEVICE, bytes, *handle, f(handle, bytes, prop, flags));
 }
 
-typedef CUresult (*release_fn)(unsigned long long);
-EXPORT CUresult cuMemRelease(unsigned long long handle) {
-    release_fn f = REAL(H_RELEASE, release_fn);
+typedef CUresult (*release_fn)(CUmemGenericAllocationHandle);
+EXPORT CUresult cuMemRelease(CUmemGenericAllocationHandle handle) {
+    release_fn f = REAL(cuMemRelease, release_fn);
     NOT_FOUND_IF_NULL(f);
     CUresult rc = f(handle);
     if (rc == CUDA_SUCCESS) forget(handle);
     return rc;
 }
 
+typedef CUresult (*map_fn)(CUdeviceptr, size_t, size_t, CUmemGenericAllocationHandle,
+                           unsigned long long);
+EXPORT CUresult cuMemMap(CUdeviceptr ptr, size_t size, size_t offset,
+                         CUmemGenericAllocationHandle handle, unsigned long long flags) {
+    map_fn f = REAL(cuMemMap, map_fn);
+    NOT_FOUND_IF_NULL(f);
+    if (!usable()) return CUDA_ERROR_OUT_OF_MEMORY;
+    return f(ptr, size, offset, handle, flags);
+}
+
+/* arrays: the size follows from the descriptor (conservatively for unknown formats) */
+typedef CUresult (*array_fn)(CUarray *, const CUDA_ARRAY_DESCRIPTOR *);
+EXPORT CUresult cuArrayCreate_v2(CUarray *out, const CUDA_ARRAY_DESCRIPTOR *d) {
+    array_fn f = REAL(cuArrayCreate_v2, array_fn);
+    NOT_FOUND_IF_NULL(f);
+    if (!d || !out) return f(out, d);
+    GUARDED(DEVICE, gp_array_bytes(d->Width, d->Height, 0, d->Format, d->NumChannels, 0, 1),
+            (uintptr_t)*out, f(out, d));
+}
+typedef CUresult (*array_v1_fn)(CUarray *, const CUDA_ARRAY_DESCRIPTOR_v1 *);
+EXPORT CUresult cuArrayCreate(CUarray *out, const CUDA_ARRAY_DESCRIPTOR_v1 *d) {
+    array_v1_fn f = REAL(cuArrayCreate, array_v1_fn);
+    NOT_FOUND_IF_NULL(f);
+    if (!d || !out) return f(out, d);
+    GUARDED(DEVICE, gp_array_bytes(d->Width, d->Height, 0, d->Format, d->NumChannels, 0, 1),
+            (uintptr_t)*out, f(out, d));
+}
+typedef CUresult (*array3d_fn)(CUarray *, const CUDA_ARRAY3D_DESCRIPTOR *);
+EXPORT CUresult cuArray3DCreate_v2(CUarray *out, const CUDA_ARRAY3D_DESCRIPTOR *d) {
+    array3d_fn f = REAL(cuArray3DCreate_v2, array3d_fn);
+    NOT_FOUND_IF_NULL(f);
+    if (!d || !out) return f(out, d);
+    GUARDED(DEVICE, gp_array_bytes(d->Width, d->Height, d->Depth, d->Format, d->NumChannels,
+                                   d->Flags, 1), (uintptr_t)*out, f(out, d));
+}
+typedef CUresult (*array3d_v1_fn)(CUarray *, const CUDA_ARRAY3D_DESCRIPTOR_v1 *);
+EXPORT CUresult cuArray3DCreate(CUarray *out, const CUDA_ARRAY3D_DESCRIPTOR_v1 *d) {
+    array3d_v1_fn f = REAL(cuArray3DCreate, array3d_v1_fn);
+    NOT_FOUND_IF_NULL(f);
+    if (!d || !out) return f(out, d);
+    GUARDED(DEVICE, gp_array_bytes(d->Width, d->Height, d->Depth, d->Format, d->NumChannels,
+                                   d->Flags, 1), (uintptr_t)*out, f(out, d));
+}
+typedef CUresult (*mipmap_fn)(CUmipmappedArray *, const CUDA_ARRAY3D_DESCRIPTOR *, unsigned int);
+EXPORT CUresult cuMipmappedArrayCreate(CUmipmappedArray *out, const CUDA_ARRAY3D_DESCRIPTOR *d,
+                                       unsigned int levels) {
+    mipmap_fn f = REAL(cuMipmappedArrayCreate, mipmap_fn);
+    NOT_FOUND_IF_NULL(f);
+    if (!d || !out) return f(out, d, levels);
+    GUARDED(DEVICE, gp_array_bytes(d->Width, d->Height, d->Depth, d->Format, d->NumChannels,
+                                   d->Flags, levels), (uintptr_t)*out, f(out, d, levels));
+}
+typedef CUresult (*handle_fn)(void *);
+EXPORT CUresult cuArrayDestroy(CUarray a) {
+    handle_fn f = REAL(cuArrayDestroy, handle_fn);
+    NOT_FOUND_IF_NULL(f);
+    CUresult rc = f(a);
+    if (rc == CUDA_SUCCESS) forget((uintptr_t)a);
+    return rc;
+}
+EXPORT CUresult cuMipmappedArrayDestroy(CUmipmappedArray a) {
+    handle_fn f = REAL(cuMipmappedArrayDestroy, handle_fn);
+    NOT_FOUND_IF_NULL(f);
+    CUresult rc = f(a);
+    if (rc == CUDA_SUCCESS) forget((uintptr_t)a);
+    return rc;
+}
+
+/* pinned host memory: not device memory, counted against the host limit (0 = unlimited) */
+typedef CUresult (*host_fn)(void **, size_t);
+typedef CUresult (*host_v1_fn)(void **, unsigned int);
+typedef CUresult (*host_alloc_fn)(void **, size_t, unsigned int);
+EXPORT CUresult cuMemAllocHost_v2(void **p, size_t bytes) {
+    host_fn f = REAL(cuMemAllocHost_v2, host_fn);
+    NOT_FOUND_IF_NULL(f);
+    GUARDED(HOST, bytes, (uintptr_t)*p, f(p, bytes));
+}
+EXPORT CUresult cuMemAllocHost(void **p, unsigned int bytes) {
+    host_v1_fn f = REAL(cuMemAllocHost, host_v1_fn);
+    NOT_FOUND_IF_NULL(f);
+    GUARDED(HOST, bytes, (uintptr_t)*p, f(p, bytes));
+}
+EXPORT CUresult cuMemHostAlloc(void **p, size_t bytes, unsigned int flags) {
+    host_alloc_fn f = REAL(cuMemHostAlloc, host_alloc_fn);
+    NOT_FOUND_IF_NULL(f);
+    GUARDED(HOST, bytes, (uintptr_t)*p, f(p, bytes, flags));
+}
+EXPORT CUresult cuMemFreeHost(void *p) {
+    handle_fn f = REAL(cuMemFreeHost, handle_fn);
+    NOT_FOUND_IF_NULL(f);
+    CUresult rc = f(p);
+    if (rc == CUDA_SUCCESS) forget((uintptr_t)p);
+    return rc;
+}
+
+/* what the job is told: the virtual device, not the card */
+static void clamp_info(uint64_t *free_b, uint64_t *total) {
+    if (!usable()) { *free_b = 0; return; }
+    uint64_t limit = __atomic_load_n(&L->memory_limit, __ATOMIC_ACQUIRE);
+    if (!limit) return;
+    uint64_t used = __atomic_load_n(&U->memory_used, __ATOMIC_ACQUIRE);
+    uint64_t left = used >= limit ? 0 : limit - used;
+    if (*total > limit) *total = limit;
+    if (*free_b > left) *free_b = left;
+}
+
 typedef CUresult (*info_fn)(size_t *, size_t *);
 EXPORT CUresult cuMemGetInfo_v2(size_t *free_bytes, size_t *total_bytes) {
-    info_fn f = REAL(H_GET_INFO, info_fn);
+    info_fn f = REAL(cuMemGetInfo_v2, info_fn);
     NOT_FOUND_IF_NULL(f);
     CUresult rc = f(free_bytes, total_bytes);
-    gpooling_region *r = R();
-    uint64_t limit = __atomic_load_n(&r->memory_limit, __ATOMIC_RELAXED);
-    if (rc != CUDA_SUCCESS || !limit) return rc;
-    uint64_t used = __atomic_load_n(&r->memory_used, __ATOMIC_RELAXED);
-    uint64_t left = used >= limit ? 0 : limit - used;
-    if (*total_bytes > limit) *total_bytes = limit;
-    if (*free_bytes > left) *free_bytes = left;
+    if (rc != CUDA_SUCCESS || !free_bytes || !total_bytes) return rc;
+    uint64_t fr = *free_bytes, to = *total_bytes;
+    clamp_info(&fr, &to);
+    *free_bytes = fr; *total_bytes = to;
     return rc;
 }
-
+typedef CUresult (*info_v1_fn)(unsigned int *, unsigned int *);
+EXPORT CUresult cuMemGetInfo(unsigned int *free_bytes, unsigned int *total_bytes) {
+    info_v1_fn f = REAL(cuMemGetInfo, info_v1_fn);
+    NOT_FOUND_IF_NULL(f);
+    CUresult rc = f(free_bytes, total_bytes);
+    if (rc != CUDA_SUCCESS || !free_bytes || !total_bytes) return rc;
+    uint64_t fr = *free_bytes, to = *total_bytes;
+    clamp_info(&fr, &to);
+    *free_bytes = (unsigned)fr; *total_bytes = (unsigned)to;
+    return rc;
+}
 typedef CUresult (*total_fn)(size_t *, CUdevice);
 EXPORT CUresult cuDeviceTotalMem_v2(size_t *bytes, CUdevice dev) {
-    total_fn f = REAL(H_TOTAL_MEM, total_fn);
+    total_fn f = REAL(cuDeviceTotalMem_v2, total_fn);
     NOT_FOUND_IF_NULL(f);
     CUresult rc = f(bytes, dev);
-    uint64_t limit = __atomic_load_n(&R()->memory_limit, __ATOMIC_RELAXED);
-    if (rc == CUDA_SUCCESS && limit && *bytes > limit) *bytes = limit;
+    if (rc != CUDA_SUCCESS || !bytes) return rc;
+    uint64_t fr = UINT64_MAX, to = *bytes;
+    clamp_info(&fr, &to);
+    *bytes = to;
+    return rc;
+}
+typedef CUresult (*total_v1_fn)(unsigned int *, CUdevice);
+EXPORT CUresult cuDeviceTotalMem(unsigned int *bytes, CUdevice dev) {
+    total_v1_fn f = REAL(cuDeviceTotalMem, total_v1_fn);
+    NOT_FOUND_IF_NULL(f);
+    CUresult rc = f(bytes, dev);
+    if (rc != CUDA_SUCCESS || !bytes) return rc;
+    uint64_t fr = UINT64_MAX, to = *bytes;
+    clamp_info(&fr, &to);
+    *bytes = (unsigned)to;
     return rc;
 }
 
-/* ---- launch and synchronisation wrappers -------------------------------------------------- */
+/* NVML: nvidia-smi and NVML clients see the virtual device's memory */
+static void clamp_nvml(unsigned long long *total, unsigned long long *free_b,
+                       unsigned long long *used) {
+    if (!usable()) { *free_b = 0; return; }
+    uint64_t limit = __atomic_load_n(&L->memory_limit, __ATOMIC_ACQUIRE);
+    if (!limit) return;
+    uint64_t mine = __atomic_load_n(&U->memory_used, __ATOMIC_ACQUIRE);
+    *total = limit;
+    *used = mine;
+    *free_b = mine >= limit ? 0 : limit - mine;
+}
+typedef nvmlReturn_t (*nvml_mem_fn)(nvmlDevice_t, nvmlMemory_t *);
+EXPORT nvmlReturn_t nvmlDeviceGetMemoryInfo(nvmlDevice_t dev, nvmlMemory_t *m) {
+    nvml_mem_fn f = REAL(nvmlDeviceGetMemoryInfo, nvml_mem_fn);
+    if (!f) return 13; /* NVML_ERROR_FUNCTION_NOT_FOUND */
+    nvmlReturn_t rc = f(dev, m);
+    if (rc == NVML_SUCCESS && m) clamp_nvml(&m->total, &m->free, &m->used);
+    return rc;
+}
+typedef nvmlReturn_t (*nvml_mem2_fn)(nvmlDevice_t, nvmlMemory_v2_t *);
+EXPORT nvmlReturn_t nvmlDeviceGetMemoryInfo_v2(nvmlDevice_t dev, nvmlMemory_v2_t *m) {
+    nvml_mem2_fn f = REAL(nvmlDeviceGetMemoryInfo_v2, nvml_mem2_fn);
+    if (!f) return 13;
+    nvmlReturn_t rc = f(dev, m);
+    if (rc == NVML_SUCCESS && m) {
+        clamp_nvml(&m->total, &m->free, &m->used);
+        if (__atomic_load_n(&L->memory_limit, __ATOMIC_ACQUIRE)) m->reserved = 0;
+    }
+    return rc;
+}
+
+/* ---- contexts and modules: memory the application never asked for by size ---------------- */
+
+#define PRIMARY_KEY(dev) (0xC7C7000000000000ULL | (uint64_t)(unsigned)(dev))
+static int primary_refs[64];
+
+static int charge_context(void) {
+    return usable() ? reserve(DEVICE, __atomic_load_n(&L->context_bytes, __ATOMIC_ACQUIRE)) : 0;
+}
+static void context_made(uint64_t key, CUresult rc) {
+    uint64_t bytes = __atomic_load_n(&L->context_bytes, __ATOMIC_ACQUIRE);
+    if (rc == CUDA_SUCCESS) {
+        remember(key, bytes, DEVICE);
+        __atomic_fetch_add(&U->context_bytes, bytes, __ATOMIC_RELAXED);
+    } else {
+        unreserve(DEVICE, bytes);
+    }
+}
+
+typedef CUresult (*ctx_fn)(CUcontext *, unsigned int, CUdevice);
+EXPORT CUresult cuCtxCreate_v2(CUcontext *ctx, unsigned int flags, CUdevice dev) {
+    ctx_fn f = REAL(cuCtxCreate_v2, ctx_fn);
+    NOT_FOUND_IF_NULL(f);
+    if (!charge_context()) return CUDA_ERROR_OUT_OF_MEMORY;
+    CUresult rc = f(ctx, flags, dev);
+    context_made(rc ? 0 : (uintptr_t)*ctx, rc);
+    return rc;
+}
+EXPORT CUresult cuCtxCreate(CUcontext *ctx, unsigned int flags, CUdevice dev) {
+    ctx_fn f = REAL(cuCtxCreate, ctx_fn);
+    NOT_FOUND_IF_NULL(f);
+    if (!charge_context()) return CUDA_ERROR_OUT_OF_MEMORY;
+    CUresult rc = f(ctx, flags, dev);
+    context_made(rc ? 0 : (uintptr_t)*ctx, rc);
+    return rc;
+}
+typedef CUresult (*ctx3_fn)(CUcontext *, void *, int, unsigned int, CUdevice);
+EXPORT CUresult cuCtxCreate_v3(CUcontext *ctx, void *params, int n, unsigned int flags,
+                               CUdevice dev) {
+    ctx3_fn f = REAL(cuCtxCreate_v3, ctx3_fn);
+    NOT_FOUND_IF_NULL(f);
+    if (!charge_context()) return CUDA_ERROR_OUT_OF_MEMORY;
+    CUresult rc = f(ctx, params, n, flags, dev);
+    context_made(rc ? 0 : (uintptr_t)*ctx, rc);
+    return rc;
+}
+typedef CUresult (*ctx4_fn)(CUcontext *, void *, unsigned int, CUdevice);
+EXPORT CUresult cuCtxCreate_v4(CUcontext *ctx, void *params, unsigned int flags, CUdevice dev) {
+    ctx4_fn f = REAL(cuCtxCreate_v4, ctx4_fn);
+    NOT_FOUND_IF_NULL(f);
+    if (!charge_context()) return CUDA_ERROR_OUT_OF_MEMORY;
+    CUresult rc = f(ctx, params, flags, dev);
+    context_made(rc ? 0 : (uintptr_t)*ctx, rc);
+    return rc;
+}
+EXPORT CUresult cuCtxDestroy_v2(CUcontext ctx) {
+    handle_fn f = REAL(cuCtxDestroy_v2, handle_fn);
+    NOT_FOUND_IF_NULL(f);
+    CUresult rc = f(ctx);
+    if (rc == CUDA_SUCCESS) forget((uintptr_t)ctx);
+    return rc;
+}
+EXPORT CUresult cuCtxDestroy(CUcontext ctx) {
+    handle_fn f = REAL(cuCtxDestroy, handle_fn);
+    NOT_FOUND_IF_NULL(f);
+    CUresult rc = f(ctx);
+    if (rc == CUDA_SUCCESS) forget((uintptr_t)ctx);
+    return rc;
+}
+typedef CUresult (*retain_fn)(CUcontext *, CUdevice);
+EXPORT CUresult cuDevicePrimaryCtxRetain(CUcontext *ctx, CUdevice dev) {
+    retain_fn f = REAL(cuDevicePrimaryCtxRetain, retain_fn);
+    NOT_FOUND_IF_NULL(f);
+    int first = dev >= 0 && dev < 64 && __atomic_load_n(&primary_refs[dev], __ATOMIC_ACQUIRE) == 0;
+    if (first && !charge_context()) return CUDA_ERROR_OUT_OF_MEMORY;
+    CUresult rc = f(ctx, dev);
+    if (first) context_made(PRIMARY_KEY(dev), rc);
+    if (rc == CUDA_SUCCESS && dev >= 0 && dev < 64)
+        __atomic_fetch_add(&primary_refs[dev], 1, __ATOMIC_ACQ_REL);
+    return rc;
+}
+static void primary_dropped(CUdevice dev, int reset) {
+    if (dev < 0 || dev >= 64) return;
+    int refs = __atomic_load_n(&primary_refs[dev], __ATOMIC_ACQUIRE);
+    if (refs <= 0) return;
+    if (reset || __atomic_sub_fetch(&primary_refs[dev], 1, __ATOMIC_ACQ_REL) == 0) {
+        __atomic_store_n(&primary_refs[dev], 0, __ATOMIC_RELEASE);
+        forget(PRIMARY_KEY(dev));
+    }
+}
+typedef CUresult (*dev_fn)(CUdevice);
+#define PRIMARY_DROP(name, reset)                                                              \
+    EXPORT CUresult name(CUdevice dev) {                                                       \
+        dev_fn f = REAL(name, dev_fn);                                                         \
+        NOT_FOUND_IF_NULL(f);                                                                  \
+        CUresult rc = f(dev);                                                                  \
+        if (rc == CUDA_SUCCESS) primary_dropped(dev, reset);                                   \
+        return rc;                                                                             \
+    }
+PRIMARY_DROP(cuDevicePrimaryCtxRelease, 0)
+PRIMARY_DROP(cuDevicePrimaryCtxRelease_v2, 0)
+PRIMARY_DROP(cuDevicePrimaryCtxReset, 1)
+PRIMARY_DROP(cuDevicePrimaryCtxReset_v2, 1)
+
+/* modules and libraries: charged what the driver's free memory dropped by across the load */
+static uint64_t device_free(void) {
+    info_fn f = REAL(cuMemGetInfo_v2, info_fn);
+    size_t fr = 0, to = 0;
+    return f && f(&fr, &to) == CUDA_SUCCESS ? fr : 0;
+}
+static CUresult module_loaded(CUresult rc, uint64_t key, uint64_t before, int hook_unload) {
+    if (rc != CUDA_SUCCESS) return rc;
+    uint64_t after = device_free(), cost = before > after ? before - after : 0;
+    if (cost && !reserve(DEVICE, cost)) {
+        handle_fn undo = (handle_fn)real_of(hook_unload);
+        if (undo) undo((void *)(uintptr_t)key);
+        return CUDA_ERROR_OUT_OF_MEMORY;
+    }
+    remember(key, cost, DEVICE);
+    if (U) __atomic_fetch_add(&U->context_bytes, cost, __ATOMIC_RELAXED);
+    return rc;
+}
+#define MODULE_LOAD(name, unload, params, args)                                                \
+    typedef CUresult(*name##_fn) params;                                                       \
+    EXPORT CUresult name params {                                                              \
+        name##_fn f = REAL(name, name##_fn);                                                   \
+        NOT_FOUND_IF_NULL(f);                                                                  \
+        if (!usable()) return CUDA_ERROR_OUT_OF_MEMORY;                                        \
+        uint64_t before = device_free();                                                       \
+        CUresult rc = f args;                                                                  \
+        return module_loaded(rc, rc ? 0 : (uintptr_t)*out, before, H_##unload);                \
+    }
+MODULE_LOAD(cuModuleLoad, cuModuleUnload, (CUmodule * out, const char *fname), (out, fname))
+MODULE_LOAD(cuModuleLoadData, cuModuleUnload, (CUmodule * out, const void *image), (out, image))
+MODULE_LOAD(cuModuleLoadDataEx, cuModuleUnload,
+            (CUmodule * out, const void *image, unsigned int n, void *opts, void **vals),
+            (out, image, n, opts, vals))
+MODULE_LOAD(cuModuleLoadFatBinary, cuModuleUnload, (CUmodule * out, const void *fatbin),
+            (out, fatbin))
+MODULE_LOAD(cuLibraryLoadData, cuLibraryUnload,
+            (CUlibrary * out, const void *code, void *jo, void **jv, unsigned int nj, void *lo,
+             void **lv, unsigned int nl),
+            (out, code, jo, jv, nj, lo, lv, nl))
+MODULE_LOAD(cuLibraryLoadFromFile, cuLibraryUnload,
+            (CUlibrary * out, const char *file, void *jo, void **jv, unsigned int nj, void *lo,
+             void **lv, unsigned int nl),
+            (out, file, jo, jv, nj, lo, lv, nl))
+EXPORT CUresult cuModuleUnload(CUmodule m) {
+    handle_fn f = REAL(cuModuleUnload, handle_fn);
+    NOT_FOUND_IF_NULL(f);
+    CUresult rc = f(m);
+    if (rc == CUDA_SUCCESS) forget((uintptr_t)m);
+    return rc;
+}
+EXPORT CUresult cuLibraryUnload(CUlibrary l) {
+    handle_fn f = REAL(cuLibraryUnload, handle_fn);
+    NOT_FOUND_IF_NULL(f);
+    CUresult rc = f(l);
+    if (rc == CUDA_SUCCESS) forget((uintptr_t)l);
+    return rc;
+}
+
+/* ---- launch and synchronisation wrappers: every family through the token bucket ---------- */
+
+#define SLICED(call)                                                                           \
+    do {                                                                                       \
+        if (!usable()) return CUDA_ERROR_NOT_PERMITTED;                                        \
+        gpooling_usage *u_ = U;                                                                \
+        __atomic_fetch_add(&u_->launch_calls, 1, __ATOMIC_RELAXED);                            \
+        if (!throttled()) return (call);                                                       \
+        acquire_tokens(u_);                                                                    \
+        uint64_t start_ = now_ns();                                                            \
+        CUresult rc_ = (call);                                                                 \
+        charge(u_, now_ns() - start_);                                                         \
+        return rc_;                                                                            \
+    } while (0)
 
 typedef CUresult (*launch_fn)(CUfunction, unsigned, unsigned, unsigned, unsigned, unsigned,
                               unsigned, unsigned, CUstream, void **, void **);
-static CUresult launch(int id, CUfunction fn, unsigned gx, unsigned gy, unsigned gz, unsigned bx,
-                       unsigned by, unsigned bz, unsigned shmem, CUstream s, void **p, void **e) {
-    launch_fn f = REAL(id, launch_fn);
-    NOT_FOUND_IF_NULL(f);
-    gpooling_region *r = R();
-    __atomic_fetch_add(&r->launch_calls, 1, __ATOMIC_RELAXED);
-    if (!throttled(r)) return f(fn, gx, gy, gz, bx, by, bz, shmem, s, p, e);
-    acquire_tokens(r);
-    uint64_t start = now_ns();
-    CUresult rc = f(fn, gx, gy, gz, bx, by, bz, shmem, s, p, e);
-    charge(r, now_ns() - start);
-    return rc;
-}
 EXPORT CUresult cuLaunchKernel(CUfunction fn, unsigned gx, unsigned gy, unsigned gz, unsigned bx,
                                unsigned by, unsigned bz, unsigned shmem, CUstream s, void **p,
                                void **e) {
-    return launch(H_LAUNCH, fn, gx, gy, gz, bx, by, bz, shmem, s, p, e);
+    launch_fn f = REAL(cuLaunchKernel, launch_fn);
+    NOT_FOUND_IF_NULL(f);
+    SLICED(f(fn, gx, gy, gz, bx, by, bz, shmem, s, p, e));
 }
 EXPORT CUresult cuLaunchKernel_ptsz(CUfunction fn, unsigned gx, unsigned gy, unsigned gz,
                                     unsigned bx, unsigned by, unsigned bz, unsigned shmem,
                                     CUstream s, void **p, void **e) {
-    return launch(H_LAUNCH_PTSZ, fn, gx, gy, gz, bx, by, bz, shmem, s, p, e);
-}
-
-typedef CUresult (*launch_ex_fn)(const void *, CUfunction, void **, void **);
-static CUresult launch_ex(int id, const void *config, CUfunction fn, void **p, void **e) {
-    launch_ex_fn f = REAL(id, launch_ex_fn);
+    launch_fn f = REAL(cuLaunchKernel_ptsz, launch_fn);
     NOT_FOUND_IF_NULL(f);
-    gpooling_region *r = R();
-    __atomic_fetch_add(&r->launch_calls, 1, __ATOMIC_RELAXED);
-    if (!throttled(r)) return f(config, fn, p, e);
-    acquire_tokens(r);
-    uint64_t start = now_ns();
-    CUresult rc = f(config, fn, p, e);
-    charge(r, now_ns() - start);
-    return rc;
+    SLICED(f(fn, gx, gy, gz, bx, by, bz, shmem, s, p, e));
 }
+typedef CUresult (*launch_ex_fn)(const void *, CUfunction, void **, void **);
 EXPORT CUresult cuLaunchKernelEx(const void *c, CUfunction fn, void **p, void **e) {
-    return launch_ex(H_LAUNCH_EX, c, fn, p, e);
+    launch_ex_fn f = REAL(cuLaunchKernelEx, launch_ex_fn);
+    NOT_FOUND_IF_NULL(f);
+    SLICED(f(c, fn, p, e));
 }
 EXPORT CUresult cuLaunchKernelEx_ptsz(const void *c, CUfunction fn, void **p, void **e) {
-    return launch_ex(H_LAUNCH_EX_PTSZ, c, fn, p, e);
+    launch_ex_fn f = REAL(cuLaunchKernelEx_ptsz, launch_ex_fn);
+    NOT_FOUND_IF_NULL(f);
+    SLICED(f(c, fn, p, e));
+}
+typedef CUresult (*coop_fn)(CUfunction, unsigned, unsigned, unsigned, unsigned, unsigned,
+                            unsigned, unsigned, CUstream, void **);
+EXPORT CUresult cuLaunchCooperativeKernel(CUfunction fn, unsigned gx, unsigned gy, unsigned gz,
+                                          unsigned bx, unsigned by, unsigned bz, unsigned shmem,
+                                          CUstream s, void **p) {
+    coop_fn f = REAL(cuLaunchCooperativeKernel, coop_fn);
+    NOT_FOUND_IF_NULL(f);
+    SLICED(f(fn, gx, gy, gz, bx, by, bz, shmem, s, p));
+}
+EXPORT CUresult cuLaunchCooperativeKernel_ptsz(CUfunction fn, unsigned gx, unsigned gy,
+                                               unsigned gz, unsigned bx, unsigned by, unsigned bz,
+                                               unsigned shmem, CUstream s, void **p) {
+    coop_fn f = REAL(cuLaunchCooperativeKernel_ptsz, coop_fn);
+    NOT_FOUND_IF_NULL(f);
+    SLICED(f(fn, gx, gy, gz, bx, by, bz, shmem, s, p));
+}
+typedef CUresult (*coop_multi_fn)(CUDA_LAUNCH_PARAMS *, unsigned int, unsigned int);
+EXPORT CUresult cuLaunchCooperativeKernelMultiDevice(CUDA_LAUNCH_PARAMS *list, unsigned int n,
+                                                     unsigned int flags) {
+    coop_multi_fn f = REAL(cuLaunchCooperativeKernelMultiDevice, coop_multi_fn);
+    NOT_FOUND_IF_NULL(f);
+    SLICED(f(list, n, flags));
+}
+typedef CUresult (*graph_fn)(CUgraphExec, CUstream);
+EXPORT CUresult cuGraphLaunch(CUgraphExec g, CUstream s) {
+    graph_fn f = REAL(cuGraphLaunch, graph_fn);
+    NOT_FOUND_IF_NULL(f);
+    SLICED(f(g, s));
+}
+EXPORT CUresult cuGraphLaunch_ptsz(CUgraphExec g, CUstream s) {
+    graph_fn f = REAL(cuGraphLaunch_ptsz, graph_fn);
+    NOT_FOUND_IF_NULL(f);
+    SLICED(f(g, s));
+}
+EXPORT CUresult cuLaunch(CUfunction fn) {
+    handle_fn f = REAL(cuLaunch, handle_fn);
+    NOT_FOUND_IF_NULL(f);
+    SLICED(f(fn));
+}
+typedef CUresult (*grid_fn)(CUfunction, int, int);
+EXPORT CUresult cuLaunchGrid(CUfunction fn, int w, int h) {
+    grid_fn f = REAL(cuLaunchGrid, grid_fn);
+    NOT_FOUND_IF_NULL(f);
+    SLICED(f(fn, w, h));
+}
+typedef CUresult (*grid_async_fn)(CUfunction, int, int, CUstream);
+EXPORT CUresult cuLaunchGridAsync(CUfunction fn, int w, int h, CUstream s) {
+    grid_async_fn f = REAL(cuLaunchGridAsync, grid_async_fn);
+    NOT_FOUND_IF_NULL(f);
+    SLICED(f(fn, w, h, s));
 }
 
+/* synchronisation: asynchronous kernels' device time surfaces here */
+#define TIMED_SYNC(call)                                                                       \
+    do {                                                                                       \
+        if (!usable()) return (call);                                                          \
+        gpooling_usage *u_ = U;                                                                \
+        __atomic_fetch_add(&u_->sync_calls, 1, __ATOMIC_RELAXED);                              \
+        uint64_t start_ = now_ns();                                                            \
+        CUresult rc_ = (call);                                                                 \
+        charge(u_, now_ns() - start_);                                                         \
+        return rc_;                                                                            \
+    } while (0)
 typedef CUresult (*ctx_sync_fn)(void);
 EXPORT CUresult cuCtxSynchronize(void) {
-    ctx_sync_fn f = REAL(H_CTX_SYNC, ctx_sync_fn);
+    ctx_sync_fn f = REAL(cuCtxSynchronize, ctx_sync_fn);
     NOT_FOUND_IF_NULL(f);
-    gpooling_region *r = R();
-    __atomic_fetch_add(&r->sync_calls, 1, __ATOMIC_RELAXED);
-    uint64_t start = now_ns();
-    CUresult rc = f();
-    charge(r, now_ns() - start); /* asynchronous kernels' device time surfaces here */
-    return rc;
+    TIMED_SYNC(f());
 }
-
-typedef CUresult (*stream_sync_fn)(CUstream);
-static CUresult stream_sync(int id, CUstream s) {
-    stream_sync_fn f = REAL(id, stream_sync_fn);
+EXPORT CUresult cuStreamSynchronize(CUstream s) {
+    handle_fn f = REAL(cuStreamSynchronize, handle_fn);
     NOT_FOUND_IF_NULL(f);
-    gpooling_region *r = R();
-    __atomic_fetch_add(&r->sync_calls, 1, __ATOMIC_RELAXED);
-    uint64_t start = now_ns();
-    CUresult rc = f(s);
-    charge(r, now_ns() - start);
-    return rc;
+    TIMED_SYNC(f(s));
 }
-EXPORT CUresult cuStreamSynchronize(CUstream s) { return stream_sync(H_STREAM_SYNC, s); }
 EXPORT CUresult cuStreamSynchronize_ptsz(CUstream s) {
-    return stream_sync(H_STREAM_SYNC_PTSZ, s);
+    handle_fn f = REAL(cuStreamSynchronize_ptsz, handle_fn);
+    NOT_FOUND_IF_NULL(f);
+    TIMED_SYNC(f(s));
+}
+EXPORT CUresult cuEventSynchronize(CUevent e) {
+    handle_fn f = REAL(cuEventSynchronize, handle_fn);
+    NOT_FOUND_IF_NULL(f);
+    TIMED_SYNC(f(e));
 }
 
-/* ---- symbol lookup: dlsym and cuGetProcAddress hand out our wrappers ----------------------- */
+/* ---- symbol lookup: every route hands out our wrappers ------------------------------------ */
+
+EXPORT void *dlsym(void *handle, const char *name);
+EXPORT void *dlvsym(void *handle, const char *name, const char *version);
+EXPORT void *dlmopen(Lmid_t lmid, const char *file, int flags);
 
 static hook *find_by_name(const char *name) {
     for (int i = 0; i < H_COUNT; i++)
-        if (hooks[i].name && strcmp(hooks[i].name, name) == 0) return &hooks[i];
+        if (!strcmp(hooks[i].name, name)) return &hooks[i];
     return NULL;
 }
 
-static hook *find_by_base(const char *base, int per_thread_stream, int version) {
-    if (version < 3020) return NULL; /* the pre-_v2 32-bit variants are passed through */
-    if (strcmp(base, "cuGetProcAddress") == 0)
-        return &hooks[version >= 12000 ? H_GPA_V2 : H_GPA];
-    hook *plain = NULL;
+/* the variant cuGetProcAddress means for (base, version, per-thread stream) */
+static hook *find_by_base(const char *base, int ptsz, int version) {
+    hook *best = NULL;
     for (int i = 0; i < H_COUNT; i++) {
-        if (!hooks[i].base || strcmp(hooks[i].base, base) != 0) continue;
-        if (hooks[i].per_thread_stream == per_thread_stream) return &hooks[i];
-        if (!hooks[i].per_thread_stream) plain = &hooks[i];
+        hook *h = &hooks[i];
+        if (!h->base || strcmp(h->base, base) || h->min_version > version) continue;
+        if (h->ptsz && !ptsz) continue;
+        if (!best || h->min_version > best->min_version ||
+            (h->min_version == best->min_version && h->ptsz && !best->ptsz))
+            best = h;
     }
-    return plain;
+    return best;
 }
 
-static void adopt(hook *h, void **pfn) {
-    if (!h || !*pfn || *pfn == h->wrapper) return;
+static hook *find_by_address(void *f) {
+    for (int i = 0; i < H_COUNT; i++)
+        if (f && __atomic_load_n(&hooks[i].real, __ATOMIC_ACQUIRE) == f) return &hooks[i];
+    return NULL;
+}
+
+static void *wrap(hook *h, void *f) {
+    if (!h || !f || f == h->wrapper) return f;
     void *expected = NULL;
-    __atomic_compare_exchange_n(&h->real, &expected, *pfn, 0, __ATOMIC_ACQ_REL, __ATOMIC_ACQUIRE);
-    *pfn = h->wrapper;
+    __atomic_compare_exchange_n(&h->real, &expected, f, 0, __ATOMIC_ACQ_REL, __ATOMIC_ACQUIRE);
+    return h->wrapper;
+}
+
+/* the answer of any dlsym/dlvsym: our own loader functions, or a wrapper if it is intercepted */
+static void *swap_symbol(const char *name, void *f) {
+    if (!f || !name) return f;
+    if (!strcmp(name, "dlsym")) return (void *)dlsym;
+    if (!strcmp(name, "dlvsym")) return (void *)dlvsym;
+    if (!strcmp(name, "dlmopen")) return (void *)dlmopen;
+    if ((name[0] == 'c' && name[1] == 'u') || !strncmp(name, "nvml", 4)) {
+        pthread_once(&reals_once, open_libs);
+        hook *h = find_by_name(name);
+        if (h) return wrap(h, f);
+        h = find_by_address(f); /* another name for an intercepted function */
+        if (h) return h->wrapper;
+    }
+    return f;
 }
 
 EXPORT void *dlsym(void *handle, const char *name) {
-    void *f = real_dlsym()(handle, name);
-    if (f && name[0] == 'c' && name[1] == 'u') {
-        hook *h = find_by_name(name);
-        if (h) adopt(h, &f);
+    libc_ready();
+    if (!real_dlsym_fn) return NULL;
+    return swap_symbol(name, real_dlsym_fn(handle, name));
+}
+
+EXPORT void *dlvsym(void *handle, const char *name, const char *version) {
+    libc_ready();
+    if (!real_dlvsym_fn) return NULL;
+    return swap_symbol(name, real_dlvsym_fn(handle, name, version));
+}
+
+/* a new link-map namespace would get a libcuda of its own, without the shim: load in the base
+ * namespace instead (where LD_PRELOAD put the shim first) */
+EXPORT void *dlmopen(Lmid_t lmid, const char *file, int flags) {
+    libc_ready();
+    if (lmid != LM_ID_BASE) {
+        say_once(SAY_DLMOPEN, "gpooling: dlmopen into a new namespace is loaded in the base "
+                 "namespace (the quota applies to every namespace)");
+        return real_dlopen_fn ? real_dlopen_fn(file, flags) : NULL;
     }
-    return f;
+    return real_dlmopen_fn ? real_dlmopen_fn(lmid, file, flags) : NULL;
+}
+
+static void gpa_swap(const char *symbol, void **pfn, int version, unsigned long long flags) {
+    if (!symbol || !pfn || !*pfn) return;
+    hook *h = find_by_address(*pfn);
+    if (!h) h = find_by_base(symbol, (flags & CU_GET_PROC_ADDRESS_PER_THREAD_DEFAULT_STREAM) != 0,
+                             version);
+    if (h) *pfn = wrap(h, *pfn);
 }
 
 typedef CUresult (*gpa_fn)(const char *, void **, int, unsigned long long);
 EXPORT CUresult cuGetProcAddress(const char *symbol, void **pfn, int version,
                                  unsigned long long flags) {
-    gpa_fn f = REAL(H_GPA, gpa_fn);
+    gpa_fn f = REAL(cuGetProcAddress, gpa_fn);
     NOT_FOUND_IF_NULL(f);
     CUresult rc = f(symbol, pfn, version, flags);
-    if (rc == CUDA_SUCCESS && symbol)
-        adopt(find_by_base(symbol, (flags & GPA_PER_THREAD_STREAM) != 0, version), pfn);
+    if (rc == CUDA_SUCCESS) gpa_swap(symbol, pfn, version, flags);
     return rc;
 }
 
 typedef CUresult (*gpa2_fn)(const char *, void **, int, unsigned long long, int *);
 EXPORT CUresult cuGetProcAddress_v2(const char *symbol, void **pfn, int version,
                                     unsigned long long flags, int *status) {
-    gpa2_fn f = REAL(H_GPA_V2, gpa2_fn);
+    gpa2_fn f = REAL(cuGetProcAddress_v2, gpa2_fn);
     NOT_FOUND_IF_NULL(f);
     CUresult rc = f(symbol, pfn, version, flags, status);
-    if (rc == CUDA_SUCCESS && symbol)
-        adopt(find_by_base(symbol, (flags & GPA_PER_THREAD_STREAM) != 0, version), pfn);
+    if (rc == CUDA_SUCCESS) gpa_swap(symbol, pfn, version, flags);
     return rc;
 }
 
-#define HOOK(id, n, b, ptsz) hooks[id] = (hook){#n, b, ptsz, (void *)n, NULL}
+#define AS_HOOK(n, b, v, p, l) hooks[H_##n] = (hook){#n, b, v, p, l, (void *)n, NULL};
 __attribute__((constructor)) static void register_hooks(void) {
-    HOOK(H_ALLOC, cuMemAlloc_v2, "cuMemAlloc", 0);
-    HOOK(H_ALLOC_PITCH, cuMemAllocPitch_v2, "cuMemAllocPitch", 0);
-    HOOK(H_ALLOC_MANAGED, cuMemAllocManaged, "cuMemAllocManaged", 0);
-    HOOK(H_ALLOC_ASYNC, cuMemAllocAsync, "cuMemAllocAsync", 0);
-    HOOK(H_ALLOC_ASYNC_PTSZ, cuMemAllocAsync_ptsz, "cuMemAllocAsync", 1);
-    HOOK(H_FREE, cuMemFree_v2, "cuMemFree", 0);
-    HOOK(H_FREE_ASYNC, cuMemFreeAsync, "cuMemFreeAsync", 0);
-    HOOK(H_FREE_ASYNC_PTSZ, cuMemFreeAsync_ptsz, "cuMemFreeAsync", 1);
-    HOOK(H_CREATE, cuMemCreate, "cuMemCreate", 0);
-    HOOK(H_RELEASE, cuMemRelease, "cuMemRelease", 0);
-    HOOK(H_GET_INFO, cuMemGetInfo_v2, "cuMemGetInfo", 0);
-    HOOK(H_TOTAL_MEM, cuDeviceTotalMem_v2, "cuDeviceTotalMem", 0);
-    HOOK(H_LAUNCH, cuLaunchKernel, "cuLaunchKernel", 0);
-    HOOK(H_LAUNCH_PTSZ, cuLaunchKernel_ptsz, "cuLaunchKernel", 1);
-    HOOK(H_LAUNCH_EX, cuLaunchKernelEx, "cuLaunchKernelEx", 0);
-    HOOK(H_LAUNCH_EX_PTSZ, cuLaunchKernelEx_ptsz, "cuLaunchKernelEx", 1);
-    HOOK(H_CTX_SYNC, cuCtxSynchronize, "cuCtxSynchronize", 0);
-    HOOK(H_STREAM_SYNC, cuStreamSynchronize, "cuStreamSynchronize", 0);
-    HOOK(H_STREAM_SYNC_PTSZ, cuStreamSynchronize_ptsz, "cuStreamSynchronize", 1);
-    HOOK(H_GPA, cuGetProcAddress, NULL, 0);
-    HOOK(H_GPA_V2, cuGetProcAddress_v2, "cuGetProcAddress", 0);
-    R();
+    HOOKS(AS_HOOK)
+    pthread_atfork(NULL, NULL, after_fork_child);
 }
