@@ -261,8 +261,13 @@ def bank_post(ctx: Any, arg: dict) -> int:
 def bank_saga(ctx: Any, arg: dict) -> list:
     """A saga across workers: the debit and the credit are child invocations (no lock here)."""
     amount = int(arg["amount"])
-    debit = ctx.invoke("bank_post", {"account": arg["src"], "delta": -amount,
-                                     "id": f"{arg['id']}-d"})
-    credit = ctx.invoke("bank_post", {"account": arg["dst"], "delta": amount,
-                                      "id": f"{arg['id']}-c"})
+    leg = "bank_post" if arg.get("locks", True) else "bank_post_unlocked"
+    debit = ctx.invoke(leg, {"account": arg["src"], "delta": -amount, "id": f"{arg['id']}-d"})
+    credit = ctx.invoke(leg, {"account": arg["dst"], "delta": amount, "id": f"{arg['id']}-c"})
     return [debit, credit]
+
+
+# the same bodies with no declared keys: what concurrent clients do to them is the control
+# experiment for per-key serialisation (lost updates)
+function("bank_transfer_unlocked")(lambda ctx, arg: bank_transfer(ctx, arg))
+function("bank_post_unlocked")(lambda ctx, arg: bank_post(ctx, arg))

@@ -19,15 +19,38 @@ app = typer.Typer(help="Arcus: exactly-once, low-latency state I/O for stateful 
 
 
 @contextlib.contextmanager
-def _redis(url: str | None) -> Iterator[str]:
+def _redis(url: str | None, aof: str = "off", data_dir: Path | None = None,
+           watch: bool = False) -> Iterator[str]:
+    """The given Redis, or a private one (``watch``: restarted on the same port if it dies)."""
+    import threading
+
     from schedlab.arcus.store import RedisServer, connect
 
     if url:
         connect(url).close()  # unreachable -> MissingServiceError with a hint
         yield url
         return
-    with RedisServer() as server:
+    server = RedisServer(aof=aof, data_dir=data_dir, die_with_parent=watch).start()
+    stop = threading.Event()
+
+    def watchdog() -> None:
+        while not stop.wait(0.2):
+            if not server.alive() and not stop.is_set():
+                err_console.print("redis-server died; restarting it"
+                                  + (" (reloading the AOF)" if aof != "off" else ""))
+                with contextlib.suppress(Exception):
+                    server.restart()
+
+    thread = threading.Thread(target=watchdog, daemon=True, name="redis-watchdog")
+    if watch:
+        thread.start()
+    try:
         yield server.url
+    finally:
+        stop.set()
+        if watch:
+            thread.join(timeout=2)
+        server.stop()
 
 
 def _check_bind(host: str, port: int) -> None:
@@ -115,33 +138,99 @@ def bench(
         out_console.print(f"{key:24s} {shown}")
 
 
+def _serve_signals(server: object) -> list[int]:
+    """Ctrl-C and SIGTERM stop the HTTP server gracefully, then ``serve`` tears everything down.
+
+    uvicorn re-raises a captured signal after its own shutdown, which would kill this process
+    before the platform's workers and the private redis-server are stopped (orphans); here the
+    signal only ends the server loop and is remembered, so every child is reaped first.
+    """
+    import signal
+    import threading
+
+    received: list[int] = []
+
+    @contextlib.contextmanager
+    def capture() -> Iterator[None]:
+        if threading.current_thread() is not threading.main_thread():
+            yield
+            return
+
+        def handler(sig: int, frame: object) -> None:
+            received.append(sig)
+            server.should_exit = True  # type: ignore[attr-defined]
+            if len(received) > 1:
+                server.force_exit = True  # type: ignore[attr-defined]
+
+        previous = {sig: signal.signal(sig, handler) for sig in (signal.SIGINT, signal.SIGTERM)}
+        try:
+            yield
+        finally:
+            for sig, old in previous.items():
+                signal.signal(sig, old)
+
+    server.capture_signals = capture  # type: ignore[attr-defined]
+    return received
+
+
 @app.command()
 @handle_errors
 def serve(
     host: str = typer.Option("127.0.0.1", "--host", help="Bind address (loopback by default)."),
     port: int = typer.Option(8080, "--port", min=1, max=65535),
     workers: int = typer.Option(4, "--workers", min=2, help="Worker processes."),
+    module: list[str] = typer.Option([], "--module", "-m",
+                                     help="Module (dotted name or file.py) with your @function "
+                                          "definitions; repeatable."),
     redis_url: str = typer.Option(None, "--redis-url", help="Use this Redis (default: private)."),
+    aof: str = typer.Option("always", "--aof", help="Private Redis persistence: always, "
+                            "everysec or off (append-only file fsync policy)."),
+    data_dir: Path = typer.Option(None, "--data-dir", help="Keep the private Redis's files "
+                                  "here (default: a temporary directory, removed at exit)."),
+    name: str = typer.Option("arcus", "--name", help="Platform name (Redis key prefix); a "
+                             "restarted gateway with the same name redelivers what was left."),
+    retention: float = typer.Option(3600.0, "--retention", min=0.0,
+                                    help="Seconds to keep finished instances' logs (and "
+                                         "idempotency keys)."),
+    lease: float = typer.Option(5.0, "--lease", min=0.1, help="Worker lease (s): in-flight "
+                                "messages of a worker silent this long are redelivered."),
     duration: float = typer.Option(0.0, "--duration", min=0.0,
                                    help="Stop after this many seconds (0: until Ctrl-C)."),
     json_out: bool = typer.Option(False, "--json", help="Print a JSON summary at exit."),
 ) -> None:
-    """Run the gateway (HTTP: POST /invoke/{fn}) with its workers until Ctrl-C or --duration."""
+    """Run the gateway (HTTP: POST /invoke/{fn}, /submit/{fn}, GET /status/{id}) until Ctrl-C,
+    SIGTERM or --duration; every child (workers, private redis-server) is stopped at exit."""
     import threading
 
     import uvicorn
 
     from schedlab.arcus.gateway import make_app
-    from schedlab.arcus.platform import Platform
+    from schedlab.arcus.platform import Platform, load_modules
+    from schedlab.arcus.store import AOF_MODES
+    from schedlab.core.errors import ConfigError
 
+    if aof not in AOF_MODES:
+        raise ConfigError(f"unknown AOF mode '{aof}'; valid: {', '.join(AOF_MODES)}",
+                          field="aof")
+    if not name or any(c in name for c in ":| "):
+        raise ConfigError("a platform name has no ':', '|' or spaces", field="name")
     _check_bind(host, port)
-    with _redis(redis_url) as url, Platform(url, workers=workers) as running:
+    modules, paths = load_modules(module)
+    with _redis(redis_url, aof, data_dir, watch=True) as url, \
+            Platform(url, workers=workers, modules=modules, paths=paths, name=name,
+                     retention_s=retention, lease_s=lease) as running:
         server = uvicorn.Server(uvicorn.Config(make_app(running), host=host, port=port,
                                                log_level="warning"))
+        received = _serve_signals(server)
         if duration > 0:
-            threading.Timer(duration, lambda: setattr(server, "should_exit", True)).start()
-        err_console.print(f"arcus gateway on http://{host}:{port} (redis {url})")
+            timer = threading.Timer(duration, lambda: setattr(server, "should_exit", True))
+            timer.daemon = True
+            timer.start()
+        persistence = f"AOF {aof}" if not redis_url else "external"
+        err_console.print(f"arcus gateway on http://{host}:{port} (redis {url}, {persistence}; "
+                          f"functions from {', '.join(modules) or 'built-ins'})")
         server.run()
-        summary = dict(crashes=running.crashes, workers=workers, redis=url)
+        summary = dict(crashes=running.crashes, redelivered=running.redelivered,
+                       workers=workers, redis=url, signal=received[0] if received else None)
     if json_out:
         emit_json(summary)

@@ -338,7 +338,7 @@ class Platform:
                          fn=fn, arg=arg, protocol=protocol, ns=ns, token=self.tokens.get(ns, 0),
                          rtt_ms=rtt_ms, crash_rate=crash_rate, crash_seed=crash_seed,
                          crash_attempts=crash_attempts, plat=self.plat, slots=self.workers,
-                         track=track)
+                         track=track, replay=idempotency_key is not None)
         if track:
             reply = self._guard_redis(lambda: scripts_for(self.client)["request_begin"](
                 keys=[f"{ns}:req:{inv.instance}"],

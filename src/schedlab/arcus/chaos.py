@@ -1,0 +1,291 @@
+"""Fault injection from outside the platform: concurrent bank clients, random SIGKILLs of worker
+processes, Redis SIGKILL + restart, client retries with and without an idempotency key
+(Arcus, paper 12).
+
+This is the harness the exactly-once claims are checked with; unlike the seeded crash points of
+:mod:`schedlab.arcus.runtime` (which sit at the protocol's own step boundaries), the kills here
+land at arbitrary moments: inside a Lua round trip, between a reply and its acknowledgement,
+during a redelivery, while a worker is starting. The invariants are read straight from Redis
+(:func:`schedlab.arcus.policies.final_state`):
+
+* **sum** - the balance sum equals the initial sum (no lost or duplicated debit/credit);
+* **journal** - each account's balance equals its initial balance plus the deltas in its journal
+  (a stale read or a lost update breaks this), and every journal entry appears exactly once;
+* **markers** - every request leg's done-marker is exactly 1 (0: lost, 2: applied twice), and
+  every leg has exactly one journal entry per account it touched;
+* **results** - a retry with the same idempotency key after the request finished returns the
+  same result as the first answer.
+
+Workload: ``clients`` threads, each issuing ``requests`` transfers. A share ``saga`` are sagas
+(``bank_saga``: the debit and the credit are child invocations on other workers), the rest
+``bank_transfer`` (both accounts in one instance). ``shared=True`` lets every client touch every
+account (the concurrency-control test: it needs the per-key serialisation that ``bank_*``
+declare); ``shared=False`` gives each client its own accounts. A share ``keyed`` of requests
+carries an idempotency key (a failed call is retried with the same key); the others are retried
+without one, i.e. as a new request (each attempt is then its own leg with its own marker, and
+all of them must complete exactly once).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import random
+import signal
+import threading
+import time
+from dataclasses import asdict, dataclass, field
+from typing import Any
+
+from schedlab.arcus.platform import Platform
+from schedlab.arcus.policies import final_state, load_state, protocol_class
+from schedlab.arcus.runtime import InvocationError
+from schedlab.arcus.store import RedisServer
+from schedlab.core.errors import ConfigError, MissingServiceError
+
+INITIAL_BALANCE = 1000
+
+
+@dataclass
+class ChaosConfig:
+    protocol: str = "arcus"
+    clients: int = 4
+    requests: int = 25  # per client
+    accounts: int = 8
+    shared: bool = True
+    saga: float = 0.5
+    keyed: float = 1.0
+    kill_interval_s: float = 0.05  # mean gap between worker SIGKILLs (0: none)
+    redis_restarts: int = 0  # Redis SIGKILL + restart during the run
+    redis_down_s: float = 0.3
+    call_timeout_s: float = 10.0  # a client gives up waiting and retries after this
+    settle_s: float = 60.0  # after the clients, how long to wait for abandoned attempts
+    seed: int = 0
+    workers: int = 4
+    lease_s: float = 2.0
+    locks: bool = True  # False: the same functions without declared keys (control run)
+
+    def validate(self) -> None:
+        protocol_class(self.protocol)
+        if self.clients < 1 or self.requests < 1 or self.workers < 2:
+            raise ConfigError("need >= 1 client, >= 1 request and >= 2 workers",
+                              field="clients")
+        if self.accounts < (2 if self.shared else 2 * self.clients):
+            raise ConfigError("need 2 accounts per client (disjoint) or 2 in all (shared)",
+                              field="accounts")
+        for name in ("saga", "keyed"):
+            if not 0.0 <= getattr(self, name) <= 1.0:
+                raise ConfigError("must be in [0, 1]", field=name)
+
+
+@dataclass
+class ChaosReport:
+    protocol: str
+    requests: int = 0
+    attempts: int = 0
+    client_retries: int = 0
+    kills: int = 0
+    redis_restarts: int = 0
+    redelivered: int = 0
+    duration_s: float = 0.0
+    sum_delta: int = 0
+    journal_mismatches: int = 0  # accounts whose balance != initial + journal
+    duplicate_entries: int = 0  # journal entries present more than once
+    missing_entries: int = 0  # legs with no journal entry on an account they touched
+    marker_violations: int = 0  # markers != 1
+    unfinished: int = 0  # attempts still not finished after settle_s
+    result_mismatches: int = 0  # same key, different answer
+    errors: list[str] = field(default_factory=list)
+
+    @property
+    def violations(self) -> int:
+        return (abs(self.sum_delta) + self.journal_mismatches + self.duplicate_entries
+                + self.missing_entries + self.marker_violations + self.result_mismatches)
+
+    def to_dict(self) -> dict[str, Any]:
+        out = asdict(self)
+        out["violations"] = self.violations
+        out["errors"] = self.errors[:5]
+        return out
+
+
+@dataclass
+class _Leg:
+    marker: str
+    touches: dict[str, int]  # account -> delta
+    #: must have run exactly once: keyed requests (retried until answered) and answered
+    #: attempts; a no-key attempt whose call failed may never have been accepted (0 or 1)
+    required: bool = True
+
+
+class _Killer(threading.Thread):
+    """SIGKILLs a random live worker at exponential intervals."""
+
+    def __init__(self, platform: Platform, mean_s: float, rng: random.Random) -> None:
+        super().__init__(daemon=True, name="chaos-killer")
+        self.platform, self.mean_s, self.rng = platform, mean_s, rng
+        self.stop = threading.Event()
+        self.kills = 0
+
+    def run(self) -> None:
+        while not self.stop.wait(self.rng.expovariate(1.0 / self.mean_s)):
+            pids = self.platform.worker_pids()
+            if pids:
+                with contextlib.suppress(ProcessLookupError):
+                    os.kill(self.rng.choice(pids), signal.SIGKILL)
+                    self.kills += 1
+
+
+def _accounts_for(cfg: ChaosConfig, client: int) -> list[str]:
+    if cfg.shared:
+        return [f"acct:{a}" for a in range(cfg.accounts)]
+    per = cfg.accounts // cfg.clients
+    return [f"acct:{client * per + a}" for a in range(per)]
+
+
+def _client(platform: Platform, cfg: ChaosConfig, ns: str, client: int, legs: list[_Leg],
+            answers: dict[str, Any], report: ChaosReport, lock: threading.Lock,
+            deadline: float) -> None:
+    rng = random.Random(cfg.seed * 1000 + client)
+    mine = _accounts_for(cfg, client)
+    for i in range(cfg.requests):
+        src, dst = rng.sample(mine, 2)
+        amount = rng.randint(1, 50)
+        saga = rng.random() < cfg.saga
+        keyed = rng.random() < cfg.keyed
+        rid = f"c{client}r{i}"
+        attempt = 0
+        while time.monotonic() < deadline:
+            tag = rid if keyed else f"{rid}a{attempt}"
+            arg = {"src": src, "dst": dst, "amount": amount, "id": tag}
+            fn = "bank_saga" if saga else "bank_transfer"
+            if not cfg.locks:
+                fn = fn if saga else "bank_transfer_unlocked"
+                arg["locks"] = False
+            with lock:
+                report.attempts += 1
+                if attempt == 0 or not keyed:  # a new leg set: each no-key attempt is one
+                    if saga:
+                        new = [_Leg(f"{tag}-d", {src: -amount}, keyed),
+                               _Leg(f"{tag}-c", {dst: amount}, keyed)]
+                    else:
+                        new = [_Leg(tag, {src: -amount, dst: amount}, keyed)]
+                    legs.extend(new)
+            try:
+                reply = platform.invoke(fn, arg, protocol=cfg.protocol, ns=ns,
+                                        idempotency_key=rid if keyed else None,
+                                        timeout=cfg.call_timeout_s)
+                for leg in new:
+                    leg.required = True  # answered: it ran
+            except (MissingServiceError, InvocationError) as exc:
+                with lock:
+                    report.client_retries += 1
+                    if len(report.errors) < 20:
+                        report.errors.append(f"{rid}: {exc}"[:200])
+                attempt += 1
+                time.sleep(0.05 + 0.1 * rng.random())
+                continue
+            if keyed:
+                answers[rid] = (fn, arg, reply["value"])
+            break
+        with lock:
+            report.requests += 1
+
+
+def _check(platform: Platform, cfg: ChaosConfig, ns: str, legs: list[_Leg],
+           answers: dict[str, Any], report: ChaosReport) -> None:
+    client = platform.client
+    accounts = sorted({a for c in range(cfg.clients) for a in _accounts_for(cfg, c)})
+    markers = [f"done:{leg.marker}" for leg in legs]
+    journals = [f"journal:{a}" for a in accounts]
+    required = [f"done:{leg.marker}" for leg in legs if leg.required]
+    keys = [*accounts, *journals, *markers]
+    deadline = time.monotonic() + cfg.settle_s
+    previous, stable_since = None, time.monotonic()
+    while True:  # abandoned attempts (no-key retries, timeouts) finish in the background
+        state = final_state(cfg.protocol, client, ns, keys)
+        unfinished = sum(state.get(m) is None for m in required)
+        if state != previous:
+            previous, stable_since = state, time.monotonic()
+        quiet = time.monotonic() - stable_since > 1.0
+        if (unfinished == 0 and quiet) or time.monotonic() > deadline:
+            break
+        time.sleep(0.2)
+    report.unfinished = unfinished
+    balances = {a: int(state.get(a) or 0) for a in accounts}
+    report.sum_delta = sum(balances.values()) - INITIAL_BALANCE * len(accounts)
+    entries: dict[tuple[str, str], int] = {}
+    for account in accounts:
+        journal = state.get(f"journal:{account}") or []
+        if INITIAL_BALANCE + sum(int(delta) for _, delta in journal) != balances[account]:
+            report.journal_mismatches += 1
+        for marker, _ in journal:
+            entries[(account, marker)] = entries.get((account, marker), 0) + 1
+    report.duplicate_entries = sum(n - 1 for n in entries.values() if n > 1)
+    for leg in legs:
+        if state.get(f"done:{leg.marker}") not in (1, None):
+            report.marker_violations += 1
+        if state.get(f"done:{leg.marker}") == 1:
+            report.missing_entries += sum((a, leg.marker) not in entries for a in leg.touches)
+    # a retry with the same key returns the first answer and changes nothing
+    rng = random.Random(cfg.seed)
+    for rid in rng.sample(sorted(answers), min(10, len(answers))):
+        fn, arg, first = answers[rid]
+        try:
+            again = platform.invoke(fn, arg, protocol=cfg.protocol, ns=ns, idempotency_key=rid,
+                                    timeout=cfg.call_timeout_s)["value"]
+        except (MissingServiceError, InvocationError) as exc:
+            report.errors.append(f"recheck {rid}: {exc}"[:200])
+            continue
+        report.result_mismatches += again != first
+
+
+def run_chaos(cfg: ChaosConfig, redis: RedisServer, platform: Platform) -> ChaosReport:
+    """Run one chaos round on a started ``platform`` over ``redis`` (AOF on for restarts)."""
+    cfg.validate()
+    if cfg.redis_restarts and redis.aof == "off":
+        raise ConfigError("Redis restarts need persistence (RedisServer(aof='always'))",
+                          field="redis_restarts")
+    rng = random.Random(cfg.seed)
+    ns = f"chaos-{cfg.protocol}-{cfg.seed}-{random.Random().getrandbits(32):08x}"
+    accounts = sorted({a for c in range(cfg.clients) for a in _accounts_for(cfg, c)})
+    load_state(cfg.protocol, platform.client, ns, {a: INITIAL_BALANCE for a in accounts})
+    report = ChaosReport(cfg.protocol)
+    legs: list[_Leg] = []
+    answers: dict[str, Any] = {}
+    lock = threading.Lock()
+    redelivered_before = platform.redelivered
+    killer = _Killer(platform, cfg.kill_interval_s, rng) if cfg.kill_interval_s > 0 else None
+    start = time.monotonic()
+    deadline = start + 600.0
+    threads = [threading.Thread(target=_client, daemon=True, name=f"chaos-client-{c}",
+                                args=(platform, cfg, ns, c, legs, answers, report, lock,
+                                      deadline))
+               for c in range(cfg.clients)]
+    if killer is not None:
+        killer.start()
+    for thread in threads:
+        thread.start()
+    restarts = 0
+    while any(t.is_alive() for t in threads):
+        if restarts < cfg.redis_restarts:
+            time.sleep(rng.uniform(0.2, 0.8))
+            if not any(t.is_alive() for t in threads):
+                break
+            redis.kill()
+            time.sleep(cfg.redis_down_s)
+            redis.restart()
+            restarts += 1
+        else:
+            time.sleep(0.05)
+    for thread in threads:
+        thread.join()
+    if killer is not None:
+        killer.stop.set()
+        killer.join()
+        report.kills = killer.kills
+    report.redis_restarts = restarts
+    _check(platform, cfg, ns, legs, answers, report)
+    report.duration_s = time.monotonic() - start
+    report.redelivered = platform.redelivered - redelivered_before
+    return report
