@@ -117,34 +117,44 @@ def _worker(path: Path, write: bool, sequential: bool, block: int, start: int, l
             ready: threading.Barrier | None) -> WorkerStats:
     """Issue one fio job's ops on ``[start, start + length)`` of ``path``."""
     blocks = [start + i * block for i in range(length // block)]
-    tail = length % block
     if not sequential:
         random.Random(seed).shuffle(blocks)
     if ops:
         blocks = blocks[:ops]
-    aligned = start % ALIGN == 0 and block % ALIGN == 0 and not (tail and not ops)
+    todo = [(offset, block) for offset in blocks]
+    if length % block and not ops:  # the region's last, partial block (fio does it too)
+        todo.append((start + length - length % block, length % block))
+    aligned = start % ALIGN == 0 and all(n % ALIGN == 0 for _, n in todo)
     flags = (os.O_WRONLY | os.O_CREAT) if write else os.O_RDONLY
     fd, direct = _open(path, flags, direct and aligned)
     buffer = mmap.mmap(-1, max(block, ALIGN))  # page-aligned, as O_DIRECT needs
     if write:
         buffer.write(os.urandom(block))  # fio fills its buffers with random data too
-    view = memoryview(buffer)[:block]
+    view = memoryview(buffer)
     stats = WorkerStats(direct=direct)
+
+    def once(offset: int, n: int) -> int:
+        part = view[:n]
+        try:
+            return os.pwrite(fd, part, offset) if write else os.preadv(fd, [part], offset)
+        finally:
+            part.release()
+
     try:
         if ready is not None:
             ready.wait()
         began = time.perf_counter()
-        for offset in blocks:
+        for offset, n in todo:
             t = time.perf_counter()
             try:
-                done = os.pwrite(fd, view, offset) if write else os.preadv(fd, [view], offset)
+                done = once(offset, n)
             except OSError as exc:  # a file system that accepted O_DIRECT on open, not on I/O
                 if not (direct and exc.errno == errno.EINVAL and stats.ops == 0):
                     raise
                 os.close(fd)
                 fd, direct = _open(path, flags, False)
                 stats.direct = False
-                done = os.pwrite(fd, view, offset) if write else os.preadv(fd, [view], offset)
+                done = once(offset, n)
             stats.latency += time.perf_counter() - t
             stats.bytes += done
             stats.ops += 1
@@ -153,16 +163,6 @@ def _worker(path: Path, write: bool, sequential: bool, block: int, start: int, l
                 now = time.perf_counter()
                 if now < due:
                     time.sleep(due - now)
-        if tail and not ops and write:  # the region's last, partial block
-            t = time.perf_counter()
-            stats.bytes += os.pwrite(fd, view[:tail], start + length - tail)
-            stats.latency += time.perf_counter() - t
-            stats.ops += 1
-        elif tail and not ops:
-            t = time.perf_counter()
-            stats.bytes += len(os.pread(fd, tail, start + length - tail))
-            stats.latency += time.perf_counter() - t
-            stats.ops += 1
         if fsync and write:
             os.fsync(fd)
         stats.runtime = time.perf_counter() - began
