@@ -55,8 +55,12 @@ def run_pattern(kind: str, directory: Path, size: int, workers: int, io_ops: int
 
 
 def run_embedded(kind: str, directory: Path, size: int, workers: int, io_ops: int = 0,
-                 concurrency: str = "threads") -> dict:
-    """The fio job of ``kind`` in the embedded generator, with the throttle fio would get."""
+                 concurrency: str | None = None) -> dict:
+    """The fio job of ``kind`` in the embedded generator, with the throttle fio would get.
+
+    Workers are forked processes, as fio's ``numjobs`` are, unless ``concurrency`` (or
+    ``$IFLUX_IOLOAD_WORKERS``) says ``threads``."""
+    concurrency = concurrency or os.environ.get(ioload.WORKERS_ENV) or "processes"
     rw, bs, files, fsync = FIO_PATTERNS[kind]
     directory = Path(os.path.realpath(directory))
     tier, model = _tier_and_model(directory)

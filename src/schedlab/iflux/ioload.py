@@ -6,9 +6,10 @@ measurement and is used whenever it is installed. Without it, :func:`run_job` is
 job: the same files (one shared file with one region per worker, or one file per worker, named
 as fio names them), the same block size, sequential or seeded-random block order (every block of
 a region once, like fio's random map with ``randrepeat=1``), the same op count (``number_ios``),
-``numjobs`` workers as threads or forked processes, an fsync at the end (``end_fsync``), with
-``os.pwrite``/``os.preadv`` on a page-aligned buffer through ``O_DIRECT`` where the file system
-takes it, falling back to buffered I/O where it does not (``EINVAL`` on open or on the first op).
+``numjobs`` workers as forked processes (as fio forks them) or threads, an fsync at the end
+(``end_fsync``), with ``os.pwrite``/``os.preadv`` on a page-aligned buffer through ``O_DIRECT``
+where the file system takes it, falling back to buffered I/O where it does not (``EINVAL`` on
+open or on the first op, or a region that is not 4 KiB-aligned).
 
 The throttle is fio's, not a second model: the rate comes from the very options fio would get
 (:meth:`StorageModel.fio_options`, ``--rate_iops`` per worker) and is enforced the way fio
@@ -39,6 +40,7 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 
 ENGINE_ENV = "IFLUX_IOLOAD"
+WORKERS_ENV = "IFLUX_IOLOAD_WORKERS"  # processes (fio's default, and iojob's) or threads
 ENGINES = ("auto", "fio", "embedded")
 ALIGN = 4096  # O_DIRECT needs offsets, lengths and buffers aligned to the logical block size
 
