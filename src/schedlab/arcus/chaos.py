@@ -56,6 +56,7 @@ class ChaosConfig:
     saga: float = 0.5
     keyed: float = 1.0
     kill_interval_s: float = 0.05  # mean gap between worker SIGKILLs (0: none)
+    min_kills: int = 0  # clients keep issuing requests (up to 20x) until this many kills
     redis_restarts: int = 0  # Redis SIGKILL + restart during the run
     redis_down_s: float = 0.3
     call_timeout_s: float = 10.0  # a client gives up waiting and retries after this
@@ -145,10 +146,15 @@ def _accounts_for(cfg: ChaosConfig, client: int) -> list[str]:
 
 def _client(platform: Platform, cfg: ChaosConfig, ns: str, client: int, legs: list[_Leg],
             answers: dict[str, Any], report: ChaosReport, lock: threading.Lock,
-            deadline: float) -> None:
+            deadline: float, killer: _Killer | None) -> None:
     rng = random.Random(cfg.seed * 1000 + client)
     mine = _accounts_for(cfg, client)
-    for i in range(cfg.requests):
+    i = -1
+    while True:
+        i += 1
+        wanted = killer is not None and killer.kills < cfg.min_kills
+        if i >= cfg.requests and not (wanted and i < 20 * cfg.requests):
+            break
         src, dst = rng.sample(mine, 2)
         amount = rng.randint(1, 50)
         saga = rng.random() < cfg.saga
@@ -260,7 +266,7 @@ def run_chaos(cfg: ChaosConfig, redis: RedisServer, platform: Platform) -> Chaos
     deadline = start + 600.0
     threads = [threading.Thread(target=_client, daemon=True, name=f"chaos-client-{c}",
                                 args=(platform, cfg, ns, c, legs, answers, report, lock,
-                                      deadline))
+                                      deadline, killer))
                for c in range(cfg.clients)]
     if killer is not None:
         killer.start()
