@@ -123,6 +123,20 @@ def test_limits_cannot_be_raised_by_the_job(device: Device, bypass: Path) -> Non
     assert device.limits.read()["memory_limit"] == GIB
 
 
+def test_child_that_lost_the_descriptor_still_gets_the_sealed_limits(device: Device,
+                                                                    bypass: Path) -> None:
+    import sys
+
+    code = ("import subprocess, sys; sys.exit(subprocess.run([sys.argv[1], 'dlsym:cuMemAlloc_v2'],"
+            " close_fds=True).returncode)")
+    done = subprocess.run([sys.executable, "-c", code, str(bypass)], env=device.env,
+                          pass_fds=(device.limits.fd,), capture_output=True, text=True,
+                          timeout=60, check=False)
+    result = json.loads(done.stdout.strip().splitlines()[-1])
+    assert (result["first"], result["second"]) == (0, OOM), done.stderr
+    assert device.usage()["attached"] == 1
+
+
 def test_unsealed_limits_fd_fails_closed(native: NativeBuild, bypass: Path,
                                          tmp_path: Path) -> None:
     region = shm.create_region(tmp_path / "v.shm", GIB, 1.0)

@@ -27,6 +27,9 @@ from schedlab.gpooling.native import build, run_probe, shim_environment
 from schedlab.gpooling.pool import NoRoomError, Pool
 
 MIB = 1 << 20
+TOKEN = "token-of-alice-0123456789"
+TOKENS = {TOKEN: "alice"}
+AUTH = {"Authorization": f"Bearer {TOKEN}"}
 
 
 @pytest.fixture
@@ -77,7 +80,7 @@ def test_shrink_below_use_is_refused(pool: Pool, tmp_path: Path) -> None:
     try:
         holder.stdout.readline()
         with pytest.raises(BadInputError, match="cannot shrink"):
-            pool.resize(vdev.id, memory=GIB)
+            pool.resize(vdev.id, memory=GIB, force=True)
         assert run_probe(native, ["alloc", str(3 * GIB)], env)[0]["rc"] == 2
     finally:
         holder.kill()
@@ -85,7 +88,7 @@ def test_shrink_below_use_is_refused(pool: Pool, tmp_path: Path) -> None:
 
 
 def test_http_api_status_codes(pool: Pool) -> None:
-    client = TestClient(create_app(pool))
+    client = TestClient(create_app(pool, TOKENS), headers=AUTH)
     created = client.post("/vdevs", json=dict(memory="10GiB", compute=0.3))
     assert created.status_code == 201
     vid = created.json()["id"]
@@ -104,7 +107,8 @@ def test_http_api_status_codes(pool: Pool) -> None:
 
 
 def test_client_maps_errors(pool: Pool) -> None:
-    plane = ControlPlane("http://testserver", client=TestClient(create_app(pool)))
+    plane = ControlPlane("http://testserver", client=TestClient(create_app(pool, TOKENS)),
+                         token=TOKEN)
     with pytest.raises(BadInputError, match="404"):
         plane.get("vdev-7")
     with pytest.raises(MissingServiceError, match="gpooling serve"):
@@ -119,7 +123,7 @@ def live_server(tmp_path: Path):
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
         port = s.getsockname()[1]
-    server = uvicorn.Server(uvicorn.Config(create_app(pool), host="127.0.0.1", port=port,
+    server = uvicorn.Server(uvicorn.Config(create_app(pool, TOKENS), host="127.0.0.1", port=port,
                                            log_level="error"))
     thread = threading.Thread(target=server.run, daemon=True)
     thread.start()
@@ -136,6 +140,7 @@ def test_cli_end_to_end(live_server, tmp_path: Path, monkeypatch) -> None:
 
     url, pool = live_server
     monkeypatch.setenv("GPOOLING_BUILD_DIR", str(tmp_path / "build"))
+    monkeypatch.setenv("GPOOLING_TOKEN", TOKEN)
     runner = CliRunner()
     made = runner.invoke(app, ["create", "--memory", "10MiB", "--compute", "0.5", "--server", url,
                                "--json"])

@@ -8,6 +8,8 @@ control plane, so the control plane sees usage even when it runs on another host
 
 from __future__ import annotations
 
+import os
+import signal
 import subprocess
 import time
 from collections.abc import Callable, Sequence
@@ -20,22 +22,34 @@ from schedlab.gpooling import shm
 from schedlab.gpooling.native import NativeBuild, shim_environment
 
 DEFAULT_SERVER = "http://127.0.0.1:8470"
+#: environment variables the agent never passes on to the job it runs
+SECRETS = ("GPOOLING_TOKEN",)
+
+
+class NotFoundError(BadInputError):
+    """The control plane does not know the virtual device (HTTP 404)."""
 
 
 class ControlPlane:
-    """A small client of the control plane's HTTP API; errors become SchedlabErrors."""
+    """A small client of the control plane's HTTP API; errors become SchedlabErrors.
+
+    ``token`` (else ``$GPOOLING_TOKEN``) is sent as ``Authorization: Bearer``.
+    """
 
     def __init__(self, base_url: str = DEFAULT_SERVER, timeout: float = 10.0,
-                 client: Any = None) -> None:
+                 client: Any = None, token: str | None = None) -> None:
         import httpx
 
         self.base_url = base_url.rstrip("/")
+        self.token = token or os.environ.get("GPOOLING_TOKEN") or None
         # an existing client (e.g. FastAPI's TestClient) lets tests skip the network
         self._client = client or httpx.Client(base_url=self.base_url, timeout=timeout)
 
     def _call(self, method: str, path: str, **kwargs: Any) -> Any:
         import httpx
 
+        if self.token:
+            kwargs.setdefault("headers", {})["Authorization"] = f"Bearer {self.token}"
         try:
             response = self._client.request(method, path, **kwargs)
         except httpx.TransportError as exc:
@@ -46,9 +60,11 @@ class ControlPlane:
                 detail = response.json().get("detail")
             except ValueError:
                 detail = response.text
-            field = "vdev" if response.status_code == 404 else None
-            raise BadInputError(f"control plane refused ({response.status_code}): {detail}",
-                                field=field)
+            kind = NotFoundError if response.status_code == 404 else BadInputError
+            field = "vdev" if response.status_code in (403, 404) else None
+            hint = ("pass --token or set GPOOLING_TOKEN" if response.status_code == 401 else None)
+            raise kind(f"control plane refused ({response.status_code}): {detail}",
+                       field=field, hint=hint)
         return response.json()
 
     def create(self, memory: int, compute: float, model: str | None = None) -> dict:
@@ -61,11 +77,14 @@ class ControlPlane:
     def list(self) -> list[dict]:
         return self._call("GET", "/vdevs")
 
-    def resize(self, vid: str, memory: int | None, compute: float | None) -> dict:
-        return self._call("PATCH", f"/vdevs/{vid}", json=dict(memory=memory, compute=compute))
+    def resize(self, vid: str, memory: int | None, compute: float | None,
+               force: bool = False) -> dict:
+        return self._call("PATCH", f"/vdevs/{vid}", json=dict(memory=memory, compute=compute),
+                          params=dict(force="true") if force else None)
 
-    def release(self, vid: str) -> dict:
-        return self._call("DELETE", f"/vdevs/{vid}")
+    def release(self, vid: str, force: bool = False) -> dict:
+        return self._call("DELETE", f"/vdevs/{vid}",
+                          params=dict(force="true") if force else None)
 
     def report(self, vid: str, usage: dict[str, float]) -> dict:
         return self._call("POST", f"/vdevs/{vid}/usage", json=dict(usage=usage))
@@ -83,40 +102,57 @@ class RunOutcome:
     usage: dict[str, int]
     region: str
     seconds: float
+    revoked: bool = False
 
 
 def _region_for(vdev: dict, scratch: Path) -> Path:
-    """The virtual device's region if this host can see it, else a local one with its quota."""
+    """The virtual device's usage region if this host can see it, else a local one."""
     region = vdev.get("region")
     if region and Path(region).is_file():
         return Path(region)
     local = scratch / f"{vdev['id']}.shm"
     if not local.is_file():
-        shm.create_region(local, int(vdev["memory"]), float(vdev["compute"]))
+        shm.create_region(local, int(vdev["memory"]), float(vdev["compute"]), vdev=vdev["id"])
     return local
 
 
 def run_in_vdev(vdev: dict, command: Sequence[str], native: NativeBuild, *,
                 stand_in: bool = False, scratch: Path | None = None,
                 report: Callable[[dict[str, int]], Any] | None = None,
-                interval: float = 1.0, stdout: int | None = None) -> RunOutcome:
+                refresh: Callable[[], dict | None] | None = None,
+                interval: float = 1.0, stdout: int | None = None,
+                grace: float = 10.0) -> RunOutcome:
     """Run ``command`` confined to ``vdev`` (memory quota, compute share); wait for it.
 
-    ``stdout`` redirects the command's output (e.g. fd 2, when our own stdout carries JSON).
+    The limits reach the job as a write-sealed memfd (:class:`~schedlab.gpooling.shm.
+    SealedLimits`) that only this agent can change, so not even a root job can raise them.
+    Every ``interval`` the agent pushes usage (``report``) and asks for the virtual device
+    (``refresh``: its current description, or None once it is gone): a resize is copied into
+    the limits; a revoked or vanished device is revoked in the limits (the shim refuses from its
+    next call, and says why) and the job's process group gets SIGTERM, then SIGKILL after
+    ``grace`` seconds. ``stdout`` redirects the command's output (e.g. fd 2, when our own
+    stdout carries JSON). Secrets such as ``GPOOLING_TOKEN`` are not passed on to the job.
     """
     if not command:
         raise BadInputError("give the command to run after --", field="command")
     import tempfile
 
     region = _region_for(vdev, scratch or Path(tempfile.gettempdir()) / "gpooling")
-    env = shim_environment(native, region=region, stand_in=stand_in)
+    limits = shm.SealedLimits(int(vdev["memory"]), float(vdev["compute"]),
+                              vdev=str(vdev.get("id", "")))
+    env = shim_environment(native, region=region, limits_fd=limits.fd, stand_in=stand_in)
+    for name in SECRETS:
+        env.pop(name, None)
     env["CUDA_VISIBLE_DEVICES"] = str(vdev.get("index", 0))
     start = time.perf_counter()
     try:
-        process = subprocess.Popen(list(command), env=env, stdout=stdout)
+        process = subprocess.Popen(list(command), env=env, stdout=stdout,
+                                   pass_fds=(limits.fd,), start_new_session=True)
     except OSError as exc:
+        limits.close()
         raise BadInputError(f"cannot start {command[0]!r}: {exc.strerror}",
                             field="command") from exc
+    revoked_at: float | None = None
     try:
         while process.poll() is None:
             try:
@@ -124,15 +160,46 @@ def run_in_vdev(vdev: dict, command: Sequence[str], native: NativeBuild, *,
             except subprocess.TimeoutExpired:
                 if report is not None:
                     _push(report, region)
+                if refresh is not None and revoked_at is None:
+                    revoked_at = _follow(refresh, limits, process)
+                if revoked_at is not None and time.monotonic() - revoked_at > grace:
+                    _signal(process, signal.SIGKILL)
     except KeyboardInterrupt:
-        process.terminate()
+        _signal(process, signal.SIGTERM)
         process.wait()
         raise
+    finally:
+        limits.close()
     shm.reap(region, native.shim)  # a job killed by a signal never ran the shim's destructor
     usage = shm.read_region(region)
     if report is not None:
         _push(report, region)
-    return RunOutcome(process.returncode, usage, str(region), time.perf_counter() - start)
+    return RunOutcome(process.returncode, usage, str(region), time.perf_counter() - start,
+                      revoked=revoked_at is not None)
+
+
+def _signal(process: subprocess.Popen, sig: int) -> None:
+    try:
+        os.killpg(process.pid, sig)
+    except (ProcessLookupError, PermissionError):
+        pass
+
+
+def _follow(refresh: Callable[[], dict | None], limits: shm.SealedLimits,
+            process: subprocess.Popen) -> float | None:
+    """Copy the control plane's view into the sealed limits; tell the job when it is revoked."""
+    try:
+        current = refresh()
+    except NotFoundError:
+        current = None
+    except SchedlabError:
+        return None  # control plane unreachable: keep the limits the job has
+    if current is not None and current.get("state", "active") == "active":
+        limits.update(int(current["memory"]), float(current["compute"]))
+        return None
+    limits.update(revoked=True)
+    _signal(process, signal.SIGTERM)
+    return time.monotonic()
 
 
 def _push(report: Callable[[dict[str, int]], Any], region: Path) -> None:

@@ -18,7 +18,15 @@ app = typer.Typer(help="gPooling: elastic virtual accelerators by driver-level i
                   no_args_is_help=True, add_completion=False)
 
 SERVER = typer.Option("http://127.0.0.1:8470", "--server", help="Control plane URL.")
+TOKEN = typer.Option(None, "--token", envvar="GPOOLING_TOKEN",
+                     help="Bearer token of your tenant (or $GPOOLING_TOKEN).")
 JSON = typer.Option(False, "--json", help="Print JSON.")
+
+
+def _plane(server: str, token: str | None):
+    from schedlab.gpooling.agent import ControlPlane
+
+    return ControlPlane(server, token=token)
 
 
 def _show(document: dict | list, json_out: bool, columns: list[str] | None = None) -> None:
@@ -48,22 +56,39 @@ def serve(
     host: str = typer.Option("127.0.0.1", "--host"),
     port: int = typer.Option(8470, "--port"),
     runtime_dir: Path = typer.Option(None, "--runtime-dir", help="Where usage regions live."),
+    tokens: Path = typer.Option(None, "--tokens",
+                                help="Tenants' tokens: JSON {tenant: token} or lines 'tenant "
+                                     "token'. Default: one new token for tenant 'default', "
+                                     "written to RUNTIME_DIR/token (mode 0600)."),
 ) -> None:
-    """Run the control plane's HTTP API until interrupted."""
+    """Run the control plane's HTTP API until interrupted (every request needs a token)."""
     import uvicorn
 
-    from schedlab.gpooling.api import create_app
+    from schedlab.gpooling.api import create_app, new_token, read_tokens
     from schedlab.gpooling.devices import discover
     from schedlab.gpooling.pool import Pool
 
+    known = read_tokens(tokens) if tokens is not None else None
     devices = discover(inventory)
     if not devices:
         raise BadInputError("no accelerators found; pass --inventory, e.g. 'T4:2,A10:1'",
                             field="inventory")
     pool = Pool(devices, policy, runtime_dir)
+    if known is None:
+        import os
+
+        token = new_token()
+        path = pool.runtime_dir / "token"
+        fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+        with os.fdopen(fd, "w") as handle:
+            handle.write(token + "\n")
+        known = {token: "default"}
+        err_console.print(f"tenant 'default': token in {path} "
+                          f"(export GPOOLING_TOKEN=$(cat {path}))")
     err_console.print(f"gPooling control plane: {len(devices)} devices, policy {policy}, "
-                      f"regions in {pool.runtime_dir}, http://{host}:{port}")
-    uvicorn.run(create_app(pool), host=host, port=port, log_level="warning")
+                      f"{len(set(known.values()))} tenant(s), regions in {pool.runtime_dir}, "
+                      f"http://{host}:{port}")
+    uvicorn.run(create_app(pool, known), host=host, port=port, log_level="warning")
 
 
 @app.command()
@@ -73,23 +98,22 @@ def create(
     compute: float = typer.Option(..., "--compute", help="Compute share in (0, 1]."),
     model: str = typer.Option(None, "--model", help="Only devices of this model."),
     server: str = SERVER,
+    token: str = TOKEN,
     json_out: bool = JSON,
 ) -> None:
     """Create a virtual device; prints its id."""
-    from schedlab.gpooling.agent import ControlPlane
     from schedlab.gpooling.devices import parse_size
 
-    vdev = ControlPlane(server).create(parse_size(memory), compute, model)
+    vdev = _plane(server, token).create(parse_size(memory), compute, model)
     _show(vdev, json_out, ["id", "device", "model", "memory", "compute"])
 
 
 @app.command("list")
 @handle_errors
-def list_vdevs(server: str = SERVER, json_out: bool = JSON) -> None:
-    """List virtual devices."""
-    from schedlab.gpooling.agent import ControlPlane
-
-    _show(ControlPlane(server).list(), json_out, ["id", "device", "model", "memory", "compute"])
+def list_vdevs(server: str = SERVER, token: str = TOKEN, json_out: bool = JSON) -> None:
+    """List your virtual devices."""
+    _show(_plane(server, token).list(), json_out,
+          ["id", "device", "model", "memory", "compute", "state"])
 
 
 @app.command()
@@ -98,35 +122,36 @@ def resize(
     vdev: str = typer.Argument(..., help="Virtual device id."),
     memory: str = typer.Option(None, "--memory"),
     compute: float = typer.Option(None, "--compute"),
+    force: bool = typer.Option(False, "--force",
+                               help="Shrink even with processes attached (not below use)."),
     server: str = SERVER,
+    token: str = TOKEN,
     json_out: bool = JSON,
 ) -> None:
     """Grow or shrink a virtual device in place (running jobs see the new quota at once)."""
-    from schedlab.gpooling.agent import ControlPlane
     from schedlab.gpooling.devices import parse_size
 
     size = None if memory is None else parse_size(memory)
-    _show(ControlPlane(server).resize(vdev, size, compute), json_out,
+    _show(_plane(server, token).resize(vdev, size, compute, force), json_out,
           ["id", "device", "memory", "compute"])
 
 
 @app.command()
 @handle_errors
-def release(vdev: str = typer.Argument(...), server: str = SERVER,
-            json_out: bool = JSON) -> None:
+def release(vdev: str = typer.Argument(...),
+            force: bool = typer.Option(False, "--force",
+                                       help="Release with processes attached: they are told "
+                                            "and stopped; capacity returns once they are gone."),
+            server: str = SERVER, token: str = TOKEN, json_out: bool = JSON) -> None:
     """Release a virtual device."""
-    from schedlab.gpooling.agent import ControlPlane
-
-    _show(ControlPlane(server).release(vdev), json_out, ["id", "device"])
+    _show(_plane(server, token).release(vdev, force), json_out, ["id", "device", "state"])
 
 
 @app.command()
 @handle_errors
-def stats(server: str = SERVER, json_out: bool = JSON) -> None:
+def stats(server: str = SERVER, token: str = TOKEN, json_out: bool = JSON) -> None:
     """Pool-wide allocation and fragmentation."""
-    from schedlab.gpooling.agent import ControlPlane
-
-    document = ControlPlane(server).stats()
+    document = _plane(server, token).stats()
     _show(document, json_out)
 
 
@@ -136,20 +161,25 @@ def run(
     command: list[str] = typer.Argument(None, help="The command, after --."),
     vdev: str = typer.Option(..., "--vdev", help="Virtual device id."),
     server: str = SERVER,
+    token: str = TOKEN,
     stand_in: bool = typer.Option(False, "--stand-in",
                                   help="Use the stand-in driver (no GPU; for testing)."),
     json_out: bool = JSON,
 ) -> None:
     """Run COMMAND inside a virtual device; exits with the command's exit code."""
-    from schedlab.gpooling.agent import ControlPlane, run_in_vdev
+    from schedlab.gpooling.agent import run_in_vdev
     from schedlab.gpooling.native import build
 
-    plane = ControlPlane(server)
+    plane = _plane(server, token)
     description = plane.get(vdev)
+    if description.get("state", "active") != "active":
+        raise BadInputError(f"{vdev} was released", field="vdev")
     outcome = run_in_vdev(description, command or [], build(), stand_in=stand_in,
                           report=lambda usage: plane.report(vdev, usage),
+                          refresh=lambda: plane.get(vdev),
                           stdout=2 if json_out else None)  # keep our stdout one JSON document
     summary = dict(vdev=vdev, returncode=outcome.returncode, seconds=outcome.seconds,
+                   revoked=outcome.revoked,
                    memory_peak=outcome.usage["memory_peak"],
                    oom_rejections=outcome.usage["oom_rejections"],
                    launches=outcome.usage["launch_calls"], busy_ns=outcome.usage["busy_ns"],

@@ -135,14 +135,17 @@ def shim_environment(
     env = dict(os.environ if base is None else base)
     preload = env.get("LD_PRELOAD", "")
     env["LD_PRELOAD"] = f"{native.shim}:{preload}" if preload else str(native.shim)
-    for stale in ("GPOOLING_SHM", "GPOOLING_LIMITS", "GPOOLING_LIMITS_FD"):
+    for stale in ("GPOOLING_SHM", "GPOOLING_LIMITS", "GPOOLING_LIMITS_FD",
+                  "GPOOLING_LIMITS_SEALED"):
         env.pop(stale, None)
     if region is not None:
         env["GPOOLING_SHM"] = str(region)
         if limits_fd is None:
             env["GPOOLING_LIMITS"] = f"{region}.limits"
-    if limits_fd is not None:
-        env["GPOOLING_LIMITS_FD"] = str(int(limits_fd))
+    if limits_fd is not None:  # sealed: inherited, or reopened read-only by children that
+        env["GPOOLING_LIMITS_FD"] = str(int(limits_fd))  # lost it to close_fds
+        env["GPOOLING_LIMITS"] = f"/proc/{os.getpid()}/fd/{int(limits_fd)}"
+        env["GPOOLING_LIMITS_SEALED"] = "1"
     if memory_limit is not None:
         env["GPOOLING_MEMORY_LIMIT"] = str(int(memory_limit))
     if share is not None:

@@ -288,7 +288,10 @@ class SealedLimits:
         return _decode_limits(bytes(self._view[:LIMITS_SIZE]), Path("(memfd)"))
 
     def environment(self) -> dict[str, str]:
-        return {"GPOOLING_LIMITS_FD": str(self.fd)}
+        """What the job needs: the descriptor, and a path a child that lost it can reopen."""
+        return {"GPOOLING_LIMITS_FD": str(self.fd),
+                "GPOOLING_LIMITS": f"/proc/{os.getpid()}/fd/{self.fd}",
+                "GPOOLING_LIMITS_SEALED": "1"}
 
     def close(self) -> None:
         self._view.close()

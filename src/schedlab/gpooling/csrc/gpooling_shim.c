@@ -132,31 +132,43 @@ static void private_usage_init(void) {
     U = &private_usage;
 }
 
-/* Where limits come from, in order: GPOOLING_LIMITS_FD (a sealed memfd from the agent),
- * GPOOLING_LIMITS (a file), "$GPOOLING_SHM.limits", GPOOLING_MEMORY_LIMIT (private mode, this
- * process only). Nothing at all, or anything unreadable or invalid: closed. */
+static int sealed(int fd) {
+    int seals = fcntl(fd, F_GET_SEALS);
+    return seals >= 0 && (seals & (F_SEAL_WRITE | F_SEAL_FUTURE_WRITE));
+}
+
+/* Where limits come from, in order: GPOOLING_LIMITS_FD (a sealed memfd inherited from the
+ * agent), GPOOLING_LIMITS (a path; the agent gives /proc/<agent>/fd/<n> of the same memfd, which
+ * a child that lost the descriptor to close_fds can still open read-only), "$GPOOLING_SHM.limits",
+ * GPOOLING_MEMORY_LIMIT (private mode, this process only). GPOOLING_LIMITS_SEALED=1 (set by the
+ * agent) accepts only a write-sealed memfd. Nothing, or anything unreadable or invalid: closed. */
 static void init_regions(void) {
     const char *shm = getenv("GPOOLING_SHM"), *lpath = getenv("GPOOLING_LIMITS");
     const char *lfd = getenv("GPOOLING_LIMITS_FD"), *mem = getenv("GPOOLING_MEMORY_LIMIT");
+    const char *need = getenv("GPOOLING_LIMITS_SEALED");
+    int must_seal = need && *need == '1';
     char derived[4096];
-    if (lfd && *lfd) {
-        int fd = atoi(lfd);
-        int seals = fcntl(fd, F_GET_SEALS);
-        if (seals < 0 || !(seals & (F_SEAL_WRITE | F_SEAL_FUTURE_WRITE))) {
-            close_with("GPOOLING_LIMITS_FD=%s is not a write-sealed memfd%s", lfd, 0);
-            if (seals >= 0) close(fd);
-            return;
-        }
-        L = map_file(NULL, fd, GPOOLING_LIMITS_SIZE, 0);
+    if (lfd && *lfd && sealed(atoi(lfd))) {
+        L = map_file(NULL, atoi(lfd), GPOOLING_LIMITS_SIZE, 0);
         if (!L) { close_with("cannot map limits fd %s: %s", lfd, errno); return; }
     } else if ((lpath && *lpath) || (shm && *shm)) {
         if (!(lpath && *lpath)) {
             snprintf(derived, sizeof derived, "%s.limits", shm);
             lpath = derived;
         }
-        L = map_file(lpath, -1, GPOOLING_LIMITS_SIZE, 0);
-        if (!L) { close_with("cannot open limits region %s: %s", lpath, errno); return; }
-    } else if (mem && *mem) {
+        int fd = open(lpath, O_RDONLY | O_CLOEXEC);
+        if (fd < 0) { close_with("cannot open limits region %s: %s", lpath, errno); return; }
+        if (must_seal && !sealed(fd)) {
+            close(fd);
+            close_with("limits region %s is not a write-sealed memfd%s", lpath, 0);
+            return;
+        }
+        L = map_file(NULL, fd, GPOOLING_LIMITS_SIZE, 0);
+        if (!L) { close_with("cannot map limits region %s: %s", lpath, errno); return; }
+    } else if (lfd && *lfd) {
+        close_with("GPOOLING_LIMITS_FD=%s is not a write-sealed memfd%s", lfd, 0);
+        return;
+    } else if (mem && *mem && !must_seal) {
         private_from_env();
     } else {
         close_with("no virtual device configured (GPOOLING_SHM, GPOOLING_LIMITS or "
