@@ -41,6 +41,7 @@ class MCSResult:
     tasks_shared: int = 0
     offloaded: int = 0
     device_nodes: int = 0
+    kernel: str = ""  # "aot" (compiled ahead of time) or "jit" (Numba's dispatcher)
 
     def as_dict(self) -> dict:
         out = asdict(self)
@@ -75,7 +76,7 @@ def solve(g0: Graph, g1: Graph, *, policy: str = "mcsplit", threads: int = 1,
     out = search(to_bitsets(s0, s1), s0.n, work, options, device)
     mapping = {int(order0[v]): int(order1[w]) for v, w in out.pairs}
     return MCSResult(len(mapping), mapping, out.nodes, out.seconds, out.optimal, work.name,
-                     work.threads, out.tasks_shared, out.offloaded, out.device_nodes)
+                     work.threads, out.tasks_shared, out.offloaded, out.device_nodes, out.kernel)
 
 
 def solve_files(path0: str | Path, path1: str | Path, *, fmt: str = "auto",

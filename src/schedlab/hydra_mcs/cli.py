@@ -45,6 +45,31 @@ def solve_cmd(
     out_console.print(" ".join(f"({v} -> {w})" for v, w in sorted(result.mapping.items())))
 
 
+@app.command("build")
+@handle_errors
+def build_cmd(
+    force: bool = typer.Option(False, "--force", help="Rebuild even if already built."),
+    json_out: bool = typer.Option(False, "--json", help="Print JSON."),
+) -> None:
+    """Compile the search kernel ahead of time (numba.pycc) into the per-user cache.
+
+    ``solve`` builds it on first use anyway; this does it up front (and retries a failed build).
+    With it, a ``solve`` process never imports Numba.
+    """
+    from schedlab.hydra_mcs import aot
+
+    target = aot.module_path()
+    fresh = force or not target.is_file()
+    if fresh:
+        err_console.print("compiling the kernel with numba.pycc (about 10 s) ...")
+    path = aot.build(force=force)
+    row = dict(module=str(path), key=aot.cache_key(), built=fresh, cache=str(aot.cache_dir()))
+    if json_out:
+        emit_json(row)
+        return
+    out_console.print(f"{'built' if fresh else 'already built'}: {path}")
+
+
 @app.command("calibrate")
 @handle_errors
 def calibrate_cmd(

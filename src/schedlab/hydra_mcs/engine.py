@@ -15,7 +15,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from schedlab.hydra_mcs import kernel as K
+from schedlab.hydra_mcs import layout as K
 from schedlab.hydra_mcs.graph import BitsetPair
 from schedlab.hydra_mcs.policies import OpenLevel, WorkPolicy
 from schedlab.hydra_mcs.rc import rc_of_counts
@@ -44,6 +44,7 @@ class Outcome:
     offloaded: int = 0
     device_nodes: int = 0
     per_thread_nodes: list[int] = field(default_factory=list)
+    kernel: str = ""  # "aot" (compiled ahead of time, aot.py) or "jit" (Numba's dispatcher)
 
 
 class _Board:
@@ -198,6 +199,7 @@ def search(bits: BitsetPair, n0: int, policy: WorkPolicy, options: Options,
     shared_tasks = offloaded = device_nodes = 0
     goals = range(n0, 0, -1) if options.big_first else [1]
     carry = 0
+    kernel = ""
     deadline = None if options.timeout is None else time.monotonic() + options.timeout
     for goal in goals:
         engine = Engine(bits, n0, policy, options, device)
@@ -209,6 +211,7 @@ def search(bits: BitsetPair, n0: int, policy: WorkPolicy, options: Options,
         if len(engine.device_best) > len(best):
             best = engine.device_best
         carry = len(best)
+        kernel = searchers[0].kernel
         counts = [s.nodes for s in searchers]
         per_thread = [a + b for a, b in zip(per_thread or [0] * len(counts), counts, strict=True)]
         nodes += sum(counts)
@@ -218,4 +221,4 @@ def search(bits: BitsetPair, n0: int, policy: WorkPolicy, options: Options,
         if not finished or len(best) >= goal:
             break
     return Outcome(best, nodes, time.perf_counter() - start, finished, shared_tasks, offloaded,
-                   device_nodes, per_thread)
+                   device_nodes, per_thread, kernel)

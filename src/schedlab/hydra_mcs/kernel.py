@@ -23,22 +23,46 @@ from llvmlite import ir
 from numba import njit, types
 from numba.extending import intrinsic
 
-# ctl slots (int64): the resumable scalar state of one searcher
-NODES, BEST, DEPTH, ENTER, STATUS, OFFLOADED = 0, 1, 2, 3, 4, 5
-# lev columns (int64): per-level state
-START, COUNT, SEL, VERT, LASTW, DONE, TRACE, FRESH, SUMMIN = range(9)
-LEV_COLS = 9
-# params (int64)
-P_BASE, P_BUDGET, P_GOAL, P_BIGFIRST, P_CONNECTED, P_HEUR, P_TRACE_DEPTH = range(7)
-N_PARAMS = 7
-# shared (int64, one array for all threads): best size any thread has proven, stop flag
-S_BEST, S_STOP = 0, 1
-# statuses
-FINISHED, BUDGET_SPENT, STOPPED = 0, 1, 2
-# trace columns (float64): entry nodes, exit nodes, depth, gap, sum_min, sum_prod, n_domains,
-# sum_log_branch
-T_ENTRY, T_EXIT, T_DEPTH, T_GAP, T_SUMMIN, T_SUMPROD, T_NDOM, T_LOGB = range(8)
-TRACE_COLS = 8
+from schedlab.hydra_mcs.layout import (  # noqa: F401  (re-exported: K.NODES, K.FINISHED, ...)
+    BEST,
+    BUDGET_SPENT,
+    COUNT,
+    DEPTH,
+    DONE,
+    ENTER,
+    FINISHED,
+    FRESH,
+    LASTW,
+    LEV_COLS,
+    N_PARAMS,
+    NODES,
+    OFFLOADED,
+    P_BASE,
+    P_BIGFIRST,
+    P_BUDGET,
+    P_CONNECTED,
+    P_GOAL,
+    P_HEUR,
+    P_TRACE_DEPTH,
+    S_BEST,
+    S_STOP,
+    SEL,
+    START,
+    STATUS,
+    STOPPED,
+    SUMMIN,
+    T_DEPTH,
+    T_ENTRY,
+    T_EXIT,
+    T_GAP,
+    T_LOGB,
+    T_NDOM,
+    T_SUMMIN,
+    T_SUMPROD,
+    TRACE,
+    TRACE_COLS,
+    VERT,
+)
 
 _ONE = np.uint64(1)
 _ZERO = np.uint64(0)

@@ -20,14 +20,14 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 
-from schedlab.hydra_mcs import kernel as K
+from schedlab.hydra_mcs import layout as K
 
 if TYPE_CHECKING:  # solve() uses only rc_of_counts: keep Polars and SciPy out of its import
     import polars as pl
 
 
 def rc_of_counts(lcount: np.ndarray, rcount: np.ndarray, gap: int) -> float:
-    """RC from bidomain sizes (the NumPy twin of :func:`kernel.rc_log2`)."""
+    """RC from bidomain sizes (the NumPy twin of the kernel's ``rc_log2``)."""
     lo = np.minimum(lcount, rcount).astype(np.float64)
     hi = np.maximum(lcount, rcount).astype(np.float64)
     sum_min = float(lo.sum())

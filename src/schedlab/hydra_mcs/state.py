@@ -10,7 +10,8 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from schedlab.hydra_mcs import kernel as K
+from schedlab.hydra_mcs import aot
+from schedlab.hydra_mcs import layout as K
 from schedlab.hydra_mcs.graph import BitsetPair
 
 
@@ -103,6 +104,9 @@ class Searcher:
         self.offload = Offload.empty(n0, words, offload_nodes)
         self.band = np.array([1.0, 0.0])  # empty band: nothing is offloaded
         self.status = K.FINISHED
+        # the compiled kernel (aot.py) when available, else Numba's JIT dispatcher
+        self.kernel, self._search = aot.search_function()
+        self._checked = False
 
     def root_task(self) -> Task:
         """The root: one bidomain per label both graphs share, nothing mapped yet."""
@@ -143,11 +147,26 @@ class Searcher:
     def run(self, shared: np.ndarray, budget: int) -> int:
         """Advance the search by at most ``budget`` nodes (releases the GIL)."""
         self.params[K.P_BUDGET] = budget
-        self.status = K.search(
+        args = (
             self.bits.nb0, self.bits.nb1, self.bits.any0, self.bits.any1, self.al, self.ar,
             self.alc, self.arc, self.aadj, self.alin, self.lev, self.cur_v, self.cur_w, self.best_v,
             self.best_w, self.ctl, self.params, shared, self.band, self.trace, self.offload.left,
             self.offload.right, self.offload.counts, self.offload.meta, self.offload.mapping)
+        if not self._checked:
+            # the compiled wrapper trusts its argument types: anything else goes to the JIT.
+            # Checked once: the arrays are this searcher's own and only ever updated in place
+            # (``shared`` is the engine's one array for the whole search).
+            if self.kernel == "aot" and not aot.args_ok(args):
+                self.kernel, self._search = "jit", aot.jit_search()
+            self._checked = True
+        elif self.kernel == "aot" and not aot.args_ok(args[17:18], aot.ARGS[17:18]):
+            return self._run_jit(args)
+        self.status = int(self._search(*args))
+        return self.status
+
+    def _run_jit(self, args: tuple) -> int:
+        self.kernel, self._search = "jit", aot.jit_search()
+        self.status = int(self._search(*args))
         return self.status
 
     @property

@@ -1,0 +1,328 @@
+"""The search kernel compiled ahead of time, so that ``solve`` never imports Numba.
+
+Why: on a 20-vertex pair the search takes ~17 ms, but a process that calls a cached
+``@njit(cache=True)`` kernel first pays ~0.3 s to import Numba and ~0.4 s the first time the
+dispatcher runs (Numba's CPU target imports all its lowering modules, SciPy's BLAS check
+included). ``numba.pycc`` compiles the *same* Python source (``kernel.search``, with the
+signature below) into a plain CPython extension module that needs only NumPy at load time.
+
+* The module is built on first use (or by ``schedlab hydra-mcs build``) into a per-user cache,
+  ``$SCHEDLAB_HYDRA_MCS_CACHE``, else ``$XDG_CACHE_HOME/schedlab/hydra_mcs`` (``~/.cache/...``),
+  under a name keyed by the kernel's source, this file, Python, NumPy, Numba and the host CPU;
+  so an edited kernel or an upgraded Numba gets a fresh build, and nothing is ever stale.
+* The build runs in a child process (its Numba import stays out of the caller), into a private
+  temporary folder, smoke-tested against the JIT kernel there, then renamed into place
+  (atomic); an ``flock`` makes concurrent builders wait for the first instead of racing.
+* Code is generated for the host CPU and its features (as Numba's JIT does), and the wrapper
+  releases the GIL (as ``nogil=True`` does), so threads run it in parallel.
+* A failed build leaves a ``.failed`` note (not retried until the key changes or ``build`` is
+  run again); ``solve`` then uses the JIT kernel and says so in one line on stderr.
+
+``$SCHEDLAB_HYDRA_MCS_KERNEL``: ``auto`` (default: AOT, else JIT), ``aot`` (fail if it cannot
+be built) or ``jit`` (never build, always Numba's dispatcher).
+"""
+
+from __future__ import annotations
+
+import functools
+import hashlib
+import os
+import sys
+from collections.abc import Callable
+from contextlib import contextmanager
+from pathlib import Path
+
+from schedlab.core.errors import ConfigError, MissingDependencyError
+
+KIND_ENV = "SCHEDLAB_HYDRA_MCS_KERNEL"
+CACHE_ENV = "SCHEDLAB_HYDRA_MCS_CACHE"
+KINDS = ("auto", "aot", "jit")
+BUILD_TIMEOUT_S = 900
+_HERE = Path(__file__).resolve().parent
+_SOURCES = ("kernel.py", "layout.py", "aot.py")
+# (name, dtype, ndim) of every argument of kernel.search, in order; all C-contiguous
+ARGS = (
+    ("nb0", "uint64", 3), ("nb1", "uint64", 3), ("any0", "uint64", 2), ("any1", "uint64", 2),
+    ("al", "uint64", 2), ("ar", "uint64", 2), ("alc", "int32", 1), ("arc", "int32", 1),
+    ("aadj", "uint8", 1), ("alin", "int64", 1), ("lev", "int64", 2), ("cur_v", "int64", 1),
+    ("cur_w", "int64", 1), ("best_v", "int64", 1), ("best_w", "int64", 1), ("ctl", "int64", 1),
+    ("params", "int64", 1), ("shared", "int64", 1), ("band", "float64", 1),
+    ("trace", "float64", 2), ("obuf_l", "uint64", 2), ("obuf_r", "uint64", 2),
+    ("obuf_cnt", "int32", 2), ("obuf_meta", "int64", 2), ("obuf_map", "int64", 3),
+)
+
+
+class AotUnavailable(MissingDependencyError):
+    """The ahead-of-time kernel could not be built or loaded here."""
+
+
+def signature() -> str:
+    """The Numba signature the kernel is exported with (C-contiguous arrays, int64 status)."""
+    arrays = (f"{dt}[{', '.join([':'] * (nd - 1) + ['::1'])}]" for _, dt, nd in ARGS)
+    return f"int64({', '.join(arrays)})"
+
+
+def cache_dir() -> Path:
+    """$SCHEDLAB_HYDRA_MCS_CACHE, else $XDG_CACHE_HOME/schedlab/hydra_mcs (~/.cache/...)."""
+    explicit = os.environ.get(CACHE_ENV)
+    if explicit:
+        return Path(explicit)
+    base = Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache")
+    return base / "schedlab" / "hydra_mcs"
+
+
+def _host_cpu() -> bytes:
+    """What the generated code depends on: the CPU model and its feature flags."""
+    try:
+        text = Path("/proc/cpuinfo").read_text(errors="replace")
+    except OSError:
+        import platform
+
+        return f"{platform.machine()} {platform.processor()}".encode()
+    first = text.split("\n\n", 1)[0]
+    keep = ("vendor_id", "cpu family", "model", "flags", "Features", "CPU part")
+    return "\n".join(ln for ln in first.splitlines() if ln.startswith(keep)).encode()
+
+
+def _numba_version() -> bytes:
+    """Numba's version file, read without importing Numba (b'' when it is not installed)."""
+    import importlib.util
+
+    spec = importlib.util.find_spec("numba")
+    if spec is None or spec.origin is None:
+        return b""
+    try:
+        return (Path(spec.origin).parent / "_version.py").read_bytes()
+    except OSError:
+        return spec.origin.encode()
+
+
+@functools.cache
+def cache_key() -> str:
+    """16 hex digits naming the build: sources, interpreter, NumPy, Numba, host CPU."""
+    import numpy as np
+
+    h = hashlib.sha256()
+    for name in _SOURCES:
+        h.update((_HERE / name).read_bytes())
+    for part in (sys.version.encode(), sys.prefix.encode(), _suffix().encode(),
+                 np.__version__.encode(),
+                 _numba_version(), _host_cpu(), os.environ.get("NUMBA_CPU_NAME", "").encode(),
+                 os.environ.get("NUMBA_CPU_FEATURES", "").encode()):
+        h.update(b"\0" + part)
+    return h.hexdigest()[:16]
+
+
+def _suffix() -> str:
+    import importlib.machinery
+
+    return importlib.machinery.EXTENSION_SUFFIXES[0]
+
+
+def module_path(key: str | None = None) -> Path:
+    """Where the compiled module for this environment lives (whether or not it is built)."""
+    key = key or cache_key()
+    return cache_dir() / f"hmk_{key}{_suffix()}"
+
+
+def _failed_path(target: Path) -> Path:
+    return target.with_name(target.name.split(".", 1)[0] + ".failed")
+
+
+@contextmanager
+def _locked(path: Path):
+    try:
+        import fcntl
+    except ImportError:  # no flock: concurrent builders each build, the renames stay atomic
+        yield
+        return
+    with open(path, "a") as fh:
+        fcntl.flock(fh, fcntl.LOCK_EX)
+        try:
+            yield
+        finally:
+            fcntl.flock(fh, fcntl.LOCK_UN)
+
+
+def _build_command(out_dir: Path, name: str) -> list[str]:
+    return [sys.executable, "-m", "schedlab.hydra_mcs.aot", str(out_dir), name]
+
+
+def build(force: bool = False) -> Path:
+    """Compile the kernel into the cache (no-op when already there); returns the module path.
+
+    Raises :class:`AotUnavailable` (and leaves a ``.failed`` note) when it cannot be built.
+    """
+    import shutil
+    import subprocess
+    import tempfile
+
+    target = module_path()
+    failed = _failed_path(target)
+    if target.is_file() and not force:
+        return target
+    name = target.name.split(".", 1)[0]
+    try:
+        target.parent.mkdir(parents=True, exist_ok=True)
+    except OSError as exc:
+        raise AotUnavailable(f"cannot create the kernel cache {target.parent}: {exc}",
+                             field=CACHE_ENV) from exc
+    with _locked(target.with_name(name + ".lock")):
+        if target.is_file() and not force:  # another process built it while we waited
+            return target
+        tmp = Path(tempfile.mkdtemp(prefix=name + ".", dir=target.parent))
+        try:
+            try:
+                # the child must never try to build (or wait on this lock) itself: JIT there
+                env = {**os.environ, KIND_ENV: "jit"}
+                done = subprocess.run(_build_command(tmp, name), capture_output=True, text=True,
+                                      timeout=BUILD_TIMEOUT_S, check=False, env=env)
+                built = sorted(tmp.glob(name + ".*"))
+                ok = done.returncode == 0 and len(built) == 1
+                why = (done.stderr.strip().splitlines() or [f"exit {done.returncode}"])[-1]
+            except (OSError, subprocess.TimeoutExpired) as exc:
+                ok, why, built = False, f"{type(exc).__name__}: {exc}", []
+            if not ok:
+                note = f"building the ahead-of-time kernel failed: {why}"
+                failed.write_text(note + "\n")
+                raise AotUnavailable(note, hint="`schedlab hydra-mcs build` retries")
+            os.replace(built[0], target)
+            failed.unlink(missing_ok=True)
+        finally:
+            shutil.rmtree(tmp, ignore_errors=True)
+    return target
+
+
+def _load_module(name: str, path: Path):
+    import importlib.machinery
+    import importlib.util
+
+    loader = importlib.machinery.ExtensionFileLoader(name, str(path))
+    spec = importlib.util.spec_from_file_location(name, str(path), loader=loader)
+    module = importlib.util.module_from_spec(spec)
+    loader.exec_module(module)
+    return module
+
+
+def load(build_if_missing: bool = True) -> Callable[..., int]:
+    """The compiled ``search`` (building it first if allowed and not known to fail)."""
+    target = module_path()
+    if not target.is_file():
+        failed = _failed_path(target)
+        if failed.is_file():
+            raise AotUnavailable(failed.read_text().strip(),
+                                 hint="`schedlab hydra-mcs build` retries")
+        if not build_if_missing:
+            raise AotUnavailable(f"not built yet ({target})",
+                                 hint="`schedlab hydra-mcs build` builds it")
+        build()
+    try:
+        return _load_module(target.name.split(".", 1)[0], target).search
+    except (ImportError, OSError, AttributeError) as exc:
+        raise AotUnavailable(f"cannot load {target}: {exc}") from exc
+
+
+def args_ok(args: tuple, specs: tuple = ARGS) -> bool:
+    """Whether ``args`` match the exported signature (the compiled wrapper only checks item
+    sizes, so a wrong dtype or a non-contiguous view must never reach it)."""
+    if len(args) != len(specs):
+        return False
+    for a, (_, dt, nd) in zip(args, specs, strict=True):
+        flags = getattr(a, "flags", None)
+        if flags is None or a.ndim != nd or a.dtype.name != dt or not flags.c_contiguous \
+                or not flags.writeable:
+            return False
+    return True
+
+
+_CHOSEN: dict[str, tuple[str, Callable[..., int]]] = {}
+
+
+def _jit() -> Callable[..., int]:
+    from schedlab.hydra_mcs.kernel import search
+
+    return search
+
+
+def search_function() -> tuple[str, Callable[..., int]]:
+    """``(kind, search)`` per ``$SCHEDLAB_HYDRA_MCS_KERNEL``; decided once per process."""
+    kind = os.environ.get(KIND_ENV, "auto").strip().lower() or "auto"
+    if kind not in KINDS:
+        raise ConfigError(f"must be one of {', '.join(KINDS)}, got {kind!r}", field=KIND_ENV)
+    if kind in _CHOSEN:
+        return _CHOSEN[kind]
+    if kind == "jit":
+        chosen = ("jit", _jit())
+    else:
+        try:
+            chosen = ("aot", load())
+        except AotUnavailable as exc:
+            if kind == "aot":
+                raise
+            print(f"hydra-mcs: {exc}; using the Numba JIT kernel", file=sys.stderr)
+            chosen = ("jit", _jit())
+    _CHOSEN[kind] = chosen
+    return chosen
+
+
+def jit_search() -> Callable[..., int]:
+    """The Numba JIT kernel (for arguments the compiled signature does not take)."""
+    return _jit()
+
+
+def _smoke_test(search: Callable[..., int]) -> None:
+    """Run the compiled kernel beside the JIT one on a few seeded pairs; exit 1 on mismatch."""
+    import numpy as np
+
+    from schedlab.hydra_mcs.graph import induced, mcsplit_order, to_bitsets
+    from schedlab.hydra_mcs.state import Searcher
+    from schedlab.hydra_mcs.workloads import gnp_pairs
+
+    for inst in gnp_pairs(3, 12, 0.4, seed=7):
+        o0, o1 = mcsplit_order(inst.g0, inst.g1)
+        s0 = induced(inst.g0, o0)
+        bits = to_bitsets(s0, induced(inst.g1, o1))
+        seen = []
+        for kind, fn in (("jit", _jit()), ("aot", search)):
+            s = Searcher(bits, s0.n, connected=True)
+            s.kernel, s._search = kind, fn
+            s.load_root()
+            s.run(np.zeros(4, np.int64), 1 << 62)
+            seen.append((len(s.best), s.nodes))
+        if seen[0] != seen[1]:
+            raise SystemExit(f"compiled kernel disagrees with the JIT one: {seen}")
+
+
+def _compile(out_dir: str, name: str) -> None:
+    """Child process: compile ``kernel.search`` with numba.pycc into ``out_dir/name*.so``."""
+    import numba.pycc.compiler as pycc_compiler
+    from numba.core.codegen import AOTCPUCodegen
+    from numba.pycc import CC
+
+    from schedlab.hydra_mcs import kernel
+
+    os.environ[KIND_ENV] = "jit"  # the smoke test's searchers must not look for this module
+    class _Flags(pycc_compiler.Flags):  # the exported wrapper releases the GIL (nogil=True)
+        def __init__(self, *args, **kwargs):
+            super().__init__(*args, **kwargs)
+            self.release_gil = True
+
+    pycc_compiler.Flags = _Flags
+    # pycc's "host" picks the CPU model only; add the host's feature flags as the JIT does
+    AOTCPUCodegen._customize_tm_features = lambda self: self._get_host_cpu_features()
+    cc = CC(name)
+    cc.output_dir = out_dir
+    cc.target_cpu = "host"
+    cc.verbose = False
+    cc.export("search", signature())(kernel.search.py_func)
+    cc.compile()
+    built = sorted(Path(out_dir).glob(name + ".*"))
+    if len(built) != 1:
+        raise SystemExit(f"numba.pycc produced {[p.name for p in built]}")
+    _smoke_test(_load_module(name, built[0]).search)
+
+
+if __name__ == "__main__":
+    if len(sys.argv) != 3:
+        raise SystemExit("usage: python -m schedlab.hydra_mcs.aot OUT_DIR MODULE_NAME")
+    _compile(sys.argv[1], sys.argv[2])
