@@ -275,3 +275,32 @@ def test_every_launch_family_goes_through_the_token_bucket(native: NativeBuild, 
     assert usage["throttle_ns"] > 0  # 40 ms of kernels at a 0.25 share must wait
     # charged device time never exceeds share x wall + burst + one kernel (+ jitter)
     assert usage["busy_ns"] <= 0.25 * wall * 1e9 + 2.5e6 + 2e6 + 20e6
+
+
+def test_concurrent_processes_never_exceed_the_quota(native: NativeBuild, tmp_path: Path) -> None:
+    dev = Device(native, tmp_path, memory=64 * MIB)
+    try:
+        ops = [x for _ in range(40) for x in ("alloc", str(MIB))] + ["sleep", "300"]
+        procs = [subprocess.Popen([str(native.probe), *ops], env=dev.env,
+                                  pass_fds=(dev.limits.fd,), stdout=subprocess.PIPE, text=True)
+                 for _ in range(6)]
+        granted = sum(out.count('"rc":0') for out in (p.communicate(timeout=60)[0] for p in procs))
+        usage = dev.usage()
+    finally:
+        dev.limits.close()
+    assert granted == 64  # 240 asked for, exactly the quota granted
+    assert usage["memory_peak"] == 64 * MIB and usage["memory_used"] == 0
+    assert usage["oom_rejections"] == 240 - 64
+
+
+def test_exec_replaces_the_slot_of_the_image_before_it(device: Device, bypass: Path) -> None:
+    # sh allocates nothing; the bypass program it execs takes a slot under the same pid
+    import shlex
+
+    cmd = f"exec {shlex.quote(str(bypass))} dlsym:cuMemAlloc_v2 {100 * MIB}"
+    done = subprocess.run(["sh", "-c", cmd], env=device.env, pass_fds=(device.limits.fd,),
+                          capture_output=True, text=True, timeout=60, check=False)
+    result = json.loads(done.stdout.strip().splitlines()[-1])
+    assert (result["first"], result["second"]) == (0, 0)
+    usage = device.usage()
+    assert usage["live"] == 0 and usage["memory_used"] == 0

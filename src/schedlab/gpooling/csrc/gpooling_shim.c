@@ -215,10 +215,21 @@ static int usable(void) {
 
 /* ---- the usage region's lock and process table ------------------------------------------- */
 
+/* getpid() is a system call since glibc 2.25; the pid only changes at fork (reset there) */
+static uint64_t cached_pid;
+static inline uint64_t self_pid(void) {
+    uint64_t pid = __atomic_load_n(&cached_pid, __ATOMIC_RELAXED);
+    if (!pid) {
+        pid = (uint64_t)getpid();
+        __atomic_store_n(&cached_pid, pid, __ATOMIC_RELAXED);
+    }
+    return pid;
+}
+
 /* The lock word holds the holder's pid. Every change under it is a single aligned store, so the
  * region is consistent at every instruction and a holder that was SIGKILLed can be taken over. */
 static void lock_usage(gpooling_usage *u) {
-    uint64_t me = (uint64_t)getpid();
+    uint64_t me = self_pid();
     for (unsigned spins = 1;; spins++) {
         uint64_t seen = 0;
         if (__atomic_compare_exchange_n(&u->lock, &seen, me, 0, __ATOMIC_ACQUIRE,
@@ -274,7 +285,7 @@ static uint64_t reap_locked(gpooling_usage *u) {
 
 /* this process's slot, taking one (and re-asserting what it holds) if needed; -1 if full */
 static int slot_locked(gpooling_usage *u) {
-    uint64_t me = (uint64_t)getpid();
+    uint64_t me = self_pid();
     if (my_slot >= 0 && u->procs[my_slot].pid == me) {
         if (u->procs[my_slot].bytes != my_bytes || u->procs[my_slot].host != my_host) {
             u->tampered++;
@@ -451,7 +462,7 @@ static void forget(uint64_t key) {
 __attribute__((destructor)) static void detach(void) {
     if (!U || U == &private_usage || my_slot < 0) return;
     lock_usage(U);
-    if (U->procs[my_slot].pid == (uint64_t)getpid()) {
+    if (U->procs[my_slot].pid == self_pid()) {
         U->procs[my_slot].bytes = 0;
         U->procs[my_slot].host = 0;
         U->procs[my_slot].pid = 0;
@@ -464,6 +475,7 @@ __attribute__((destructor)) static void detach(void) {
 /* fork(): the child holds no device memory of its own (CUDA contexts do not survive fork), so
  * it starts with empty books; its exit must not give back the parent's bytes. */
 static void after_fork_child(void) {
+    cached_pid = (uint64_t)getpid();
     my_slot = -1;
     my_bytes = my_host = 0;
     table = NULL; /* the parent's copy; freeing it here is not async-signal-safe */
