@@ -1,0 +1,239 @@
+"""Exactly-once across the API (Arcus, paper 12): idempotency keys (Python and HTTP), async
+submit + status, the protocol bound to a namespace, log GC, and ``schedlab arcus serve`` as a
+real process (user module, persistent Redis that is restarted, clean shutdown on SIGTERM)."""
+
+import json
+import os
+import signal
+import socket
+import subprocess
+import sys
+import time
+import urllib.request
+
+import pytest
+from typer.testing import CliRunner
+
+from schedlab.arcus.platform import Platform, instance_for_key
+from schedlab.arcus.policies import final_state, load_state
+from schedlab.arcus.store import RedisServer, find_redis_binary
+from schedlab.core.errors import BadInputError, ConfigError
+
+LEDGER = {"counter": "c", "list": "l", "id": "1"}
+
+
+@pytest.fixture(scope="module")
+def platform():
+    if find_redis_binary() is None:
+        pytest.skip("redis-server is not installed (apt-get install redis-server)")
+    with RedisServer() as server, Platform(server.url, workers=2) as running:
+        yield running
+
+
+def test_idempotency_key_makes_a_retry_the_same_instance(platform):
+    ns = "idem"
+    first = platform.invoke("ledger", LEDGER, ns=ns, idempotency_key="order-1")
+    again = platform.invoke("ledger", LEDGER, ns=ns, idempotency_key="order-1")
+    other = platform.invoke("ledger", {**LEDGER, "id": "2"}, ns=ns, idempotency_key="order-2")
+    assert first["value"] == again["value"] == {"count": 1, "length": 1}
+    assert first["id"] == again["id"] == instance_for_key("order-1") != other["id"]
+    assert final_state("arcus", platform.client, ns, ["c", "l"]) == {"c": 2, "l": ["1", "2"]}
+    with pytest.raises(BadInputError, match="different request"):
+        platform.invoke("ledger", {**LEDGER, "id": "9"}, ns=ns, idempotency_key="order-1")
+    with pytest.raises(BadInputError, match="idempotency key"):
+        platform.invoke("ledger", LEDGER, ns=ns, idempotency_key="")
+
+
+def test_submit_and_status(platform):
+    ns = "async"
+    instance = platform.submit("ledger", LEDGER, ns=ns, idempotency_key="job-1")
+    deadline = time.monotonic() + 10
+    while platform.status(instance, ns)["state"] == "pending" and time.monotonic() < deadline:
+        time.sleep(0.02)
+    assert platform.status(instance, ns) == {"id": instance, "state": "done",
+                                             "value": {"count": 1, "length": 1}}
+    assert platform.submit("ledger", LEDGER, ns=ns, idempotency_key="job-1") == instance
+    time.sleep(0.2)
+    assert final_state("arcus", platform.client, ns, ["c"]) == {"c": 1}
+    assert platform.status("nope", ns)["state"] == "unknown"
+
+
+def test_a_namespace_is_bound_to_one_protocol(platform):
+    platform.invoke("write", {"key": "k", "value": 1}, protocol="arcus", ns="bound")
+    with pytest.raises(ConfigError, match="bound to protocol 'arcus'"):
+        platform.invoke("read", {"key": "k"}, protocol="halfmoon", ns="bound")
+    with Platform(platform.url, workers=2) as other:  # the binding lives in Redis
+        with pytest.raises(ConfigError, match="bound"):
+            other.invoke("read", {"key": "k"}, protocol="cflog", ns="bound")
+    with pytest.raises(ConfigError, match="bound"):
+        load_state("beldi", platform.client, "bound", {"k": 2})
+
+
+@pytest.mark.parametrize("protocol", ["arcus", "halfmoon", "beldi"])
+def test_log_gc_removes_finished_instances_with_their_children(platform, protocol):
+    ns = f"gc-{protocol}"
+    load_state(protocol, platform.client, ns, {})
+    platform.invoke("ledger_flow", {**LEDGER, "list2": "m"}, protocol=protocol, ns=ns,
+                    idempotency_key="flow")
+    root = instance_for_key("flow")
+    platform.client.zadd(f"{ns}:done", {"orphan.1": 0})  # a child whose root never finished
+    assert platform.gc(ns, retention_s=3600) == 0  # too young
+    removed = platform.gc(ns, retention_s=0)
+    assert removed == 3  # the root and its two children
+    leftovers = [k.decode() for k in platform.client.scan_iter(f"{ns}:*")]
+    assert not [k for k in leftovers if root in k], leftovers
+    assert platform.client.zscore(f"{ns}:done", "orphan.1") is not None
+    # state stays; a retry with the key after GC is a new request (documented)
+    assert final_state(protocol, platform.client, ns, ["c"]) == {"c": 2}
+
+
+def test_bad_api_arguments_are_named(platform):
+    with pytest.raises(BadInputError, match="JSON"):
+        platform.invoke("write", {"key": "k", "value": {1, 2}})
+    with pytest.raises(BadInputError, match="namespace"):
+        platform.invoke("read", {"key": "k"}, ns="a:b")
+    with pytest.raises(ConfigError, match="not both"):
+        platform.invoke("read", {"key": "k"}, instance="i", idempotency_key="k")
+    with pytest.raises(ConfigError, match="lease_s"):
+        Platform(platform.url, lease_s=0)
+
+
+def test_http_idempotency_key_submit_and_status(platform):
+    from fastapi.testclient import TestClient
+
+    from schedlab.arcus.gateway import make_app
+
+    client = TestClient(make_app(platform))
+    body = {"arg": LEDGER, "ns": "http-idem"}
+    first = client.post("/invoke/ledger", json=body, headers={"Idempotency-Key": "pay-1"})
+    again = client.post("/invoke/ledger", json=body, headers={"Idempotency-Key": "pay-1"})
+    assert first.status_code == again.status_code == 200
+    assert first.json()["value"] == again.json()["value"] == {"count": 1, "length": 1}
+    changed = client.post("/invoke/ledger", json={**body, "arg": {**LEDGER, "id": "x"}},
+                          headers={"Idempotency-Key": "pay-1"})
+    assert changed.status_code == 422 and "different request" in changed.json()["detail"]
+    too_long = client.post("/invoke/ledger", json=body, headers={"Idempotency-Key": "x" * 300})
+    assert too_long.status_code == 422
+    accepted = client.post("/submit/ledger", json={**body, "arg": {**LEDGER, "id": "2"}},
+                           headers={"Idempotency-Key": "pay-2"})
+    assert accepted.status_code == 202
+    url = accepted.json()["status_url"]
+    deadline = time.monotonic() + 10
+    while client.get(url).json()["state"] == "pending" and time.monotonic() < deadline:
+        time.sleep(0.02)
+    assert client.get(url).json()["value"] == {"count": 2, "length": 2}
+    assert client.get("/status/nothing?ns=http-idem").status_code == 404
+    mixed = client.post("/invoke/read", json={"arg": {"key": "c"}, "ns": "http-idem",
+                                              "protocol": "boki"})
+    assert mixed.status_code == 409
+
+
+# --- serve as a real process -------------------------------------------------------------------
+APP = '''
+from schedlab.arcus import function
+
+@function("greet", keys=("who",))
+def greet(ctx, arg):
+    n = (ctx.read("count:" + arg["who"]) or 0) + 1
+    ctx.write("count:" + arg["who"], n)
+    return n
+'''
+
+
+def _free_port():
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return sock.getsockname()[1]
+
+
+def _post(port, path, body, key=None):
+    headers = {"Content-Type": "application/json"}
+    if key:
+        headers["Idempotency-Key"] = key
+    request = urllib.request.Request(f"http://127.0.0.1:{port}{path}", method="POST",
+                                     data=json.dumps(body).encode(), headers=headers)
+    with urllib.request.urlopen(request, timeout=30) as answer:
+        return json.loads(answer.read())
+
+
+def _descendants(pid):
+    import psutil
+
+    return psutil.Process(pid).children(recursive=True)
+
+
+def test_serve_loads_a_module_keeps_redis_persistent_and_reaps_everything(tmp_path):
+    psutil = pytest.importorskip("psutil")
+    if find_redis_binary() is None:
+        pytest.skip("redis-server is not installed")
+    (tmp_path / "my_app.py").write_text(APP)
+    port = _free_port()
+    serve = subprocess.Popen(
+        [sys.executable, "-m", "schedlab.cli", "arcus", "serve", "--port", str(port),
+         "--workers", "2", "--module", str(tmp_path / "my_app.py"), "--lease", "1"],
+        stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    try:
+        deadline = time.monotonic() + 60
+        while True:
+            try:
+                with urllib.request.urlopen(f"http://127.0.0.1:{port}/health", timeout=2):
+                    break
+            except OSError:
+                if serve.poll() is not None or time.monotonic() > deadline:
+                    pytest.fail(f"serve did not come up: {serve.communicate()[1][-2000:]}")
+                time.sleep(0.2)
+        assert _post(port, "/invoke/greet", {"arg": {"who": "ann"}}, key="g1")["value"] == 1
+        children = _descendants(serve.pid)
+        redis_procs = [p for p in children if "redis-server" in p.name()]
+        assert len(redis_procs) == 1
+        import re
+
+        import redis
+
+        title = " ".join(redis_procs[0].cmdline())  # redis-server sets it to "... host:port"
+        redis_port = int(re.search(r"127\.0\.0\.1:(\d+)", title).group(1))
+        config = redis.Redis(port=redis_port).config_get("append*")
+        assert config["appendonly"] == "yes" and config["appendfsync"] == "always"
+        redis_procs[0].kill()  # the private Redis dies: serve restarts it, the AOF has it all
+        time.sleep(1.0)
+        deadline = time.monotonic() + 30
+        while True:
+            try:
+                again = _post(port, "/invoke/greet", {"arg": {"who": "ann"}}, key="g1")
+                break
+            except OSError:
+                if time.monotonic() > deadline:
+                    raise
+                time.sleep(0.3)
+        assert again["value"] == 1  # same key, same instance, after the restart
+        assert _post(port, "/invoke/greet", {"arg": {"who": "ann"}})["value"] == 2
+        children = _descendants(serve.pid)
+        assert sum("redis-server" in p.name() for p in children) == 1
+        serve.send_signal(signal.SIGTERM)
+        serve.wait(timeout=30)
+        gone, alive = psutil.wait_procs(children, timeout=10)
+        assert not alive, [p.cmdline() for p in alive]
+    finally:
+        if serve.poll() is None:
+            serve.kill()
+            serve.wait()
+
+
+def test_serve_rejects_a_module_without_main_guard_and_bad_options(tmp_path):
+    from schedlab.arcus.cli import app
+
+    bad = tmp_path / "unguarded.py"
+    bad.write_text("from schedlab.arcus import Platform\nPlatform('redis://127.0.0.1:1/0')\n")
+    runner = CliRunner()
+    result = runner.invoke(app, ["serve", "--module", str(bad), "--port", str(_free_port()),
+                                 "--redis-url", "redis://127.0.0.1:1/0"])
+    # the Redis check comes first when it is unreachable; with a private Redis the guard speaks
+    assert result.exit_code == 2
+    result = runner.invoke(app, ["serve", "--module", str(bad), "--port", str(_free_port())])
+    assert result.exit_code == 2 and "__main__" in result.output, result.output
+    result = runner.invoke(app, ["serve", "--module", "no_such_module_here",
+                                 "--port", str(_free_port())])
+    assert result.exit_code == 2 and "cannot import module" in result.output
+    result = runner.invoke(app, ["serve", "--aof", "sometimes", "--port", str(_free_port())])
+    assert result.exit_code == 2 and "valid: always" in result.output
+    assert os.path.exists(bad)
