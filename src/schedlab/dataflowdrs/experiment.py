@@ -34,6 +34,19 @@ from schedlab.dataflowdrs.workloads import (
 )
 
 
+def _dist(name: str) -> str:
+    from importlib.metadata import PackageNotFoundError, version
+
+    try:
+        return version(name)
+    except PackageNotFoundError:
+        return "?"
+
+
+#: what the report's "What ran" says: real processes traced by the pip-shipped dftracer
+_TRACED = f"dftracer {_dist('dftracer')} (pip, LD_PRELOAD) on real processes"
+
+
 def _bar_figure(frame: pl.DataFrame, x: str, y: str, hue: str, name: str, ylabel: str,
                 caption: str) -> Figure:
     import matplotlib
@@ -113,7 +126,7 @@ def bottleneck_ranking(variants: int, scale: int, seed: int) -> Result:
     fig = _bar_figure(by_kind, "kind", "acc", "diagnoser", "ranking_accuracy",
                       "top-1 accuracy", "Share of variants whose injected bottleneck is ranked "
                       "first, by kind and diagnoser.")
-    return Result(frame, claims=claims, figures=[fig],
+    return Result(frame, claims=claims, ran_with=_TRACED, figures=[fig],
                   notes=f"accuracy by diagnoser: {accuracy}")
 
 
@@ -171,7 +184,8 @@ def recommendation_speedup(reps: int, scale: int, kinds: int, seed: int) -> Resu
     fig = _bar_figure(frame, "kind", "speedup", "diagnoser", "recommendation_speedup",
                       "speedup (baseline / recommended)",
                       "Makespan speed-up of re-running with each diagnoser's top recommendation.")
-    return Result(frame, claims=claims, figures=[fig], notes=f"geo-mean speed-ups: {mean}")
+    return Result(frame, claims=claims, ran_with=_TRACED, figures=[fig],
+                  notes=f"geo-mean speed-ups: {mean}")
 
 
 @register("dataflowdrs", quick=dict(train=(2, 3, 4), test=6),
@@ -208,7 +222,7 @@ def scaling_prediction(train: tuple, test: int, seed: int) -> Result:
               measured=float(frame.filter(pl.col("quantity") == "instances")["rel_error"]
                              .max() or 0.0), target=1e-6, comparison="<=", required=True),
     ]
-    return Result(frame, claims=claims,
+    return Result(frame, claims=claims, ran_with=_TRACED,
                   notes=f"trained on scales {list(train)}, tested at {test}")
 
 
@@ -247,7 +261,8 @@ def tracing_overhead(reps: int, workflows: tuple, seed: int) -> Result:
               measured=cpu, target=0.05, comparison="<=",
               paper_figure="issue: <= 5%; abstract: lightweight"),
     ]
-    return Result(frame, claims=claims, notes=f"wall overhead {wall:.3f}, CPU {cpu:.3f}")
+    return Result(frame, claims=claims, ran_with=_TRACED,
+                  notes=f"wall overhead {wall:.3f}, CPU {cpu:.3f}")
 
 
 def _overhead(frame: pl.DataFrame, column: str) -> float:
@@ -300,7 +315,7 @@ def tier_parallelism_grid(parallelism: tuple, scale: int, seed: int) -> Result:
               metric="share of grid cells as expected", measured=matched, target=1.0,
               paper_figure="abstract: rank bottlenecks per parallelism x storage"),
     ]
-    return Result(frame, claims=claims, figures=[_grid_figure(frame)])
+    return Result(frame, claims=claims, ran_with=_TRACED, figures=[_grid_figure(frame)])
 
 
 def _grid_figure(frame: pl.DataFrame) -> Figure:
