@@ -57,6 +57,7 @@ class ChaosConfig:
     keyed: float = 1.0
     kill_interval_s: float = 0.05  # mean gap between worker SIGKILLs (0: none)
     min_kills: int = 0  # clients keep issuing requests (up to 20x) until this many kills
+    # (and until every Redis restart is done)
     redis_restarts: int = 0  # Redis SIGKILL + restart during the run
     redis_down_s: float = 0.3
     call_timeout_s: float = 10.0  # a client gives up waiting and retries after this
@@ -152,7 +153,8 @@ def _client(platform: Platform, cfg: ChaosConfig, ns: str, client: int, legs: li
     i = -1
     while True:
         i += 1
-        wanted = killer is not None and killer.kills < cfg.min_kills
+        wanted = ((killer is not None and killer.kills < cfg.min_kills)
+                  or report.redis_restarts < cfg.redis_restarts)
         if i >= cfg.requests and not (wanted and i < 20 * cfg.requests):
             break
         src, dst = rng.sample(mine, 2)
@@ -282,6 +284,7 @@ def run_chaos(cfg: ChaosConfig, redis: RedisServer, platform: Platform) -> Chaos
             time.sleep(cfg.redis_down_s)
             redis.restart()
             restarts += 1
+            report.redis_restarts = restarts
         else:
             time.sleep(0.05)
     for thread in threads:
