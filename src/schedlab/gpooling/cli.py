@@ -91,6 +91,75 @@ def serve(
     uvicorn.run(create_app(pool, known), host=host, port=port, log_level="warning")
 
 
+@app.command("device-plugin")
+@handle_errors
+def device_plugin(
+    inventory: str = typer.Option(None, "--inventory",
+                                  help="'T4:2' or a node-list CSV (default: discover)."),
+    node: str = typer.Option(None, "--node", help="Only this node's devices."),
+    split: int = typer.Option(10, "--split", help="Slots per GPU (gpooling.io/vgpu)."),
+    socket_dir: Path = typer.Option(Path("/var/lib/kubelet/device-plugins"), "--socket-dir",
+                                    help="The kubelet's device-plugin directory."),
+    runtime_dir: Path = typer.Option(None, "--runtime-dir", help="Where regions live."),
+    extender_port: int = typer.Option(None, "--extender-port",
+                                      help="Also serve the scheduler extender (127.0.0.1)."),
+) -> None:
+    """Kubernetes device plugin (kubelet API v1beta1): register, then serve until interrupted."""
+    import threading
+    import time
+
+    from schedlab.gpooling.deviceplugin import DevicePlugin, PluginServer
+    from schedlab.gpooling.devices import discover
+    from schedlab.gpooling.native import build as build_native
+    from schedlab.gpooling.pool import Pool
+
+    devices = discover(inventory)
+    if not devices:
+        raise BadInputError("no accelerators found; pass --inventory", field="inventory")
+    pool = Pool(devices, "frag-aware", runtime_dir)
+    plugin = DevicePlugin(pool, build_native().shim, node=node, split=split)
+    server = PluginServer(plugin, socket_dir).start()
+    server.register()
+    err_console.print(f"gPooling device plugin: {len(plugin.devices)} GPUs x {split} slots of "
+                      f"{plugin.resource}, socket {server.path}")
+    if extender_port is not None:
+        import uvicorn
+
+        from schedlab.gpooling.extender import create_extender_app
+
+        config = uvicorn.Config(create_extender_app(pool, split), host="127.0.0.1",
+                                port=extender_port, log_level="warning")
+        threading.Thread(target=uvicorn.Server(config).run, daemon=True).start()
+    try:
+        while True:
+            time.sleep(3600)
+    finally:
+        server.stop()
+
+
+@app.command()
+@handle_errors
+def extender(
+    inventory: str = typer.Option(None, "--inventory",
+                                  help="'T4:2' or a node-list CSV (default: discover)."),
+    split: int = typer.Option(10, "--split", help="Slots per GPU (gpooling.io/vgpu)."),
+    host: str = typer.Option("127.0.0.1", "--host"),
+    port: int = typer.Option(8471, "--port"),
+) -> None:
+    """kube-scheduler extender (POST /filter, /prioritize) scoring with the frag-aware policy."""
+    import uvicorn
+
+    from schedlab.gpooling.devices import discover
+    from schedlab.gpooling.extender import create_extender_app
+    from schedlab.gpooling.pool import Pool
+
+    devices = discover(inventory)
+    if not devices:
+        raise BadInputError("no accelerators found; pass --inventory", field="inventory")
+    uvicorn.run(create_extender_app(Pool(devices, "frag-aware"), split), host=host, port=port,
+                log_level="warning")
+
+
 @app.command()
 @handle_errors
 def create(

@@ -117,6 +117,26 @@ class Pool:
             self.state.take(request, grants)
             return self._register(grants[0], owner)
 
+    def create_on(self, device_id: str, memory: int, compute: float,
+                  owner: str = "default") -> VirtualDevice:
+        """A virtual device on a named physical device (the kubelet chose it, not our policy)."""
+        if int(memory) <= 0:
+            raise BadInputError("memory quota must be positive", field="memory")
+        index = {d.id: i for i, d in enumerate(self.state.devices)}
+        if device_id not in index:
+            raise UnknownNameError("device", device_id, sorted(index))
+        d = index[device_id]
+        request = Request(int(memory), to_milli(compute), 1, None)
+        with self._lock:
+            self._drain_locked()
+            if not (self.state.fits_now(request)[d]):
+                raise NoRoomError(f"device {device_id} has no room for this virtual device now",
+                                  field="memory")
+            grant = Grant(d, int(memory), request.milli)
+            self._check_physical(d, grant.memory, grant.milli)
+            self.state.take(request, [grant])
+            return self._register(grant, owner)
+
     def _check_physical(self, device: int, memory: int, milli: int,
                         replacing: str | None = None) -> None:
         """Re-check a grant against the card itself, from the grants (not the free books):
