@@ -48,3 +48,27 @@ def test_arcus_bench_crash_soak(benchmark, platform, protocol):
         assert result["violations"] == 0, result
     else:
         assert result["violations"] > 0, result
+
+
+@pytest.mark.parametrize("protocol", ["arcus", "halfmoon"])
+def test_arcus_bench_chaos_soak(benchmark, protocol):
+    """Outside SIGKILLs + Redis restarts with 4 concurrent clients on shared accounts.
+
+    ``ARCUS_CHAOS_KILLS`` (default 300) sets the kills per protocol; the >= 10,000-kill run is
+    ``python benchmarks/arcus/long_chaos.py``.
+    """
+    from schedlab.arcus.chaos import ChaosConfig, run_chaos
+
+    if find_redis_binary() is None:
+        pytest.skip("redis-server is not installed")
+    kills = int(os.environ.get("ARCUS_CHAOS_KILLS", "300"))
+    with RedisServer(aof="always") as server, Platform(server.url, workers=4,
+                                                       lease_s=1.0) as running:
+        cfg = ChaosConfig(protocol=protocol, requests=20, keyed=0.5, kill_interval_s=0.02,
+                          min_kills=kills, redis_restarts=2)
+        report = benchmark.pedantic(run_chaos, args=(cfg, server, running), rounds=1,
+                                    iterations=1)
+    found = report.to_dict()
+    benchmark.extra_info.update({k: found[k] for k in ("kills", "redis_restarts", "requests",
+                                                       "violations", "unfinished")})
+    assert found["violations"] == 0 and found["unfinished"] == 0, found

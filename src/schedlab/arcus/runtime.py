@@ -231,7 +231,10 @@ class Ctx:
         step = self._next()
         start = time.perf_counter()
         self.io.write(step, key, value)
-        self.stats.writes.append(time.perf_counter() - start)
+        elapsed = time.perf_counter() - start
+        self.stats.writes.append(elapsed)
+        if not getattr(self.io, "write_behind", False):  # durable when it returns
+            self.stats.durable.append(elapsed)
         maybe_crash(self.inv, "post", step)
 
     def invoke(self, fn: str, arg: Any) -> Any:
@@ -239,7 +242,8 @@ class Ctx:
         step = self._next()
         self.io.sync()
         child = replace(self.inv, call_id=uuid.uuid4().hex, instance=f"{self.inv.instance}.{step}",
-                        fn=fn, arg=arg, attempt=0, replay=self.replay, token=self.io.seq)
+                        fn=fn, arg=arg, attempt=0, replay=self.replay, token=self.io.seq,
+                        track=False)
         reply = dispatch(self.resources.client, child, self.resources.slot, self.timeout)
         self.io.observe(int(reply["seq"]))
         self.stats.merge(reply["stats"])
