@@ -112,12 +112,17 @@ def test_timeout_returns_best_so_far_not_optimal():
 def test_heavy_work_sharing_keeps_optimum(name):
     """Checkpoints every 64 nodes force many cuts of mid-iteration levels (regression: the
     selected bidomain's index must be rebased when a level is cut into a task)."""
+    shared = 0
     for inst in gnp_pairs(6, 18, 0.4, 1):  # instance 3 exposed a stale-cache bug
         ref = solve(inst.g0, inst.g1).size
         r = solve(inst.g0, inst.g1, policy=name, threads=2, checkpoint_nodes=64,
                   **({"min_rc": 0.0} if name == "hydra-cpu" else {}))
-        assert r.size == ref and r.tasks_shared > 0
+        assert r.size == ref
         assert check_mapping(inst.g0, inst.g1, list(r.mapping.items())) is None
+        # on a small instance the first thread can finish before the second one is idle
+        # (more often with the compiled kernel, which starts faster), so count over all six
+        shared += r.tasks_shared
+    assert shared > 0
 
 
 @pytest.mark.parametrize("timeout", [0.0, -1.0, float("nan")])
