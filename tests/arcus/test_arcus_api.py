@@ -87,6 +87,24 @@ def test_log_gc_removes_finished_instances_with_their_children(platform, protoco
     assert final_state(protocol, platform.client, ns, ["c"]) == {"c": 2}
 
 
+def test_a_named_platform_hands_queued_work_to_its_successor(platform):
+    """serve uses a fixed name: what a stopped gateway left queued runs after a restart."""
+    with Platform(platform.url, workers=2, name="handover") as first:
+        first.invoke("write", {"key": "k", "value": 0}, ns="handover")
+    left = Platform(platform.url, workers=2, name="handover")
+    left.client = platform.client  # enqueue as a gateway would, with no worker running
+    left.bound["handover"] = "arcus"
+    job = left.submit("write", {"key": "k", "value": 5}, ns="handover", idempotency_key="j")
+    with Platform(platform.url, workers=2, name="handover") as second:
+        deadline = time.monotonic() + 10
+        while second.status(job, "handover")["state"] != "done":
+            assert time.monotonic() < deadline
+            time.sleep(0.02)
+    assert final_state("arcus", platform.client, "handover", ["k"]) == {"k": 5}
+    for key in platform.client.scan_iter("handover:*"):
+        platform.client.delete(key)
+
+
 def test_bad_api_arguments_are_named(platform):
     with pytest.raises(BadInputError, match="JSON"):
         platform.invoke("write", {"key": "k", "value": {1, 2}})

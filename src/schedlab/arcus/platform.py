@@ -123,7 +123,7 @@ class Platform:
     messages redelivered. ``retention_s``: finished instances' logs are deleted this long after
     they finished (``None``: never). ``name``: the Redis prefix of queues and processing lists;
     give a stable one (``serve`` uses ``arcus``) and a restarted gateway picks up what a dead
-    one left in flight.
+    or stopped one left queued or in flight (an unnamed platform deletes its keys at close).
     """
 
     def __init__(self, redis_url: str, workers: int = 4, threads: int = 32,
@@ -152,6 +152,7 @@ class Platform:
         self.lease_s = lease_s
         self.retention_s = retention_s
         self.plat = name or f"arcus-{uuid.uuid4().hex[:8]}"
+        self.ephemeral = name is None  # a named platform leaves its queues for its successor
         self.client: redis.Redis | None = None
         self.procs: dict[int, Any] = {}
         self.wids: dict[int, str] = {}
@@ -274,9 +275,12 @@ class Platform:
                 process.join()
         if self.client is not None:
             with contextlib.suppress(redis.RedisError):
-                keys = list(self.client.scan_iter(f"{self.plat}:*", count=1000))
-                if keys:
-                    self.client.delete(*keys)
+                if self.ephemeral:
+                    keys = list(self.client.scan_iter(f"{self.plat}:*", count=1000))
+                    if keys:
+                        self.client.delete(*keys)
+                # a named platform keeps queued and in-flight messages: the next gateway with
+                # the same name redelivers them once the stopped workers' leases expire
             self.client.close()
         self.procs.clear()
 
