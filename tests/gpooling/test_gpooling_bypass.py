@@ -304,3 +304,24 @@ def test_exec_replaces_the_slot_of_the_image_before_it(device: Device, bypass: P
     assert (result["first"], result["second"]) == (0, 0)
     usage = device.usage()
     assert usage["live"] == 0 and usage["memory_used"] == 0
+
+
+def test_rtld_next_of_a_later_preloaded_library_is_its_own_next(native: NativeBuild,
+                                                                 tmp_path: Path) -> None:
+    """dlsym(RTLD_NEXT) is relative to the caller: another LD_PRELOAD library behind the shim
+    that wraps puts must reach libc's puts, not itself (which would recurse forever)."""
+    (tmp_path / "wrap.c").write_text(
+        "#define _GNU_SOURCE\n#include <dlfcn.h>\n#include <string.h>\n"
+        "int puts(const char *s) { int (*next)(const char *) = "
+        "(int (*)(const char *))dlsym(RTLD_NEXT, \"puts\");\n"
+        "  return next == puts ? -1 : next(s); }\n")
+    (tmp_path / "main.c").write_text(
+        "#include <stdio.h>\nint main(void) { return puts(\"wrapped\") < 0; }\n")
+    subprocess.run(["gcc", "-shared", "-fPIC", "-o", str(tmp_path / "libwrap.so"),
+                    str(tmp_path / "wrap.c"), "-ldl"], check=True)
+    subprocess.run(["gcc", "-o", str(tmp_path / "main"), str(tmp_path / "main.c")], check=True)
+    env = shim_environment(native, memory_limit=GIB, stand_in=True)
+    env["LD_PRELOAD"] = f"{native.shim}:{tmp_path / 'libwrap.so'}"
+    done = subprocess.run([str(tmp_path / "main")], env=env, capture_output=True, text=True,
+                          timeout=30, check=False)
+    assert done.returncode == 0 and done.stdout.strip() == "wrapped"

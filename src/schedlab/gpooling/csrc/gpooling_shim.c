@@ -1397,15 +1397,41 @@ static void *swap_symbol(const char *name, void *f) {
     return f;
 }
 
+/* RTLD_NEXT means "after the *caller's* object"; the real dlsym called from here would search
+ * after the shim instead (and hand a later preloaded library its own symbol back). Walk the link
+ * map from the caller's object on and ask each following object in turn. */
+static void *next_after(const void *caller, const char *name, const char *version) {
+    Dl_info info;
+    struct link_map *lm = NULL;
+    if (!caller || !dladdr1(caller, &info, (void **)&lm, RTLD_DL_LINKMAP) || !lm) return NULL;
+    for (lm = lm->l_next; lm; lm = lm->l_next) {
+        if (!lm->l_name || !lm->l_name[0]) continue;
+        void *h = real_dlopen_fn ? real_dlopen_fn(lm->l_name, RTLD_LAZY | RTLD_NOLOAD) : NULL;
+        if (!h) continue;
+        void *f = version ? real_dlvsym_fn(h, name, version) : real_dlsym_fn(h, name);
+        dlclose(h);
+        if (f) return f;
+    }
+    return NULL;
+}
+
 EXPORT void *dlsym(void *handle, const char *name) {
     libc_ready();
     if (!real_dlsym_fn) return NULL;
+    if (handle == RTLD_NEXT) {
+        void *f = next_after(__builtin_return_address(0), name, NULL);
+        return swap_symbol(name, f ? f : real_dlsym_fn(handle, name));
+    }
     return swap_symbol(name, real_dlsym_fn(handle, name));
 }
 
 EXPORT void *dlvsym(void *handle, const char *name, const char *version) {
     libc_ready();
     if (!real_dlvsym_fn) return NULL;
+    if (handle == RTLD_NEXT) {
+        void *f = next_after(__builtin_return_address(0), name, version);
+        return swap_symbol(name, f ? f : real_dlvsym_fn(handle, name, version));
+    }
     return swap_symbol(name, real_dlvsym_fn(handle, name, version));
 }
 
