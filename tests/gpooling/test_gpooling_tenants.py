@@ -211,3 +211,25 @@ def test_tokens_file_formats(tmp_path: Path) -> None:
     with pytest.raises(BadInputError, match="token"):
         create_app(Pool(StaticBackend("T4:1").discover(), "frag-aware", tmp_path / "r"), {})
     assert shm.VERSION == 2
+
+
+def test_serve_with_a_bad_tokens_file_is_one_line(tmp_path: Path) -> None:
+    from typer.testing import CliRunner
+
+    from schedlab.gpooling.cli import app
+
+    bad = tmp_path / "tokens"
+    bad.write_text("alice short\n")
+    done = CliRunner().invoke(app, ["serve", "--inventory", "T4:1", "--tokens", str(bad)])
+    assert done.exit_code == 2 and f"{bad}:1" in done.output and "Traceback" not in done.output
+    unauthorised = CliRunner().invoke(app, ["list", "--server", "http://127.0.0.1:9",
+                                            "--token", "x" * 20])
+    assert unauthorised.exit_code == 2 and "gpooling serve" in unauthorised.output
+
+
+def test_client_without_a_valid_token_is_told_how(server) -> None:
+    client, _ = server
+    plane = ControlPlane(str(client.base_url), token="not-a-token-000000000")
+    with pytest.raises(BadInputError, match="401") as caught:
+        plane.list()
+    assert "GPOOLING_TOKEN" in str(caught.value)
