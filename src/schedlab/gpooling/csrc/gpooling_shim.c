@@ -686,28 +686,30 @@ typedef struct hook {
 } hook;
 static hook hooks[H_COUNT];
 static void *libs[2];
-static pthread_once_t reals_once = PTHREAD_ONCE_INIT;
+static pthread_once_t reals_once = PTHREAD_ONCE_INIT, nvml_once = PTHREAD_ONCE_INIT;
 
-static void open_libs(void) {
+/* resolve every hook of one library from the real library (NVML only when first needed) */
+static void resolve_lib(int which) {
     libc_ready();
-    const char *cuda = getenv("GPOOLING_REAL_LIBCUDA"), *nvml = getenv("GPOOLING_REAL_LIBNVML");
-    if (real_dlopen_fn) {
-        libs[LIB_CUDA] = real_dlopen_fn(cuda && *cuda ? cuda : "libcuda.so.1", RTLD_NOW | RTLD_LOCAL);
-        libs[LIB_NVML] = real_dlopen_fn(nvml && *nvml ? nvml : "libnvidia-ml.so.1",
-                                        RTLD_NOW | RTLD_LOCAL);
-    }
+    const char *env = getenv(which == LIB_CUDA ? "GPOOLING_REAL_LIBCUDA" : "GPOOLING_REAL_LIBNVML");
+    const char *fallback = which == LIB_CUDA ? "libcuda.so.1" : "libnvidia-ml.so.1";
+    if (real_dlopen_fn)
+        libs[which] = real_dlopen_fn(env && *env ? env : fallback, RTLD_NOW | RTLD_LOCAL);
     for (int i = 0; i < H_COUNT; i++) {
-        void *lib = libs[hooks[i].lib], *f = lib && real_dlsym_fn ? real_dlsym_fn(lib, hooks[i].name)
-                                                                  : NULL;
+        if (hooks[i].lib != which) continue;
+        void *f = libs[which] && real_dlsym_fn ? real_dlsym_fn(libs[which], hooks[i].name) : NULL;
         void *expected = NULL;
         if (f && f != hooks[i].wrapper)
             __atomic_compare_exchange_n(&hooks[i].real, &expected, f, 0, __ATOMIC_ACQ_REL,
                                         __ATOMIC_ACQUIRE);
     }
 }
+static void open_libs(void) { resolve_lib(LIB_CUDA); }
+static void open_nvml(void) { resolve_lib(LIB_NVML); }
 
 static void *real_of(int id) {
-    pthread_once(&reals_once, open_libs);
+    pthread_once(hooks[id].lib == LIB_NVML ? &nvml_once : &reals_once,
+                 hooks[id].lib == LIB_NVML ? open_nvml : open_libs);
     return __atomic_load_n(&hooks[id].real, __ATOMIC_ACQUIRE);
 }
 
@@ -1388,7 +1390,8 @@ static void *swap_symbol(const char *name, void *f) {
     if (!strcmp(name, "dlvsym")) return (void *)dlvsym;
     if (!strcmp(name, "dlmopen")) return (void *)dlmopen;
     if ((name[0] == 'c' && name[1] == 'u') || !strncmp(name, "nvml", 4)) {
-        pthread_once(&reals_once, open_libs);
+        pthread_once(name[0] == 'n' ? &nvml_once : &reals_once,
+                     name[0] == 'n' ? open_nvml : open_libs);
         hook *h = find_by_name(name);
         if (h) return wrap(h, f);
         h = find_by_address(f); /* another name for an intercepted function */
