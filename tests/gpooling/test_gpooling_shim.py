@@ -186,3 +186,17 @@ def test_region_round_trip_and_share_validation(tmp_path: Path) -> None:
 def test_missing_compiler_is_a_clear_error(tmp_path: Path) -> None:
     with pytest.raises(MissingServiceError, match="no C compiler"):
         build(root=tmp_path, compiler="no-such-cc", force=True)
+
+
+def test_route_check_passes_with_the_shim_and_fails_without(native: NativeBuild, tmp_path: Path,
+                                                            monkeypatch) -> None:
+    assert dataplane.route_enforcement(native, tmp_path / "with")["all"] == 1.0
+
+    def unshimmed(*args, **kwargs):
+        env = shim_environment(*args, **kwargs)
+        env.pop("LD_PRELOAD")
+        return env
+
+    monkeypatch.setattr(dataplane, "shim_environment", unshimmed)
+    flags = dataplane.route_enforcement(native, tmp_path / "without")
+    assert all(v == 0.0 for v in flags.values())  # every route really allocates

@@ -67,6 +67,43 @@ def memory_enforcement(native: NativeBuild, scratch: Path | None = None,
     return flags
 
 
+#: (name, lookup, probe operation): allocation routes the ``routes`` check drives
+ROUTES = [
+    ("cuMemAlloc_v2 (dlsym)", None, "alloc"), ("cuMemAlloc legacy (dlsym)", None, "alloc1"),
+    ("cuMemAllocManaged", None, "managed"), ("cuMemAllocAsync", None, "async"),
+    ("cuMemAllocFromPoolAsync", None, "pool"), ("cuMemAllocPitch_v2", None, "pitch"),
+    ("cuMemCreate (VMM)", None, "create"), ("cuArrayCreate_v2", None, "array"),
+    ("cuMipmappedArrayCreate", None, "mipmap"), ("cuMemAlloc @12040 (cuGetProcAddress)", 12040,
+                                                 "alloc"),
+    ("cuMemAllocFromPoolAsync @12040", 12040, "pool"), ("cuArrayCreate @12040", 12040, "array"),
+    ("cuMemAlloc @3010 legacy (cuGetProcAddress)", 3010, "alloc1"),
+]
+
+
+def route_enforcement(native: NativeBuild, scratch: Path | None = None,
+                      limit: int = 1 << 30) -> dict[str, float]:
+    """With 60 % of a quota held, 60 % more through each allocation route must be refused with
+    CUDA_ERROR_OUT_OF_MEMORY, the driver never seeing it. Flags per route, and ``all``."""
+    scratch = Path(scratch or tempfile.mkdtemp(prefix="gpooling-routes-"))
+    size = limit * 6 // 10 // 65536 * 65536  # a whole number of 16384-float array rows
+    flags = {}
+    for k, (name, version, op) in enumerate(ROUTES):
+        region = shm.create_region(scratch / f"route-{k}.shm", limit, 1.0)
+        env = shim_environment(native, region=region, stand_in=True)
+        args = ["pitch", "65536", str(size // 65536)] if op == "pitch" else [op, str(size)]
+        gpa = [] if version is None else ["--gpa-version", str(version)]
+        ops = ["alloc", str(size), *args, "stats"]
+        if version is not None:
+            out = run_probe(native, gpa + ops, env, gpa=True)
+        else:
+            out = run_probe(native, ops, env)
+        first, second, stats = out
+        flags[name] = float(first["rc"] == 0 and second["rc"] == CUDA_ERROR_OUT_OF_MEMORY
+                            and stats["driver_used"] == size)
+    flags["all"] = float(all(v == 1.0 for v in flags.values()))
+    return flags
+
+
 def compute_enforcement(native: NativeBuild, share: float = 0.25, kernels: int = 200,
                         kernel_us: int = 1000, processes: int = 1,
                         scratch: Path | None = None) -> dict[str, float]:

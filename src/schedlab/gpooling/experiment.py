@@ -101,10 +101,13 @@ def interception(calls: int, repeats: int, seed: int) -> Result:
     native = build()
     overhead = dataplane.interception_overhead(native, calls=calls, repeats=repeats)
     memory = dataplane.memory_enforcement(native)
+    routes = dataplane.route_enforcement(native)
     compute = dataplane.compute_enforcement(native, share=0.25, kernels=150, kernel_us=1000)
     frame = pl.DataFrame([dict(seed=seed, **overhead, **{f"memory_{k}": v
                                                          for k, v in memory.items()},
-                               **{f"compute_{k}": v for k, v in compute.items()})])
+                               **{f"compute_{k}": v for k, v in compute.items()},
+                               routes_refused=sum(v for k, v in routes.items() if k != "all"),
+                               routes=len(routes) - 1)])
     claims = [
         Claim("Interception adds under 1 us to an allocation (quota check + bookkeeping)",
               metric="alloc overhead (us/call)", measured=overhead["alloc_overhead_ns"] / 1e3,
@@ -119,6 +122,10 @@ def interception(calls: int, repeats: int, seed: int) -> Result:
         Claim("Over-quota allocations get CUDA_ERROR_OUT_OF_MEMORY and never reach the driver",
               metric="checks passed (dlsym and cuGetProcAddress paths)", measured=memory["all"],
               target=1.0, comparison="==", required=True, paper_figure="isolation (correctness)"),
+        Claim("Every allocation route (legacy, pool, arrays, mipmaps, VMM, cuGetProcAddress at "
+              "3010 and 12040) is refused at the quota without reaching the driver",
+              metric="routes refused (fraction)", measured=routes["all"], target=1.0,
+              comparison="==", required=True, paper_figure="isolation (correctness)"),
         Claim("A 0.25 compute share is never charged more than the token bucket allows",
               metric="excess device time (ms)", measured=compute["excess_ns"] / 1e6, target=0.0,
               comparison="<=", required=True, paper_figure="compute share (correctness)"),

@@ -1,9 +1,11 @@
 /* A driver-API client for testing and benchmarking the gPooling shim without a GPU.
  *
  * It behaves like the CUDA runtime: it dlopens libcuda.so.1 and finds the driver's functions by
- * dlsym, or (with --gpa) through cuGetProcAddress, so both lookup paths of the shim are used.
- * Each argument is one operation; each prints one JSON line on stdout:
- *   alloc BYTES | free | freeall | pitch WIDTH HEIGHT | create BYTES | release | managed BYTES
+ * dlsym, or (with --gpa [--gpa-version V], default 12040) through cuGetProcAddress, so both
+ * lookup paths of the shim are used. Each argument is one operation; one JSON line each:
+ *   alloc BYTES | alloc1 BYTES (pre-3.2 cuMemAlloc) | pool BYTES (cuMemAllocFromPoolAsync)
+ *   array BYTES (cuArrayCreate_v2) | mipmap BYTES (cuMipmappedArrayCreate, 1 level)
+ *   free | freeall | pitch WIDTH HEIGHT | create BYTES | release | managed BYTES
  *   async BYTES | info | total | launch N MICROSECONDS | launchex N MICROSECONDS | sync
  *   bench-alloc N | bench-launch N | stats | sleep MILLISECONDS
  */
@@ -36,12 +38,13 @@ typedef void (*stats_t)(uint64_t *);
 
 static void *lib;
 static gpa_t gpa;
+static int gpa_version = 12040;
 
 static void *fn(const char *base, const char *exported) {
     void *f = NULL;
     if (gpa) {
         int status = 0;
-        if (gpa(base, &f, 12040, 0, &status) != 0) f = NULL;
+        if (gpa(base, &f, gpa_version, 0, &status) != 0) f = NULL;
     } else {
         f = dlsym(lib, exported);
     }
@@ -87,6 +90,40 @@ static int step(char **argv, int i, int argc) {
     if (!strcmp(op, "alloc")) {
         rc = ((alloc_t)fn("cuMemAlloc", "cuMemAlloc_v2"))(&p, a);
         if (!rc) keep(p, 0);
+        report_alloc(op, a, rc);
+        return 1;
+    }
+    if (!strcmp(op, "alloc1")) { /* not kept: the legacy pointer is 32-bit */
+        unsigned d1 = 0;
+        rc = ((CUresult(*)(unsigned *, unsigned))fn("cuMemAlloc", "cuMemAlloc"))(&d1,
+                                                                                 (unsigned)a);
+        report_alloc(op, a, rc);
+        return 1;
+    }
+    if (!strcmp(op, "pool")) {
+        rc = ((CUresult(*)(CUdeviceptr *, size_t, void *, void *))fn(
+            "cuMemAllocFromPoolAsync", "cuMemAllocFromPoolAsync"))(&p, a, NULL, NULL);
+        if (!rc) keep(p, 0);
+        report_alloc(op, a, rc);
+        return 1;
+    }
+    if (!strcmp(op, "array") || !strcmp(op, "mipmap")) { /* float, one channel, 16384 wide */
+        void *h = NULL;
+        size_t desc[4] = {16384, a / 65536, 0x20, 1}; /* Width, Height, Format|NumChannels */
+        size_t desc3[4] = {16384, a / 65536, 0, 0};   /* Width, Height, Depth, Format... */
+        unsigned fmt[4] = {0x20, 1, 0, 0};            /* Format, NumChannels, Flags */
+        if (op[0] == 'a') {
+            unsigned *tail = (unsigned *)&desc[2];
+            tail[0] = 0x20; tail[1] = 1;              /* int Format; unsigned NumChannels */
+            rc = ((CUresult(*)(void **, const void *))fn("cuArrayCreate", "cuArrayCreate_v2"))(
+                &h, desc);
+        } else {
+            unsigned char buf[40] = {0};
+            memcpy(buf, desc3, 24);
+            memcpy(buf + 24, fmt, 12);
+            rc = ((CUresult(*)(void **, const void *, unsigned))fn(
+                "cuMipmappedArrayCreate", "cuMipmappedArrayCreate"))(&h, buf, 1);
+        }
         report_alloc(op, a, rc);
         return 1;
     }
@@ -203,6 +240,10 @@ int main(int argc, char **argv) {
     if (argc > 1 && !strcmp(argv[1], "--gpa")) {
         gpa = (gpa_t)dlsym(lib, "cuGetProcAddress_v2");
         first = 2;
+        if (argc > 3 && !strcmp(argv[2], "--gpa-version")) {
+            gpa_version = atoi(argv[3]);
+            first = 4;
+        }
     }
     ((CUresult(*)(unsigned))dlsym(lib, "cuInit"))(0);
     setvbuf(stdout, NULL, _IOLBF, 0);
