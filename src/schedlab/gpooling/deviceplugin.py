@@ -278,6 +278,7 @@ class DevicePlugin:
         share = len(slots) / self.split
         memory = device.spec.memory * len(slots) // self.split
         vdev = self.pool.create_on(device.id, memory, share, owner=self.owner)
+        os.chmod(vdev.region, 0o666)  # the container's user, whoever it is, writes its usage
         for s in slots:
             self._bound[s] = vdev.id
         return self.response(vdev)
