@@ -92,6 +92,8 @@ def test_other_tenants_device_is_403(server) -> None:
     assert client.post(f"/vdevs/{vid}/usage", json=dict(usage={}), headers=_auth(BOB)
                        ).status_code == 403
     assert client.get("/vdevs", headers=_auth(BOB)).json() == []
+    unknown = client.get("/vdevs/vdev-999", headers=_auth(BOB))
+    assert unknown.status_code == 404 and vid not in unknown.text  # no other tenant's ids
     assert [v["id"] for v in client.get("/vdevs", headers=_auth(ADMIN)).json()] == [vid]
     assert client.get(f"/vdevs/{vid}", headers=_auth(ALICE)).status_code == 200
     assert client.delete(f"/vdevs/{vid}", headers=_auth(ALICE)).status_code == 200

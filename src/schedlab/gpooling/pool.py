@@ -166,6 +166,9 @@ class Pool:
             return self._owned(vid, tenant)
 
     def _owned(self, vid: str, tenant: str | None) -> VirtualDevice:
+        if vid not in self._vdevs and tenant is not None and tenant != ADMIN:
+            mine = sorted(v for v, d in self._vdevs.items() if d.owner == tenant)
+            raise UnknownNameError("virtual device", vid, mine or ["(none)"])  # not others' ids
         vdev = self._get(vid)
         if tenant is not None and tenant != ADMIN and vdev.owner != tenant:
             raise ForbiddenError(f"{vid} belongs to another tenant", field="vdev")
