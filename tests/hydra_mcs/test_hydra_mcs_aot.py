@@ -234,3 +234,19 @@ def test_concurrent_builders_share_one_build(tmp_path):
     assert len(paths) == 1
     assert [p.name for p in tmp_path.iterdir() if not p.name.endswith(".lock")] == \
         [os.path.basename(paths.pop())]
+
+
+def test_prune_removes_only_stale_leftovers(tmp_path):
+    old = time.time() - 7200
+    stale_dir = tmp_path / "hmk_aaaa.x1y2"
+    stale_dir.mkdir()
+    fresh_dir = tmp_path / "hmk_bbbb.z3w4"
+    fresh_dir.mkdir()
+    for name in ("hmk_aaaa.lock", "hmk_keep.lock", "hmk_cccc.cpython-311-x86_64-linux-gnu.so"):
+        (tmp_path / name).write_text("")
+    for p in (stale_dir, tmp_path / "hmk_aaaa.lock", tmp_path / "hmk_keep.lock",
+              tmp_path / "hmk_cccc.cpython-311-x86_64-linux-gnu.so"):
+        os.utime(p, (old, old))
+    aot._prune(tmp_path, keep="hmk_keep")
+    assert sorted(p.name for p in tmp_path.iterdir()) == [
+        "hmk_bbbb.z3w4", "hmk_cccc.cpython-311-x86_64-linux-gnu.so", "hmk_keep.lock"]

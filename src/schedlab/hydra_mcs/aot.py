@@ -138,6 +138,7 @@ def _locked(path: Path):
         return
     with open(path, "a") as fh:
         fcntl.flock(fh, fcntl.LOCK_EX)
+        os.utime(path)  # "in use": _prune leaves recently used lock files alone
         try:
             yield
         finally:
@@ -190,7 +191,26 @@ def build(force: bool = False) -> Path:
             failed.unlink(missing_ok=True)
         finally:
             shutil.rmtree(tmp, ignore_errors=True)
+    _prune(target.parent, keep=name)
     return target
+
+
+def _prune(folder: Path, keep: str, stale_s: float = 3600.0) -> None:
+    """Remove what killed builds left behind: temporary folders, and other keys' lock files,
+    untouched for an hour (built modules of other keys stay: another venv may use them)."""
+    import shutil
+    import time
+
+    now = time.time()
+    for p in folder.glob("hmk_*"):
+        try:
+            old = now - p.stat().st_mtime > stale_s
+            if old and p.is_dir():
+                shutil.rmtree(p, ignore_errors=True)
+            elif old and p.suffix == ".lock" and p.stem != keep:
+                p.unlink(missing_ok=True)
+        except OSError:
+            pass
 
 
 def _load_module(name: str, path: Path):
