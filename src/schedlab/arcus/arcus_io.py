@@ -119,8 +119,14 @@ class CFLog(StateIOBase):
                 raise
 
     def _drain(self) -> None:
+        # keep flushing while writes arrive, so a write queued during a flush does not wait for
+        # the next write (or for finish) to become durable
         try:
-            self._flush()
+            while True:
+                self._flush()
+                with self.queue_lock:
+                    if not any(record[0] == "w" for record in self.pending):
+                        return
         except Exception:  # noqa: BLE001 - recorded in conflict/error; raised at the next step
             pass
 
