@@ -287,6 +287,7 @@ static int route(const char *name) {
         if (fd >= 0) {
             uint64_t zero = 0;
             done = pwrite(fd, &zero, 8, 4 * 8) == 8;          /* memory_used */
+            pwrite(fd, &zero, 8, 3 * 8);                      /* memory_limit (a mirror) */
             for (int i = 0; i < 1024; i++) pwrite(fd, &zero, 8, (64 + 4 * i + 1) * 8);
             close(fd);
         }

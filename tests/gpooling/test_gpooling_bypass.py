@@ -325,3 +325,37 @@ def test_rtld_next_of_a_later_preloaded_library_is_its_own_next(native: NativeBu
     done = subprocess.run([str(tmp_path / "main")], env=env, capture_output=True, text=True,
                           timeout=30, check=False)
     assert done.returncode == 0 and done.stdout.strip() == "wrapped"
+
+
+@pytest.mark.skipif(os.geteuid() != 0 or not Path("/usr/bin/setpriv").exists(),
+                    reason="needs root and setpriv to run the job as another user")
+def test_file_limits_hold_against_a_job_of_another_user(native: NativeBuild, bypass: Path,
+                                                        tmp_path: Path) -> None:
+    """Without the agent's sealed memfd, limits are a 0644 file: safe when the job's user does
+    not own it. Run the bypass program as nobody against root-owned limits."""
+    import shutil
+    import tempfile
+
+    root = Path(tempfile.mkdtemp(prefix="gpooling-nobody-"))
+    try:
+        root.chmod(0o755)
+        shim, stub = root / "libgpooling_shim.so", root / "stub"
+        shutil.copy(native.shim, shim)
+        shutil.copytree(native.stub_dir, stub)
+        program = root / "bypass"
+        shutil.copy(bypass, program)
+        region = shm.create_region(root / "v.shm", GIB, 1.0)
+        region.chmod(0o666)  # the job writes its usage; the limits stay root's, 0644
+        env = shim_environment(native, region=region, stand_in=True)
+        env.update(LD_PRELOAD=str(shim), LD_LIBRARY_PATH=str(stub),
+                   GPOOLING_REAL_LIBCUDA=str(stub / "libcuda.so.1"),
+                   GPOOLING_REAL_LIBNVML=str(stub / "libnvidia-ml.so.1"))
+        done = subprocess.run(["/usr/bin/setpriv", "--reuid=65534", "--regid=65534",
+                               "--clear-groups", str(program), "write-limits"], env=env,
+                              capture_output=True, text=True, timeout=60, check=False)
+        result = json.loads(done.stdout.strip().splitlines()[-1])
+        assert (result["first"], result["second"]) == (0, OOM), done.stderr
+        assert (result["opened_rw"], result["mprotect_rw"]) == (0, 0)
+        assert shm.read_limits(region)["memory_limit"] == GIB
+    finally:
+        shutil.rmtree(root, ignore_errors=True)
