@@ -52,6 +52,9 @@ ARGS = (
 )
 
 
+_RETRY = "needs a C compiler and setuptools; `schedlab hydra-mcs build` retries"
+
+
 class AotUnavailable(MissingDependencyError):
     """The ahead-of-time kernel could not be built or loaded here."""
 
@@ -180,13 +183,14 @@ def build(force: bool = False) -> Path:
                                       timeout=BUILD_TIMEOUT_S, check=False, env=env)
                 built = sorted(tmp.glob(name + ".*"))
                 ok = done.returncode == 0 and len(built) == 1
-                why = (done.stderr.strip().splitlines() or [f"exit {done.returncode}"])[-1]
+                lines = [ln.strip() for ln in done.stderr.splitlines() if ln.strip()]
+                why = lines[-1] if lines else f"exit status {done.returncode}"
             except (OSError, subprocess.TimeoutExpired) as exc:
                 ok, why, built = False, f"{type(exc).__name__}: {exc}", []
             if not ok:
                 note = f"building the ahead-of-time kernel failed: {why}"
                 failed.write_text(note + "\n")
-                raise AotUnavailable(note, hint="`schedlab hydra-mcs build` retries")
+                raise AotUnavailable(note, hint=_RETRY)
             os.replace(built[0], target)
             failed.unlink(missing_ok=True)
         finally:
@@ -231,7 +235,7 @@ def load(build_if_missing: bool = True) -> Callable[..., int]:
         failed = _failed_path(target)
         if failed.is_file():
             raise AotUnavailable(failed.read_text().strip(),
-                                 hint="`schedlab hydra-mcs build` retries")
+                                 hint=_RETRY)
         if not build_if_missing:
             raise AotUnavailable(f"not built yet ({target})",
                                  hint="`schedlab hydra-mcs build` builds it")
@@ -345,4 +349,9 @@ def _compile(out_dir: str, name: str) -> None:
 if __name__ == "__main__":
     if len(sys.argv) != 3:
         raise SystemExit("usage: python -m schedlab.hydra_mcs.aot OUT_DIR MODULE_NAME")
-    _compile(sys.argv[1], sys.argv[2])
+    try:
+        _compile(sys.argv[1], sys.argv[2])
+    except Exception as exc:  # the parent reports our last stderr line: make it the cause
+        first = (str(exc).strip().splitlines() or [""])[0]
+        print(f"{type(exc).__name__}: {first}", file=sys.stderr)
+        raise SystemExit(1) from None
