@@ -1,0 +1,360 @@
+"""The Kubernetes device plugin (kubernetes.py) against a fake kubelet speaking the real API.
+
+The fake kubelet serves ``v1beta1.Registration`` on ``kubelet.sock`` in a temporary device-plugin
+directory with the generated protobuf stubs, and once a plugin registers it dials it back as the
+kubelet does: GetDevicePluginOptions, then a ListAndWatch stream it keeps reading. Allocate's
+environment and mounts are then used to run the probe under the real shim (host paths standing
+in for the mounts): the quota the plugin granted is the one enforced.
+"""
+
+from __future__ import annotations
+
+import queue
+import shutil
+import tempfile
+import threading
+from concurrent import futures
+from pathlib import Path
+
+import pytest
+
+from schedlab.core.errors import BadInputError, SchedlabError
+from schedlab.gpooling.devices import GIB, StaticBackend
+from schedlab.gpooling.native import build, run_probe
+from schedlab.gpooling.pool import Pool
+
+grpc = pytest.importorskip("grpc", reason="the device plugin needs grpcio (pip install grpcio)")
+pytest.importorskip("google.protobuf", reason="the device plugin needs protobuf")
+
+from schedlab.gpooling import kubernetes as k8s  # noqa: E402  (needs grpc)
+from schedlab.gpooling.deviceplugin_v1beta1 import api_pb2 as pb  # noqa: E402
+from schedlab.gpooling.deviceplugin_v1beta1 import api_pb2_grpc as api  # noqa: E402
+
+TIMEOUT = 10
+
+
+@pytest.fixture(scope="module")
+def native():
+    try:
+        return build()
+    except SchedlabError as exc:
+        pytest.skip(f"cannot build the shim: {exc}")
+
+
+@pytest.fixture
+def short_dir():
+    """A device-plugin dir with a short path (unix socket paths are limited to 107 bytes)."""
+    path = Path(tempfile.mkdtemp(prefix="dp-", dir="/tmp"))
+    yield path
+    shutil.rmtree(path, ignore_errors=True)
+
+
+class FakeKubelet(api.RegistrationServicer):
+    """``v1beta1.Registration`` on ``<dir>/kubelet.sock``; dials registered plugins back."""
+
+    def __init__(self, directory: Path) -> None:
+        self.directory = directory
+        self.requests: list[pb.RegisterRequest] = []
+        self.options: list[pb.DevicePluginOptions] = []
+        self.lists: queue.Queue = queue.Queue()
+        self.registered = threading.Event()
+        self.refuse: str | None = None
+        self._streams: list = []
+        self.server = grpc.server(futures.ThreadPoolExecutor(max_workers=2))
+        api.add_RegistrationServicer_to_server(self, self.server)
+        assert self.server.add_insecure_port(f"unix://{directory / 'kubelet.sock'}")
+        self.server.start()
+
+    def Register(self, request, context):  # noqa: N802
+        if self.refuse:
+            context.abort(grpc.StatusCode.INVALID_ARGUMENT, self.refuse)
+        self.requests.append(request)
+        threading.Thread(target=self._watch, args=(request.endpoint,), daemon=True).start()
+        return pb.Empty()
+
+    def _watch(self, endpoint: str) -> None:
+        channel = grpc.insecure_channel(f"unix://{self.directory / endpoint}")
+        plugin = api.DevicePluginStub(channel)
+        self.options.append(plugin.GetDevicePluginOptions(pb.Empty(), timeout=TIMEOUT))
+        stream = plugin.ListAndWatch(pb.Empty())
+        self._streams.append((channel, stream))
+        self.registered.set()
+        try:
+            for response in stream:
+                self.lists.put({d.ID: d.health for d in response.devices})
+        except grpc.RpcError:
+            pass
+
+    def next_list(self) -> dict[str, str]:
+        return self.lists.get(timeout=TIMEOUT)
+
+    def plugin(self, endpoint: str | None = None):
+        """A DevicePlugin stub on the (last) registered endpoint."""
+        endpoint = endpoint or self.requests[-1].endpoint
+        channel = grpc.insecure_channel(f"unix://{self.directory / endpoint}")
+        self._streams.append((channel, None))
+        return api.DevicePluginStub(channel)
+
+    def stop(self) -> None:
+        for channel, stream in self._streams:
+            if stream is not None:
+                stream.cancel()
+            channel.close()
+        self.server.stop(0).wait()
+
+
+@pytest.fixture
+def cluster(short_dir: Path, native, tmp_path: Path):
+    """A pool of node-a (2 T4) and node-b; node-a's plugin registered with a fake kubelet."""
+    pool = Pool(StaticBackend("node-a=T4:2;node-b=V100M32:1").discover(), "frag-aware",
+                tmp_path / "regions")
+    kubelet = FakeKubelet(short_dir)
+    config = k8s.PluginConfig(node="node-a", split=4, poll_s=0.05,
+                              container_root="/usr/local/gpooling")
+    plugin = k8s.DevicePlugin(pool, config, shim=native.shim, health=lambda d: True)
+    server = k8s.PluginServer(plugin, short_dir).start()
+    server.register()
+    assert kubelet.registered.wait(TIMEOUT)
+    yield kubelet, server, pool
+    server.stop(0)
+    kubelet.stop()
+
+
+def _allocate(stub, *containers: list[str]):
+    return stub.Allocate(pb.AllocateRequest(container_requests=[
+        pb.ContainerAllocateRequest(devices_ids=ids) for ids in containers]), timeout=TIMEOUT)
+
+
+def _host_env(response, native) -> dict[str, str]:
+    """The container's environment with every mounted path replaced by its host path."""
+    mounts = {m.container_path: m.host_path for m in response.mounts}
+    env = {k: mounts.get(v, v) for k, v in response.envs.items()}
+    return dict(env, LD_LIBRARY_PATH=str(native.stub_dir), GPOOLING_REAL_LIBCUDA=str(native.stub),
+                PATH="/usr/bin:/bin")
+
+
+def test_registers_with_the_resource_name_endpoint_and_version(cluster) -> None:
+    kubelet, server, _ = cluster
+    (request,) = kubelet.requests
+    assert (request.version, request.resource_name, request.endpoint) == (
+        "v1beta1", "gpooling.io/vgpu", "gpooling-vgpu.sock")
+    assert request.options.get_preferred_allocation_available
+    assert not request.options.pre_start_required
+    assert kubelet.options[0].get_preferred_allocation_available
+    assert server.path == kubelet.directory / "gpooling-vgpu.sock" and server.path.is_socket()
+    devices = kubelet.next_list()  # the first list arrives as soon as the stream opens
+    assert sorted(devices) == [f"node-a_gpu{g}::{k}" for g in range(2) for k in range(4)]
+    assert set(devices.values()) == {"Healthy"}
+
+
+def test_list_and_watch_resends_when_health_or_the_pool_changes(cluster) -> None:
+    kubelet, server, pool = cluster
+    kubelet.next_list()
+    server.plugin.set_health("node-a/gpu1", False)  # e.g. an Xid error on the card
+    devices = kubelet.next_list()
+    assert {s for s, h in devices.items() if h == "Unhealthy"} == {
+        f"node-a_gpu1::{k}" for k in range(4)}
+    server.plugin.set_health("node-a/gpu1", True)
+    assert set(kubelet.next_list().values()) == {"Healthy"}
+    # half of gpu0 taken through the control plane (not the kubelet): 2 slots can no longer be
+    # backed, and the poller tells the kubelet without being asked
+    vdev = pool.create_on("node-a/gpu0", 8 * GIB, 0.5, owner="someone")
+    devices = kubelet.next_list()
+    assert sum(h == "Unhealthy" for s, h in devices.items() if s.startswith("node-a_gpu0")) == 2
+    pool.release(vdev.id)
+    assert set(kubelet.next_list().values()) == {"Healthy"}
+
+
+def test_allocate_injects_the_shim_and_the_quota_is_enforced(cluster, native) -> None:
+    kubelet, server, pool = cluster
+    stub = kubelet.plugin()
+    slots = ["node-a_gpu0::0", "node-a_gpu0::1"]
+    (response,) = _allocate(stub, slots).container_responses
+    envs = dict(response.envs)
+    vid = envs["GPOOLING_VDEV"]
+    assert dict(response.annotations) == {"gpooling.io/vdev": vid}
+    assert envs["LD_PRELOAD"] == "/usr/local/gpooling/libgpooling_shim.so"
+    assert envs["GPOOLING_SHM"] == f"/usr/local/gpooling/{vid}.shm"
+    assert envs["GPOOLING_LIMITS"] == f"/usr/local/gpooling/{vid}.limits"
+    assert envs["CUDA_DEVICE_MEMORY_LIMIT_0"] == f"{8 * 1024}m"  # half of a 16 GiB T4
+    assert envs["CUDA_DEVICE_SM_LIMIT"] == "50" and envs["NVIDIA_VISIBLE_DEVICES"] == "0"
+    mounts = {m.container_path: m for m in response.mounts}
+    assert mounts[envs["LD_PRELOAD"]].read_only and mounts[envs["GPOOLING_LIMITS"]].read_only
+    assert mounts[envs["LD_PRELOAD"]].host_path == str(native.shim)
+    assert not mounts[envs["GPOOLING_SHM"]].read_only
+    vdev = pool.get(vid)
+    assert (vdev.device, vdev.memory, vdev.compute, vdev.owner) == (
+        "node-a/gpu0", 8 * GIB, 0.5, "kubernetes")
+    assert server.plugin.bound() == dict.fromkeys(slots, vid)
+    # the kubelet's view follows: the two slots are bound, the other six still backable
+    assert set(kubelet.next_list().values()) == {"Healthy"}
+
+    # the same slots again while the first container has not started: refused, no over-commit
+    with pytest.raises(grpc.RpcError) as twice:
+        _allocate(stub, ["node-a_gpu0::1"])
+    assert twice.value.code() == grpc.StatusCode.FAILED_PRECONDITION
+    assert vid in twice.value.details() and "twice" in twice.value.details()
+
+    # "the container" runs under the shim with the plugin's env: the 8 GiB quota holds
+    out = run_probe(native, ["alloc", str(6 * GIB), "alloc", str(6 * GIB), "info"],
+                    _host_env(response, native))
+    assert [o["rc"] for o in out[:2]] == [0, 2] and out[2]["total"] == 8 * GIB
+
+    # its process attached and exited: the holder is provably gone, so the slots are re-granted
+    (again,) = _allocate(stub, ["node-a_gpu0::1", "node-a_gpu0::2"]).container_responses
+    new = dict(again.envs)["GPOOLING_VDEV"]
+    assert new != vid and [v.id for v in pool.list()] == [new]
+    assert server.plugin.bound() == dict.fromkeys(["node-a_gpu0::1", "node-a_gpu0::2"], new)
+
+
+def test_a_bound_slot_never_used_is_reclaimed_only_after_the_timeout(tmp_path, native) -> None:
+    pool = Pool(StaticBackend("T4:1").discover(), "frag-aware", tmp_path / "r")
+    now = [0.0]
+    plugin = k8s.DevicePlugin(pool, k8s.PluginConfig(split=2, reclaim_after_s=60),
+                              shim=native.shim, health=lambda d: True, clock=lambda: now[0])
+    first = plugin.allocate(["node0_gpu0::0"])
+    now[0] = 59
+    with pytest.raises(k8s.SlotInUseError, match="not started yet"):
+        plugin.allocate(["node0_gpu0::0"])
+    now[0] = 61
+    second = plugin.allocate(["node0_gpu0::0"])
+    assert [v.id for v in pool.list()] == [second.id] and second.id != first.id
+
+
+def test_unknown_and_malformed_requests_are_invalid_argument(cluster) -> None:
+    kubelet, server, pool = cluster
+    stub = kubelet.plugin()
+    cases = {
+        "unknown device id 'node-b_gpu0::0'": [["node-b_gpu0::0"]],  # another node's slot
+        "span 2 GPUs": [["node-a_gpu0::0", "node-a_gpu1::0"]],
+        "repeated": [["node-a_gpu0::0", "node-a_gpu0::0"]],
+        "no device ids": [[]],
+        "no container requests": [],
+    }
+    for message, containers in cases.items():
+        with pytest.raises(grpc.RpcError) as refused:
+            _allocate(stub, *containers)
+        assert refused.value.code() == grpc.StatusCode.INVALID_ARGUMENT, message
+        assert message in refused.value.details()
+    # a pod whose second container fails gets nothing: the first container's grant is undone
+    with pytest.raises(grpc.RpcError):
+        _allocate(stub, ["node-a_gpu0::0"], ["bogus"])
+    assert pool.list() == [] and server.plugin.bound() == {}
+    with pytest.raises(grpc.RpcError) as bad:
+        stub.GetPreferredAllocation(pb.PreferredAllocationRequest(container_requests=[
+            pb.ContainerPreferredAllocationRequest(available_deviceIDs=["x"],
+                                                   allocation_size=1)]), timeout=TIMEOUT)
+    assert bad.value.code() == grpc.StatusCode.INVALID_ARGUMENT
+
+
+def test_a_gpu_taken_by_the_control_plane_is_resource_exhausted(cluster) -> None:
+    kubelet, _, pool = cluster
+    pool.create_on("node-a/gpu1", 16 * GIB, 1.0)
+    with pytest.raises(grpc.RpcError) as full:
+        _allocate(kubelet.plugin(), ["node-a_gpu1::0"])
+    assert full.value.code() == grpc.StatusCode.RESOURCE_EXHAUSTED
+
+
+def test_preferred_allocation_packs_onto_the_gpu_that_fragments_least(cluster) -> None:
+    kubelet, server, _ = cluster
+    stub = kubelet.plugin()
+    _allocate(stub, ["node-a_gpu1::0", "node-a_gpu1::1"])  # gpu1 half used
+    available = [s for s, b in sorted(kubelet.next_list().items())
+                 if s not in server.plugin.bound()]
+
+    def prefer(size, must=()):
+        reply = stub.GetPreferredAllocation(pb.PreferredAllocationRequest(container_requests=[
+            pb.ContainerPreferredAllocationRequest(available_deviceIDs=available,
+                                                   must_include_deviceIDs=list(must),
+                                                   allocation_size=size)]), timeout=TIMEOUT)
+        return list(reply.container_responses[0].deviceIDs)
+
+    # two slots fill the half-used gpu1 and keep gpu0 whole for a whole-GPU pod
+    assert prefer(2) == ["node-a_gpu1::2", "node-a_gpu1::3"]
+    assert prefer(3) == ["node-a_gpu0::0", "node-a_gpu0::1", "node-a_gpu0::2"]  # only gpu0 fits
+    assert prefer(2, must=["node-a_gpu0::3"]) == ["node-a_gpu0::3", "node-a_gpu0::0"]
+
+
+def test_the_plugin_re_registers_after_a_kubelet_restart(short_dir, native, tmp_path) -> None:
+    pool = Pool(StaticBackend("T4:1").discover(), "frag-aware", tmp_path / "r")
+    plugin = k8s.DevicePlugin(pool, k8s.PluginConfig(split=2, poll_s=0.05), shim=native.shim,
+                              health=lambda d: True)
+    server = k8s.PluginServer(plugin, short_dir).start()
+    kubelet = FakeKubelet(short_dir)
+    stop = threading.Event()
+    serving = threading.Thread(target=server.serve_forever, args=(stop, 0.05), daemon=True)
+    serving.start()
+    try:
+        assert kubelet.registered.wait(TIMEOUT)
+        kubelet.stop()  # the kubelet restarts: it removes every socket in the directory
+        for sock in short_dir.glob("*.sock"):
+            sock.unlink()
+        kubelet = FakeKubelet(short_dir)
+        assert kubelet.registered.wait(TIMEOUT)
+        assert kubelet.requests[-1].endpoint == "gpooling-vgpu.sock"
+        assert sorted(kubelet.next_list()) == ["node0_gpu0::0", "node0_gpu0::1"]
+        assert server.registrations == 2
+    finally:
+        stop.set()
+        serving.join(TIMEOUT)
+        server.stop(0)
+        kubelet.stop()
+
+
+def test_bad_socket_dir_config_and_kubelet_are_one_line_errors(tmp_path, short_dir,
+                                                               native) -> None:
+    pool = Pool(StaticBackend("T4:1").discover(), "frag-aware", tmp_path / "r")
+    plugin = k8s.DevicePlugin(pool, shim=native.shim, health=lambda d: True)
+    with pytest.raises(BadInputError, match="no such directory"):
+        k8s.PluginServer(plugin, tmp_path / "absent")
+    (tmp_path / "file").write_text("")
+    with pytest.raises(BadInputError, match="not a directory"):
+        k8s.PluginServer(plugin, tmp_path / "file")
+    deep = tmp_path / ("d" * 100)
+    deep.mkdir()
+    with pytest.raises(BadInputError, match="unix sockets allow 107"):
+        k8s.PluginServer(plugin, deep)
+    server = k8s.PluginServer(plugin, short_dir).start()
+    try:
+        with pytest.raises(SchedlabError, match="no kubelet socket") as absent:
+            server.register(timeout=1)
+        assert "\n" not in str(absent.value)
+        kubelet = FakeKubelet(short_dir)
+        kubelet.refuse = "resource name gpooling.io/vgpu is already registered"
+        try:
+            with pytest.raises(SchedlabError, match="refused registration.*already registered"):
+                server.register(timeout=TIMEOUT)
+        finally:
+            kubelet.stop()
+    finally:
+        server.stop(0)
+    with pytest.raises(BadInputError, match="no devices on node 'nope'"):
+        k8s.DevicePlugin(pool, k8s.PluginConfig(node="nope"), shim=native.shim)
+
+
+@pytest.mark.parametrize(("text", "suffix", "message"), [
+    ("split = 0\n", ".toml", "field 'split': must be an integer in 1..100"),
+    ("resource = 'vgpu'\n", ".toml", "field 'resource': must be a domain-qualified"),
+    ("resource = 'kubernetes.io/vgpu'\n", ".toml", "reserved by Kubernetes"),
+    ("splt = 4\n", ".toml", "field 'splt': unknown setting"),
+    ("split = \n", ".toml", "not TOML"),
+    ('{"split": 4,\n "node": }', ".json", ":2: not JSON"),
+    ("[1, 2]", ".json", "must be a table/object"),
+])
+def test_config_errors_name_the_file_and_field(tmp_path, text, suffix, message) -> None:
+    path = tmp_path / f"plugin{suffix}"
+    path.write_text(text)
+    with pytest.raises(BadInputError) as bad:
+        k8s.load_config(path)
+    assert message in str(bad.value) and str(path) in str(bad.value)
+
+
+def test_config_file_round_trip(tmp_path) -> None:
+    path = tmp_path / "plugin.toml"
+    path.write_text('resource = "example.com/vgpu"\nsplit = 4\nnode = "node-a"\n'
+                    'reclaim-after-s = 30\n')
+    config = k8s.load_config(path)
+    assert (config.resource, config.split, config.node, config.reclaim_after_s) == (
+        "example.com/vgpu", 4, "node-a", 30)
+    with pytest.raises(BadInputError, match="cannot read"):
+        k8s.load_config(tmp_path / "absent.toml")
