@@ -13,6 +13,7 @@ import queue
 import shutil
 import tempfile
 import threading
+import time
 from concurrent import futures
 from pathlib import Path
 
@@ -358,3 +359,114 @@ def test_config_file_round_trip(tmp_path) -> None:
         "example.com/vgpu", 4, "node-a", 30)
     with pytest.raises(BadInputError, match="cannot read"):
         k8s.load_config(tmp_path / "absent.toml")
+
+
+# --- the CLI (kubernetes_cli.py) -------------------------------------------------------------
+CLI = ["-c", "from schedlab.gpooling.kubernetes_cli import app; app()"]
+
+
+def _cli(*args: str, **kwargs):
+    import subprocess
+    import sys
+
+    return subprocess.Popen([sys.executable, *CLI, *args], stdout=subprocess.PIPE,
+                            stderr=subprocess.PIPE, text=True, **kwargs)
+
+
+def test_cli_device_plugin_registers_serves_and_stops_on_sigterm(short_dir, tmp_path,
+                                                                 native) -> None:
+    import signal
+
+    config = tmp_path / "plugin.toml"
+    config.write_text('inventory = "node-a=T4:1"\nsplit = 2\nresource = "example.com/vgpu"\n'
+                      f'runtime_dir = "{tmp_path / "regions"}"\nshim = "{native.shim}"\n')
+    kubelet = FakeKubelet(short_dir)
+    process = _cli("device-plugin", "--socket-dir", str(short_dir), "--config", str(config),
+                   "--node", "node-a")
+    try:
+        assert kubelet.registered.wait(60), process.stderr.read() if process.poll() else ""
+        assert kubelet.requests[0].resource_name == "example.com/vgpu"
+        assert sorted(kubelet.next_list()) == ["node-a_gpu0::0", "node-a_gpu0::1"]
+        process.send_signal(signal.SIGTERM)
+        _, err = process.communicate(timeout=30)
+        assert process.returncode == 0, err
+        assert "registered" in err and not (short_dir / "gpooling-vgpu.sock").exists()
+    finally:
+        if process.poll() is None:
+            process.kill()
+            process.communicate()
+        kubelet.stop()
+
+
+@pytest.mark.parametrize(("args", "message"), [
+    (["--socket-dir", "/nonexistent/device-plugins"], "field 'socket-dir': no such directory"),
+    (["--split", "0"], "field 'split': must be an integer in 1..100"),
+    (["--resource", "vgpu"], "field 'resource'"),
+])
+def test_cli_bad_input_is_one_line_and_exit_2(args, message, short_dir) -> None:
+    from typer.testing import CliRunner
+
+    from schedlab.gpooling.kubernetes_cli import app
+
+    base = ["device-plugin", "--socket-dir", str(short_dir), "--inventory", "T4:1"]
+    result = CliRunner().invoke(app, base + args)
+    assert result.exit_code == 2, result.output
+    lines = [line for line in result.output.splitlines() if line.strip()]
+    assert len(lines) == 1 and message in lines[0] and lines[0].startswith("error:")
+
+
+def test_cli_bad_config_names_the_file(tmp_path, short_dir) -> None:
+    from typer.testing import CliRunner
+
+    from schedlab.gpooling.kubernetes_cli import app
+
+    config = tmp_path / "plugin.json"
+    config.write_text('{"split": 4, "colour": "blue"}')
+    result = CliRunner().invoke(app, ["device-plugin", "--socket-dir", str(short_dir),
+                                      "--config", str(config)])
+    assert result.exit_code == 2 and f"{config}: field 'colour': unknown setting" in result.output
+
+
+def test_cli_help_imports_neither_grpc_nor_numpy() -> None:
+    import subprocess
+    import sys
+
+    code = ("import sys; from typer.testing import CliRunner; "
+            "from schedlab.gpooling.kubernetes_cli import app; "
+            "r = CliRunner().invoke(app, ['device-plugin', '--help']); assert r.exit_code == 0; "
+            "assert '--socket-dir' in r.output; "
+            "print(sorted(m for m in ('grpc', 'numpy', 'uvicorn') if m in sys.modules))")
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                          timeout=60, check=True)
+    assert done.stdout.strip() == "[]"
+
+
+def test_cli_extender_serves_http_and_refuses_a_taken_port(tmp_path) -> None:
+    import socket
+
+    import httpx
+
+    taken = socket.socket()
+    taken.bind(("127.0.0.1", 0))
+    taken.listen()
+    port = taken.getsockname()[1]
+    busy = _cli("extender", "--port", str(port), "--inventory", "a=T4:1")
+    _, err = busy.communicate(timeout=60)
+    assert busy.returncode == 2 and "field 'port': cannot listen on 127.0.0.1" in err
+    taken.close()
+    process = _cli("extender", "--port", str(port), "--inventory", "a=T4:1;b=T4:1")
+    try:
+        deadline = time.monotonic() + 60
+        while True:
+            try:
+                reply = httpx.post(f"http://127.0.0.1:{port}/filter", timeout=5, json={
+                    "Pod": {"spec": {"containers": [{"name": "c", "resources": {
+                        "limits": {"gpooling.io/vgpu": "4"}}}]}}, "NodeNames": ["a", "b", "x"]})
+                break
+            except httpx.TransportError:
+                assert process.poll() is None and time.monotonic() < deadline
+                time.sleep(0.1)
+        assert reply.status_code == 200 and reply.json()["NodeNames"] == ["a", "b"]
+    finally:
+        process.terminate()
+        process.communicate(timeout=30)

@@ -554,11 +554,15 @@ class PluginServer:
                                     f"{exc.code().name}: {exc.details()}", path=target) from None
         self.registrations += 1
 
-    def serve_forever(self, stop: threading.Event | None = None, check_s: float = 1.0) -> None:
+    def serve_forever(self, stop: threading.Event | None = None, check_s: float = 1.0,
+                      on_register: Callable[[PluginServer], None] | None = None) -> None:
         """Register, then keep serving; when the kubelet restarts (our socket is gone, or its
-        socket was recreated) start again on a fresh socket and register again."""
+        socket was recreated) start again on a fresh socket and register again.
+        ``on_register`` is called after every successful registration."""
         stop = stop or threading.Event()
         self.register()
+        if on_register is not None:
+            on_register(self)
         kubelet_id = _inode(self.kubelet_socket)
         while not stop.wait(check_s):
             now = _inode(self.kubelet_socket)
@@ -571,6 +575,8 @@ class PluginServer:
             try:
                 self.register()
                 kubelet_id = now
+                if on_register is not None:
+                    on_register(self)
             except SchedlabError:
                 continue  # the kubelet is still starting: try again next round
 
