@@ -470,3 +470,49 @@ def test_cli_extender_serves_http_and_refuses_a_taken_port(tmp_path) -> None:
     finally:
         process.terminate()
         process.communicate(timeout=30)
+
+
+def test_wire_format_matches_the_upstream_field_numbers() -> None:
+    """Bytes written by hand from k8s.io/kubelet's api.proto numbering (not by our stubs)."""
+    register = pb.RegisterRequest(version="v1beta1", endpoint="g.sock", resource_name="a.io/v",
+                                  options=pb.DevicePluginOptions(
+                                      get_preferred_allocation_available=True))
+    assert register.SerializeToString() == (
+        b"\x0a\x07v1beta1" b"\x12\x06g.sock" b"\x1a\x06a.io/v" b"\x22\x02\x10\x01")
+    device = pb.Device(ID="x::0", health="Healthy",
+                       topology=pb.TopologyInfo(nodes=[pb.NUMANode(ID=1)]))
+    assert device.SerializeToString() == (
+        b"\x0a\x04x::0" b"\x12\x07Healthy" b"\x1a\x04\x0a\x02\x08\x01")
+    prefer = pb.ContainerPreferredAllocationRequest(
+        available_deviceIDs=["a"], must_include_deviceIDs=["b"], allocation_size=2)
+    assert prefer.SerializeToString() == b"\x0a\x01a\x12\x01b\x18\x02"
+    response = pb.ContainerAllocateResponse(
+        envs={"K": "V"}, mounts=[pb.Mount(container_path="/c", host_path="/h", read_only=True)],
+        devices=[pb.DeviceSpec(container_path="/d", host_path="/d", permissions="rw")],
+        annotations={"A": "B"}, cdi_devices=[pb.CDIDevice(name="v.com/g=0")])
+    assert response.SerializeToString() == (
+        b"\x0a\x06\x0a\x01K\x12\x01V" b"\x12\x0a\x0a\x02/c\x12\x02/h\x18\x01"
+        b"\x1a\x0c\x0a\x02/d\x12\x02/d\x1a\x02rw" b"\x22\x06\x0a\x01A\x12\x01B"
+        b"\x2a\x0b\x0a\x09v.com/g=0")
+    assert pb.PreStartContainerRequest(devices_ids=["q"]).SerializeToString() == b"\x0a\x01q"
+
+    class Recorder:  # a channel that records the method paths and kinds the stubs use
+        def __init__(self) -> None:
+            self.calls: dict[str, str] = {}
+
+        def __getattr__(self, kind):
+            def make(path, **_):
+                self.calls[path] = kind
+            return make
+
+    channel = Recorder()
+    api.RegistrationStub(channel)
+    api.DevicePluginStub(channel)
+    assert channel.calls == {
+        "/v1beta1.Registration/Register": "unary_unary",
+        "/v1beta1.DevicePlugin/GetDevicePluginOptions": "unary_unary",
+        "/v1beta1.DevicePlugin/ListAndWatch": "unary_stream",
+        "/v1beta1.DevicePlugin/GetPreferredAllocation": "unary_unary",
+        "/v1beta1.DevicePlugin/Allocate": "unary_unary",
+        "/v1beta1.DevicePlugin/PreStartContainer": "unary_unary",
+    }
