@@ -215,7 +215,10 @@ class Extender:
     def __init__(self, pool: Pool, split: int = 10, resource: str = RESOURCE) -> None:
         self.pool, self.split, self.resource = pool, split, resource
         self.meter = FragAware()  # learns the request mix from the pods it is asked about
-        self.node_of = np.array([d.node for d in pool.state.devices])
+        index: dict[str, list[int]] = {}
+        for i, d in enumerate(pool.state.devices):
+            index.setdefault(d.node, []).append(i)
+        self.devices_of = {n: np.array(ix, dtype=np.int64) for n, ix in index.items()}
 
     def _slices(self, args: dict[str, Any]) -> list[Slice]:
         return pod_requests(_key(args, "Pod"), self.split, self.resource)
@@ -225,18 +228,23 @@ class Extender:
             state = self.pool.state
             return state.free_memory.copy(), state.free_milli.copy()
 
-    def _place(self, slices: Sequence[Slice], on: np.ndarray, free_m: np.ndarray,
+    def _place(self, slices: Sequence[Slice], node: str, free_m: np.ndarray,
                free_c: np.ndarray) -> float | None:
-        """Greedy frag-aware placement of ``slices`` on the devices ``on`` (mutating the free
-        arrays); the summed fragmentation increase, or None if some slice does not fit."""
-        state = self.pool.state
+        """Greedy frag-aware placement of ``slices`` on ``node``'s devices, from the free
+        memory and compute of the whole pool (not changed); the summed fragmentation
+        increase, or None if some slice does not fit (or the node has no devices)."""
+        ix = self.devices_of.get(node)
+        if ix is None:
+            return None
+        free_m, free_c = free_m[ix].copy(), free_c[ix].copy()  # just this node's devices
+        total_memory = self.pool.state.total_memory[ix]
         total = 0.0
         for piece in sorted(slices, key=lambda s: s.milli, reverse=True):
-            memory = piece.memory_on(state.total_memory)  # what the device plugin grants
-            fits = on & (free_m >= memory) & (free_c >= piece.milli)
+            memory = piece.memory_on(total_memory)  # what the device plugin grants there
+            fits = (free_m >= memory) & (free_c >= piece.milli)
             if not fits.any():
                 return None
-            probe = piece.request(int(state.total_memory[np.flatnonzero(fits)[0]]))
+            probe = piece.request(int(total_memory[np.flatnonzero(fits)[0]]))
             before = self.meter.fragmentation(free_m, free_c, probe)
             after = self.meter.fragmentation(free_m - memory, free_c - piece.milli, probe)
             left = (free_c - piece.milli) / FULL  # ties: best fit, as the policy does
@@ -255,15 +263,15 @@ class Extender:
         keep, failed, unresolvable = [], {}, {}
         free_m, free_c = self._snapshot()
         total_m = self.pool.state.total_memory
+        idle_c = np.full_like(free_c, FULL)
         for n in names:
-            on = self.node_of == n
             if not slices:
                 keep.append(n)
-            elif not on.any():
+            elif n not in self.devices_of:
                 unresolvable[n] = "no gPooling GPU on this node"
-            elif self._place(slices, on, total_m.copy(), np.full_like(free_c, FULL)) is None:
+            elif self._place(slices, n, total_m, idle_c) is None:
                 unresolvable[n] = "the pod's slices can never fit this node's GPUs"
-            elif self._place(slices, on, free_m.copy(), free_c.copy()) is None:
+            elif self._place(slices, n, free_m, free_c) is None:
                 failed[n] = "no room on this node's GPUs for the pod's slices now"
             else:
                 keep.append(n)
@@ -290,9 +298,7 @@ class Extender:
         free_m, free_c = self._snapshot()
         cost = {}
         for n in names:
-            on = self.node_of == n
-            placed = self._place(slices, on, free_m.copy(), free_c.copy()) if on.any() \
-                else None
+            placed = self._place(slices, n, free_m, free_c)
             cost[n] = np.inf if placed is None else placed
         finite = [v for v in cost.values() if np.isfinite(v)]
         lo, hi = (min(finite), max(finite)) if finite else (0.0, 0.0)
