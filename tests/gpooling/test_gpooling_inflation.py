@@ -10,7 +10,7 @@ from typer.testing import CliRunner
 
 from schedlab.core.errors import BadInputError
 from schedlab.gpooling.inflation import compare_inflation, inflate, read_nodes, read_pods
-from schedlab.gpooling.policies import POLICIES
+from schedlab.gpooling.fgd import CLUSTER_POLICIES as POLICIES
 
 
 def _write(tmp_path: Path) -> tuple[Path, Path]:
@@ -29,7 +29,7 @@ def _write(tmp_path: Path) -> tuple[Path, Path]:
 def test_node_cpu_limits_what_fits(tmp_path: Path) -> None:
     pods, nodes = _write(tmp_path)
     pool = read_nodes(nodes)
-    assert len(pool.devices) == 14 and pool.cpu.tolist() == [8000, 64000, 96000]
+    assert sum(n.gpus for n in pool) == 14 and [n.cpu_milli for n in pool] == [8000, 64000, 96000]
     # a node with 8 cores cannot take two 6-core pods, whatever its GPUs say
     rows = inflate(read_pods(pods), pool, "best-fit", levels=(2.0,))
     assert rows[0]["unscheduled"] > 0
@@ -63,7 +63,7 @@ def test_bad_inputs_name_the_field(tmp_path: Path) -> None:
         compare_inflation(pods, nodes, levels="0.5,lots")
     with pytest.raises(BadInputError, match="seeds"):
         compare_inflation(pods, nodes, seeds=0)
-    with pytest.raises(BadInputError, match="placement policy"):
+    with pytest.raises(BadInputError, match="policy"):
         compare_inflation(pods, nodes, policy="nope")
 
 
@@ -87,6 +87,6 @@ def test_real_alibaba_node_list(shared_data: Path) -> None:
                               alibaba / "gpu2023_node_list_gpu_node.csv",
                               levels=(1.3,), policy="all")
     result = {r["policy"]: r for r in frame.to_dicts()}
-    assert result["frag-aware"]["devices"] == 6212
+    assert result["frag-aware"]["gpus"] == 6212
     # pooling holds more of the demand than device-level allocation once the cluster is full
     assert result["frag-aware"]["utilisation"] > result["whole-device"]["utilisation"]
