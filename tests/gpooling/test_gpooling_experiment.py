@@ -8,21 +8,37 @@ from pathlib import Path
 from typer.testing import CliRunner
 
 from schedlab.core.experiment import experiments
+from schedlab.gpooling import alibaba
 from schedlab.gpooling.cli import app
-from schedlab.gpooling.experiment import interception, pooling_vs_device
+from schedlab.gpooling.experiment import cluster_inflation, interception, trace_replay
 
 
 def test_experiments_are_registered() -> None:
     names = {e.name for e in experiments(["gpooling"])}
-    assert names == {"pooling_vs_device", "interception"}
+    assert names == {"cluster_inflation", "trace_replay", "interception"}
 
 
-def test_pooling_experiment_claims() -> None:
-    result = pooling_vs_device(jobs=300, devices=12, load=0.9, seed=0)
-    assert result.frame.height == 5 and result.figures
+def test_cluster_inflation_on_the_generator(monkeypatch) -> None:
+    monkeypatch.setattr(alibaba, "shared_trace", lambda: None)
+    result = cluster_inflation(every=60, levels=(0.5, 1.0), seed=1)
+    assert result.ran_with.startswith("seeded generator shaped like Alibaba GPU 2023")
+    assert result.figures and set(result.frame["policy"]) >= {"frag-aware", "fgd", "random"}
     claims = {c.metric: c for c in result.claims}
     assert all(c.holds for c in result.claims if c.required)
-    assert claims["utilisation frag-aware / whole-device"].measured > 1.0
+    assert claims["GPU allocation at 100 % arrived demand, frag-aware / whole-device"] \
+        .measured > 1.0
+
+
+def test_trace_replay_on_the_generator(monkeypatch) -> None:
+    monkeypatch.setattr(alibaba, "shared_trace", lambda: None)
+    result = trace_replay(every=200, loads=(1.0,), horizon=20_000.0, seed=0)
+    assert "seeded generator" in result.ran_with and result.frame.height == 4
+    assert all(c.measured == c.measured for c in result.claims)  # no NaN
+
+
+def test_experiment_says_it_ran_on_the_real_trace(shared_data) -> None:
+    result = trace_replay(every=200, loads=(0.5,), horizon=5_000.0, seed=0)
+    assert result.ran_with.startswith("Alibaba GPU 2023 node list + pod list (real)")
 
 
 def test_interception_experiment_claims(tmp_path: Path, monkeypatch) -> None:

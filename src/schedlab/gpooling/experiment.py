@@ -5,9 +5,12 @@ gives higher accelerator utilisation and lower waiting time than coarse device-l
 at a low interception overhead. The abstract gives no numbers, so every performance claim's
 target is the direction (a ratio against 1) and the paper figure column says so.
 
-1. ``pooling_vs_device``: one seeded Alibaba-shaped trace replayed on a heterogeneous NVIDIA/AMD
-   pool under every placement policy (the same trace for all).
-2. ``interception``: the real C shim in front of the stand-in driver: nanoseconds added per
+1. ``cluster_inflation``: FGD's workload inflation (Weng et al., ATC'23) on the Alibaba GPU 2023
+   node list (real where ../shared/data has it, else a seeded generator of the same shape):
+   gPooling's policy against device-level allocation, FGD and FGD's own baselines.
+2. ``trace_replay``: the trace's pods with their lifetimes, Poisson arrivals at an offered load,
+   on (a stratified part of) the same node list: utilisation and waiting time.
+3. ``interception``: the real C shim in front of the stand-in driver: nanoseconds added per
    call, and the memory/compute enforcement checks (correctness claims, required).
 """
 
@@ -16,80 +19,174 @@ from __future__ import annotations
 import polars as pl
 
 from schedlab.core import Claim, Figure, Result, register
-from schedlab.gpooling.policies import POLICIES
-from schedlab.gpooling.simulator import SimResult, simulate
-from schedlab.gpooling.workloads import heterogeneous_cluster, synthetic_trace
 
 METHOD, DEVICE_LEVEL = "frag-aware", "whole-device"
-
-
-def _figure(results: list[SimResult]) -> Figure:
-    import matplotlib
-
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-
-    fig, axes = plt.subplots(1, 3, figsize=(13, 3.6))
-    names = [r.policy for r in results]
-    colours = ["tab:green" if n == METHOD else "tab:red" if n == DEVICE_LEVEL else "tab:gray"
-               for n in names]
-    axes[0].bar(names, [r.metrics["utilisation"] for r in results], color=colours)
-    axes[0].set_ylabel("utilisation (requested compute held)")
-    axes[1].bar(names, [r.metrics["mean_wait"] / 60 for r in results], color=colours)
-    axes[1].set_ylabel("mean waiting time (min)")
-    for r in results:
-        axes[2].plot(r.timeline["time"] / 3600, r.timeline["utilisation"], label=r.policy)
-    axes[2].set_xlabel("time (h)")
-    axes[2].set_ylabel("utilisation")
-    axes[2].legend(fontsize=7)
-    for ax in axes[:2]:
-        ax.tick_params(axis="x", rotation=30, labelsize=8)
-    fig.tight_layout()
-    return Figure.from_matplotlib(fig, "pooling_vs_device",
-                                  "gPooling (frag-aware) vs device-level allocation and "
-                                  "slice-placement baselines")
+#: the baselines of FGD's own evaluation (Weng et al., ATC'23, section 6)
+FGD_BASELINES = ("best-fit", "dot-product", "gpu-packing", "gpu-clustering", "random",
+                 "first-fit")
 
 
 def _ratio(a: float, b: float) -> float:
     return a / b if b else float("inf") if a else 1.0
 
 
-@register("gpooling", quick=dict(jobs=1500, devices=40, load=0.9),
-          full=dict(jobs=12000, devices=160, load=0.9))
-def pooling_vs_device(jobs: int, devices: int, load: float, seed: int) -> Result:
-    """Pooling raises utilisation and cuts waiting versus device-level allocation."""
-    pool = heterogeneous_cluster(devices)
-    trace = synthetic_trace(jobs, pool, seed, load=load)
-    results = [simulate(trace, pool, factory()) for factory in POLICIES.values()]
-    frame = pl.DataFrame([dict(policy=r.policy, **r.metrics) for r in results])
-    by = {r.policy: r.metrics for r in results}
-    method, coarse, best = by[METHOD], by[DEVICE_LEVEL], by["best-fit"]
-    admitted = sum(int((r.waits == r.waits).sum() + r.metrics["rejected"]) for r in results)
+def _cluster(every: int, seed: int, pods: int = 8000):
+    """(nodes, pods, ran_with): the real node and pod lists where ../shared/data has them,
+    else a seeded generator with their shape. ``every`` > 1 keeps every ``every``-th node
+    (offset by the seed), so seeds see different parts of the cluster."""
+    from schedlab.gpooling.alibaba import (
+        read_node_list,
+        read_pod_list,
+        shared_trace,
+        synthetic_nodes,
+        synthetic_pods,
+    )
+
+    found = shared_trace()
+    if found is not None:
+        nodes = read_node_list(found[0])
+        trace = read_pod_list(found[1])
+        source = "Alibaba GPU 2023 node list + pod list (real)"
+    else:
+        nodes = synthetic_nodes(1213, seed)
+        trace = synthetic_pods(pods, seed)
+        source = "seeded generator shaped like Alibaba GPU 2023"
+    if every > 1:
+        nodes = nodes[seed % every::every]
+    gpus = sum(n.gpus for n in nodes)
+    part = "all" if every == 1 else f"every {every}th node ({every - 1}/{every} left out):"
+    return nodes, trace, f"{source}; {part} {len(nodes)} nodes, {gpus} GPUs"
+
+
+def _level(rows: list[dict], policy: str, load: float, key: str = "utilisation") -> float:
+    return next(r[key] for r in rows if r["policy"] == policy and r["load"] == load)
+
+
+def _inflation_figure(frame: pl.DataFrame) -> Figure:
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    fig, axes = plt.subplots(1, 2, figsize=(11, 3.8))
+    finite = frame.filter(pl.col("load").is_finite())
+    for name in finite["policy"].unique(maintain_order=True):
+        part = finite.filter(pl.col("policy") == name)
+        style = dict(lw=2.5) if name in (METHOD, "fgd") else dict(lw=1)
+        axes[0].plot(part["load"], part["utilisation"], label=name, **style)
+        axes[1].plot(part["load"], part["fragmentation"], label=name, **style)
+    axes[0].set_xlabel("arrived GPU demand (x capacity)")
+    axes[0].set_ylabel("GPU allocation (requested / capacity)")
+    axes[1].set_xlabel("arrived GPU demand (x capacity)")
+    axes[1].set_ylabel("FGD fragmentation rate of free GPU")
+    axes[0].legend(fontsize=7)
+    fig.tight_layout()
+    return Figure.from_matplotlib(fig, "cluster_inflation",
+                                  "FGD's workload inflation on the Alibaba GPU 2023 cluster")
+
+
+@register("gpooling", quick=dict(every=3, levels=(0.5, 0.7, 0.8, 0.9, 1.0, 1.1)),
+          full=dict(every=1, levels=(0.5, 0.6, 0.7, 0.8, 0.9, 1.0, 1.1, 1.2, 1.3)))
+def cluster_inflation(every: int, levels: tuple[float, ...], seed: int) -> Result:
+    """FGD's workload inflation on the Alibaba GPU 2023 cluster: how full each policy gets it."""
+    from schedlab.gpooling.fgd import CLUSTER_POLICIES, Cluster
+    from schedlab.gpooling.inflation import inflate, nothing_fits
+
+    nodes, pods, ran_with = _cluster(every, seed)
+    rows: list[dict] = []
+    full_checks = 0
+    for name in CLUSTER_POLICIES:
+        cluster = Cluster(nodes)
+        got = inflate(pods, cluster, name, seed=seed, levels=levels, until_full=True)
+        full_checks += nothing_fits(cluster, pods)
+        rows += got
+    frame = pl.DataFrame(rows)
+    at = 1.0
+    util = {name: _level(rows, name, at) for name in CLUSTER_POLICIES}
+    first = {name: _level(rows, name, float("inf"), "first_failure")
+             for name in CLUSTER_POLICIES}
+    best_baseline = max(FGD_BASELINES, key=lambda n: util[n])
     claims = [
-        Claim("gPooling has higher utilisation than device-level allocation (ratio)",
+        Claim("gPooling allocates more of the cluster than device-level allocation",
+              metric="GPU allocation at 100 % arrived demand, frag-aware / whole-device",
+              measured=_ratio(util[METHOD], util[DEVICE_LEVEL]), target=1.0, comparison=">",
+              paper_figure="higher utilisation than device-level allocation (direction)"),
+        Claim("gPooling refuses its first pod later than device-level allocation",
+              metric="arrived demand at the first refusal, frag-aware / whole-device",
+              measured=_ratio(first[METHOD], first[DEVICE_LEVEL]), target=1.0,
+              comparison=">", paper_figure="less fragmentation, fewer waits (direction)"),
+        Claim("gPooling's fragmentation-aware policy allocates at least as much as FGD",
+              metric="GPU allocation at 100 % arrived demand, frag-aware / fgd",
+              measured=_ratio(util[METHOD], util["fgd"]), target=1.0, comparison=">=",
+              paper_figure="not in the abstract; FGD (ATC'23) is the published state of the "
+                           "art on this trace"),
+        Claim("gPooling's fragmentation-aware policy allocates at least as much as the best "
+              "of FGD's baselines",
+              metric="GPU allocation at 100 %, frag-aware / best of best-fit, dot-product, "
+                     "gpu-packing, gpu-clustering, random, first-fit",
+              measured=_ratio(util[METHOD], util[best_baseline]), target=1.0,
+              comparison=">=", paper_figure="fragmentation-aware beats packing heuristics "
+                                            "(FGD's finding, direction)"),
+        Claim("Baseline strength: FGD allocates at least as much as every one of its baselines",
+              metric="GPU allocation at 100 %, fgd / best FGD baseline",
+              measured=_ratio(util["fgd"], util[best_baseline]), target=1.0,
+              comparison=">=", paper_figure="FGD ATC'23 Fig. 9: FGD lowest unallocated GPU"),
+        Claim("Inflation stops exactly when no pod type fits and nothing is over-committed "
+              "(all policies; sanity check)",
+              metric="policies whose final state admits no pod type (fraction)",
+              measured=full_checks / len(CLUSTER_POLICIES), target=1.0, comparison="==",
+              tolerance=0.0, required=True, paper_figure="correctness"),
+    ]
+    table = ", ".join(f"{n} {util[n]:.3f}" for n in CLUSTER_POLICIES)
+    notes = (f"{ran_with}. GPU allocation (requested milli of scheduled pods / capacity) at 100 %"
+             f" arrived demand: {table}; best FGD baseline: {best_baseline}. Pods drawn with "
+             "replacement from the pod list (CPU-only pods included), none departing; node CPU,"
+             " memory, model and per-GPU share enforced by the engine's books.")
+    return Result(frame, claims=claims, figures=[_inflation_figure(frame)], notes=notes,
+                  ran_with=ran_with)
+
+
+@register("gpooling", quick=dict(every=20, loads=(1.0,), horizon=86_400.0),
+          full=dict(every=5, loads=(0.8, 1.0, 1.2), horizon=172_800.0))
+def trace_replay(every: int, loads: tuple[float, ...], horizon: float, seed: int) -> Result:
+    """Time-based replay: the trace's pods and lifetimes at an offered load, waits measured."""
+    from schedlab.gpooling.simulator import replay
+    from schedlab.gpooling.workloads import resampled_pods
+
+    nodes, pods, ran_with = _cluster(every, seed)
+    gpus = sum(n.gpus for n in nodes)
+    rows = []
+    for load in loads:
+        trace = resampled_pods(pods, gpus, load, horizon=horizon, max_life=86_400.0,
+                               seed=seed)
+        for name in (METHOD, "fgd", "best-fit", DEVICE_LEVEL):
+            rows.append(dict(load=load, **replay(trace, nodes, name, seed=seed)))
+    frame = pl.DataFrame(rows)
+    top = max(loads)
+    by = {r["policy"]: r for r in rows if r["load"] == top}
+    method, coarse, fgd = by[METHOD], by[DEVICE_LEVEL], by["fgd"]
+    what = f"offered load {top} of the GPU capacity"
+    claims = [
+        Claim(f"gPooling has higher time-averaged utilisation than device-level ({what})",
               metric="utilisation frag-aware / whole-device",
               measured=_ratio(method["utilisation"], coarse["utilisation"]), target=1.0,
-              comparison=">", paper_figure="higher utilisation (direction; no figure given)"),
-        Claim("gPooling has lower mean waiting time than device-level allocation (ratio)",
+              comparison=">", paper_figure="higher utilisation (direction)"),
+        Claim(f"gPooling has lower mean waiting time than device-level allocation ({what})",
               metric="mean wait frag-aware / whole-device",
               measured=_ratio(method["mean_wait"], coarse["mean_wait"]), target=1.0,
               comparison="<", paper_figure="reduced waiting time (direction)"),
-        Claim("gPooling completes more jobs within the arrival window than device-level",
-              metric="jobs completed frag-aware / whole-device",
-              measured=_ratio(method["completed"], coarse["completed"]), target=1.0,
-              comparison=">=", paper_figure="higher overall efficiency (direction)"),
-        Claim("Fragmentation-aware placement fragments no more than best-fit (ours, after FGD)",
-              metric="fragmentation frag-aware / best-fit",
-              measured=_ratio(method["fragmentation"], best["fragmentation"]), target=1.0,
-              comparison="<=", paper_figure="not in the abstract; FGD (ATC'23) direction"),
-        Claim("Every admissible job starts and no device is over-committed (all policies)",
-              metric="jobs accounted for / jobs", measured=admitted / (jobs * len(results)),
-              target=1.0, comparison="==", tolerance=0.0, required=True,
-              paper_figure="correctness"),
+        Claim(f"gPooling's policy waits no longer than FGD's ({what})",
+              metric="mean wait frag-aware / fgd",
+              measured=_ratio(method["mean_wait"], fgd["mean_wait"]), target=1.0,
+              comparison="<=", paper_figure="not in the abstract; FGD is the state of the art"),
     ]
-    notes = (f"{jobs} jobs on {len(pool)} devices (T4, G2, A10, V100M32, MI100), offered load "
-             f"{load} of the pool's compute; utilisation counts requested compute only.")
-    return Result(frame, claims=claims, figures=[_figure(results)], notes=notes)
+    notes = (f"{ran_with}. Pods drawn from the pod list with their recorded lifetimes "
+             f"(truncated at 1 day), Poisson arrivals over {horizon / 3600:.0f} h at the rate "
+             f"that offers {', '.join(map(str, loads))} x the GPU capacity; queue FIFO with "
+             "backfilling over 64. The pod list's own times offer only ~0.002 of its node "
+             "list's capacity (most pods are short), so compressing them alone gives no "
+             "contention: see docs/systems/gpooling.md.")
+    return Result(frame, claims=claims, notes=notes, ran_with=ran_with)
 
 
 @register("gpooling", quick=dict(calls=100_000, repeats=3), full=dict(calls=1_000_000, repeats=5))

@@ -68,9 +68,14 @@ def nothing_fits(cluster: Cluster, pods: Sequence[Pod]) -> bool:
 
 def inflate(pods: Sequence[Pod], nodes: Sequence[Node] | Cluster,
             policy: str | ClusterPolicy, *, seed: int = 0, levels: Sequence[float] = LEVELS,
-            until_full: bool = False, max_load: float = 5.0) -> list[dict]:
+            until_full: bool = False, max_load: float = 50.0) -> list[dict]:
     """One row per level of arrived GPU demand (and a last ``load = inf`` row when
-    ``until_full``): see the module docstring for the columns."""
+    ``until_full``): see the module docstring for the columns.
+
+    Past the last level, ``until_full`` draws only pod types that may still fit (a type that
+    did not fit never fits again, nothing departs), so it ends when none does; the last row's
+    ``arrived`` then counts only those draws. ``max_load`` bounds the arrived demand.
+    """
     if not any(p.num_gpu for p in pods):
         raise BadInputError("no GPU pods to inflate", field="trace")
     levels = sorted(float(x) for x in levels)
@@ -101,15 +106,21 @@ def inflate(pods: Sequence[Pod], nodes: Sequence[Node] | Cluster,
                                    else float("nan")), gpus=capacity // 1000,
                     nodes=len(cluster), seed=seed)
 
+    draw = np.arange(len(pods))  # past the last level: only pod types that may still fit
     while True:
-        pod = pods[int(rng.integers(len(pods)))]
+        pod = pods[int(draw[rng.integers(len(draw))])]
         policy.observe(pod)
         placement = None if pod.kind in dead else policy.place(pod, cluster)
         if placement is not None:
             cluster.book(pod, placement)
-        elif pod.num_gpu:
-            dead.add(pod.kind)
         if pod.num_gpu:
+            if placement is None and pod.kind not in dead:
+                dead.add(pod.kind)
+                if level == len(levels):  # how many types are left, exactly
+                    dead |= {p.kind for p in pods if p.num_gpu and p.kind not in dead
+                             and not cluster.feasible(p).any()}
+                    draw = np.array([i for i, p in enumerate(pods) if p.kind not in dead],
+                                    dtype=np.int64)
             arrived += pod.gpu_demand
             if placement is None:
                 failed += pod.gpu_demand

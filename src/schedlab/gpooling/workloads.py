@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Sequence
+from dataclasses import replace
 from pathlib import Path
 
 import numpy as np
@@ -21,6 +22,7 @@ import polars as pl
 
 from schedlab.core.errors import BadInputError
 from schedlab.core.io import read_frame, write_frame
+from schedlab.gpooling.alibaba import Pod
 from schedlab.gpooling.devices import CATALOGUE, GIB, PhysicalDevice, StaticBackend
 from schedlab.gpooling.simulator import Job
 from schedlab.gpooling.state import FULL, Request
@@ -167,3 +169,36 @@ def write_pod_trace(jobs: Sequence[Job], path: str | Path) -> Path:
         deletion_time=[round(j.arrival + j.duration, 3) for j in jobs],
     ))
     return write_frame(frame, path)
+
+
+def resampled_pods(pods: Sequence[Pod], gpus: int, load: float, *, horizon: float = 86_400.0,
+                   max_life: float = 86_400.0, seed: int = 0) -> list[Pod]:
+    """Pods drawn from ``pods`` (with replacement, each keeping its CPU, memory, GPU request and
+    recorded lifetime, truncated at ``max_life``) arriving as a Poisson process over
+    ``horizon`` seconds at the rate that offers ``load`` x the GPU capacity of ``gpus`` GPUs.
+
+    This is the time-based counterpart of FGD's inflation: the trace's own request mix and
+    lifetimes, with the arrival rate as the load knob (the public pod list alone offers only
+    ~0.002 of its node list's capacity, see ``simulator.replay``).
+    """
+    if not math.isfinite(load) or load <= 0:
+        raise BadInputError(f"must be a finite number > 0, got {load}", field="load")
+    if gpus < 1 or horizon <= 0 or max_life <= 0:
+        raise BadInputError("need gpus >= 1 and a positive horizon and max_life",
+                            field="horizon")
+    source = [p for p in pods if p.deletion_time >= p.creation_time]
+    if not any(p.num_gpu for p in source):
+        raise BadInputError("no GPU pods to resample", field="trace")
+    life = np.array([min(max(p.deletion_time - (p.scheduled_time if p.scheduled_time
+                                                 is not None else p.creation_time), 1.0),
+                         max_life) for p in source])
+    demand = np.array([p.gpu_demand for p in source], dtype=float) / FULL
+    per_pod = float((demand * life).mean())  # GPU-seconds one draw offers on average
+    count = max(1, int(round(load * gpus * horizon / per_pod)))
+    rng = np.random.default_rng(seed)
+    picks = rng.integers(len(source), size=count)
+    arrival = np.sort(rng.uniform(0.0, horizon, size=count))
+    return [replace(source[k], name=f"draw-{i:07d}", creation_time=float(arrival[i]),
+                    scheduled_time=float(arrival[i]),
+                    deletion_time=float(arrival[i] + life[k]))
+            for i, k in enumerate(picks)]
