@@ -10,8 +10,8 @@ from pathlib import Path
 
 import pytest
 
+from schedlab.gpooling.fgd import CLUSTER_POLICIES as POLICIES
 from schedlab.gpooling.inflation import inflate, read_nodes, read_pods
-from schedlab.gpooling.policies import POLICIES
 
 
 def _files(root: Path) -> tuple[Path, Path]:
@@ -35,4 +35,4 @@ def test_inflate_300_nodes(benchmark, tmp_path: Path, name: str) -> None:
     rows = benchmark.pedantic(inflate, args=(pods, nodes, name), kwargs=dict(levels=(1.3,)),
                               rounds=3, iterations=1)
     benchmark.extra_info["utilisation_at_1.3"] = rows[-1]["utilisation"]
-    benchmark.extra_info["gpus"] = len(nodes.devices)
+    benchmark.extra_info["gpus"] = sum(n.gpus for n in nodes)

@@ -147,7 +147,7 @@ def cluster_inflation(every: int, levels: tuple[float, ...], seed: int) -> Resul
 
 
 @register("gpooling", quick=dict(every=20, loads=(1.0,), horizon=86_400.0),
-          full=dict(every=5, loads=(0.8, 1.0, 1.2), horizon=172_800.0))
+          full=dict(every=5, loads=(0.8, 1.0, 1.2), horizon=86_400.0))
 def trace_replay(every: int, loads: tuple[float, ...], horizon: float, seed: int) -> Result:
     """Time-based replay: the trace's pods and lifetimes at an offered load, waits measured."""
     from schedlab.gpooling.simulator import replay
