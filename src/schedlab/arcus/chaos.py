@@ -56,6 +56,9 @@ class ChaosConfig:
     saga: float = 0.5
     keyed: float = 1.0
     kill_interval_s: float = 0.05  # mean gap between worker SIGKILLs (0: none)
+    #: at most this many kills per answered request (so that a loaded machine, where requests
+    #: slow down, sees proportionally fewer kills instead of a livelock of retries)
+    max_kills_per_request: float = 2.0
     min_kills: int = 0  # clients keep issuing requests (up to 20x) until this many kills
     # (and until every Redis restart is done)
     redis_restarts: int = 0  # Redis SIGKILL + restart during the run
@@ -123,14 +126,18 @@ class _Leg:
 class _Killer(threading.Thread):
     """SIGKILLs a random live worker at exponential intervals."""
 
-    def __init__(self, platform: Platform, mean_s: float, rng: random.Random) -> None:
+    def __init__(self, platform: Platform, mean_s: float, rng: random.Random,
+                 report: ChaosReport, per_request: float) -> None:
         super().__init__(daemon=True, name="chaos-killer")
         self.platform, self.mean_s, self.rng = platform, mean_s, rng
+        self.report, self.per_request = report, per_request
         self.stop = threading.Event()
         self.kills = 0
 
     def run(self) -> None:
         while not self.stop.wait(self.rng.expovariate(1.0 / self.mean_s)):
+            if self.kills >= self.per_request * (self.report.requests + 1):
+                continue
             pids = self.platform.worker_pids()
             if pids:
                 with contextlib.suppress(ProcessLookupError):
@@ -263,7 +270,8 @@ def run_chaos(cfg: ChaosConfig, redis: RedisServer, platform: Platform) -> Chaos
     answers: dict[str, Any] = {}
     lock = threading.Lock()
     redelivered_before = platform.redelivered
-    killer = _Killer(platform, cfg.kill_interval_s, rng) if cfg.kill_interval_s > 0 else None
+    killer = (_Killer(platform, cfg.kill_interval_s, rng, report, cfg.max_kills_per_request)
+              if cfg.kill_interval_s > 0 else None)
     start = time.monotonic()
     deadline = start + 600.0
     threads = [threading.Thread(target=_client, daemon=True, name=f"chaos-client-{c}",

@@ -156,7 +156,11 @@ class Platform:
         self.client: redis.Redis | None = None
         self.procs: dict[int, Any] = {}
         self.wids: dict[int, str] = {}
-        self.orphans: set[str] = set()  # dead workers whose messages are not yet redelivered
+        #: dead workers -> when to sweep their processing lists again. A worker killed while
+        #: blocked in BLMOVE may still receive one message after it died (Redis serves the
+        #: blocked call before it sees the closed socket), so a list is swept at death, soon
+        #: after, and finally by the lease scan once the dead worker's lease has expired
+        self.orphans: dict[str, list[float]] = {}
         self.crashes = 0
         self.failed_starts = 0
         self.redelivered = 0
@@ -190,7 +194,7 @@ class Platform:
         process = self._mp.Process(
             target=worker_main, daemon=True, name=f"arcus-worker-{slot}",
             args=(slot, self.url, self.plat, self.threads, self.modules, self.wait_s, wid,
-                  self.lease_s, self.paths))
+                  self.lease_s, self.paths, os.getpid()))
         process.start()
         self.procs[slot] = process
         self.wids[slot] = wid
@@ -238,14 +242,21 @@ class Platform:
                     self.broken = f"worker {slot} keeps failing (exit {process.exitcode})"
                     self._stop.set()
                     return
-        self.orphans.add(self.wids[slot])
+        now = time.monotonic()
+        self.orphans[self.wids[slot]] = [now, now + 0.1, now + 0.5]
         self._spawn(slot)
 
     def _redeliver_orphans(self) -> None:
+        now = time.monotonic()
         for wid in sorted(self.orphans):
+            due = self.orphans[wid]
+            if due[0] > now:
+                continue
             self.redelivered += max(0, redeliver(self.client, self.plat, wid, self.workers,
                                                  force=True))
-            self.orphans.discard(wid)
+            due.pop(0)
+            if not due:
+                del self.orphans[wid]
 
     def _scan_leases(self) -> None:
         """Backstop: registered workers whose lease expired get their messages redelivered."""
@@ -259,7 +270,7 @@ class Platform:
             if not exists and slot_of(wid) < self.workers:
                 moved = redeliver(self.client, self.plat, wid, self.workers, force=False)
                 self.redelivered += max(0, moved)
-                self.orphans.discard(wid)
+                self.orphans.pop(wid, None)
 
     def close(self) -> None:
         self._stop.set()

@@ -32,6 +32,7 @@ Shape of a serverless platform, kept deliberately plain:
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import importlib
 import json
@@ -403,9 +404,21 @@ class Heartbeat(threading.Thread):
             time.sleep(self.lease_s / 4)
 
 
+def _gone(pid: int) -> bool:
+    if pid <= 0:
+        return False
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return True
+    except PermissionError:
+        return False
+    return False
+
+
 def worker_main(slot: int, url: str, plat: str, threads: int, modules: tuple[str, ...],
                 wait_s: float, wid: str = "", lease_s: float = 5.0,
-                paths: tuple[str, ...] = ()) -> None:
+                paths: tuple[str, ...] = (), gateway: int = 0) -> None:
     """A worker process: take messages from its queue, run each in its own thread, reply."""
     signal.signal(signal.SIGINT, signal.SIG_IGN)  # Ctrl-C is the gateway's to handle
     signal.signal(signal.SIGTERM, signal.SIG_DFL)
@@ -425,7 +438,14 @@ def worker_main(slot: int, url: str, plat: str, threads: int, modules: tuple[str
             time.sleep(0.1)
     heartbeat.start()
     parent = os.getppid()
-    while os.getppid() == parent:  # the gateway (or its fork server) died: stop too
+    checked = time.monotonic()
+    while os.getppid() == parent:  # the fork server died: stop too
+        if time.monotonic() - checked > 1.0:
+            checked = time.monotonic()
+            if _gone(gateway):  # the gateway was killed: its fork server is of no use either
+                with contextlib.suppress(OSError):
+                    os.kill(parent, signal.SIGTERM)
+                break
         try:
             raw = client.blmove(queue_key(plat, slot), proc_key(plat, wid), 0.5, "LEFT", "RIGHT")
         except redis.RedisError:

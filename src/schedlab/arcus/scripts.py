@@ -120,7 +120,8 @@ return 1
 """
 
 #: move a worker's processing list (KEYS[1]) to other workers' queues, bumping the delivery
-#: attempt in the ``a<n>:`` prefix; unless forced, only when its lease (KEYS[2]) is gone.
+#: attempt in the ``a<n>:`` prefix; unless forced, only when its lease (KEYS[2]) is gone (and
+#: then the worker is also unregistered).
 #: ARGV: platform, slots, the worker's slot, worker id, force
 REDELIVER = """
 if ARGV[5] ~= '1' and redis.call('EXISTS', KEYS[2]) == 1 then return -1 end
@@ -137,7 +138,9 @@ for i, raw in ipairs(msgs) do
   end
 end
 redis.call('DEL', KEYS[1])
-redis.call('SREM', KEYS[3], ARGV[4])
+-- a forced sweep (the supervisor saw the process die) keeps the worker registered: Redis may
+-- still complete a BLMOVE the dead worker had blocked in, and the lease scan must find that
+if ARGV[5] ~= '1' then redis.call('SREM', KEYS[3], ARGV[4]) end
 return #msgs
 """
 
