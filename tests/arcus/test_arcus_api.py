@@ -237,6 +237,42 @@ def test_serve_loads_a_module_keeps_redis_persistent_and_reaps_everything(tmp_pa
             serve.wait()
 
 
+def _start_serve(port, *extra):
+    serve = subprocess.Popen(
+        [sys.executable, "-m", "schedlab.cli", "arcus", "serve", "--port", str(port),
+         "--workers", "2", *extra], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    deadline = time.monotonic() + 60
+    while True:
+        try:
+            with urllib.request.urlopen(f"http://127.0.0.1:{port}/health", timeout=2):
+                return serve
+        except OSError:
+            if serve.poll() is not None or time.monotonic() > deadline:
+                serve.kill()
+                pytest.fail(f"serve did not come up: {serve.communicate()[1][-2000:]}")
+            time.sleep(0.2)
+
+
+def test_serve_killed_with_sigkill_leaves_no_orphans():
+    psutil = pytest.importorskip("psutil")
+    if find_redis_binary() is None:
+        pytest.skip("redis-server is not installed")
+    port = _free_port()
+    serve = _start_serve(port, "--aof", "off")
+    try:
+        assert _post(port, "/invoke/write", {"arg": {"key": "k", "value": 1}})["value"] is None
+        children = _descendants(serve.pid)
+        assert len(children) >= 4  # redis-server, fork server, 2 workers (+ tracker)
+        serve.kill()
+        serve.wait(timeout=10)
+        gone, alive = psutil.wait_procs(children, timeout=15)
+        assert not alive, [p.cmdline()[:3] for p in alive]
+    finally:
+        if serve.poll() is None:
+            serve.kill()
+            serve.wait()
+
+
 def test_serve_rejects_a_module_without_main_guard_and_bad_options(tmp_path):
     from schedlab.arcus.cli import app
 
