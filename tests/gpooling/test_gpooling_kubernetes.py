@@ -1,8 +1,9 @@
 """The Kubernetes device plugin (kubernetes.py) against a fake kubelet speaking the real API.
 
 The fake kubelet serves ``v1beta1.Registration`` on ``kubelet.sock`` in a temporary device-plugin
-directory with the generated protobuf stubs, and once a plugin registers it dials it back as the
-kubelet does: GetDevicePluginOptions, then a ListAndWatch stream it keeps reading. Allocate's
+directory (the v1beta1 protobuf wire format, whose bytes and method paths are pinned against the
+upstream numbering below), and once a plugin registers it dials it back as the kubelet does:
+GetDevicePluginOptions, then a ListAndWatch stream it keeps reading. Allocate's
 environment and mounts are then used to run the probe under the real shim (host paths standing
 in for the mounts): the quota the plugin granted is the one enforced.
 """
@@ -30,9 +31,9 @@ pytest.importorskip("google.protobuf", reason="the device plugin needs protobuf"
 from schedlab.gpooling import kubernetes as k8s  # noqa: E402
 
 try:
-    grpc, pb, api = k8s._api()  # the generated v1beta1 stubs, which check grpc/protobuf versions
+    grpc, pb, api = k8s._api()  # grpc, the v1beta1 messages, deviceplugin_v1beta1
 except SchedlabError as exc:
-    pytest.skip(f"the device plugin's stubs do not load here: {exc}", allow_module_level=True)
+    pytest.skip(f"the device plugin cannot run here: {exc}", allow_module_level=True)
 
 TIMEOUT = 10
 
@@ -53,7 +54,7 @@ def short_dir():
     shutil.rmtree(path, ignore_errors=True)
 
 
-class FakeKubelet(api.RegistrationServicer):
+class FakeKubelet:
     """``v1beta1.Registration`` on ``<dir>/kubelet.sock``; dials registered plugins back."""
 
     def __init__(self, directory: Path) -> None:
@@ -65,7 +66,7 @@ class FakeKubelet(api.RegistrationServicer):
         self.refuse: str | None = None
         self._streams: list = []
         self.server = grpc.server(futures.ThreadPoolExecutor(max_workers=2))
-        api.add_RegistrationServicer_to_server(self, self.server)
+        self.server.add_generic_rpc_handlers((api.handler("Registration", self),))
         assert self.server.add_insecure_port(f"unix://{directory / 'kubelet.sock'}")
         self.server.start()
 
@@ -78,7 +79,7 @@ class FakeKubelet(api.RegistrationServicer):
 
     def _watch(self, endpoint: str) -> None:
         channel = grpc.insecure_channel(f"unix://{self.directory / endpoint}")
-        plugin = api.DevicePluginStub(channel)
+        plugin = api.stub(channel, "DevicePlugin")
         self.options.append(plugin.GetDevicePluginOptions(pb.Empty(), timeout=TIMEOUT))
         stream = plugin.ListAndWatch(pb.Empty())
         self._streams.append((channel, stream))
@@ -97,7 +98,7 @@ class FakeKubelet(api.RegistrationServicer):
         endpoint = endpoint or self.requests[-1].endpoint
         channel = grpc.insecure_channel(f"unix://{self.directory / endpoint}")
         self._streams.append((channel, None))
-        return api.DevicePluginStub(channel)
+        return api.stub(channel, "DevicePlugin")
 
     def stop(self) -> None:
         for channel, stream in self._streams:
@@ -364,8 +365,8 @@ def test_config_file_round_trip(tmp_path) -> None:
         k8s.load_config(tmp_path / "absent.toml")
 
 
-# --- the CLI (kubernetes_cli.py) -------------------------------------------------------------
-CLI = ["-c", "from schedlab.gpooling.kubernetes_cli import app; app()"]
+# --- the CLI (schedlab gpooling device-plugin / extender) ----------------------------------------
+CLI = ["-c", "from schedlab.gpooling.cli import app; app()"]
 
 
 def _cli(*args: str, **kwargs):
@@ -409,7 +410,7 @@ def test_cli_device_plugin_registers_serves_and_stops_on_sigterm(short_dir, tmp_
 def test_cli_bad_input_is_one_line_and_exit_2(args, message, short_dir) -> None:
     from typer.testing import CliRunner
 
-    from schedlab.gpooling.kubernetes_cli import app
+    from schedlab.gpooling.cli import app
 
     base = ["device-plugin", "--socket-dir", str(short_dir), "--inventory", "T4:1"]
     result = CliRunner().invoke(app, base + args)
@@ -421,7 +422,7 @@ def test_cli_bad_input_is_one_line_and_exit_2(args, message, short_dir) -> None:
 def test_cli_bad_config_names_the_file(tmp_path, short_dir) -> None:
     from typer.testing import CliRunner
 
-    from schedlab.gpooling.kubernetes_cli import app
+    from schedlab.gpooling.cli import app
 
     config = tmp_path / "plugin.json"
     config.write_text('{"split": 4, "colour": "blue"}')
@@ -435,7 +436,7 @@ def test_cli_help_imports_neither_grpc_nor_numpy() -> None:
     import sys
 
     code = ("import sys; from typer.testing import CliRunner; "
-            "from schedlab.gpooling.kubernetes_cli import app; "
+            "from schedlab.gpooling.cli import app; "
             "r = CliRunner().invoke(app, ['device-plugin', '--help']); assert r.exit_code == 0; "
             "assert '--socket-dir' in r.output; "
             "print(sorted(m for m in ('grpc', 'numpy', 'uvicorn') if m in sys.modules))")
@@ -509,8 +510,8 @@ def test_wire_format_matches_the_upstream_field_numbers() -> None:
             return make
 
     channel = Recorder()
-    api.RegistrationStub(channel)
-    api.DevicePluginStub(channel)
+    api.stub(channel, "Registration")
+    api.stub(channel, "DevicePlugin")
     assert channel.calls == {
         "/v1beta1.Registration/Register": "unary_unary",
         "/v1beta1.DevicePlugin/GetDevicePluginOptions": "unary_unary",
@@ -519,3 +520,50 @@ def test_wire_format_matches_the_upstream_field_numbers() -> None:
         "/v1beta1.DevicePlugin/Allocate": "unary_unary",
         "/v1beta1.DevicePlugin/PreStartContainer": "unary_unary",
     }
+
+
+def test_the_in_code_schema_is_the_api_proto() -> None:
+    """deviceplugin_v1beta1 builds its messages from SCHEMA/SERVICES; they must say what the
+    api.proto beside them says (messages, fields, numbers, types, streaming) and nothing else."""
+    import re
+
+    text = (Path(api.__file__).parent / "api.proto").read_text()
+    text = re.sub(r"//[^\n]*", "", text)
+    assert re.search(r"^package v1beta1;", text, re.M) and api.API_VERSION == "v1beta1"
+    proto_messages = {}
+    for name, body in re.findall(r"message (\w+) \{(.*?)\}", text, re.S):
+        proto_messages[name] = [
+            (field, int(number), kind, bool(repeated))
+            for repeated, kind, field, number in re.findall(
+                r"(repeated )?(map<string, string>|\w+) (\w+) = (\d+);", body)]
+    assert proto_messages == api.SCHEMA
+    proto_services = {
+        service: [(m, req, resp, bool(stream)) for m, req, stream, resp in re.findall(
+            r"rpc (\w+)\((\w+)\) returns \((stream )?(\w+)\)", body)]
+        for service, body in re.findall(r"service (\w+) \{(.*?)\n\}", text, re.S)}
+    assert proto_services == api.SERVICES
+    # what the descriptors built from SCHEMA say, field by field
+    for name, message_fields in api.SCHEMA.items():
+        descriptor = getattr(pb, name).DESCRIPTOR
+        assert [(f.name, f.number) for f in descriptor.fields] == [
+            (field, number) for field, number, _, _ in message_fields]
+
+
+def test_a_dead_kubelet_socket_and_a_bad_split_are_one_line_errors(tmp_path, short_dir,
+                                                                   native) -> None:
+    import socket
+
+    pool = Pool(StaticBackend("T4:1").discover(), "frag-aware", tmp_path / "r")
+    with pytest.raises(BadInputError, match="field 'split'"):
+        k8s.DevicePlugin(pool, k8s.PluginConfig(split=0), shim=native.shim)
+    plugin = k8s.DevicePlugin(pool, shim=native.shim, health=lambda d: True)
+    server = k8s.PluginServer(plugin, short_dir).start()
+    stale = socket.socket(socket.AF_UNIX)  # the socket file a crashed kubelet leaves behind
+    stale.bind(str(short_dir / "kubelet.sock"))
+    stale.close()
+    try:
+        with pytest.raises(SchedlabError, match="nothing answers on the kubelet socket") as dead:
+            server.register(timeout=1)
+        assert "\n" not in str(dead.value)
+    finally:
+        server.stop(0)

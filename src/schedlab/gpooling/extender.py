@@ -48,6 +48,7 @@ from fastapi.responses import JSONResponse
 
 from schedlab.core.errors import BadInputError
 from schedlab.gpooling.devices import parse_size
+from schedlab.gpooling.kubernetes import placement_cost
 from schedlab.gpooling.policies import FragAware
 from schedlab.gpooling.pool import Pool
 from schedlab.gpooling.state import FULL, Request
@@ -245,10 +246,8 @@ class Extender:
             if not fits.any():
                 return None
             probe = piece.request(int(total_memory[np.flatnonzero(fits)[0]]))
-            before = self.meter.fragmentation(free_m, free_c, probe)
-            after = self.meter.fragmentation(free_m - memory, free_c - piece.milli, probe)
-            left = (free_c - piece.milli) / FULL  # ties: best fit, as the policy does
-            increase = np.where(fits, (after - before) / FULL + 1e-3 * left, np.inf)
+            increase = placement_cost(self.meter, free_m, free_c, memory, piece.milli, probe,
+                                      fits)
             d = int(np.argmin(increase))
             total += float(increase[d])
             free_m[d] -= memory[d]
