@@ -13,8 +13,15 @@ unsafe direct access), and an exactly-once checker.
         ctx.write("count", n)
         return n
 
-    with RedisServer() as redis, Platform(redis.url, modules=("mymodule",)) as platform:
-        platform.invoke("greet", None, protocol="arcus")
+    @function("transfer", keys=("src", "dst"))   # serialised per account
+    def transfer(ctx, arg): ...
+
+    if __name__ == "__main__":
+        with RedisServer(aof="always") as redis, \
+                Platform(redis.url, modules=("mymodule",)) as platform:
+            platform.invoke("greet", None, idempotency_key="req-1")   # a retry is the same call
+            job = platform.submit("greet", None)
+            platform.status(job)
 """
 
 from schedlab.core.lazy import lazy_exports
