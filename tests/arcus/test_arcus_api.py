@@ -291,3 +291,18 @@ def test_serve_rejects_a_module_without_main_guard_and_bad_options(tmp_path):
     result = runner.invoke(app, ["serve", "--aof", "sometimes", "--port", str(_free_port())])
     assert result.exit_code == 2 and "valid: always" in result.output
     assert os.path.exists(bad)
+
+
+def test_cli_bench_runs_user_functions_from_a_module(tmp_path):
+    if find_redis_binary() is None:
+        pytest.skip("redis-server is not installed")
+    from schedlab.arcus.cli import app
+
+    (tmp_path / "bench_app.py").write_text(APP.replace('"greet"', '"greet_bench"'))
+    requests = tmp_path / "reqs.jsonl"
+    requests.write_text('{"fn": "greet_bench", "arg": {"who": "a"}}\n' * 3)
+    result = CliRunner().invoke(app, ["bench", "--module", str(tmp_path / "bench_app.py"),
+                                      "--requests-file", str(requests), "--workers", "2",
+                                      "--crash-rate", "0.1", "--json"])
+    assert result.exit_code == 0, result.output
+    assert json.loads(result.stdout)["violations"] == 0

@@ -103,15 +103,19 @@ def bench(
     workers: int = typer.Option(4, "--workers", min=2, help="Worker processes."),
     seed: int = typer.Option(0, "--seed", help="Workload and crash seed."),
     redis_url: str = typer.Option(None, "--redis-url", help="Use this Redis (default: private)."),
+    module: list[str] = typer.Option([], "--module", "-m",
+                                     help="Module (dotted name or file.py) with your @function "
+                                          "definitions (for --requests-file); repeatable."),
     json_out: bool = typer.Option(False, "--json", help="Print JSON."),
 ) -> None:
     """Run a workload under one protocol: latency, log volume, hit rate, exactly-once counts."""
     from schedlab.arcus.bench import checked_reference, run_bench
-    from schedlab.arcus.platform import Platform
+    from schedlab.arcus.platform import Platform, load_modules
     from schedlab.arcus.policies import protocol_class
     from schedlab.arcus.workloads import make_workload, read_requests
 
     protocol_class(protocol)
+    modules, paths = load_modules(module)
     if not 0.0 <= crash_rate < 1.0:
         from schedlab.core.errors import ConfigError
 
@@ -125,7 +129,8 @@ def bench(
             checked_reference(chosen)
         except BadInputError as exc:
             raise BadInputError(exc.message, path=requests_file, field=exc.field) from None
-    with _redis(redis_url) as url, Platform(url, workers=workers) as running:
+    with _redis(redis_url) as url, Platform(url, workers=workers, modules=modules,
+                                            paths=paths) as running:
         err_console.print(f"running {len(chosen.requests)} '{chosen.name}' requests "
                           f"under {protocol} ...")
         result = run_bench(running, chosen, protocol, rtt_ms=rtt_ms, crash_rate=crash_rate,
