@@ -174,11 +174,23 @@ def reproduce(
     scale = "quick" if quick else "full"
     seed_list = list(range(seeds))
     pool = make_executor(executor, jobs, ray_address)
+    total = len(selected) * len(seed_list)
+    finished: list[str] = []
+
+    def done(job, outcome, progress) -> None:
+        progress.advance(bars[job.key])
+        finished.append(job.key)
+        if not err_console.is_terminal:  # a log file gets one line per finished run instead
+            how = (f"{outcome.seconds:.1f} s" if hasattr(outcome, "seconds")
+                   else f"FAILED: {outcome.error}")
+            err_console.print(f"[{len(finished)}/{total}] {job.key} seed {job.seed}: {how}",
+                              markup=False, highlight=False)
+
     try:
         with progress_bar() as progress:
             bars = {e.key: progress.add_task(e.key, total=len(seed_list)) for e in selected}
             sweep = run_sweep(selected, seed_list, scale, pool,
-                              on_done=lambda job, _: progress.advance(bars[job.key]))
+                              on_done=lambda job, outcome: done(job, outcome, progress))
     finally:
         pool.close()
     command = "schedlab reproduce " + shlex.join(sys.argv[2:]) if len(sys.argv) > 1 else ""
