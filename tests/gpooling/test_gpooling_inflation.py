@@ -9,8 +9,8 @@ import pytest
 from typer.testing import CliRunner
 
 from schedlab.core.errors import BadInputError
-from schedlab.gpooling.inflation import compare_inflation, inflate, read_nodes, read_pods
 from schedlab.gpooling.fgd import CLUSTER_POLICIES as POLICIES
+from schedlab.gpooling.inflation import compare_inflation, inflate, read_nodes, read_pods
 
 
 def _write(tmp_path: Path) -> tuple[Path, Path]:
