@@ -86,6 +86,16 @@ def test_redis_sigkill_and_restart_with_worker_kills_and_retries(server, platfor
     assert after["value"] is None
 
 
+def test_http_clients_with_idempotency_keys_under_kills_and_a_redis_restart(server, platform):
+    """The same invariants when the 4 clients go through the HTTP gateway (Idempotency-Key)."""
+    report = run_chaos(ChaosConfig(protocol="arcus", clients=4, requests=12, accounts=6,
+                                   kill_interval_s=0.03, min_kills=30, redis_restarts=1,
+                                   http=True, seed=5), server, platform)
+    ok, found = clean(report)
+    assert ok, found
+    assert report.kills >= 30 and report.redis_restarts == 1
+
+
 def test_the_harness_has_teeth(server, platform):
     """Unsafe direct access under kills, and the bank functions without declared keys under
     concurrency, both break the invariants in the same harness."""

@@ -69,6 +69,7 @@ class ChaosConfig:
     workers: int = 4
     lease_s: float = 2.0
     locks: bool = True  # False: the same functions without declared keys (control run)
+    http: bool = False  # clients go through the HTTP gateway (Idempotency-Key header)
 
     def validate(self) -> None:
         protocol_class(self.protocol)
@@ -145,6 +146,28 @@ class _Killer(threading.Thread):
                     self.kills += 1
 
 
+class _HttpClient:
+    """A client of the HTTP gateway (in-process ASGI transport): 503/504 mean retry."""
+
+    def __init__(self, platform: Platform) -> None:
+        from fastapi.testclient import TestClient
+
+        from schedlab.arcus.gateway import make_app
+
+        self.client = TestClient(make_app(platform))
+
+    def invoke(self, fn: str, arg: Any, *, protocol: str, ns: str,
+               idempotency_key: str | None, timeout: float) -> dict[str, Any]:
+        headers = {"Idempotency-Key": idempotency_key} if idempotency_key else {}
+        answer = self.client.post(f"/invoke/{fn}", json={"arg": arg, "protocol": protocol,
+                                                          "ns": ns}, headers=headers)
+        if answer.status_code in (503, 504):
+            raise MissingServiceError(f"HTTP {answer.status_code}: {answer.text[:120]}")
+        if answer.status_code != 200:
+            raise InvocationError(f"HTTP {answer.status_code}: {answer.text[:120]}")
+        return answer.json()
+
+
 def _accounts_for(cfg: ChaosConfig, client: int) -> list[str]:
     if cfg.shared:
         return [f"acct:{a}" for a in range(cfg.accounts)]
@@ -157,6 +180,7 @@ def _client(platform: Platform, cfg: ChaosConfig, ns: str, client: int, legs: li
             deadline: float, killer: _Killer | None) -> None:
     rng = random.Random(cfg.seed * 1000 + client)
     mine = _accounts_for(cfg, client)
+    caller: Any = _HttpClient(platform) if cfg.http else platform
     i = -1
     while True:
         i += 1
@@ -187,9 +211,9 @@ def _client(platform: Platform, cfg: ChaosConfig, ns: str, client: int, legs: li
                         new = [_Leg(tag, {src: -amount, dst: amount}, keyed)]
                     legs.extend(new)
             try:
-                reply = platform.invoke(fn, arg, protocol=cfg.protocol, ns=ns,
-                                        idempotency_key=rid if keyed else None,
-                                        timeout=cfg.call_timeout_s)
+                reply = caller.invoke(fn, arg, protocol=cfg.protocol, ns=ns,
+                                      idempotency_key=rid if keyed else None,
+                                      timeout=cfg.call_timeout_s)
                 for leg in new:
                     leg.required = True  # answered: it ran
             except (MissingServiceError, InvocationError) as exc:
