@@ -246,8 +246,10 @@ def _check(platform: Platform, cfg: ChaosConfig, ns: str, legs: list[_Leg],
         unfinished = sum(state.get(m) is None for m in required)
         if state != previous:
             previous, stable_since = state, time.monotonic()
-        quiet = time.monotonic() - stable_since > 1.0
-        if (unfinished == 0 and quiet) or time.monotonic() > deadline:
+        # every leg that may still be running is a required one: once they are all done, only
+        # replays (which write nothing) can be left; otherwise wait for a quiet second
+        settled = all(leg.required for leg in legs) or time.monotonic() - stable_since > 1.0
+        if (unfinished == 0 and settled) or time.monotonic() > deadline:
             break
         time.sleep(0.2)
     report.unfinished = unfinished
