@@ -18,11 +18,11 @@ app = typer.Typer(help="Collaborative large-model caching and offloading with co
 
 
 def _market(topology: Path | None, users: Path | None, seed: int, cloudlets: int, models: int,
-            n_users: int, tasks: int, reach: int):
+            n_users: int, tasks: int, reach: int, coord_cost: float = 0.0):
     from schedlab.mec_coalition.model import Economy
     from schedlab.mec_coalition.workloads import from_files, synthetic
 
-    economy = Economy(reach=reach)
+    economy = Economy(reach=reach, coord_cost=coord_cost)
     if topology is not None:
         return from_files(topology, users, models, seed, tasks, max_users=n_users or None,
                           economy=economy)
@@ -51,16 +51,33 @@ def solve(
     n_users: int = typer.Option(200, "--n-users", min=0, help="Users (0 with --users: all)."),
     tasks: int = typer.Option(10, "--tasks", min=1, help="Inference tasks."),
     reach: int = typer.Option(6, "--reach", min=1, help="Cloudlets a user can be served by."),
+    coord_cost: float = typer.Option(0.0, "--coord-cost", min=0.0, help="Coordination cost per "
+                                     "member pair per second (a sweep parameter; default 0)."),
+    time_limit: float = typer.Option(60.0, "--time-limit", min=0.001,
+                                     help="HiGHS time limit in seconds (--method ilp)."),
+    require_optimal: bool = typer.Option(False, "--require-optimal", help="With --method ilp: "
+                                         "exit 2 unless HiGHS proved the optimum."),
     out: Path = typer.Option(None, "--out", help="Write the plan as JSON here."),
     json_out: bool = typer.Option(False, "--json", help="Print one JSON document."),
 ) -> None:
     """Plan caching, offloading and coalitions for one market and print the metrics."""
+    from schedlab.core.errors import SchedlabError
     from schedlab.mec_coalition import engine
     from schedlab.mec_coalition.policies import get_policy
 
     policy = get_policy(method)
-    inst = _market(topology, users, seed, cloudlets, models, n_users, tasks, reach)
+    if hasattr(policy, "time_limit"):
+        policy.time_limit = time_limit
+    inst = _market(topology, users, seed, cloudlets, models, n_users, tasks, reach, coord_cost)
     plan = policy.plan(inst, seed)
+    solver = plan.info.get("solver")
+    if solver is not None and not solver["proven_optimal"]:
+        line = (f"HiGHS did not prove optimality: status {solver['status']!r}, MIP gap "
+                f"{solver['mip_gap']:.3g}, time limit {solver['time_limit_s']:g} s; the plan "
+                "is feasible, not the optimum")
+        if require_optimal:
+            raise SchedlabError(line, field="require_optimal")
+        err_console.print(f"warning: {line}")
     metrics = engine.evaluate(inst, plan, seed=seed)
     document = _plan_document(inst, plan, method, metrics)
     if out is not None:
@@ -79,6 +96,12 @@ def solve(
     for key, value in metrics.items():
         metrics_table.add_row(key, f"{value:.4g}" if isinstance(value, float) else str(value))
     out_console.print(metrics_table)
+    if solver is not None:
+        out_console.print(
+            f"HiGHS: status {solver['status']}, proven optimal {solver['proven_optimal']}, "
+            f"MIP gap {solver['mip_gap']:.3g}, dual bound {solver['dual_bound']:.6g}, "
+            f"time limit {solver['time_limit_s']:g} s, {solver['seconds']:.1f} s, "
+            f"{solver['variables']:,} variables")
 
 
 def _plan_document(inst, plan, method: str, metrics: dict[str, Any]) -> dict[str, Any]:

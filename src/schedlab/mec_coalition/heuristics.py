@@ -166,7 +166,8 @@ def randomized_rounding(inst: Instance, idx: np.ndarray, seed: int, samples: int
         value = objective(inst, cached, choice)
         if value > best.value:
             best = Placement(cached, choice, value)
-    best.bound = lp_place.value
+    best.bound = lp_place.value if lp_place.optimal else float("nan")
+    best.solver = lp_place.solver  # the LP relaxation's HiGHS report
     return best
 
 

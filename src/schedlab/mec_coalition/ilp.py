@@ -21,12 +21,20 @@ Two kinds of products make it non-linear. The ILP replaces each, exactly for bin
 Storage and its cost become linear in z, compute linear in y. Only triples in
 :class:`~schedlab.mec_coalition.model.Candidates` (feasible, profitable) get a y variable, and
 only (n, m) pairs some triple uses get an x: other variables are zero at every optimum.
+
+Solver honesty: every :func:`solve` result carries a :class:`SolveInfo` (HiGHS's status, the
+MIP gap, the time limit, the dual bound and whether optimality was proven). A time-limited
+answer is *not* the optimum and says so. Before a model is built its size is estimated
+(:func:`estimate`): a model above ``max_nonzeros`` (default 5 M constraint-matrix non-zeros,
+about 2 GB of HiGHS memory at the ~400 B per non-zero we measured) is refused with a one-line
+:class:`~schedlab.core.errors.BadInputError` instead of growing until the machine kills it.
 """
 
 from __future__ import annotations
 
 import itertools
-from dataclasses import dataclass
+import time
+from dataclasses import asdict, dataclass
 
 import numpy as np
 from scipy.optimize import Bounds, LinearConstraint, milp
@@ -34,6 +42,34 @@ from scipy.sparse import coo_matrix
 
 from schedlab.core.errors import BadInputError
 from schedlab.mec_coalition.model import Instance
+
+
+#: constraint-matrix non-zeros above which :func:`solve` refuses to build the model
+MAX_NONZEROS = 5_000_000
+#: HiGHS memory per non-zero (bytes), measured on the 125/50/800 market (MIP with presolve)
+BYTES_PER_NONZERO = 400
+_STATUS = {0: "optimal", 1: "time or iteration limit", 2: "infeasible", 3: "unbounded",
+           4: "other"}
+
+
+@dataclass
+class SolveInfo:
+    """What HiGHS reported for one solve: status, gap, limit and whether the optimum is proven."""
+
+    status: str
+    status_code: int
+    proven_optimal: bool
+    mip_gap: float  # relative gap |primal - dual| / |primal| (nan for an LP)
+    dual_bound: float  # HiGHS's upper bound on the objective (maximisation; nan if unknown)
+    time_limit_s: float
+    seconds: float
+    relaxed: bool
+    variables: int
+    nonzeros: int
+    message: str = ""
+
+    def as_dict(self) -> dict:
+        return asdict(self)
 
 
 @dataclass
@@ -45,6 +81,7 @@ class Placement:
     value: float = float("nan")  # objective (gain over the cloud minus storage cost)
     optimal: bool = False
     bound: float = float("nan")  # an upper bound on the optimum when known (the LP's)
+    solver: SolveInfo | None = None  # set when HiGHS produced this placement
 
     @classmethod
     def empty(cls, inst: Instance) -> Placement:
@@ -62,6 +99,30 @@ class LPModel:
     pairs: np.ndarray  # [P, 2] (node, model) for the x variables
     n_y: int
     n_x: int
+
+
+def estimate(inst: Instance, idx: np.ndarray) -> tuple[int, int]:
+    """(variables, constraint non-zeros) of the ILP over ``idx``, without building it."""
+    cand, zoo, M = inst.cand, inst.zoo, inst.zoo.n_models
+    idx = np.asarray(idx, dtype=np.int64)
+    pair_key = np.unique(cand.node[idx] * M + cand.model[idx])
+    blocks_per_model = zoo.blocks.sum(axis=1)
+    inc = int(blocks_per_model[pair_key % M].sum())
+    n_z = inc  # upper bound: blocks shared by models on one node are counted once in the model
+    return idx.size + pair_key.size + n_z, 4 * idx.size + 3 * inc + 2 * n_z
+
+
+def check_size(inst: Instance, idx: np.ndarray, max_nonzeros: int = MAX_NONZEROS) -> int:
+    """Refuse (one line) a model beyond ``max_nonzeros``; return its estimated non-zeros."""
+    variables, nnz = estimate(inst, idx)
+    if nnz > max_nonzeros:
+        gb = nnz * BYTES_PER_NONZERO / 1e9
+        raise BadInputError(
+            f"the ILP would have {variables:,} variables and ~{nnz:,} non-zeros (~{gb:.1f} GB "
+            f"for HiGHS), above the bound of {max_nonzeros:,} non-zeros "
+            f"(~{max_nonzeros * BYTES_PER_NONZERO / 1e9:.1f} GB); use --method rounding or "
+            "coalition, or a smaller market", field="ilp")
+    return nnz
 
 
 def build_ilp(inst: Instance, idx: np.ndarray) -> LPModel:
@@ -110,21 +171,44 @@ def build_ilp(inst: Instance, idx: np.ndarray) -> LPModel:
     return LPModel(c, LinearConstraint(A, -np.inf, np.concatenate(ub)), idx, pairs, n_y, n_x)
 
 
-def solve(inst: Instance, idx: np.ndarray, relax: bool = False,
-          time_limit: float = 60.0) -> tuple[Placement, np.ndarray, np.ndarray, np.ndarray]:
-    """Solve the ILP (or its LP relaxation) with HiGHS.
+def solve(inst: Instance, idx: np.ndarray, relax: bool = False, time_limit: float = 60.0,
+          max_nonzeros: int = MAX_NONZEROS
+          ) -> tuple[Placement, np.ndarray, np.ndarray, np.ndarray]:
+    """Solve the ILP (or its LP relaxation) with HiGHS (``scipy.optimize.milp``).
 
     Returns the placement (empty when ``relax``: read the fractional y and x instead, whose
     objective is ``value``), the raw y and x vectors and the (node, model) pair of each x.
+    ``placement.solver`` says what HiGHS reported; ``placement.optimal`` is True only when
+    HiGHS proved optimality (status 0) - a time-limited answer is a feasible plan, not the
+    optimum.
     """
+    if time_limit <= 0:
+        raise BadInputError(f"must be positive, got {time_limit}", field="time_limit")
     if len(idx) == 0:
-        return Placement.empty(inst), np.zeros(0), np.zeros(0), np.zeros((0, 2), dtype=int)
+        place = Placement.empty(inst)
+        place.optimal = True
+        place.solver = SolveInfo("optimal (empty model)", 0, True, 0.0, 0.0, time_limit, 0.0,
+                                 relax, 0, 0)
+        return place, np.zeros(0), np.zeros(0), np.zeros((0, 2), dtype=int)
+    nnz = check_size(inst, idx, max_nonzeros)
+    start = time.perf_counter()
     lp = build_ilp(inst, idx)
     integrality = np.zeros(lp.c.size) if relax else np.ones(lp.c.size)
     res = milp(lp.c, constraints=lp.constraint, integrality=integrality, bounds=Bounds(0, 1),
                options=dict(time_limit=time_limit, mip_rel_gap=1e-9, presolve=True))
+    seconds = time.perf_counter() - start
     if res.x is None:
-        raise BadInputError(f"HiGHS found no solution: {res.message}", field="ilp")
+        raise BadInputError(f"HiGHS found no solution within {time_limit:g} s "
+                            f"(status {res.status}: {res.message})", field="ilp")
+    gap = getattr(res, "mip_gap", None)
+    dual = getattr(res, "mip_dual_bound", None)
+    info = SolveInfo(
+        status=_STATUS.get(int(res.status), str(res.status)), status_code=int(res.status),
+        proven_optimal=int(res.status) == 0,
+        mip_gap=float("nan") if relax or gap is None else float(gap),
+        dual_bound=float("nan") if relax or dual is None else -float(dual),
+        time_limit_s=float(time_limit), seconds=seconds, relaxed=relax,
+        variables=int(lp.c.size), nonzeros=nnz, message=str(res.message))
     y, x = res.x[: lp.n_y], res.x[lp.n_y: lp.n_y + lp.n_x]
     place = Placement.empty(inst)
     if not relax:
@@ -132,7 +216,8 @@ def solve(inst: Instance, idx: np.ndarray, relax: bool = False,
         place.choice[inst.cand.user[chosen]] = chosen
         keep = x > 0.5
         place.cached[lp.pairs[keep, 0], lp.pairs[keep, 1]] = True
-        place.optimal = res.status == 0
+    place.optimal = info.proven_optimal
+    place.solver = info
     place.value = -float(res.fun)
     return place, y, x, lp.pairs
 

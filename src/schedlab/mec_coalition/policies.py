@@ -63,10 +63,9 @@ def _merge(inst: Instance, parts: list[Placement]) -> Placement:
 
 
 def _solve_each(inst: Instance, coalitions: list[frozenset[int]], seed: int,
-                solve: Callable[[Instance, np.ndarray, int], Placement]) -> Placement:
+                solve: Callable[[Instance, np.ndarray, int], Placement]) -> list[Placement]:
     game = CoalitionGame(inst)
-    return _merge(inst, [solve(inst, game.candidates(s), seed + k)
-                         for k, s in enumerate(coalitions)])
+    return [solve(inst, game.candidates(s), seed + k) for k, s in enumerate(coalitions)]
 
 
 def _rounding(inst: Instance, idx: np.ndarray, seed: int) -> Placement:
@@ -121,11 +120,26 @@ class FixedStructure:
 
     def plan(self, inst: Instance, seed: int) -> Plan:
         coalitions = self.structure(inst)
-        return Plan(coalitions, _solve_each(inst, coalitions, seed, self.solve), self.shared)
+        parts = _solve_each(inst, coalitions, seed, self.solve)
+        return Plan(coalitions, _merge(inst, parts), self.shared)
 
 
-def _ilp(inst: Instance, idx: np.ndarray, seed: int) -> Placement:
-    return ilp.solve(inst, idx)[0]
+@dataclass
+class ExactILP:
+    """The grand coalition solved by HiGHS; ``info['solver']`` says whether it is the optimum."""
+
+    name: str = "ilp"
+    time_limit: float = 60.0
+    max_nonzeros: int = ilp.MAX_NONZEROS
+    shared: bool = True
+
+    def plan(self, inst: Instance, seed: int) -> Plan:
+        coalitions = _grand(inst)
+        idx = CoalitionGame(inst).candidates(coalitions[0])
+        place = ilp.solve(inst, idx, time_limit=self.time_limit,
+                          max_nonzeros=self.max_nonzeros)[0]
+        info = dict(solver=place.solver.as_dict(), proven_optimal=place.optimal)
+        return Plan(coalitions, place, self.shared, info)
 
 
 def _lfu(inst: Instance, idx: np.ndarray, seed: int) -> Placement:
@@ -144,7 +158,7 @@ def _trimcaching(inst: Instance, idx: np.ndarray, seed: int) -> Placement:
 #: the method and every baseline, by CLI name
 POLICIES: dict[str, Callable[[], Policy]] = {
     "coalition": CoalitionMechanism,
-    "ilp": lambda: FixedStructure("ilp", _grand, _ilp),
+    "ilp": ExactILP,
     "rounding": lambda: FixedStructure("rounding", _grand, _rounding),
     "non-cooperative": lambda: FixedStructure("non-cooperative", _alone, _rounding),
     "no-sharing": lambda: replace(CoalitionMechanism(), name="no-sharing", shared=False),

@@ -1,0 +1,78 @@
+"""Every HiGHS result says whether it is the proven optimum; big models are refused early."""
+
+from __future__ import annotations
+
+import json
+
+import numpy as np
+import pytest
+from typer.testing import CliRunner
+
+from schedlab.core.errors import BadInputError
+from schedlab.mec_coalition import heuristics, solve, synthetic
+from schedlab.mec_coalition.cli import app
+from schedlab.mec_coalition.ilp import check_size, estimate
+
+runner = CliRunner()
+
+
+def test_small_ilp_is_proven_optimal_with_zero_gap():
+    inst = synthetic(4, 8, 20, 0, tasks=3)
+    idx = np.arange(inst.cand.size)
+    place = solve(inst, idx)[0]
+    info = place.solver
+    assert info.proven_optimal and place.optimal and info.status == "optimal"
+    assert info.mip_gap == pytest.approx(0.0, abs=1e-9)
+    assert info.dual_bound == pytest.approx(place.value, rel=1e-6, abs=1e-6)
+    assert info.time_limit_s == 60.0 and not info.relaxed
+    lp = solve(inst, idx, relax=True)[0].solver
+    assert lp.relaxed and lp.proven_optimal and np.isnan(lp.mip_gap)
+    assert heuristics.randomized_rounding(inst, idx, 0).solver.relaxed
+
+
+def test_time_limited_ilp_is_flagged_not_optimal():
+    inst = synthetic(30, 20, 200, 0)
+    place = solve(inst, np.arange(inst.cand.size), time_limit=1.0)[0]
+    info = place.solver
+    assert not info.proven_optimal and not place.optimal
+    assert info.status_code == 1 and info.status == "time or iteration limit"
+    assert info.mip_gap > 0 and info.dual_bound > place.value
+
+
+def test_model_beyond_the_size_bound_is_refused_before_building():
+    inst = synthetic(6, 8, 40, 0)
+    idx = np.arange(inst.cand.size)
+    variables, nnz = estimate(inst, idx)
+    assert variables > idx.size and nnz > 4 * idx.size
+    assert check_size(inst, idx) == nnz
+    with pytest.raises(BadInputError) as info:
+        solve(inst, idx, max_nonzeros=nnz - 1)
+    assert info.value.field == "ilp" and "non-zeros" in str(info.value)
+    with pytest.raises(BadInputError):
+        solve(inst, idx, time_limit=0)
+
+
+def test_cli_ilp_json_and_text_show_the_solver_status():
+    args = ["solve", "--method", "ilp", "--cloudlets", "3", "--models", "6", "--n-users", "12"]
+    result = runner.invoke(app, [*args, "--json"])
+    assert result.exit_code == 0, result.output
+    solver = json.loads(result.stdout)["info"]["solver"]
+    assert solver["proven_optimal"] and solver["status"] == "optimal"
+    assert {"mip_gap", "time_limit_s", "dual_bound", "status_code"} <= solver.keys()
+    text = runner.invoke(app, [*args, "--require-optimal"])
+    assert text.exit_code == 0 and "proven optimal True" in text.stdout
+
+
+def test_cli_warns_or_fails_when_not_proven(tmp_path):
+    args = ["solve", "--method", "ilp", "--cloudlets", "30", "--models", "20", "--n-users",
+            "200", "--time-limit", "1"]
+    result = runner.invoke(app, [*args, "--json"])
+    assert result.exit_code == 0, result.output
+    assert "warning: HiGHS did not prove optimality" in result.stderr
+    assert not json.loads(result.stdout)["info"]["solver"]["proven_optimal"]
+    out = tmp_path / "plan.json"
+    failed = runner.invoke(app, [*args, "--require-optimal", "--out", str(out)])
+    assert failed.exit_code == 2
+    assert "did not prove optimality" in failed.stderr
+    assert len(failed.stderr.strip().splitlines()) == 1
+    assert not out.exists()
