@@ -43,7 +43,6 @@ from scipy.sparse import coo_matrix
 from schedlab.core.errors import BadInputError
 from schedlab.mec_coalition.model import Instance
 
-
 #: constraint-matrix non-zeros above which :func:`solve` refuses to build the model
 MAX_NONZEROS = 5_000_000
 #: HiGHS memory per non-zero (bytes), measured on the 125/50/800 market (MIP with presolve)
