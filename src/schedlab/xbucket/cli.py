@@ -40,28 +40,42 @@ def replay(
     kill_fraction: float = typer.Option(1.0, "--kill-fraction",
                                         help="Share of wall time a failed attempt ran."),
     seed: int = typer.Option(0, "--seed", help="Seed of the probabilistic allocators."),
+    per_resource: bool = typer.Option(False, "--per-resource",
+                                      help="Replay each resource alone (as cctools' harness)."),
+    blind: bool = typer.Option(False, "--category-blind",
+                               help="Merge every task category into one."),
+    whole_machine: str = typer.Option("trace-max", "--whole-machine",
+                                      help="Worker: trace-max, covering or CORES,MEM_MB,DISK_MB."),
     out: Path | None = typer.Option(None, "--out", help="Also write the table (.csv/.parquet)."),
     json_out: bool = typer.Option(False, "--json", help="Print JSON."),
 ) -> None:
-    """Replay a trace under one allocator or all of them: waste, efficiency, retries, makespan."""
+    """Replay a trace under one allocator or all of them: waste, efficiency, retries, makespan.
+
+    Default: the joint replay (a task short of any type fails on all three), per category,
+    Whole Machine = the trace's largest value of each type."""
     from schedlab.core.io import write_frame
     from schedlab.xbucket.compare import algorithms_for, compare
     from schedlab.xbucket.simulator import ReplayConfig
+    from schedlab.xbucket.types import Machine
     from schedlab.xbucket.workloads import read_reports
 
+    names = algorithms_for([], algorithm) if algorithm != "all" else None  # bad name: exit 2
     tasks = read_reports(trace)
+    machine = Machine.parse(whole_machine, tasks)
     config = ReplayConfig(workers=workers, slots=slots or None, semantics=semantics,  # type: ignore[arg-type]
-                          kill_fraction=kill_fraction)
-    names = algorithms_for(tasks, algorithm)
-    err_console.print(f"replaying {len(tasks)} tasks under {len(names)} allocator(s)")
-    frame = compare(tasks, names, config, seed=seed, labels=dict(trace=trace.name))
+                          kill_fraction=kill_fraction, machine=machine)
+    names = names or algorithms_for(tasks, algorithm)
+    err_console.print(f"replaying {len(tasks)} tasks under {len(names)} allocator(s), "
+                      f"{'per resource' if per_resource else 'jointly'}, worker {machine}")
+    frame = compare(tasks, names, config, seed=seed, labels=dict(trace=trace.name),
+                    per_resource=per_resource, blind=blind)
     if out is not None:
         write_frame(frame, out)
     rows = frame.to_dicts()
     if json_out:
         emit_json(rows)
         return
-    _table(rows, ["algorithm", "waste_cores", "waste_memory", "waste_disk", "efficiency_cores",
+    _table(rows, ["algorithm", "mode", "waste_cores", "waste_memory", "waste_disk", "efficiency_cores",
                   "efficiency_memory", "efficiency_disk", "retries", "makespan"])
 
 

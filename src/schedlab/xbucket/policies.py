@@ -42,7 +42,17 @@ class Allocator(Protocol):
 
 
 class XBucket:
-    """PG/PE/DG/DE-Bucket (and Quantized, which shares the machinery): one state per type."""
+    """PG/PE/DG/DE-Bucket (and Quantized, which shares the machinery): one state per type.
+
+    Pooled fallback (``Defaults.pooled_fallback``, on by default): besides one state per
+    (category, type), one state per type holds the records of *all* categories. While a
+    category's state for a type is still in its sampling phase (fewer than ``sampling``
+    completed tasks of that category) and the pooled state is not, that type is predicted (and
+    retried) from the pooled state instead of the sampling defaults; once the category has its
+    own ``sampling`` records it uses only them. With one category the two states hold the same
+    records, so nothing changes. The pooled state re-buckets lazily (on its next use), so
+    workflows whose categories are all past sampling pay only a sorted insert per report.
+    """
 
     def __init__(self, mode: str, defaults: Defaults | None = None, seed: int = 0,
                  name: str | None = None) -> None:
@@ -51,6 +61,12 @@ class XBucket:
         self.defaults = defaults or Defaults()
         self._rng = random.Random(seed)
         self._states: dict[str, tuple[BucketingState, ...]] = {}
+        self._ready: set[str] = set()  # categories whose three states are past sampling
+        d = self.defaults
+        self._pooled: tuple[BucketingState, ...] | None = tuple(
+            BucketingState(mode, first, d.sampling, d.growth, d.max_buckets, self._rng,
+                           lazy=True)
+            for first in d.first.as_tuple()) if d.pooled_fallback else None
 
     def states(self, category: str) -> tuple[BucketingState, ...]:
         found = self._states.get(category)
@@ -63,9 +79,20 @@ class XBucket:
             self._states[category] = found
         return found
 
+    def effective_states(self, category: str) -> tuple[BucketingState, ...]:
+        """The state each type predicts from: the category's own, or the pooled fallback."""
+        states = self.states(category)
+        if category in self._ready or self._pooled is None:
+            return states
+        if not any(s.in_sampling for s in states):
+            self._ready.add(category)
+            return states
+        return tuple(p if s.in_sampling and not p.in_sampling else s
+                     for s, p in zip(states, self._pooled, strict=True))
+
     def allocate(self, category: str, last_failed: ResourceReport | None = None,
                  declared: Resources | None = None) -> Resources:
-        cores, memory, disk = self.states(category)
+        cores, memory, disk = self.effective_states(category)
         if last_failed is None:
             return Resources(cores.predict(), memory.predict(), disk.predict())
         used = last_failed.usage.as_tuple()
@@ -83,6 +110,11 @@ class XBucket:
         cores.add(usage.cores)
         memory.add(usage.memory)
         disk.add(usage.disk)
+        if self._pooled is not None:
+            pc, pm, pd = self._pooled
+            pc.add(usage.cores)
+            pm.add(usage.memory)
+            pd.add(usage.disk)
 
 
 def _retry_one(state: BucketingState, seen: float, exceeded: bool) -> float:
@@ -203,9 +235,37 @@ class _FirstAllocation:
 
 
 class MaxSeen(_FirstAllocation):
-    """The largest peak seen so far in the category."""
+    """The largest peak seen so far in the category.
+
+    Retry (``retry="double"``, the default, as in Tovar et al. 2017): an exceeded type gets
+    its failed allocation x ``Defaults.growth`` (2), repeated until above what the monitor
+    reported, capped at the whole worker. ``retry="max"`` is the former rule (the largest peak
+    seen, else the whole worker), registered as ``max-seen-retry-max``.
+    """
 
     name = "max-seen"
+
+    def __init__(self, machine: Machine | None = None, defaults: Defaults | None = None,
+                 retry: str = "double") -> None:
+        super().__init__(machine, defaults)
+        if retry not in ("double", "max"):
+            raise ValueError(f"retry must be 'double' or 'max', got {retry!r}")
+        self.retry = retry
+        if retry == "max":
+            self.name = "max-seen-retry-max"
+
+    def _retry(self, seen: _Observed, failed: ResourceReport, i: int) -> float:
+        if self.retry == "max":
+            return super()._retry(seen, failed, i)
+        given = failed.allocation.as_tuple()[i]
+        if RESOURCES[i] not in failed.exceeded:
+            return given
+        used = failed.usage.as_tuple()[i]
+        growth = self.defaults.growth
+        value = max(given, 1e-9) * growth
+        while value <= used:
+            value *= growth
+        return min(value, self.machine[i]) if used < self.machine[i] else self.machine[i]
 
     def _choose(self, peaks: np.ndarray, times: np.ndarray, capacity: float) -> float:
         return float(peaks.max())
@@ -265,6 +325,7 @@ ALLOCATORS: dict[str, AllocatorFactory] = {
     "quantized": lambda m, d, s: XBucket("quantized", d, s, name="quantized"),
     "whole-machine": lambda m, d, s: WholeMachine(m),
     "max-seen": lambda m, d, s: MaxSeen(m, d),
+    "max-seen-retry-max": lambda m, d, s: MaxSeen(m, d, retry="max"),
     "min-waste": lambda m, d, s: MinWaste(m, d),
     "max-throughput": lambda m, d, s: MaxThroughput(m, d),
     "declared": lambda m, d, s: Declared(m),

@@ -11,6 +11,11 @@ Tasks are all ready at time 0 (a dynamic workflow's frontier) and dispatched fir
 first-served onto ``workers`` identical machines, packed concurrently by their allocations
 (at most ``slots`` at once per worker; ``workers=1, slots=1`` is the one-at-a-time replay the
 reference comparison uses). A retry goes to the head of the queue. Discrete events on a heap.
+
+``only="memory"`` (or ``"cores"``, ``"disk"``) replays that resource alone, as cctools' harness
+does: the other types are given exactly the task's peak (they never fail and waste nothing), so
+a failure is charged to the resource that caused it only. ``only=None`` is the joint replay: a
+task short of any type fails and its whole allocation of every type is wasted.
 """
 
 from __future__ import annotations
@@ -25,7 +30,7 @@ import polars as pl
 
 from schedlab.core.errors import ConfigError, SchedlabError
 from schedlab.xbucket.policies import Allocator
-from schedlab.xbucket.types import Machine, ResourceReport, Resources, Task
+from schedlab.xbucket.types import RESOURCES, Machine, ResourceReport, Resources, Task
 
 Semantics = Literal["peak", "allocation"]
 
@@ -38,8 +43,9 @@ class ReplayConfig:
     slots: int | None = 1  # concurrent tasks per worker; None = as many as the resources allow
     semantics: Semantics = "peak"  # what a failed attempt reports for the exceeded type
     kill_fraction: float = 1.0  # share of the wall time a failed attempt ran before its kill
-    machine: Machine | None = None  # None: Machine.covering(tasks)
+    machine: Machine | None = None  # None: Machine.trace_max(tasks)
     max_attempts: int = 64
+    only: str | None = None  # replay one resource type alone (per-resource mode)
 
     def __post_init__(self) -> None:
         if self.workers < 1:
@@ -50,6 +56,8 @@ class ReplayConfig:
             raise ConfigError("must be 'peak' or 'allocation'", field="semantics")
         if not 0.0 <= self.kill_fraction <= 1.0:
             raise ConfigError("must be within [0, 1]", field="kill_fraction")
+        if self.only is not None and self.only not in RESOURCES:
+            raise ConfigError(f"must be one of {', '.join(RESOURCES)} or None", field="only")
 
 
 @dataclass
@@ -78,11 +86,18 @@ def _cap(allocation: Resources, machine: Resources) -> Resources:
                        zip(allocation.as_tuple(), machine.as_tuple(), strict=True)))
 
 
+def _alone(allocation: Resources, peak: Resources, only: int) -> Resources:
+    """The allocation of type ``only``; every other type exactly the task's peak."""
+    values = list(peak.as_tuple())
+    values[only] = allocation.as_tuple()[only]
+    return Resources(*values)
+
+
 class _Pool:
     """Free capacity and running count of each worker."""
 
     def __init__(self, workers: int, machine: Machine, slots: int | None) -> None:
-        self.free = np.tile(np.asarray(machine.resources.as_tuple()), (workers, 1))
+        self.free = np.tile(np.asarray(machine.resources.as_tuple(), dtype=float), (workers, 1))
         self.running = np.zeros(workers, dtype=np.int64)
         self.slots = slots
 
@@ -107,7 +122,8 @@ class _Pool:
 def replay(tasks: list[Task], allocator: Allocator, config: ReplayConfig | None = None) -> Replay:
     """Replay ``tasks`` (in order) through ``allocator``; returns every attempt and the makespan."""
     config = config or ReplayConfig()
-    machine = config.machine or Machine.covering(tasks)
+    machine = config.machine or Machine.trace_max(tasks)
+    only = None if config.only is None else RESOURCES.index(config.only)
     capacity = machine.resources
     for index, task in enumerate(tasks):
         if not task.peak.fits_in(capacity):
@@ -126,6 +142,8 @@ def replay(tasks: list[Task], allocator: Allocator, config: ReplayConfig | None 
             task = tasks[index]
             if head is None or head[0] != index:
                 wanted = allocator.allocate(task.category, failed, task.declared)
+                if only is not None:
+                    wanted = _alone(wanted, task.peak, only)
                 head = (index, _cap(wanted, capacity), attempt)
             allocation = head[1]
             worker = pool.place(allocation)

@@ -59,10 +59,11 @@ class BucketingState:
     """
 
     __slots__ = ("default", "sampling", "growth", "deterministic", "_split", "_rng", "_vals",
-                 "_sigs", "_next_sig", "values", "cumulative", "rebuckets")
+                 "_sigs", "_next_sig", "values", "cumulative", "rebuckets", "lazy", "_dirty")
 
     def __init__(self, mode: str, default: float, sampling: int = 10, growth: float = 2.0,
-                 max_buckets: int = 10, rng: random.Random | None = None) -> None:
+                 max_buckets: int = 10, rng: random.Random | None = None,
+                 lazy: bool = False) -> None:
         self.default, self.sampling, self.growth = float(default), int(sampling), float(growth)
         self._split, self.deterministic = make_splitter(mode, max_buckets)
         self._rng = rng or random.Random(0)
@@ -72,6 +73,8 @@ class BucketingState:
         self.values: list[float] = []
         self.cumulative: list[float] = []
         self.rebuckets = 0
+        self.lazy = lazy  # re-bucket on the next prediction instead of after every record
+        self._dirty = False
 
     @property
     def size(self) -> int:
@@ -90,7 +93,10 @@ class BucketingState:
         self._sigs = np.insert(self._sigs, at, self._next_sig)
         self._next_sig += 1.0
         if not self.in_sampling:
-            self.rebucket()
+            if self.lazy:
+                self._dirty = True
+            else:
+                self.rebucket()
 
     def rebucket(self) -> None:
         values, probs = self._split(self._vals, self._sigs)
@@ -99,12 +105,15 @@ class BucketingState:
         cumulative[-1] = 1.0  # rounding must not leave a gap above the last bucket
         self.cumulative = cumulative
         self.rebuckets += 1
+        self._dirty = False
 
     def predict(self, previous: float | None = None) -> float:
         if self._vals.shape[0] < self.sampling:
             if previous is None or previous <= 0:
                 return self.default
             return next_step(self.default, self.growth, previous)
+        if self._dirty:
+            self.rebucket()
         values = self.values
         start = 0 if previous is None else bisect_right(values, previous)
         if start == len(values):

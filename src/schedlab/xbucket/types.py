@@ -104,6 +104,40 @@ class Machine:
                     sizes[i] *= 2
         return cls(*sizes)
 
+    @classmethod
+    def trace_max(cls, tasks: list[Task]) -> Machine:
+        """The trace's largest value of each type (cctools' harness: Whole Machine = the max).
+
+        A type no task uses (all zero) gets 1 so that allocations stay positive.
+        """
+        sizes = [1.0, 1.0, 1.0]
+        for task in tasks:
+            for i, used in enumerate(task.peak.as_tuple()):
+                if used > sizes[i]:
+                    sizes[i] = float(used)
+        return cls(*sizes)
+
+    @classmethod
+    def parse(cls, spec: str, tasks: list[Task]) -> Machine:
+        """``trace-max`` | ``covering`` (16 cores / 64 GiB / 64 GiB grown by powers of two, the
+        former default) | ``CORES,MEMORY_MB,DISK_MB``; a bad spec names the field."""
+        from schedlab.core.errors import BadInputError
+
+        text = spec.strip().lower()
+        if text == "trace-max":
+            return cls.trace_max(tasks)
+        if text == "covering":
+            return cls.covering(tasks)
+        parts = text.split(",")
+        try:
+            values = [float(p) for p in parts]
+        except ValueError:
+            values = []
+        if len(values) != 3 or not all(0 < v < float("inf") for v in values):
+            raise BadInputError(f"expected trace-max, covering or CORES,MEMORY_MB,DISK_MB "
+                                f"(three numbers > 0), got {spec!r}", field="whole_machine")
+        return cls(*values)
+
 
 @dataclass(slots=True)
 class Defaults:
@@ -118,3 +152,6 @@ class Defaults:
     sampling: int = 10
     growth: float = 2.0
     max_buckets: int = 10
+    #: a category still in its sampling phase predicts from the records of all categories
+    #: pooled (when those are past sampling) instead of the defaults; see ``XBucket``
+    pooled_fallback: bool = True

@@ -1,0 +1,127 @@
+"""Replay semantics users can compare with cctools' harness: per-resource, category-blind,
+Whole Machine = the trace's max, Max Seen x2 retries, pooled fallback for small categories."""
+
+import json
+
+import pytest
+from typer.testing import CliRunner
+
+from schedlab.cli import _mount_system_apps_once, app
+from schedlab.core.errors import BadInputError, ConfigError
+from schedlab.xbucket import Defaults, Machine, ReplayConfig, Resources, compare, synthetic
+from schedlab.xbucket.compare import category_blind, run_one
+from schedlab.xbucket.policies import MaxSeen, XBucket
+from schedlab.xbucket.types import RESOURCES, ResourceReport, Task
+
+_mount_system_apps_once()
+runner = CliRunner()
+
+
+def _task(i, cores, memory, disk, category="c", time=10.0):
+    return Task(str(i), category, Resources(cores, memory, disk), time)
+
+
+def test_per_resource_charges_a_failure_only_to_the_resource_that_caused_it():
+    # memory grows past every sampling default; cores and disk always fit the first allocation
+    tasks = [_task(i, 1, 3000 + 10 * i, 10) for i in range(30)]
+    joint = compare(tasks, ["de-bucket"]).row(0, named=True)
+    alone = compare(tasks, ["de-bucket"], per_resource=True).row(0, named=True)
+    assert alone["mode"] == "per-resource" and joint["mode"] == "joint"
+    assert joint["retries"] > 0 and alone["retries_memory"] == joint["retries"]
+    assert alone["retries_cores"] == 0 and alone["retries_disk"] == 0
+    # jointly a memory failure wastes the whole cores allocation too; alone it does not
+    assert alone["efficiency_cores"] == pytest.approx(1.0)
+    assert joint["efficiency_cores"] < 1.0
+    assert alone["efficiency_memory"] == pytest.approx(joint["efficiency_memory"])
+
+
+def test_replay_only_gives_the_other_types_their_peaks():
+    tasks = [_task(i, 3, 500, 2500) for i in range(5)]
+    attempts = run_one(tasks, "whole-machine", ReplayConfig(only="memory")).attempts
+    assert (attempts["alloc_cores"] == 3).all() and (attempts["alloc_disk"] == 2500).all()
+    with pytest.raises(ConfigError, match="only"):
+        ReplayConfig(only="gpus")
+
+
+def test_whole_machine_is_the_trace_max_by_default_and_other_workers_are_reachable():
+    tasks = [_task(0, 2, 700, 30), _task(1, 5, 300, 90)]
+    assert Machine.trace_max(tasks) == Machine(5, 700, 90)
+    first = run_one(tasks, "whole-machine").attempts.row(0, named=True)
+    assert (first["alloc_cores"], first["alloc_memory"], first["alloc_disk"]) == (5, 700, 90)
+    assert Machine.parse("covering", tasks) == Machine()  # the former 16 / 64 GiB worker
+    assert Machine.parse("8,4096,1e4", tasks) == Machine(8, 4096, 10000)
+    with pytest.raises(BadInputError, match="whole_machine"):
+        Machine.parse("8,4096", tasks)
+
+
+def test_max_seen_retries_double_the_failed_allocation():
+    machine = Machine(16, 65536, 65536)
+    seen = MaxSeen(machine, Defaults(sampling=2))
+    for memory in (100, 200):
+        usage = Resources(1, memory, 10)
+        seen.observe("c", ResourceReport(usage, usage, 1.0))
+    first = seen.allocate("c")
+    assert first.memory == 200
+    failed = ResourceReport(first, Resources(1, 900, 10), 1.0, ("memory",))
+    retry = seen.allocate("c", failed)
+    assert retry.memory == 1600 and retry.cores == first.cores  # 200 x2 x2 x2 > 900
+    old = MaxSeen(machine, Defaults(sampling=2), retry="max")
+    for memory in (100, 200):
+        usage = Resources(1, memory, 10)
+        old.observe("c", ResourceReport(usage, usage, 1.0))
+    assert old.allocate("c", failed).memory == 65536  # the former rule: whole worker
+    huge = ResourceReport(first, Resources(1, 70000, 10), 1.0, ("memory",))
+    assert seen.allocate("c", huge).memory == 65536  # capped at the worker
+
+
+def test_a_category_in_sampling_falls_back_to_the_pooled_records():
+    defaults = Defaults(sampling=5)
+    pooled, alone = XBucket("de", defaults), XBucket("de", Defaults(sampling=5,
+                                                                    pooled_fallback=False))
+    for allocator in (pooled, alone):
+        for i in range(20):  # a big category past sampling, all near 300 MB
+            usage = Resources(1, 300 + i, 50)
+            allocator.observe("big", ResourceReport(usage, usage, 1.0))
+        usage = Resources(1, 250, 40)  # the small category has one record: still sampling
+        allocator.observe("small", ResourceReport(usage, usage, 1.0))
+    assert alone.allocate("small").memory == 1000  # the sampling default
+    assert pooled.allocate("small").memory <= 319  # a bucket of the pooled records
+    # a failure in the fallback is retried above the failed value, still from the pool first
+    failed = ResourceReport(Resources(1, 319, 50), Resources(1, 500, 40), 1.0, ("memory",))
+    assert pooled.allocate("small", failed).memory > 500
+    for i in range(4):  # once the category has its own `sampling` records, only they count
+        usage = Resources(1, 2000 + i, 40)
+        pooled.observe("small", ResourceReport(usage, usage, 1.0))
+    assert pooled.allocate("small").memory >= 250
+    assert "small" in pooled._ready or pooled.effective_states("small") == pooled.states("small")
+
+
+def test_one_category_gives_the_same_allocations_with_or_without_fallback():
+    trace = synthetic("bimodal", 120, 0)
+    on = run_one(trace, "de-bucket", defaults=Defaults()).attempts
+    off = run_one(trace, "de-bucket", defaults=Defaults(pooled_fallback=False)).attempts
+    assert on.equals(off)
+
+
+def test_category_blind_merges_categories():
+    tasks = [_task(i, 1, 100, 10, category=str(i % 3)) for i in range(9)]
+    assert {t.category for t in category_blind(tasks)} == {"all"}
+    row = compare(tasks, ["de-bucket"], blind=True).row(0, named=True)
+    assert row["categories"] == "blind" and row["tasks"] == 9
+
+
+def test_cli_replay_per_resource_blind_with_a_worker(tmp_path):
+    trace = tmp_path / "t.csv"
+    done = runner.invoke(app, ["xbucket", "generate", "--workflow", "trimodal", "--tasks", "80",
+                               "--out", str(trace)])
+    assert done.exit_code == 0, done.output
+    done = runner.invoke(app, ["xbucket", "replay", "--trace", str(trace), "-a", "de-bucket",
+                               "--per-resource", "--category-blind", "--whole-machine",
+                               "16,65536,65536", "--json"])
+    assert done.exit_code == 0, done.output
+    rows = json.loads(done.stdout[done.stdout.index("["):])
+    assert rows[0]["mode"] == "per-resource" and rows[0]["categories"] == "blind"
+    assert all(f"retries_{r}" in rows[0] for r in RESOURCES)
+    bad = runner.invoke(app, ["xbucket", "replay", "--trace", str(trace), "--whole-machine",
+                              "lots"])
+    assert bad.exit_code == 2 and "whole_machine" in bad.output
