@@ -75,8 +75,9 @@ def replay(
     if json_out:
         emit_json(rows)
         return
-    _table(rows, ["algorithm", "mode", "waste_cores", "waste_memory", "waste_disk", "efficiency_cores",
-                  "efficiency_memory", "efficiency_disk", "retries", "makespan"])
+    _table(rows, ["algorithm", "mode", "waste_cores", "waste_memory", "waste_disk",
+                  "efficiency_cores", "efficiency_memory", "efficiency_disk", "retries",
+                  "makespan"])
 
 
 def _commands_from(path: Path | None, command: list[str] | None, repeat: int) -> list[tuple]:

@@ -20,7 +20,8 @@ def run_one(tasks: list[Task], algorithm: str, config: ReplayConfig | None = Non
     """Replay ``tasks`` under the allocator registered as ``algorithm``.
 
     The worker size is decided once (``config.machine`` or the trace's largest value of each
-    type, see ``Machine.parse`` for the alternatives) and shared by the allocator (Whole Machine, retries at the max) and the engine (the cap).
+    type, see ``Machine.parse`` for the alternatives) and shared by the allocator (Whole
+    Machine, retries at the max) and the engine (the cap).
     """
     config = config or ReplayConfig()
     machine = config.machine or Machine.trace_max(tasks)
