@@ -18,7 +18,13 @@ from schedlab.mec_coalition import (
     strong_price_of_anarchy,
     synthetic,
 )
-from schedlab.mec_coalition.coalition import set_partitions
+from schedlab.mec_coalition.coalition import (
+    blocking_coalition,
+    find_merge,
+    find_split,
+    labels_of,
+    set_partitions,
+)
 
 BELL = [1, 1, 2, 5, 15, 52, 203]
 
@@ -101,3 +107,76 @@ def test_bad_names_and_sizes_are_rejected():
         CoalitionGame(inst, allocation="equal")
     with pytest.raises(UnknownNameError):
         strong_price_of_anarchy(CoalitionGame(synthetic(9, 6, 10, 0, tasks=2)))
+
+
+def _brute_force_deviations(game, structure, eps):
+    """Every switch, merge and split from ``structure`` by enumeration (tiny n only)."""
+    found = []
+    label = labels_of(structure, game.n)
+    for i in range(game.n):
+        current = next(s for s in structure if i in s)
+        for other in [frozenset(), *[s for s in structure if i not in s]]:
+            if not other and len(current) == 1:
+                continue
+            joined, left = other | {i}, current - {i}
+            joint = (game.value(joined) + game.value(left) - game.value(other)
+                     - game.value(current))
+            mine = game.payoff(i, joined) - game.payoff(i, current)
+            if mine > eps and joint > eps:
+                found.append(("switch", i, sorted(other)))
+    for a, b in itertools.combinations(structure, 2):
+        if game.value(a | b) > game.value(a) + game.value(b) + eps:
+            found.append(("merge", sorted(a), sorted(b)))
+    for s in structure:
+        for part in set_partitions(sorted(s)):
+            if len(part) == 2 and game.welfare(part) > game.value(s) + eps:
+                found.append(("split", sorted(s), sorted(part[0])))
+    assert label.min() >= 0
+    return found
+
+
+@pytest.mark.parametrize("coord_cost", [0.0, 0.05])
+@pytest.mark.parametrize("seed", range(4))
+def test_formation_is_stable_against_switch_merge_and_split_by_brute_force(seed, coord_cost):
+    inst = synthetic(5, 6, 25, seed, tasks=3, economy=Economy(reach=5, coord_cost=coord_cost))
+    game = CoalitionGame(inst, solver="ilp", seed=seed)
+    formed = form_coalitions(game, seed)
+    assert formed.converged
+    assert sorted(i for s in formed.structure for i in s) == list(range(5))
+    assert _brute_force_deviations(game, formed.structure, formed.epsilon) == []
+    assert find_deviation(game, formed.structure, formed.epsilon) is None
+    # the potential (total value) never falls along the process
+    assert all(b > a for a, b in itertools.pairwise(formed.welfare_trace))
+
+
+def test_merge_and_split_moves_are_found_when_profitable():
+    inst = synthetic(4, 6, 30, 1, tasks=3, economy=Economy(reach=4))
+    game = CoalitionGame(inst, solver="ilp")
+    alone = [frozenset([i]) for i in range(4)]
+    grand = [frozenset(range(4))]
+    eps = 1e-9
+    merge = find_merge(game, alone, eps)
+    if game.value(grand[0]) > sum(game.value(s) for s in alone) + 1e-6:
+        assert merge is not None
+        a, b = merge
+        assert game.value(a | b) > game.value(a) + game.value(b)
+    # a heavy coordination charge makes splitting the grand coalition profitable
+    costly = CoalitionGame(synthetic(4, 6, 30, 1, tasks=3,
+                                     economy=Economy(reach=4, coord_cost=100.0)), solver="ilp")
+    s, a = find_split(costly, grand, eps)
+    assert costly.value(a) + costly.value(s - a) > costly.value(s)
+    assert find_deviation(costly, grand, eps)[0] in {"switch", "split"}
+    formed = form_coalitions(costly, 0, merge_split=True)
+    assert all(len(c) == 1 for c in formed.structure)
+
+
+def test_blocking_coalition_brute_force():
+    inst = synthetic(4, 6, 30, 1, tasks=3, economy=Economy(reach=4))
+    game = CoalitionGame(inst, solver="ilp")
+    formed = form_coalitions(game, 0)
+    blocker = blocking_coalition(game, formed.structure, formed.epsilon)
+    if blocker is not None:  # reported, not assumed: every member of C must gain > ε
+        now = {i: game.payoff(i, next(s for s in formed.structure if i in s)) for i in range(4)}
+        assert all(game.payoff(i, blocker) > now[i] + formed.epsilon for i in blocker)
+    with pytest.raises(UnknownNameError):
+        blocking_coalition(CoalitionGame(synthetic(13, 6, 0, 0, tasks=2)), [], 0.0)

@@ -2,9 +2,10 @@
 
 A coalition S pools its cloudlets: users homed in S may be served by any cloudlet of S. Its
 value v(S) is what a caching solver achieves on S's users and cloudlets (gain over sending every
-request to the cloud, minus storage cost) minus the cost of coordinating S: ``coord_cost`` per
-pair of members per second (keeping cache state, routing and SLA accounting in sync). Without
-that cost the grand coalition would trivially be best, and no market would form coalitions.
+request to the cloud, minus storage cost; a request served by another member pays the edge
+transfer and its delay) minus an optional coordination charge ``coord_cost`` per pair of
+members per second. That charge is not the paper's: it is 0 by default and an explicit sweep
+parameter (``experiment.coord_cost_sweep``).
 
 Payoff allocation (efficient: members' payoffs sum to v(S)):
 
@@ -20,6 +21,14 @@ so T's members can be compensated under the efficient allocation). i takes its b
 move. Every move raises the potential W = sum of coalition values by more than ε, and W is
 bounded, so the process stops after at most (W_max - W_0)/ε moves; where it stops no cloudlet
 has an allowed move, which is the stability we test (ε-switch-stable).
+
+Merge and split (Apt & Witzel's rules, utilitarian order, as in Saad et al.'s merge-and-split
+for wireless networks): two neighbouring coalitions merge when v(S ∪ T) > v(S) + v(T) + ε; a
+coalition splits into two parts when v(A) + v(B) > v(S) + ε. Every bipartition is tried for
+coalitions of at most ``split_max`` members, and only peeling off one member above that (the
+number of bipartitions is 2^(|S|-1) - 1). Both raise the potential W by more than ε, so the
+convergence argument still holds. :func:`find_deviation` checks all three kinds;
+:func:`blocking_coalition` checks coalitional (core-type) deviations by brute force.
 """
 
 from __future__ import annotations
@@ -176,9 +185,58 @@ def best_move(game: CoalitionGame, i: int, label: np.ndarray,
     return best
 
 
+def _adjacent(game: CoalitionGame, a: frozenset[int], b: frozenset[int]) -> bool:
+    return any(game.inst.neighbours[i] & b for i in a)
+
+
+def find_merge(game: CoalitionGame, structure: list[frozenset[int]],
+               eps: float) -> tuple[frozenset[int], frozenset[int]] | None:
+    """Two neighbouring coalitions whose union is worth more than both by > ε (best first)."""
+    best, found = eps, None
+    for a, b in itertools.combinations(structure, 2):
+        if not _adjacent(game, a, b):
+            continue
+        gain = game.value(a | b) - game.value(a) - game.value(b)
+        if gain > best:
+            best, found = gain, (a, b)
+    return found
+
+
+def bipartitions(members: frozenset[int], split_max: int) -> Iterator[frozenset[int]]:
+    """One side A of every split {A, S - A} (all of them up to ``split_max``, else singletons)."""
+    players = sorted(members)
+    if len(players) < 2:
+        return
+    if len(players) > split_max:
+        for i in players:
+            yield frozenset([i])
+        return
+    first, rest = players[0], players[1:]
+    for r in range(0, len(rest)):
+        for sub in itertools.combinations(rest, r):
+            yield frozenset((first, *sub))
+
+
+def find_split(game: CoalitionGame, structure: list[frozenset[int]], eps: float,
+               split_max: int = 8) -> tuple[frozenset[int], frozenset[int]] | None:
+    """A coalition S and a part A with v(A) + v(S - A) > v(S) + ε (the best such split)."""
+    best, found = eps, None
+    for s in structure:
+        for a in bipartitions(s, split_max):
+            gain = game.value(a) + game.value(s - a) - game.value(s)
+            if gain > best:
+                best, found = gain, (s, a)
+    return found
+
+
 def form_coalitions(game: CoalitionGame, seed: int, eps_frac: float = 0.01,
-                    max_rounds: int = 200, start: np.ndarray | None = None) -> Formation:
-    """Run ε-perturbed best response from ``start`` (default: every cloudlet alone)."""
+                    max_rounds: int = 200, start: np.ndarray | None = None,
+                    merge_split: bool = True, split_max: int = 8) -> Formation:
+    """Run ε-perturbed best response from ``start`` (default: every cloudlet alone).
+
+    Each round: every cloudlet (seeded order) takes its best allowed switch; then, with
+    ``merge_split``, the best merge and the best split are applied while they exist.
+    """
     rng = np.random.default_rng(seed)
     label = np.arange(game.n) if start is None else np.asarray(start).copy()
     eps = epsilon_for(game, eps_frac)
@@ -190,6 +248,19 @@ def form_coalitions(game: CoalitionGame, seed: int, eps_frac: float = 0.01,
             if found is None:
                 continue
             label[i] = found[1] if found[1] >= 0 else _fresh_label(label)
+            moves += 1
+            moved = True
+            trace.append(game.welfare(structure_of(label)))
+        while merge_split:
+            structure = structure_of(label)
+            merge = find_merge(game, structure, eps)
+            if merge is not None:
+                label[list(merge[1])] = label[min(merge[0])]
+            else:
+                split = find_split(game, structure, eps, split_max)
+                if split is None:
+                    break
+                label[list(split[1])] = _fresh_label(label)
             moves += 1
             moved = True
             trace.append(game.welfare(structure_of(label)))
@@ -217,14 +288,43 @@ def labels_of(structure: list[frozenset[int]], n: int) -> np.ndarray:
     return label
 
 
-def find_deviation(game: CoalitionGame, structure: list[frozenset[int]],
-                   eps: float) -> tuple[int, int] | None:
-    """A cloudlet with an allowed move from ``structure`` (None: ε-switch-stable)."""
+def find_deviation(game: CoalitionGame, structure: list[frozenset[int]], eps: float,
+                   merge_split: bool = True, split_max: int = 8) -> tuple | None:
+    """An allowed deviation from ``structure``, or None (ε-stable against all three kinds).
+
+    Returns ``("switch", i, target_label)``, ``("merge", S, T)`` or ``("split", S, A)``.
+    """
     label = labels_of(structure, game.n)
     for i in range(game.n):
         found = best_move(game, i, label, eps)
         if found is not None:
-            return i, found[1]
+            return "switch", i, found[1]
+    if merge_split:
+        merge = find_merge(game, structure, eps)
+        if merge is not None:
+            return "merge", *merge
+        split = find_split(game, structure, eps, split_max)
+        if split is not None:
+            return "split", *split
+    return None
+
+
+def blocking_coalition(game: CoalitionGame, structure: list[frozenset[int]],
+                       eps: float) -> frozenset[int] | None:
+    """A coalition C in which every member earns > ε more than now (brute force, n <= 12)."""
+    if game.n > 12:
+        raise UnknownNameError("blocking-coalition size (brute force needs n <= 12)",
+                               str(game.n), [str(k) for k in range(1, 13)])
+    label = labels_of(structure, game.n)
+    now = {i: game.payoff(i, frozenset(np.nonzero(label == label[i])[0].tolist()))
+           for i in range(game.n)}
+    for r in range(1, game.n + 1):
+        for c in itertools.combinations(range(game.n), r):
+            s = frozenset(c)
+            if s in structure:
+                continue
+            if all(game.payoff(i, s) > now[i] + eps for i in s):
+                return s
     return None
 
 

@@ -96,9 +96,11 @@ class Economy:
     """Network and market parameters (documented defaults; all are modelled, not measured).
 
     Delays in seconds, sizes in MB/GB, money in abstract units. ``beta`` prices a second of
-    delay, ``gamma`` a unit of accuracy; ``coord_cost`` is what keeping one pair of cloudlets
-    coordinated (cache state, SLA accounting) costs per second: the reason a coalition is not
-    free and the grand coalition is not automatically best.
+    delay, ``gamma`` a unit of accuracy. ``coord_cost`` (per pair of coalition members per
+    second) is *not* from the paper: it is an explicit sweep parameter, **0 by default**. The
+    cost of cooperation the model does derive from its mechanism is per request: a request
+    served by another member's cloudlet pays the edge-to-edge transfer
+    (``edge_transfer_per_mb``) and its extra delay (``beta`` x RTT and transfer time).
     """
 
     access_s: float = 0.005  # user -> home cloudlet radio access
@@ -114,7 +116,7 @@ class Economy:
     edge_transfer_per_mb: float = 0.004
     beta: float = 2.0
     gamma: float = 0.5
-    coord_cost: float = 0.01
+    coord_cost: float = 0.0  # sweep parameter, not the paper's (see docstring)
     reach: int = 6  # a user may be served by the `reach` cloudlets nearest its home
 
     def __post_init__(self) -> None:
