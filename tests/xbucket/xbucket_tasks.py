@@ -16,3 +16,18 @@ def write_file(megabytes: int, seconds: float = 0.3) -> int:
         handle.write(b"\x02" * (megabytes * 2**20))
     time.sleep(seconds)
     return megabytes
+
+
+def reserve_address_space(gigabytes: int, touch_mb: int, seconds: float = 0.2) -> int:
+    """Reserve ``gigabytes`` GiB of address space with mmap but touch only ``touch_mb`` MB (as
+    a JVM, Go runtime or CUDA context does); returns the MB touched."""
+    import mmap
+
+    flags = mmap.MAP_PRIVATE | mmap.MAP_ANONYMOUS | getattr(mmap, "MAP_NORESERVE", 0x4000)
+    region = mmap.mmap(-1, gigabytes * 2**30, flags=flags)
+    page = b"\x01" * 4096
+    for offset in range(0, touch_mb * 2**20, 4096):
+        region[offset:offset + 4096] = page
+    time.sleep(seconds)
+    region.close()
+    return touch_mb

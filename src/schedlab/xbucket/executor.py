@@ -3,10 +3,22 @@
 The real-execution half of X-Bucket (../shared/papers/15-xbucket.md: the paper runs inside
 WorkQueue/TaskVine). Each attempt is a subprocess started in its own sandbox directory:
 
-* memory: cgroup v2 ``memory.max`` when this process may create a child cgroup; otherwise a
-  psutil watchdog that samples the RSS of the task's process tree every ``poll`` seconds and
-  kills it above the allocation, plus (``rlimit=True``) RLIMIT_AS = allocation + ``as_headroom``
-  MB as a hard backstop (address space is larger than RSS, hence the headroom);
+* memory, as real monitors do it (resident memory, never address space):
+
+  - cgroup v2, where this process may create a child cgroup with the memory controller
+    (detected once: a cgroup2 mount, ``memory`` in our cgroup's controllers, a probe child
+    that gets a ``memory.max``): each attempt runs in its own child cgroup with ``memory.max``
+    = the allocation and swap off; the kernel OOM-kills it above that (``memory.events``
+    ``oom_kill``) and ``memory.peak`` gives its exact peak;
+  - always, a psutil watchdog that samples the RSS of the task's process tree every ``poll``
+    seconds (plus the kernel's VmHWM of the top process) and kills it above the allocation;
+  - RLIMIT_AS (allocation + ``as_headroom`` MB) only when asked (``rlimit=True``): off by
+    default, because a task that *reserves* far more address space than it uses (JVM, Go,
+    CUDA, PyTorch, a large ``mmap``) would fail as an ordinary error.
+
+  ``ExecutionRecord.enforcement`` (and ``LocalExecutor.memory_enforcement``) says which path
+  ran, e.g. ``cgroup v2 memory.max + memory.peak + psutil RSS watchdog`` or
+  ``psutil RSS watchdog (cgroup v2 unavailable: ...)``;
 * cores: CPU affinity to ceil(cores) CPUs. A task cannot exceed it, so cores never fail an
   attempt; the measured usage is CPU time / wall time (as cctools' resource monitor reports);
 * disk: bytes under the sandbox, checked every ``disk_every`` samples; above the allocation
@@ -69,6 +81,7 @@ class ExecutionRecord:
     value: Any = None
     stdout: str = ""
     stderr: str = ""
+    enforcement: str = ""  # how memory was enforced on its last attempt
 
     @property
     def succeeded(self) -> bool:
@@ -103,20 +116,30 @@ def _tree(proc: psutil.Process) -> list[psutil.Process]:
         return []
 
 
-def _cgroup_parent() -> Path | None:
-    """Our own cgroup v2 directory when we may create children with a memory controller."""
-    root = Path("/sys/fs/cgroup")
+def _cgroup_parent(root: Path = Path("/sys/fs/cgroup")) -> tuple[Path | None, str]:
+    """Our own cgroup v2 directory when we may create children with a memory controller, or
+    None and why not."""
     try:
-        if "memory" not in (root / "cgroup.controllers").read_text().split():
-            return None
-        line = Path("/proc/self/cgroup").read_text().splitlines()[0]
-        own = root / line.split("::", 1)[1].lstrip("/")
+        if not (root / "cgroup.controllers").exists():
+            return None, f"no cgroup2 mount at {root}"
+        lines = Path("/proc/self/cgroup").read_text().splitlines()
+        unified = [line.split("::", 1)[1] for line in lines if line.startswith("0::")]
+        if not unified:
+            return None, "this process has no cgroup v2 entry"
+        own = root / unified[0].lstrip("/")
+        if "memory" not in (own / "cgroup.controllers").read_text().split():
+            return None, f"memory controller not delegated to {own}"
         probe = own / f"xbucket-probe-{os.getpid()}"
         probe.mkdir()
-        probe.rmdir()
-        return own
-    except (OSError, IndexError):
-        return None
+        try:
+            if not (probe / "memory.max").exists():
+                return None, f"memory controller not enabled in {own}/cgroup.subtree_control"
+            (probe / "memory.max").write_text("max")
+        finally:
+            probe.rmdir()
+        return own, ""
+    except (OSError, IndexError) as exc:
+        return None, f"cgroup v2 not writable ({exc.strerror or exc})"
 
 
 class _Attempt:
@@ -138,8 +161,9 @@ class _Attempt:
         self.cgroup = executor._new_cgroup(allocation)
         argv = self._argv()
         limit = None
-        if executor.rlimit and self.cgroup is None:
+        if executor.rlimit:
             limit = int((allocation.memory + executor.as_headroom) * 2**20)
+        self.enforcement = executor.describe(self.cgroup is not None, limit is not None)
         self.started = time.perf_counter()
         env = dict(os.environ)  # the child must import the callable's module as we do
         paths = (os.path.abspath(p or ".") for p in sys.path)
@@ -220,6 +244,7 @@ class _Attempt:
         if self.result_file.exists():  # the callable's own exact peak (VmHWM)
             with contextlib.suppress(Exception):
                 self.peak_rss = max(self.peak_rss, pickle.loads(self.result_file.read_bytes())[2])
+        self.peak_rss = max(self.peak_rss, self._cgroup_peak_mb())
         exceeded = set(self.killed_for)
         if (code == MEMORY_ERROR_EXIT or self._cgroup_oom()
                 or self.peak_rss > self.allocation.memory):
@@ -232,6 +257,14 @@ class _Attempt:
                                 for n in ("cores", "memory", "disk")))
         ordered = tuple(n for n in ("cores", "memory", "disk") if n in exceeded)
         return ResourceReport(self.allocation, usage, wall, ordered), code
+
+    def _cgroup_peak_mb(self) -> float:
+        """The cgroup's exact peak (``memory.peak``, Linux >= 5.19), 0 when unavailable."""
+        if self.cgroup is None:
+            return 0.0
+        with contextlib.suppress(OSError, ValueError):
+            return int((self.cgroup / "memory.peak").read_text().split()[0]) / 2**20
+        return 0.0
 
     def _cgroup_oom(self) -> bool:
         if self.cgroup is None:
@@ -283,10 +316,10 @@ class LocalExecutor:
     """
 
     def __init__(self, allocator: Allocator, machine: Machine | None = None, parallel: int = 1,
-                 poll: float = 0.01, disk_every: int = 5, rlimit: bool = True,
+                 poll: float = 0.01, disk_every: int = 5, rlimit: bool = False,
                  as_headroom: float = 512.0, semantics: str = "allocation",
                  max_attempts: int = 16, workdir: str | Path | None = None,
-                 keep_output: bool = True) -> None:
+                 keep_output: bool = True, cgroups: bool = True) -> None:
         if parallel < 1:
             raise BadInputError("must be at least 1", field="parallel")
         if semantics not in ("peak", "allocation"):
@@ -298,14 +331,23 @@ class LocalExecutor:
         self.cpus, self.disk_every, self.rlimit = cpus, disk_every, rlimit
         self.as_headroom, self.semantics, self.max_attempts = as_headroom, semantics, max_attempts
         self.workdir, self.keep_output = workdir, keep_output
-        self._cgroups = _cgroup_parent()
+        self._cgroups, self._no_cgroup = _cgroup_parent() if cgroups else (None, "not asked")
         self._serial = 0
+
+    def describe(self, cgroup: bool, rlimit: bool) -> str:
+        """The memory-enforcement path, in words (what ``ExecutionRecord.enforcement`` holds)."""
+        parts = ["cgroup v2 memory.max + memory.peak"] if cgroup else []
+        parts.append("psutil RSS watchdog")
+        if rlimit:
+            parts.append("RLIMIT_AS")
+        text = " + ".join(parts)
+        if not cgroup:
+            text += f" (cgroup v2 unavailable: {self._no_cgroup or 'child cgroup creation failed'})"
+        return text
 
     @property
     def memory_enforcement(self) -> str:
-        if self._cgroups is not None:
-            return "cgroup v2 memory.max"
-        return "psutil RSS watchdog" + (" + RLIMIT_AS" if self.rlimit else "")
+        return self.describe(self._cgroups is not None, self.rlimit)
 
     def _new_cgroup(self, allocation: Resources) -> Path | None:
         if self._cgroups is None:
@@ -315,8 +357,11 @@ class LocalExecutor:
         try:
             group.mkdir()
             (group / "memory.max").write_text(str(int(allocation.memory * 2**20)))
-            (group / "memory.swap.max").write_text("0")
+            with contextlib.suppress(OSError):  # absent when swap accounting is off
+                (group / "memory.swap.max").write_text("0")
         except OSError:
+            with contextlib.suppress(OSError):
+                group.rmdir()
             return None
         return group
 
@@ -361,6 +406,7 @@ class LocalExecutor:
         """Record a finished attempt, teach the allocator; the report to retry with, if any."""
         report, code = attempt.finish(self.semantics)
         record.attempts.append(report)
+        record.enforcement = attempt.enforcement
         self.allocator.observe(attempt.spec.category, report)
         if report.exceeded:
             attempt.close(False)
