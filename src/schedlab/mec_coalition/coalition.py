@@ -90,6 +90,7 @@ class CoalitionGame:
         self.weight = (c.storage_gb / max(c.storage_gb.mean(), 1e-12)
                        + c.compute_tflops / max(c.compute_tflops.mean(), 1e-12))
         self.calls = 0
+        self.nbrs = self.inst.neighbours  # a property that rebuilds the graph: read it once
 
     @property
     def n(self) -> int:
@@ -171,7 +172,7 @@ def best_move(game: CoalitionGame, i: int, label: np.ndarray,
     current = frozenset(np.nonzero(label == label[i])[0].tolist())
     mine = game.payoff(i, current)
     left = current - {i}
-    targets = {int(label[j]) for j in game.inst.neighbours[i]} - {int(label[i])}
+    targets = {int(label[j]) for j in game.nbrs[i]} - {int(label[i])}
     options = sorted(targets) + ([-1] if left else [])
     best: tuple[float, int] | None = None
     for t in options:
@@ -186,7 +187,7 @@ def best_move(game: CoalitionGame, i: int, label: np.ndarray,
 
 
 def _adjacent(game: CoalitionGame, a: frozenset[int], b: frozenset[int]) -> bool:
-    return any(game.inst.neighbours[i] & b for i in a)
+    return any(game.nbrs[i] & b for i in a)
 
 
 def find_merge(game: CoalitionGame, structure: list[frozenset[int]],

@@ -1,15 +1,27 @@
-"""Headline experiments: the mechanism against every baseline, and optimality on small markets.
+"""Headline experiments: the mechanism against its baselines, and optimality on small markets.
 
 Paper: collaborative large-model caching and inference offloading in MEC with coalition
 formation (../shared/papers/03-mec_coalition.md). Its abstract claims that, on a real-world
 data set, the mechanism cuts average delay by at least 19% and cost by at least 9% and raises
-the total payoff by 10%. We compare against the best baseline *per metric* (the strictest
-reading) on seeded markets at the density of the EUA Melbourne CBD data set.
+the total payoff by 10%. It does not name the baselines, so each claim is checked against
+three yardsticks: TrimCaching's own formulation (shared-parameter caching over all cloudlets,
+no coalition charge: the main baseline), the grand coalition solved by the same randomized
+algorithm, and no cooperation. The headline claims are measured with the coordination charge
+at 0 (the model's default); ``coord_cost`` is swept separately and reported as rows and a
+figure, never used to make a claim hold.
+
+Topology: the EUA Melbourne CBD sites and users (../shared/data/eua, MIT licence, read by path
+or from ``$SCHEDLAB_SHARED_DATA/eua``) when present - only positions are real; rates,
+capacities, prices and accuracies stay seeded - else the seeded generator at the same density.
+``Result.ran_with`` says which.
 """
 
 from __future__ import annotations
 
+import os
 import time
+from dataclasses import replace
+from pathlib import Path
 
 import numpy as np
 import polars as pl
@@ -18,15 +30,45 @@ from schedlab.core import Claim, Figure, Result, register
 from schedlab.mec_coalition import engine, heuristics, ilp
 from schedlab.mec_coalition.coalition import (
     CoalitionGame,
+    blocking_coalition,
     find_deviation,
     form_coalitions,
     strong_price_of_anarchy,
 )
-from schedlab.mec_coalition.model import Economy
+from schedlab.mec_coalition.model import Economy, Instance
 from schedlab.mec_coalition.policies import BASELINES, POLICIES
-from schedlab.mec_coalition.workloads import synthetic
+from schedlab.mec_coalition.workloads import from_files, synthetic
 
 PAPER_GAINS = {"avg_delay_ms": 19.0, "cost": 9.0, "payoff": 10.0}
+#: the yardsticks of the headline claims (policy name -> how the claim names it)
+YARDSTICKS = {"trimcaching": "TrimCaching (its own formulation, no coalition charge)",
+              "rounding": "the grand coalition (same randomized algorithm)",
+              "non-cooperative": "no cooperation (every cloudlet alone)"}
+#: coordination charge per member pair per second: a sweep parameter, not the paper's
+COORD_SWEEP = (0.0, 0.0025, 0.005, 0.01, 0.02)
+_EUA_FILES = ("edge_servers_melbcbd.csv", "users_melbcbd.csv")
+
+
+def eua_dir() -> Path | None:
+    """The EUA data set's folder when present (``$SCHEDLAB_SHARED_DATA/eua`` or ../shared)."""
+    env = os.environ.get("SCHEDLAB_SHARED_DATA")
+    base = Path(env) if env else Path(__file__).resolve().parents[3].parent / "shared" / "data"
+    folder = base / "eua"
+    return folder if all((folder / f).is_file() for f in _EUA_FILES) else None
+
+
+def market(cloudlets: int, models: int, users: int, seed: int,
+           topology: str = "auto") -> tuple[Instance, str]:
+    """The headline market and the ``ran_with`` line: EUA positions when present, else seeded."""
+    folder = eua_dir() if topology in ("auto", "eua") else None
+    if folder is None:
+        why = "" if topology == "seeded" else " (../shared/data/eua absent)"
+        return synthetic(cloudlets, models, users, seed), f"seeded generator{why}"
+    inst = from_files(folder / _EUA_FILES[0], folder / _EUA_FILES[1], models, seed,
+                      max_users=users, max_sites=cloudlets)
+    return inst, (f"EUA topology (real: {inst.cloudlets.n} Melbourne CBD sites, "
+                  f"{inst.users.n} user positions) + seeded rates, capacities, prices, "
+                  "accuracies")
 
 
 def compare(inst, seed: int, names: list[str]) -> pl.DataFrame:
@@ -44,9 +86,11 @@ def compare(inst, seed: int, names: list[str]) -> pl.DataFrame:
     return pl.DataFrame(rows)
 
 
-def improvement(frame: pl.DataFrame, metric: str, ours: str = "coalition") -> float:
-    """% improvement of ``ours`` over the best baseline on ``metric`` (payoff: higher)."""
-    base = frame.filter(pl.col("policy").is_in(list(BASELINES)))[metric]
+def improvement(frame: pl.DataFrame, metric: str, ours: str = "coalition",
+                versus: str | None = None) -> float:
+    """% improvement of ``ours`` over ``versus`` (default: the best baseline) on ``metric``."""
+    pool = list(BASELINES) if versus is None else [versus]
+    base = frame.filter(pl.col("policy").is_in(pool))[metric]
     mine = float(frame.filter(pl.col("policy") == ours)[metric][0])
     if metric == "payoff":
         best = float(base.max())
@@ -55,35 +99,61 @@ def improvement(frame: pl.DataFrame, metric: str, ours: str = "coalition") -> fl
     return 100.0 * (best - mine) / abs(best)
 
 
-@register("mec_coalition", quick=dict(cloudlets=30, models=20, users=200),
+def cost_sweep(inst: Instance, seed: int, costs=COORD_SWEEP,
+               names=("rounding", "trimcaching", "non-cooperative")) -> pl.DataFrame:
+    """Payoff, delay and cost of the mechanism and fixed-structure baselines per coord_cost.
+
+    The baselines' plans ignore the charge, so they are planned once and evaluated under each
+    charge (a grand coalition pays it for every pair); the mechanism re-forms its coalitions.
+    """
+    plans = {name: POLICIES[name]().plan(inst, seed) for name in names}
+    rows = []
+    for c in costs:
+        priced = Instance(inst.zoo, inst.cloudlets, inst.users, replace(inst.economy,
+                                                                         coord_cost=c))
+        mech = POLICIES["coalition"]().plan(priced, seed)
+        for name, plan in [("coalition", mech), *plans.items()]:
+            m = engine.evaluate(priced, plan, seed=seed)
+            rows.append(dict(coord_cost=c, policy=name, payoff=m["payoff"],
+                             avg_delay_ms=m["avg_delay_ms"], cost=m["cost"],
+                             coordination_cost=m["coordination_cost"],
+                             coalitions=len(plan.coalitions),
+                             largest=max(len(s) for s in plan.coalitions)))
+    return pl.DataFrame(rows)
+
+
+@register("mec_coalition", quick=dict(cloudlets=40, models=20, users=250),
           full=dict(cloudlets=125, models=50, users=800))
 def versus_baselines(cloudlets: int, models: int, users: int, seed: int) -> Result:
-    """Coalition mechanism vs no cooperation, grand coalition, no sharing, LFU, TrimCaching."""
-    inst = synthetic(cloudlets, models, users, seed)
-    frame = compare(inst, seed, ["coalition", *BASELINES])
+    """Coalition mechanism vs TrimCaching, the grand coalition and no cooperation (cost 0)."""
+    inst, ran_with = market(cloudlets, models, users, seed)
+    frame = compare(inst, seed, ["coalition", *BASELINES]).with_columns(
+        coord_cost=pl.lit(0.0))
     game = CoalitionGame(inst, seed=seed)
     formed = form_coalitions(game, seed)
     stable = find_deviation(game, formed.structure, formed.epsilon) is None
-    claims = [
-        Claim(f"Average delay falls vs the best baseline (paper >= {PAPER_GAINS['avg_delay_ms']}"
-              "%)", metric="% delay reduction", measured=improvement(frame, "avg_delay_ms"),
-              target=PAPER_GAINS["avg_delay_ms"], paper_figure=">= 19% lower delay"),
-        Claim(f"Cost falls vs the best baseline (paper >= {PAPER_GAINS['cost']}%)",
-              metric="% cost reduction", measured=improvement(frame, "cost"),
-              target=PAPER_GAINS["cost"], paper_figure=">= 9% lower cost"),
-        Claim(f"Total payoff rises vs the best baseline (paper >= {PAPER_GAINS['payoff']}%)",
-              metric="% payoff increase", measured=improvement(frame, "payoff"),
-              target=PAPER_GAINS["payoff"], paper_figure=">= 10% higher payoff"),
-        Claim("The coalition mechanism has the highest payoff of all methods",
-              metric="payoff rank (1 = best)", measured=_rank(frame, "coalition", "payoff"),
-              target=1, comparison="<=", paper_figure="highest total payoff"),
-        Claim("ε-perturbed best response converges to an ε-switch-stable structure",
-              metric="converged and stable (1 = yes)", measured=float(formed.converged and stable),
-              target=1.0, paper_figure="converges to a stable coalition structure",
-              required=True),
-    ]
-    return Result(frame, claims=claims, figures=[_bars(frame)],
-                  notes=f"{cloudlets} cloudlets, {models} models, {users} users")
+    claims = []
+    for versus, label in YARDSTICKS.items():
+        for metric, what, paper in [("avg_delay_ms", "delay reduction", ">= 19% lower delay"),
+                                    ("cost", "cost reduction", ">= 9% lower cost"),
+                                    ("payoff", "payoff increase", ">= 10% higher payoff")]:
+            claims.append(Claim(
+                f"{what.split()[0].capitalize()} vs {label}, coordination charge 0 "
+                f"(paper >= {PAPER_GAINS[metric]:g}%)",
+                metric=f"% {what} vs {versus}",
+                measured=improvement(frame, metric, versus=versus),
+                target=PAPER_GAINS[metric], paper_figure=paper))
+    claims.append(Claim(
+        "Sanity check (the process stops only when no move is left): best response with "
+        "merge and split ends ε-stable against switch, merge and split", metric="converged and "
+        "stable (1 = yes)", measured=float(formed.converged and stable), target=1.0,
+        paper_figure="converges to a stable coalition structure", required=True))
+    sweep = cost_sweep(inst, seed)
+    sizes = sorted((len(s) for s in formed.structure), reverse=True)
+    notes = (f"{ran_with}; {inst.cloudlets.n} cloudlets, {models} models, {inst.users.n} users;"
+             f" mechanism: {len(sizes)} coalitions, largest {sizes[0]}")
+    return Result(pl.concat([frame, sweep], how="diagonal_relaxed"), claims=claims,
+                  figures=[_bars(frame), _sweep_plot(sweep)], notes=notes, ran_with=ran_with)
 
 
 def _rank(frame: pl.DataFrame, name: str, metric: str) -> float:
@@ -107,7 +177,8 @@ def optimality_small(instances: int, cloudlets: int, users: int, spoa_n: int,
         cached = heuristics.greedy_cache(inst, idx)
         greedy = heuristics.objective(inst, cached, heuristics.assign(inst, idx, cached))
         rows.append(dict(instance=k, ilp=best.value, lp=lp_bound, rounding=rounding.value,
-                         greedy=greedy, optimal=best.optimal,
+                         greedy=greedy, optimal=best.optimal, status=best.solver.status,
+                         mip_gap=best.solver.mip_gap,
                          nlip=ilp.nlip_objective(inst, best.cached, best.choice)))
     frame = pl.DataFrame(rows)
     spoa = _spoa_row(spoa_n, seed)
@@ -115,26 +186,37 @@ def optimality_small(instances: int, cloudlets: int, users: int, spoa_n: int,
     heuristic_gap = float(frame.select(
         (pl.col("ilp") - pl.max_horizontal("rounding", "greedy")).min()).item())
     claims = [
-        Claim("The ILP optimum is at least every heuristic's value", metric="min(ILP - best "
-              "heuristic)", measured=heuristic_gap, target=-1e-6, comparison=">=",
-              paper_figure="ILP is optimal", required=True),
-        Claim("LP relaxation bounds the ILP from above", metric="min(LP - ILP)",
-              measured=float((frame["lp"] - frame["ilp"]).min()), target=-1e-6,
-              comparison=">=", paper_figure="LP >= ILP", required=True),
-        Claim("The ILP is an exact reformulation of the NLIP", metric="max |NLIP - ILP|",
+        Claim("Every small-market ILP is proven optimal by HiGHS (status optimal, gap ~0)",
+              metric="fraction proven optimal", measured=float(frame["optimal"].mean()),
+              target=1.0, paper_figure="ILP solved to optimality", required=True),
+        Claim("Sanity check (holds when the ILP is proven optimal): ILP >= every heuristic",
+              metric="min(ILP - best heuristic)", measured=heuristic_gap, target=-1e-6,
+              comparison=">=", paper_figure="ILP is optimal", required=True),
+        Claim("Sanity check (holds by construction): LP relaxation >= ILP",
+              metric="min(LP - ILP)", measured=float((frame["lp"] - frame["ilp"]).min()),
+              target=-1e-6, comparison=">=", paper_figure="LP >= ILP", required=True),
+        Claim("The ILP is an exact reformulation of the NLIP (NLIP evaluated literally)",
+              metric="max |NLIP - ILP|",
               measured=float((frame["nlip"] - frame["ilp"]).abs().max()), target=1e-6,
               comparison="<=", paper_figure="equivalent ILP", required=True),
-        Claim("Randomized algorithm is within a constant factor of the optimum (vs 1-1/e)",
+        Claim("Randomized algorithm's worst empirical ratio (reference 1-1/e: the paper's "
+              "bound is not in the abstract, none is proven here)",
               metric="min rounding / ILP", measured=float(frame["ratio"].min()),
-              target=1 - 1 / np.e, paper_figure="provable approximation ratio"),
-        Claim("SPoA is finite: a strongly stable structure exists and is near-optimal",
+              target=1 - 1 / np.e, paper_figure="provable approximation ratio (value unknown)"),
+        Claim("Sanity check (holds by construction: the optimum is at least any structure's "
+              "welfare): SPoA >= 1 where a strongly stable structure exists",
               metric="SPoA (best / worst strongly stable welfare)", measured=spoa["spoa"],
               target=1.0, comparison=">=", paper_figure="bounded SPoA"),
+        Claim("The mechanism's outcome admits no blocking coalition (strongly stable; brute "
+              "force over all coalitions)", metric="strongly stable (1 = yes)",
+              measured=spoa["strongly_stable"], target=1.0,
+              paper_figure="stable coalition structure"),
     ]
-    notes = (f"SPoA on {spoa_n} cloudlets: {spoa['spoa']:.3f} over {spoa['stable']} strongly "
-             f"stable of {spoa['partitions']} structures; mechanism reaches "
-             f"{spoa['mechanism_ratio']:.3f} of the best structure")
-    return Result(frame, claims=claims, figures=[_ratio_plot(frame)], notes=notes)
+    notes = (f"seeded generator (tiny markets); SPoA on {spoa_n} cloudlets: {spoa['spoa']:.3f} "
+             f"over {spoa['stable']} strongly stable of {spoa['partitions']} structures; "
+             f"mechanism reaches {spoa['mechanism_ratio']:.3f} of the best structure")
+    return Result(frame, claims=claims, figures=[_ratio_plot(frame)], notes=notes,
+                  ran_with="seeded generator")
 
 
 def _ratio(num: pl.Series, den: pl.Series) -> pl.Series:
@@ -148,7 +230,9 @@ def _spoa_row(n: int, seed: int) -> dict[str, float]:
     result = strong_price_of_anarchy(game)
     formed = form_coalitions(game, seed)
     mech = game.welfare(formed.structure)
+    blocked = blocking_coalition(game, formed.structure, formed.epsilon) is not None
     return dict(spoa=result.spoa, stable=result.stable_structures,
+                strongly_stable=float(not blocked),
                 partitions=result.partitions,
                 mechanism_ratio=mech / result.optimum if result.optimum > 0 else 1.0)
 
@@ -171,6 +255,24 @@ def _bars(frame: pl.DataFrame) -> Figure:
     fig.tight_layout()
     return Figure.from_matplotlib(fig, "versus-baselines",
                                   "Coalition mechanism (red) vs baselines")
+
+
+def _sweep_plot(sweep: pl.DataFrame) -> Figure:
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    fig, ax = plt.subplots(figsize=(5.5, 3.6))
+    for name in sweep["policy"].unique(maintain_order=True).to_list():
+        part = sweep.filter(pl.col("policy") == name)
+        ax.plot(part["coord_cost"].to_list(), part["payoff"].to_list(), "o-", label=name)
+    ax.set_xlabel("coordination charge per member pair per s (not the paper's)")
+    ax.set_ylabel("total payoff / s")
+    ax.legend()
+    fig.tight_layout()
+    return Figure.from_matplotlib(fig, "coord-cost-sweep",
+                                  "Total payoff vs the coordination charge (sweep)")
 
 
 def _ratio_plot(frame: pl.DataFrame) -> Figure:

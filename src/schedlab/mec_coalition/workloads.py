@@ -140,8 +140,12 @@ _USER_COLUMNS = ("task", "rate", "data_mb", "acc_req", "deadline_s", "price")
 
 
 def from_files(servers: Path, users: Path | None, models: int, seed: int, tasks: int = 10,
-               max_users: int | None = None, economy: Economy | None = None) -> Instance:
+               max_users: int | None = None, economy: Economy | None = None,
+               max_sites: int | None = None) -> Instance:
     """A market on a real topology: EUA-style CSVs with latitude/longitude columns.
+
+    ``max_sites`` keeps the sites nearest the sites' centroid (a compact sub-area) and only the
+    users whose nearest site among all is one of them.
 
     Optional columns (``storage_gb``, ``compute_tflops``, ... for sites; ``task``, ``rate``, ...
     for users) override the seeded values, so a user's own measured capacities are used as is.
@@ -149,12 +153,26 @@ def from_files(servers: Path, users: Path | None, models: int, seed: int, tasks:
     """
     rng = np.random.default_rng(seed)
     site_xy, site_cols, origin = _read_positions(servers, _SERVER_COLUMNS, None)
+    all_sites = site_xy
+    if max_sites is not None:
+        if max_sites < 1:
+            raise BadInputError(f"must be at least 1, got {max_sites}", field="max_sites")
+        centre = site_xy.mean(axis=0)
+        keep = np.sort(np.argsort(np.linalg.norm(site_xy - centre, axis=1),
+                                  kind="stable")[:max_sites])
+        site_xy = site_xy[keep]
+        site_cols = {k: v[keep] for k, v in site_cols.items()}
     zoo = make_zoo(models, tasks, seed)
     sites = make_cloudlets(site_xy, rng, **site_cols)
     if "storage_gb" not in site_cols:  # seeded capacities must admit the seeded zoo
         sites = _fit_largest_model(sites, zoo)
     if users is not None:
         user_xy, user_cols, _ = _read_positions(users, _USER_COLUMNS, origin)
+        if max_sites is not None:
+            nearest = np.argmin(np.linalg.norm(user_xy[:, None] - all_sites[None], axis=2), 1)
+            inside = np.isin(nearest, keep)
+            user_xy = user_xy[inside]
+            user_cols = {k: v[inside] for k, v in user_cols.items()}
         if max_users is not None and max_users < user_xy.shape[0]:
             pick = np.sort(rng.choice(user_xy.shape[0], max_users, replace=False))
             user_xy = user_xy[pick]
