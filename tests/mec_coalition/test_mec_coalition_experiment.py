@@ -55,3 +55,17 @@ def test_cost_sweep_charges_every_pair_and_is_zero_at_zero():
     alone = sweep.filter(pl.col("policy") == "non-cooperative")["payoff"]
     assert alone[0] == pytest.approx(alone[1])
     assert COORD_SWEEP[0] == 0.0
+
+
+def test_chunked_market_build_matches_a_direct_computation():
+    import numpy as np
+
+    from schedlab.mec_coalition import model
+
+    inst = synthetic(12, 6, model._CHUNK + 300, 3)
+    d = np.linalg.norm(inst.users.xy[:, None] - inst.cloudlets.xy[None], axis=2)
+    assert (inst.home == d.argmin(axis=1)).all()
+    assert np.allclose(inst.access_s, inst.economy.access_s + inst.economy.access_per_km_s
+                       * d.min(axis=1))
+    assert (np.diff(inst.cand.user) >= 0).all()
+    assert inst.cand.user.max() >= model._CHUNK  # the second chunk contributed triples

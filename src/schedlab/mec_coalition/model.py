@@ -164,6 +164,10 @@ class CloudOption:
     meets_deadline: np.ndarray
 
 
+#: users per chunk when building distances and candidates (bounds peak memory)
+_CHUNK = 2048
+
+
 @dataclass
 class Instance:
     """One market: zoo, cloudlets, users, economy, plus derived distances and candidates."""
@@ -177,10 +181,14 @@ class Instance:
         validate(self)
         n_xy, u_xy = self.cloudlets.xy, self.users.xy
         self.dist_km = np.linalg.norm(n_xy[:, None, :] - n_xy[None, :, :], axis=2)
-        user_dist = np.linalg.norm(u_xy[:, None, :] - n_xy[None, :, :], axis=2)
-        self.home = np.argmin(user_dist, axis=1)
-        self.access_s = self.economy.access_s + self.economy.access_per_km_s * user_dist[
-            np.arange(self.users.n), self.home]
+        self.home = np.zeros(self.users.n, dtype=np.int64)
+        home_km = np.zeros(self.users.n)
+        for lo in range(0, self.users.n, _CHUNK):  # chunks: no users x cloudlets x 2 array
+            d = np.hypot(u_xy[lo: lo + _CHUNK, None, 0] - n_xy[None, :, 0],
+                         u_xy[lo: lo + _CHUNK, None, 1] - n_xy[None, :, 1])
+            self.home[lo: lo + _CHUNK] = np.argmin(d, axis=1)
+            home_km[lo: lo + _CHUNK] = d[np.arange(d.shape[0]), self.home[lo: lo + _CHUNK]]
+        self.access_s = self.economy.access_s + self.economy.access_per_km_s * home_km
         reach = min(self.economy.reach, self.cloudlets.n)
         self.near = np.argsort(self.dist_km, axis=1, kind="stable")[:, :reach]
         self.cloud = _cloud_option(self)
@@ -245,12 +253,22 @@ def _cloud_option(inst: Instance) -> CloudOption:
 
 
 def _candidates(inst: Instance) -> Candidates:
-    """Enumerate (user, reachable cloudlet, accurate-enough model) triples that beat the cloud."""
+    """Enumerate (user, reachable cloudlet, accurate-enough model) triples that beat the cloud.
+
+    Users are processed in chunks so the peak memory follows the kept triples, not every
+    (user, cloudlet, model) combination.
+    """
+    parts = [_candidates_of(inst, np.arange(lo, min(lo + _CHUNK, inst.users.n)))
+             for lo in range(0, max(inst.users.n, 1), _CHUNK)]
+    return Candidates(*(np.concatenate(cols) for cols in zip(*parts, strict=True)))
+
+
+def _candidates_of(inst: Instance, who: np.ndarray) -> tuple[np.ndarray, ...]:
     e, u, z, c = inst.economy, inst.users, inst.zoo, inst.cloudlets
     reach = inst.near.shape[1]
-    users = np.repeat(np.arange(u.n), reach * z.n_models)
-    nodes = np.repeat(inst.near[inst.home], z.n_models, axis=1).ravel()
-    models = np.tile(np.arange(z.n_models), u.n * reach)
+    users = np.repeat(who, reach * z.n_models)
+    nodes = np.repeat(inst.near[inst.home[who]], z.n_models, axis=1).ravel()
+    models = np.tile(np.arange(z.n_models), who.size * reach)
     home = inst.home[users]
     remote = nodes != home
     acc = z.acc[models, u.task[users]]
@@ -267,5 +285,5 @@ def _candidates(inst: Instance) -> Candidates:
     keep = (acc >= u.acc_req[users]) & (delay <= u.deadline_s[users]) & (gain > 1e-12)
     load = rate * z.tflop[models]
     keep &= load <= c.compute_tflops[nodes]
-    return Candidates(users[keep], nodes[keep], models[keep], delay[keep], acc[keep], gain[keep],
-                      load[keep], cost[keep], revenue[keep])
+    return (users[keep], nodes[keep], models[keep], delay[keep], acc[keep], gain[keep],
+            load[keep], cost[keep], revenue[keep])
