@@ -2,7 +2,8 @@
 
 Phung & Thain (../shared/papers/15-xbucket.md). The four X-Bucket allocators (PG/PE/DG/DE),
 the alternatives they are compared against, a trace-replay simulator, and a local executor
-that runs real tasks under the allocations it predicts.
+that runs real tasks under the allocations it predicts, and a Parsl executor built on it
+(``XBucketExecutor``, in ``schedlab.xbucket.parsl``).
 """
 
 from schedlab.core.lazy import lazy_exports
@@ -17,7 +18,7 @@ _EXPORTS = {
     "ReplayConfig": "simulator", "replay": "simulator", "BucketingState": "state",
     "Defaults": "types", "Machine": "types", "RESOURCES": "types", "ResourceReport": "types",
     "Resources": "types", "Task": "types", "SHAPES": "workloads", "WORKFLOWS": "workloads",
-    "read_reports": "workloads", "synthetic": "workloads",
+    "read_reports": "workloads", "synthetic": "workloads", "XBucketExecutor": "parsl",
 }
 
 __getattr__, __dir__, __all__ = lazy_exports(__name__, _EXPORTS)

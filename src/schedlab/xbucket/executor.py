@@ -65,6 +65,7 @@ class TaskSpec:
     command: Sequence[str] | None = None
     function: Callable[..., Any] | None = None
     args: tuple[Any, ...] = ()
+    kwargs: dict[str, Any] = field(default_factory=dict)
 
     def __post_init__(self) -> None:
         if (self.command is None) == (self.function is None):
@@ -183,7 +184,8 @@ class _Attempt:
             return [str(a) for a in self.spec.command]
         payload = self._beside(".call")
         try:
-            payload.write_bytes(pickle.dumps((self.spec.function, self.spec.args)))
+            payload.write_bytes(pickle.dumps((self.spec.function, self.spec.args,
+                                              self.spec.kwargs)))
         except (pickle.PicklingError, AttributeError, TypeError) as exc:
             raise BadInputError(f"cannot send the callable to a subprocess ({exc}); use a "
                                 "module-level function", field=self.spec.task_id) from exc

@@ -33,9 +33,10 @@ def peak_rss_mb() -> float:
 def main(argv: list[str]) -> int:
     call_path, out_path = argv[1], argv[2]
     with open(call_path, "rb") as handle:
-        function, args = pickle.load(handle)
+        payload = pickle.load(handle)
+    function, args, kwargs = (*payload, {})[:3]  # (function, args[, kwargs])
     try:
-        outcome = ("ok", function(*args))
+        outcome = ("ok", function(*args, **kwargs))
     except MemoryError:
         return MEMORY_ERROR_EXIT
     except Exception:  # the task's own error travels back as text, not as a crash here
