@@ -20,7 +20,7 @@ from schedlab.core.errors import BadInputError, MissingDependencyError
 from schedlab.xbucket.compare import compare
 from schedlab.xbucket.experiment import time_predictions
 from schedlab.xbucket.simulator import ReplayConfig
-from schedlab.xbucket.types import Task
+from schedlab.xbucket.types import Defaults, Machine, Task
 
 #: our algorithm name -> the reference's mode name
 MODES: dict[str, str] = {"pg-bucket": "greedy", "pe-bucket": "exhaust",
@@ -71,9 +71,13 @@ def side_by_side(driver: Path, tasks: list[Task], workflow: str,
                  seed: int = 0) -> pl.DataFrame:
     """For each algorithm and both failure semantics: our and the reference's efficiency."""
     rows = []
+    # as the driver: no cap from a trace-max worker (the former 64 GiB worker grown to fit, which
+    # never binds) and one manager per category with no pooled fallback
+    machine = Machine.covering(tasks)
+    defaults = Defaults(pooled_fallback=False)
     for semantics in ("peak", "allocation"):
-        config = ReplayConfig(semantics=semantics, kill_fraction=kill_fraction)
-        ours = compare(tasks, algorithms, config, seed=seed)
+        config = ReplayConfig(semantics=semantics, kill_fraction=kill_fraction, machine=machine)
+        ours = compare(tasks, algorithms, config, defaults=defaults, seed=seed)
         for row in ours.iter_rows(named=True):
             ref = run_reference(driver, tasks, MODES[row["algorithm"]], semantics, kill_fraction)
             rows.append(dict(
