@@ -6,9 +6,12 @@
  * one-task-at-a-time replay and waste accounting as schedlab.xbucket.simulator.
  *
  * Input (stdin): "category cores memory disk wall_time" per line.
- * Usage: xbucket_ref_driver MODE SEMANTICS KILL_FRACTION
+ * Usage: xbucket_ref_driver MODE SEMANTICS KILL_FRACTION [RESOURCE]
  *   MODE: greedy | exhaust | det-greedy | det-exhaust | quantized
  *   SEMANTICS: peak (a failure reports the true peak) | allocation (it reports the limit)
+ *   RESOURCE: cores | memory | disk replays that type alone (per-resource, as
+ *     schedlab.xbucket.simulator with only=RESOURCE): every other type gets exactly the task's
+ *     peak, so only RESOURCE can fail; only efficiency_RESOURCE is meaningful. Omitted: joint.
  * Output: one line of key=value pairs (efficiencies, retries, predict/add timings in ns).
  */
 #include <stdio.h>
@@ -49,9 +52,16 @@ static bucketing_mode_t parse_mode(const char *s)
 
 int main(int argc, char **argv)
 {
-	if (argc != 4) {
-		fprintf(stderr, "usage: %s MODE peak|allocation KILL_FRACTION < tasks\n", argv[0]);
+	if (argc != 4 && argc != 5) {
+		fprintf(stderr, "usage: %s MODE peak|allocation KILL_FRACTION [RESOURCE] < tasks\n",
+			argv[0]);
 		return 2;
+	}
+	int only = -1; /* per-resource: the one type replayed; -1 = joint */
+	if (argc == 5) {
+		for (int r = 0; r < 3; r++)
+			if (!strcmp(argv[4], NAMES[r])) only = r;
+		if (only < 0) { fprintf(stderr, "unknown resource %s\n", argv[4]); return 2; }
 	}
 	bucketing_mode_t mode = parse_mode(argv[1]);
 	int report_peak = !strcmp(argv[2], "peak");
@@ -74,7 +84,13 @@ int main(int argc, char **argv)
 		if (c == ncat) {
 			if (ncat == MAX_CATEGORIES) { fprintf(stderr, "too many categories\n"); return 2; }
 			strcpy(cats[ncat], cat);
-			managers[ncat++] = bucketing_manager_initialize(mode);
+			if (only < 0) {
+				managers[ncat++] = bucketing_manager_initialize(mode);
+			} else { /* per-resource: a state for that type only (the others are never short) */
+				managers[ncat] = bucketing_manager_create(mode);
+				bucketing_manager_add_resource_type(managers[ncat++], NAMES[only], 1, 0, 0, 0,
+								    0, 0);
+			}
 		}
 		for (;;) {
 			double t0 = now_ns();
@@ -90,6 +106,7 @@ int main(int argc, char **argv)
 			int failed = 0;
 			for (int r = 0; r < 3; r++) {
 				alloc[r] = rmsummary_get(pred, NAMES[r]);
+				if (only >= 0 && r != only) alloc[r] = peak[r];
 				if (peak[r] > alloc[r]) failed = 1;
 			}
 			if (trace_attempts)
