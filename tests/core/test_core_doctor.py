@@ -29,7 +29,7 @@ def test_json_lists_every_extra_tool_service_and_device():
             assert part["install"] or part["name"] == "mount namespaces"
     # the extras schedlab itself is installed with are found from its own metadata
     assert rows[("extra", "services")]["present"] == all(
-        doctor._dist_version(n) is not None for n in doctor.extra_packages("services"))
+        doctor.dist_version(n) is not None for n in doctor.extra_packages("services"))
 
 
 def test_extra_packages_are_read_from_metadata():
@@ -52,8 +52,8 @@ def test_a_tool_hidden_from_path_is_reported_missing_with_its_install_line(tmp_p
 
 
 def test_a_missing_extra_names_its_packages(monkeypatch):
-    real = doctor._dist_version
-    monkeypatch.setattr(doctor, "_dist_version",
+    real = doctor.dist_version
+    monkeypatch.setattr(doctor, "dist_version",
                         lambda name: None if name == "xdsl" else real(name))
     finding = next(f for f in doctor.examine() if f.name == "compiler")
     assert not finding.present and finding.version == "missing xdsl"

