@@ -6,6 +6,7 @@ examples each run (use it locally to hunt for new failures).
 """
 
 import os
+import shutil
 from pathlib import Path
 
 import pytest
@@ -30,3 +31,28 @@ def shared_data() -> Path:
     if not SHARED_DATA.is_dir():
         pytest.skip("../shared/data is not present")
     return SHARED_DATA
+
+
+@pytest.fixture
+def hide_tools(monkeypatch: pytest.MonkeyPatch, tmp_path: Path):
+    """``hide_tools({"fio"})``: a PATH on which those programs do not exist (every other
+    program still does, through symlinks in a shadow of each directory that held one)."""
+
+    def hide(names: set[str]) -> None:
+        dirs = []
+        for i, d in enumerate(os.environ.get("PATH", "").split(os.pathsep)):
+            if not d or not os.path.isdir(d):
+                continue
+            if not any(os.path.exists(os.path.join(d, t)) for t in names):
+                dirs.append(d)
+                continue
+            shadow = tmp_path / f"hidden-path{i}"
+            shadow.mkdir()
+            for name in os.listdir(d):
+                if name not in names:
+                    (shadow / name).symlink_to(os.path.join(d, name))
+            dirs.append(str(shadow))
+        monkeypatch.setenv("PATH", os.pathsep.join(dirs))
+        assert all(shutil.which(t) is None for t in names)
+
+    return hide

