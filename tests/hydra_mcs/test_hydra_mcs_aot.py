@@ -167,6 +167,21 @@ def test_build_failure_falls_back_to_jit_with_one_note(tmp_path, monkeypatch, ca
         solve(inst.g0, inst.g1)
 
 
+def test_damaged_cache_file_is_rebuilt_not_left_to_jit(tmp_path, aot_ready, monkeypatch, capsys):
+    monkeypatch.setenv(aot.CACHE_ENV, str(tmp_path))
+    monkeypatch.setattr(aot, "_CHOSEN", {})
+    target = aot.module_path()
+    target.write_bytes(b"garbage\n")  # a truncated copy, a full disk, ...
+    monkeypatch.setattr(aot, "_build_command", lambda out, name: [
+        sys.executable, "-c", "import shutil, sys; shutil.copy(sys.argv[1], sys.argv[2])",
+        str(aot_ready), str(out / aot_ready.name)])
+    _with(monkeypatch, "auto")
+    inst = gnp_pairs(1, 10, 0.4, seed=5)[0]
+    assert solve(inst.g0, inst.g1).kernel == "aot"
+    assert target.read_bytes() == aot_ready.read_bytes()
+    assert "rebuilding" in capsys.readouterr().err
+
+
 def test_bad_kernel_choice_names_the_variable(monkeypatch):
     _with(monkeypatch, "pycc")
     inst = gnp_pairs(1, 6, 0.4, seed=5)[0]

@@ -240,10 +240,22 @@ def load(build_if_missing: bool = True) -> Callable[..., int]:
             raise AotUnavailable(f"not built yet ({target})",
                                  hint="`schedlab hydra-mcs build` builds it")
         build()
+    name = target.name.split(".", 1)[0]
     try:
-        return _load_module(target.name.split(".", 1)[0], target).search
+        return _load_module(name, target).search
     except (ImportError, OSError, AttributeError) as exc:
-        raise AotUnavailable(f"cannot load {target}: {exc}") from exc
+        if not build_if_missing:
+            raise AotUnavailable(f"cannot load {target}: {exc}",
+                                 hint="`schedlab hydra-mcs build --force` rebuilds it") from exc
+        first = exc
+    # a damaged cache file (truncated copy, full disk, foreign file): rebuild it once
+    print(f"hydra-mcs: cannot load {target} ({first}); rebuilding it", file=sys.stderr)
+    build(force=True)
+    try:
+        return _load_module(name, target).search
+    except (ImportError, OSError, AttributeError) as exc:
+        raise AotUnavailable(f"cannot load {target}: {exc}",
+                             hint="`schedlab hydra-mcs build --force` rebuilds it") from exc
 
 
 def args_ok(args: tuple, specs: tuple = ARGS) -> bool:
