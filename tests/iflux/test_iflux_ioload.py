@@ -155,3 +155,20 @@ def test_an_ior_case_runs_embedded_under_iflux(tmp_path: Path,
     assert [r["io_engine"] for r in rows] == ["embedded", "embedded"]
     assert rows[0]["pfs_bytes"] == rows[1]["pfs_bytes"] == 1 << 20
     assert rows[1]["io_s"] < rows[0]["io_s"]  # the modelled PFS is the slow one
+
+
+@pytest.mark.parametrize("args", [["--workers", "0"], ["--size", "0"], ["--ops", "-1"],
+                                  ["--size", "abc"]])
+def test_iojob_bad_numbers_are_usage_errors(tmp_path: Path, args: list[str],
+                                            capsys: pytest.CaptureFixture) -> None:
+    with pytest.raises(SystemExit) as stop:
+        iojob.main(["ior-n1", "--dir", str(tmp_path), *args])
+    assert stop.value.code == 2 and "Traceback" not in capsys.readouterr().err
+
+
+def test_iojob_bogus_engine_is_a_usage_error(tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+                                             capsys: pytest.CaptureFixture) -> None:
+    monkeypatch.setenv(ioload.ENGINE_ENV, "bogus")
+    with pytest.raises(SystemExit) as stop:
+        iojob.main(["ior-n1", "--dir", str(tmp_path), "--size", "4096"])
+    assert stop.value.code == 2 and "IFLUX_IOLOAD='bogus'" in capsys.readouterr().err

@@ -171,13 +171,26 @@ def genomes(inputs: Path, scratch: Path, output: Path, tasks: int, chromosomes: 
                 seconds=time.perf_counter() - start)
 
 
+def _count(least: int):
+    """An argparse type: an integer of at least ``least`` (a clean usage error otherwise)."""
+
+    def parse(text: str) -> int:
+        value = int(text)
+        if value < least:
+            raise argparse.ArgumentTypeError(f"{text}: must be at least {least}")
+        return value
+
+    parse.__name__ = f"integer >= {least}"
+    return parse
+
+
 def main(argv: list[str] | None = None) -> int:
     p = argparse.ArgumentParser(prog="schedlab.iflux.iojob")
     p.add_argument("kind", choices=[*FIO_PATTERNS, "mdstorm", "dlio", "genomes"])
     p.add_argument("--dir", type=Path, action="append", required=True)
-    p.add_argument("--size", type=int, default=64 << 20)
-    p.add_argument("--workers", type=int, default=2)
-    p.add_argument("--ops", type=int, default=0)
+    p.add_argument("--size", type=_count(1), default=64 << 20)
+    p.add_argument("--workers", type=_count(1), default=2)
+    p.add_argument("--ops", type=_count(0), default=0)
     p.add_argument("--files", type=int, default=500)
     p.add_argument("--epochs", type=int, default=2)
     p.add_argument("--batch", type=int, default=16)
@@ -188,6 +201,10 @@ def main(argv: list[str] | None = None) -> int:
     a = p.parse_args(argv)
     d = a.dir
     if a.kind in FIO_PATTERNS:
+        try:
+            ioload.choose_engine()
+        except ValueError as exc:
+            p.error(str(exc))
         result = run_pattern(a.kind, d[0], a.size, a.workers, a.ops)
     elif a.kind == "mdstorm":
         result = metadata_storm(d[0], a.files, a.size)
