@@ -37,6 +37,10 @@ def test_time_limited_ilp_is_flagged_not_optimal():
     assert not info.proven_optimal and not place.optimal
     assert info.status_code == 1 and info.status == "time or iteration limit"
     assert info.mip_gap > 0 and info.dual_bound > place.value
+    # the gap is stated against the objective the JSON now carries (not the payoff metric)
+    assert info.objective == place.value
+    assert info.mip_gap == pytest.approx((info.dual_bound - info.objective)
+                                         / abs(info.objective), rel=1e-3)
 
 
 def test_model_beyond_the_size_bound_is_refused_before_building():

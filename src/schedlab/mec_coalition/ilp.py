@@ -66,6 +66,8 @@ class SolveInfo:
     variables: int
     nonzeros: int
     message: str = ""
+    objective: float = float("nan")  # HiGHS's primal objective (what mip_gap and dual_bound
+    # refer to: gain over the cloud minus storage cost, not the reported payoff metric)
 
     def as_dict(self) -> dict:
         return asdict(self)
@@ -187,7 +189,7 @@ def solve(inst: Instance, idx: np.ndarray, relax: bool = False, time_limit: floa
         place = Placement.empty(inst)
         place.optimal = True
         place.solver = SolveInfo("optimal (empty model)", 0, True, 0.0, 0.0, time_limit, 0.0,
-                                 relax, 0, 0)
+                                 relax, 0, 0, objective=0.0)
         return place, np.zeros(0), np.zeros(0), np.zeros((0, 2), dtype=int)
     nnz = check_size(inst, idx, max_nonzeros)
     start = time.perf_counter()
@@ -207,7 +209,8 @@ def solve(inst: Instance, idx: np.ndarray, relax: bool = False, time_limit: floa
         mip_gap=float("nan") if relax or gap is None else float(gap),
         dual_bound=float("nan") if relax or dual is None else -float(dual),
         time_limit_s=float(time_limit), seconds=seconds, relaxed=relax,
-        variables=int(lp.c.size), nonzeros=nnz, message=str(res.message))
+        variables=int(lp.c.size), nonzeros=nnz, message=str(res.message),
+        objective=-float(res.fun))
     y, x = res.x[: lp.n_y], res.x[lp.n_y: lp.n_y + lp.n_x]
     place = Placement.empty(inst)
     if not relax:
@@ -217,7 +220,7 @@ def solve(inst: Instance, idx: np.ndarray, relax: bool = False, time_limit: floa
         place.cached[lp.pairs[keep, 0], lp.pairs[keep, 1]] = True
     place.optimal = info.proven_optimal
     place.solver = info
-    place.value = -float(res.fun)
+    place.value = info.objective
     return place, y, x, lp.pairs
 
 
