@@ -8,10 +8,7 @@ run --stand-in``, and checks that the quota was enforced by the shim and reporte
 from __future__ import annotations
 
 import json
-import socket
 import subprocess
-import threading
-import time
 from pathlib import Path
 
 import pytest
@@ -116,23 +113,9 @@ def test_client_maps_errors(pool: Pool) -> None:
 
 
 @pytest.fixture
-def live_server(tmp_path: Path):
-    import uvicorn
-
+def live_server(tmp_path: Path, serve_app):
     pool = Pool(StaticBackend("T4:2").discover(), "frag-aware", tmp_path / "regions")
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        port = s.getsockname()[1]
-    server = uvicorn.Server(uvicorn.Config(create_app(pool, TOKENS), host="127.0.0.1", port=port,
-                                           log_level="error"))
-    thread = threading.Thread(target=server.run, daemon=True)
-    thread.start()
-    deadline = time.time() + 20
-    while not server.started and time.time() < deadline:
-        time.sleep(0.05)
-    yield f"http://127.0.0.1:{port}", pool
-    server.should_exit = True
-    thread.join(timeout=10)
+    return serve_app(create_app(pool, TOKENS)), pool
 
 
 def test_cli_end_to_end(live_server, tmp_path: Path, monkeypatch) -> None:

@@ -8,7 +8,6 @@ release, and no physical over-commit while a released device's processes still h
 
 from __future__ import annotations
 
-import socket
 import subprocess
 import threading
 import time
@@ -39,25 +38,11 @@ def native(tmp_path_factory):
 
 
 @pytest.fixture
-def server(tmp_path: Path, native, monkeypatch):
-    import uvicorn
-
+def server(tmp_path: Path, native, monkeypatch, serve_app):
     monkeypatch.setenv("GPOOLING_BUILD_DIR", str(native.root.parent))
     pool = Pool(StaticBackend("T4:1").discover(), "frag-aware", tmp_path / "regions")
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        port = s.getsockname()[1]
-    srv = uvicorn.Server(uvicorn.Config(create_app(pool, TOKENS), host="127.0.0.1", port=port,
-                                        log_level="error"))
-    thread = threading.Thread(target=srv.run, daemon=True)
-    thread.start()
-    deadline = time.time() + 20
-    while not srv.started and time.time() < deadline:
-        time.sleep(0.05)
-    with httpx.Client(base_url=f"http://127.0.0.1:{port}", timeout=10) as client:
+    with httpx.Client(base_url=serve_app(create_app(pool, TOKENS)), timeout=10) as client:
         yield client, pool
-    srv.should_exit = True
-    thread.join(timeout=10)
 
 
 def _hold(native, vdev: dict, first: int, then: int) -> subprocess.Popen:
