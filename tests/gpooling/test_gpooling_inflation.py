@@ -79,6 +79,13 @@ def test_cli_inflate(tmp_path: Path) -> None:
     bad = CliRunner().invoke(app, ["inflate", "--trace", str(pods), "--nodes",
                                    str(tmp_path / "none.csv")])
     assert bad.exit_code == 2 and "none.csv" in bad.output
+    # the pod list has no GPU memory and inflation books none: no flag pretending otherwise
+    dead = CliRunner().invoke(app, ["inflate", "--trace", str(pods), "--nodes", str(nodes),
+                                    "--memory-per-gpu", "8GiB"])
+    assert dead.exit_code == 2 and "memory-per-gpu" in dead.output
+    folder = CliRunner().invoke(app, ["inflate", "--trace", str(pods), "--nodes",
+                                      str(tmp_path)])
+    assert folder.exit_code == 2 and "is a directory" in folder.output
 
 
 def test_real_alibaba_node_list(shared_data: Path) -> None:

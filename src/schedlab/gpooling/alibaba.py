@@ -75,6 +75,8 @@ class Pod:
 
 def _rows(path: Path, required: tuple[str, ...]):
     """(line number, row dict) for every data row; header and missing columns checked."""
+    if path.is_dir():
+        raise BadInputError("is a directory, not a CSV file", path=path)
     if not path.is_file():
         raise BadInputError("no such file", path=path)
     try:

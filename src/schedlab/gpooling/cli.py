@@ -357,19 +357,15 @@ def inflate(
     seeds: int = typer.Option(1, "--seeds", help="Independent draws per policy."),
     levels: str = typer.Option("0.5,0.7,0.8,0.9,1.0,1.1,1.2,1.3", "--levels",
                                help="Arrived GPU demand, as fractions of capacity."),
-    memory_per_gpu: str = typer.Option("16GiB", "--memory-per-gpu",
-                                       help="Memory of a 1000-milli pod (trace has none)."),
     limit: int = typer.Option(None, "--limit", help="First N nodes of the node list."),
     out: Path = typer.Option(None, "--out", help="Also write the table (.csv/.parquet)."),
     json_out: bool = JSON,
 ) -> None:
     """FGD's workload inflation on a real node list: utilisation and unscheduled demand per load."""
     from schedlab.core.io import write_frame
-    from schedlab.gpooling.devices import parse_size
     from schedlab.gpooling.inflation import compare_inflation
 
     frame = compare_inflation(trace, nodes, policy=policy, seeds=seeds, levels=levels,
-                              memory_per_gpu=parse_size(memory_per_gpu, "memory-per-gpu"),
                               limit=limit)
     if out is not None:
         write_frame(frame, out)

@@ -52,11 +52,11 @@ def read_nodes(path: str | Path, limit: int | None = None) -> list[Node]:
     return read_node_list(path, limit)
 
 
-def read_pods(path: str | Path, memory_per_gpu: int | None = None) -> list[Pod]:
+def read_pods(path: str | Path) -> list[Pod]:
     """The Alibaba GPU 2023 pod list, CPU-only pods included (they take CPU and memory).
 
-    ``memory_per_gpu`` is accepted for compatibility and unused: GPU memory is taken as
-    proportional to the share, so the per-GPU milli books imply it."""
+    GPU memory is not booked: it is taken as proportional to the share, so the per-GPU milli
+    books imply it."""
     return read_pod_list(path, times=False)
 
 
@@ -142,7 +142,7 @@ def inflate(pods: Sequence[Pod], nodes: Sequence[Node] | Cluster,
 
 def compare_inflation(trace: str | Path, nodes: str | Path, *, policy: str = "all",
                       seeds: int = 1, levels: Sequence[float] | str | None = None,
-                      memory_per_gpu: int | None = None, limit: int | None = None):
+                      limit: int | None = None):
     """Every policy (or one) inflated on the node list, ``seeds`` draws each: a Polars frame."""
     import polars as pl
 
