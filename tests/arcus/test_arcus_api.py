@@ -306,3 +306,27 @@ def test_cli_bench_runs_user_functions_from_a_module(tmp_path):
                                       "--crash-rate", "0.1", "--json"])
     assert result.exit_code == 0, result.output
     assert json.loads(result.stdout)["violations"] == 0
+
+
+def test_module_by_dotted_name_resolves_from_the_working_directory(tmp_path, monkeypatch):
+    """Regression: `serve --module my_app` run next to my_app.py could not import it."""
+    from schedlab.arcus.apps import FUNCTIONS
+    from schedlab.arcus.platform import load_modules
+
+    (tmp_path / "cwd_app.py").write_text(APP.replace('"greet"', '"greet_cwd"'))
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.setattr(sys, "path", list(sys.path))
+    monkeypatch.delitem(sys.modules, "cwd_app", raising=False)
+    names, paths = load_modules(["cwd_app"])
+    assert names == ("cwd_app",) and str(tmp_path) in paths and "greet_cwd" in FUNCTIONS
+
+
+def test_module_file_named_like_a_loaded_module_is_refused(tmp_path, monkeypatch):
+    """Regression: `--module json.py` silently imported the standard library's json."""
+    from schedlab.arcus.platform import load_modules
+
+    (tmp_path / "json.py").write_text(APP.replace('"greet"', '"greet_json"'))
+    monkeypatch.setattr(sys, "path", list(sys.path))
+    with pytest.raises(BadInputError, match="rename the file") as info:
+        load_modules([str(tmp_path / "json.py")])
+    assert "json.py" in str(info.value) and "module" in str(info.value)

@@ -75,16 +75,24 @@ def load_modules(specs: tuple[str, ...] | list[str]) -> tuple[tuple[str, ...], t
     """
     names, paths = [], []
     for spec in specs:
-        name = spec
+        name, path = spec, None
         if spec.endswith(".py") or os.sep in spec:
             path = Path(spec)
             if not path.is_file():
                 raise BadInputError("no such file", path=path, field="module")
             directory = str(path.resolve().parent)
-            if directory not in sys.path:
-                sys.path.insert(0, directory)
-            paths.append(directory)
             name = path.stem
+            loaded = sys.modules.get(name)
+            if loaded is not None and _origin(loaded) != path.resolve():
+                raise BadInputError(f"the name '{name}' is taken by the module already loaded "
+                                    f"from {_origin(loaded) or 'a built-in'}; rename the file",
+                                    path=path, field="module")
+        else:  # a dotted name resolves from the working directory, as with `python -m`
+            directory = os.getcwd()
+        if directory not in sys.path:
+            sys.path.insert(0, directory)
+        if directory not in paths:
+            paths.append(directory)
         _IMPORTING.append(name)
         try:
             importlib.import_module(name)
@@ -102,6 +110,11 @@ def load_modules(specs: tuple[str, ...] | list[str]) -> tuple[tuple[str, ...], t
             _IMPORTING.pop()
         names.append(name)
     return tuple(names), tuple(paths)
+
+
+def _origin(module: Any) -> Path | None:
+    where = getattr(module, "__file__", None)
+    return Path(where).resolve() if where else None
 
 
 def instance_for_key(key: str) -> str:
