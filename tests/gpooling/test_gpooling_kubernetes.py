@@ -337,6 +337,15 @@ def test_bad_socket_dir_config_and_kubelet_are_one_line_errors(tmp_path, short_d
         k8s.DevicePlugin(pool, k8s.PluginConfig(node="nope"), shim=native.shim)
 
 
+def test_unknown_node_error_stays_short(tmp_path: Path, native) -> None:
+    # a 1,213-node Alibaba node list must not print every name in a one-line error
+    many = ";".join(f"n{i:04d}=T4:1" for i in range(40))
+    pool = Pool(StaticBackend(many).discover(), "frag-aware", tmp_path / "r")
+    with pytest.raises(BadInputError, match=r"n0007, \.\.\. \(40 in all\)") as bad:
+        k8s.DevicePlugin(pool, k8s.PluginConfig(node="nope"), shim=native.shim)
+    assert "n0008" not in str(bad.value)
+
+
 @pytest.mark.parametrize(("text", "suffix", "message"), [
     ("split = 0\n", ".toml", "field 'split': must be an integer in 1..100"),
     ("resource = 'vgpu'\n", ".toml", "field 'resource': must be a domain-qualified"),

@@ -188,8 +188,9 @@ class DevicePlugin:
         self.devices = [d for d in pool.state.devices if node is None or d.node == node]
         if not self.devices:
             nodes = sorted({d.node for d in pool.state.devices})
-            raise BadInputError(f"no devices on node {node!r}; nodes: {', '.join(nodes)}",
-                                field="node")
+            shown = ", ".join(nodes[:8]) + (f", ... ({len(nodes)} in all)"
+                                            if len(nodes) > 8 else "")
+            raise BadInputError(f"no devices on node {node!r}; nodes: {shown}", field="node")
         self._index = {d.id: pool.state.devices.index(d) for d in self.devices}
         split = self.config.split
         self._slots = {self.slot_id(d, k): d for d in self.devices for k in range(split)}
