@@ -36,6 +36,17 @@ def test_compile_dhls_writes_verilog_and_testbench(tmp_path):
     assert text.exit_code == 0 and "cycles" in text.stdout
 
 
+@needs_iverilog
+def test_compile_dhls_into_a_relative_out_directory(tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "k").mkdir()
+    (tmp_path / "k" / "gcd.mlir").write_text(kernel_text("gcd", 3))
+    result = runner.invoke(app, ["compile", "k/gcd.mlir", "--target", "dhls", "--out", "rtl",
+                                 "--no-synth", "--json"])
+    assert result.exit_code == 0, result.output
+    assert json.loads(result.stdout)["metrics"]["matches_interpreter"] is True
+
+
 def test_unknown_target_is_one_line(tmp_path):
     path = tmp_path / "gcd.mlir"
     path.write_text(kernel_text("gcd", 3))

@@ -244,6 +244,8 @@ def simulate_verilog(directory: Path, top_file: Path, tb_file: Path, timeout: fl
     tool = tool or simulator()
     if tool is None:
         raise MissingServiceError(NO_SIMULATOR)
+    # the simulators run in ``directory``: paths relative to the caller's cwd would miss there
+    directory, top_file, tb_file = (Path(p).resolve() for p in (directory, top_file, tb_file))
     sources = [str(directory / n) for n in (*LIBRARY, MACROS)]
     if tool.name == "verilator":
         return _simulate_verilator(tool, directory, [*sources, str(top_file), str(tb_file)],
