@@ -172,3 +172,18 @@ def test_iojob_bogus_engine_is_a_usage_error(tmp_path: Path, monkeypatch: pytest
     with pytest.raises(SystemExit) as stop:
         iojob.main(["ior-n1", "--dir", str(tmp_path), "--size", "4096"])
     assert stop.value.code == 2 and "IFLUX_IOLOAD='bogus'" in capsys.readouterr().err
+
+
+@pytest.mark.skipif(not hasattr(os, "posix_fadvise"), reason="no posix_fadvise")
+def test_buffered_jobs_drop_the_page_cache_first_like_fio(tmp_path: Path,
+                                                         monkeypatch: pytest.MonkeyPatch) -> None:
+    dropped = []
+    real = os.posix_fadvise
+    monkeypatch.setattr(ioload.os, "posix_fadvise",
+                        lambda fd, off, n, advice: (dropped.append(advice), real(fd, off, n,
+                                                                                 advice)))
+    ioload.run_job("b", tmp_path, "randread", 4096, True, False, 8 * 4096, 2, direct=False)
+    assert dropped == [os.POSIX_FADV_DONTNEED] * 2  # once per worker, before its first op
+    dropped.clear()
+    out = ioload.run_job("d", tmp_path, "read", 4096, True, False, 8 * 4096, 1, direct=True)
+    assert dropped == ([] if out["direct"] else [os.POSIX_FADV_DONTNEED])

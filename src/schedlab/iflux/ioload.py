@@ -9,7 +9,8 @@ a region once, like fio's random map with ``randrepeat=1``), the same op count (
 ``numjobs`` workers as forked processes (as fio forks them) or threads, an fsync at the end
 (``end_fsync``), with ``os.pwrite``/``os.preadv`` on a page-aligned buffer through ``O_DIRECT``
 where the file system takes it, falling back to buffered I/O where it does not (``EINVAL`` on
-open or on the first op, or a region that is not 4 KiB-aligned).
+open or on the first op, or a region that is not 4 KiB-aligned); a buffered job first drops the
+file's cached pages, as fio's default ``invalidate=1`` does.
 
 The throttle is fio's, not a second model: the rate comes from the very options fio would get
 (:meth:`StorageModel.fio_options`, ``--rate_iops`` per worker) and is enforced the way fio
@@ -99,6 +100,16 @@ def _open(path: Path, flags: int, direct: bool) -> tuple[int, bool]:
     return os.open(path, flags, 0o644), False
 
 
+def _invalidate(fd: int) -> None:
+    """Drop the file's cached pages before a buffered job, as fio does (``invalidate=1``, its
+    default): a read job then reads the device, not the page cache the layout just filled."""
+    if hasattr(os, "posix_fadvise"):
+        try:
+            os.posix_fadvise(fd, 0, 0, os.POSIX_FADV_DONTNEED)
+        except OSError:
+            pass
+
+
 def _layout(path: Path, end: int, block: int) -> None:
     """A read job's file must hold its region; fio lays out (writes) a missing or short file."""
     size = path.stat().st_size if path.exists() else 0
@@ -129,6 +140,8 @@ def _worker(path: Path, write: bool, sequential: bool, block: int, start: int, l
     aligned = start % ALIGN == 0 and all(n % ALIGN == 0 for _, n in todo)
     flags = (os.O_WRONLY | os.O_CREAT) if write else os.O_RDONLY
     fd, direct = _open(path, flags, direct and aligned)
+    if not direct:
+        _invalidate(fd)
     buffer = mmap.mmap(-1, max(block, ALIGN))  # page-aligned, as O_DIRECT needs
     if write:
         buffer.write(os.urandom(block))  # fio fills its buffers with random data too
@@ -156,6 +169,7 @@ def _worker(path: Path, write: bool, sequential: bool, block: int, start: int, l
                 os.close(fd)
                 fd, direct = _open(path, flags, False)
                 stats.direct = False
+                _invalidate(fd)
                 done = once(offset, n)
             stats.latency += time.perf_counter() - t
             stats.bytes += done
