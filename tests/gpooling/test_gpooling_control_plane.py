@@ -46,6 +46,9 @@ def test_create_places_slices_and_writes_the_quota(pool: Pool) -> None:
 def test_refusals_say_why(pool: Pool) -> None:
     with pytest.raises(BadInputError, match="no device in the pool can hold 40.00 GiB"):
         pool.create(40 * GIB, 0.1)
+    with pytest.raises(BadInputError, match="no A100 device in the pool") as unknown:
+        pool.create(GIB, 0.1, model="A100")  # the field at fault is the model, not memory
+    assert unknown.value.field == "model"
     with pytest.raises(BadInputError, match="compute"):
         pool.create(GIB, 0.0)
     for _ in range(3):

@@ -98,6 +98,9 @@ class Pool:
         """Place a new virtual device; refuse clearly when it can never fit or not fit now."""
         if int(memory) <= 0:
             raise BadInputError("memory quota must be positive", field="memory")
+        if model is not None and model not in self.state.model_names:
+            raise BadInputError(f"no {model} device in the pool; models: "
+                                f"{', '.join(self.state.model_names)}", field="model")
         request = Request(int(memory), to_milli(compute), 1, model)
         with self._lock:
             self._drain_locked()
