@@ -330,3 +330,20 @@ def test_module_file_named_like_a_loaded_module_is_refused(tmp_path, monkeypatch
     with pytest.raises(BadInputError, match="rename the file") as info:
         load_modules([str(tmp_path / "json.py")])
     assert "json.py" in str(info.value) and "module" in str(info.value)
+
+
+def test_http_body_sent_as_curl_d_form_is_read_as_json(platform):
+    """Regression: `curl -d '{...}'` (form content type, as in the docs) answered a 422."""
+    from fastapi.testclient import TestClient
+
+    from schedlab.arcus.gateway import make_app
+
+    client = TestClient(make_app(platform))
+    form = {"Content-Type": "application/x-www-form-urlencoded", "Idempotency-Key": "form-1"}
+    body = b'{"arg": {"key": "k", "value": 3}, "ns": "form"}'
+    first = client.post("/invoke/write", content=body, headers=form)
+    again = client.post("/invoke/write", content=body, headers=form)
+    assert first.status_code == again.status_code == 200
+    assert first.json()["id"] == again.json()["id"]
+    broken = client.post("/invoke/write", content=b'{"arg": ', headers=form)
+    assert broken.status_code == 422 and broken.json()["detail"][0]["type"] == "json_invalid"

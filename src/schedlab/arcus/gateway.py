@@ -54,11 +54,27 @@ def _http_error(exc: SchedlabError) -> Any:
     return HTTPException(500, str(exc))
 
 
+def _json_bodies(app: Any) -> Any:
+    """ASGI wrapper: a body sent as a form (``curl -d`` without ``-H 'Content-Type: ...'``) is
+    read as the JSON it is, instead of a 422 about a "valid dictionary"; this API takes no forms."""
+
+    async def wrapped(scope: dict, receive: Any, send: Any) -> None:
+        if scope.get("type") == "http":
+            headers = [(k, v) for k, v in scope.get("headers", []) if k != b"content-type"]
+            sent = dict(scope.get("headers", [])).get(b"content-type", b"")
+            if sent.startswith(b"application/x-www-form-urlencoded"):
+                scope = {**scope, "headers": [*headers, (b"content-type", b"application/json")]}
+        await app(scope, receive, send)
+
+    return wrapped
+
+
 def make_app(platform: Platform) -> Any:
     """A FastAPI application bound to a started ``platform``."""
     from fastapi import FastAPI, Header, HTTPException, Query
 
     app = FastAPI(title="schedlab arcus gateway")
+    app.add_middleware(_json_bodies)
     key_header = Header(default=None, alias="Idempotency-Key", min_length=1, max_length=255)
 
     @app.get("/health")
