@@ -203,8 +203,10 @@ def serve(
                                    help="Stop after this many seconds (0: until Ctrl-C)."),
     json_out: bool = typer.Option(False, "--json", help="Print a JSON summary at exit."),
 ) -> None:
-    """Run the gateway (HTTP: POST /invoke/{fn}, /submit/{fn}, GET /status/{id}) until Ctrl-C,
-    SIGTERM or --duration; every child (workers, private redis-server) is stopped at exit."""
+    """Run the HTTP gateway (POST /invoke/{fn}, /submit/{fn}; GET /status/{id}) and workers.
+
+    Runs until Ctrl-C, SIGTERM or --duration; every child (workers, private redis-server) is
+    stopped at exit."""
     import threading
 
     import uvicorn
