@@ -99,6 +99,11 @@ def test_http_api_status_codes(pool: Pool) -> None:
     assert client.patch(f"/vdevs/{vid}", json=dict(compute=0.5)).json()["compute"] == 0.5
     assert client.get("/vdevs/nope").status_code == 404
     assert client.post(f"/vdevs/{vid}/usage", json=dict(usage={"busy_ns": 5})).status_code == 200
+    for bad in ({"busy_ns": -5}, {"memory_used": float("inf")}, {"made_up": 1}):
+        refused = client.post(f"/vdevs/{vid}/usage", content=json.dumps(dict(usage=bad)),
+                              headers={"content-type": "application/json"})
+        assert refused.status_code == 422, bad
+        assert next(iter(bad)) in refused.text
     for _ in range(2):
         client.post("/vdevs", json=dict(memory="1GiB", compute=1.0))
     assert client.post("/vdevs", json=dict(memory="1GiB", compute=0.9)).status_code == 409

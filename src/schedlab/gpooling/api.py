@@ -12,13 +12,16 @@ from __future__ import annotations
 
 import hmac
 import json
+import math
 import secrets
 from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
 from fastapi import Depends, FastAPI, HTTPException, Request
-from pydantic import BaseModel, Field
+from fastapi.exceptions import RequestValidationError
+from fastapi.responses import JSONResponse
+from pydantic import BaseModel, Field, field_validator
 
 from schedlab.core.errors import BadInputError, UnknownNameError
 from schedlab.gpooling.devices import parse_size
@@ -37,7 +40,22 @@ class ResizeBody(BaseModel):
 
 
 class UsageBody(BaseModel):
+    """Counters an agent pushes: the usage region's own field names, finite and >= 0."""
+
     usage: dict[str, float]
+
+    @field_validator("usage")
+    @classmethod
+    def _known_counters(cls, usage: dict[str, float]) -> dict[str, float]:
+        from schedlab.gpooling import shm
+
+        known = dict.fromkeys((*shm.FIELDS, *shm.LIMIT_FIELDS))
+        for key, value in usage.items():
+            if key not in known:
+                raise ValueError(f"unknown counter '{key}'; valid: {', '.join(known)}")
+            if not math.isfinite(value) or (value < 0 and key not in shm.SIGNED_FIELDS):
+                raise ValueError(f"counter '{key}' must be finite and >= 0, got {value}")
+        return usage
 
 
 def _http(exc: BadInputError) -> HTTPException:
@@ -102,6 +120,14 @@ def create_app(pool: Pool, tokens: Mapping[str, str]) -> FastAPI:
         raise BadInputError("the control plane needs at least one token", field="tokens")
     known = dict(tokens)
     app = FastAPI(title="gPooling control plane", version="2")
+
+    @app.exception_handler(RequestValidationError)
+    def _invalid(request: Request, exc: RequestValidationError) -> JSONResponse:
+        """422 with each bad field named; never echo the input (NaN/inf would not encode)."""
+        errors = [dict(field=".".join(str(p) for p in e.get("loc", ()) if p != "body"),
+                       message=str(e.get("msg", ""))) for e in exc.errors()]
+        text = "; ".join(f"field '{e['field']}': {e['message']}" for e in errors)
+        return JSONResponse(status_code=422, content=dict(detail=text, errors=errors))
 
     def tenant(request: Request) -> str:
         header = request.headers.get("authorization", "")

@@ -45,7 +45,8 @@ LIMIT_FIELDS = ("magic", "version", "memory_limit", "share_ppm", "window_ns", "h
 VDEV_OFFSET = 128  # char[64] id of the virtual device
 _INDEX = {name: i for i, name in enumerate(FIELDS)}
 _LIMIT_INDEX = {name: i for i, name in enumerate(LIMIT_FIELDS)}
-_SIGNED = {"tokens_ns"}
+#: the one counter that may go negative (a token bucket in debt)
+SIGNED_FIELDS = frozenset({"tokens_ns"})
 #: what a reader of a usage region sees of the limits (merged by read_region)
 _MERGED = ("memory_limit", "share_ppm", "window_ns", "host_limit", "revoked", "generation",
            "context_charge")
@@ -55,7 +56,7 @@ F_SEAL_SEAL, F_SEAL_SHRINK, F_SEAL_GROW, F_SEAL_WRITE, F_SEAL_FUTURE_WRITE = 1, 
 
 
 def _pack(name: str, value: int) -> bytes:
-    return struct.pack("<q" if name in _SIGNED else "<Q", int(value))
+    return struct.pack("<q" if name in SIGNED_FIELDS else "<Q", int(value))
 
 
 def share_to_ppm(share: float) -> int:
@@ -164,7 +165,7 @@ def read_region(path: str | Path) -> dict[str, int]:
         raise BadInputError(f"usage region is {len(data)} bytes, expected {SIZE}", path=path)
     values = {}
     for i, name in enumerate(FIELDS):
-        (values[name],) = struct.unpack_from("<q" if name in _SIGNED else "<Q", data, i * 8)
+        (values[name],) = struct.unpack_from("<q" if name in SIGNED_FIELDS else "<Q", data, i * 8)
     if values["magic"] != MAGIC or values["version"] != VERSION:
         raise BadInputError("not a gPooling usage region (bad magic or version)", path=path,
                             field="magic")
