@@ -43,6 +43,7 @@ from dataclasses import dataclass
 from importlib import resources
 from pathlib import Path
 
+from schedlab.core.doctor import dist_version
 from schedlab.core.errors import MissingServiceError, SchedlabError
 
 FF_OVERHEAD_NS = 0.7
@@ -120,10 +121,7 @@ def _version(argv: tuple[str, ...], flag: str, pattern: str) -> str:
 
 
 def _dist_version(name: str) -> str:
-    try:
-        return importlib.metadata.version(name)
-    except importlib.metadata.PackageNotFoundError:
-        return "unknown"
+    return dist_version(name) or "unknown"
 
 
 def _iverilog() -> Tool | None:
