@@ -30,7 +30,6 @@ from __future__ import annotations
 import fcntl
 import functools
 import hashlib
-import importlib.metadata
 import importlib.util
 import math
 import os
