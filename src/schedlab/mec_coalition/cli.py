@@ -18,18 +18,39 @@ app = typer.Typer(help="Collaborative large-model caching and offloading with co
 
 
 def _market(topology: Path | None, users: Path | None, seed: int, cloudlets: int, models: int,
-            n_users: int, tasks: int, reach: int, coord_cost: float = 0.0):
+            n_users: int, tasks: int, reach: int, coord_cost: float = 0.0, zoo: str = "llm",
+            families: str | None = None, requests: Path | None = None):
     from schedlab.mec_coalition.model import Economy
-    from schedlab.mec_coalition.workloads import from_files, synthetic
+    from schedlab.mec_coalition.workloads import (
+        LLM_FAMILIES,
+        from_files,
+        make_zoo,
+        synthetic,
+        with_demand,
+        with_glue_zoo,
+    )
 
+    if zoo not in ("llm", "glue"):
+        raise ConfigError(f"unknown zoo {zoo!r}; valid: llm, glue", field="zoo")
     economy = Economy(reach=reach, coord_cost=coord_cost)
     if topology is not None:
-        return from_files(topology, users, models, seed, tasks, max_users=n_users or None,
+        inst = from_files(topology, users, models, seed, tasks, max_users=n_users or None,
                           economy=economy)
-    if users is not None:
+    elif users is not None:
         raise ConfigError("--users needs --topology (the sites the users belong to)",
                           field="users")
-    return synthetic(cloudlets, models, n_users, seed, tasks, economy)
+    else:
+        inst = synthetic(cloudlets, models, n_users, seed, tasks, economy)
+    if families:
+        from dataclasses import replace
+
+        from schedlab.mec_coalition.model import Instance
+        names = tuple(f.strip() for f in families.split(",") if f.strip()) or LLM_FAMILIES
+        inst = Instance(make_zoo(models, tasks, seed, names), inst.cloudlets,
+                        replace(inst.users), inst.economy)
+    if zoo == "glue":
+        return with_glue_zoo(inst, seed, requests)[0]
+    return with_demand(inst, requests) if requests is not None else inst
 
 
 _TOPOLOGY = typer.Option(None, "--topology", help="Sites CSV (EUA format: LATITUDE, LONGITUDE;"
@@ -57,6 +78,15 @@ def solve(
                                      help="HiGHS time limit in seconds (--method ilp)."),
     require_optimal: bool = typer.Option(False, "--require-optimal", help="With --method ilp: "
                                          "exit 2 unless HiGHS proved the optimum."),
+    zoo: str = typer.Option("llm", "--zoo", help="llm: Llama-2/3 + Qwen2 block sizes from "
+                            "their configs (accuracies modelled); glue: RoBERTa-base and "
+                            "DeBERTa-XXL FT/LoRA with published GLUE accuracies."),
+    families: str = typer.Option(None, "--families", help="llm zoo families: comma-separated "
+                                 "presets (llama-2-7b, qwen2-7b, ...) or config.json paths."),
+    requests: Path = typer.Option(None, "--requests", help="Alibaba GenAI request trace CSV: "
+                                  "users' tasks, rates and service-time SCV from it."),
+    queueing: bool = typer.Option(False, "--queueing", help="Add M/G/c queueing delay at "
+                                  "cloudlets when evaluating the plan."),
     out: Path = typer.Option(None, "--out", help="Write the plan as JSON here."),
     json_out: bool = typer.Option(False, "--json", help="Print one JSON document."),
 ) -> None:
@@ -68,7 +98,8 @@ def solve(
     policy = get_policy(method)
     if hasattr(policy, "time_limit"):
         policy.time_limit = time_limit
-    inst = _market(topology, users, seed, cloudlets, models, n_users, tasks, reach, coord_cost)
+    inst = _market(topology, users, seed, cloudlets, models, n_users, tasks, reach, coord_cost,
+                   zoo, families, requests)
     plan = policy.plan(inst, seed)
     solver = plan.info.get("solver")
     if solver is not None and not solver["proven_optimal"]:
@@ -78,7 +109,7 @@ def solve(
         if require_optimal:
             raise SchedlabError(line, field="require_optimal")
         err_console.print(f"warning: {line}")
-    metrics = engine.evaluate(inst, plan, seed=seed)
+    metrics = engine.evaluate(inst, plan, seed=seed, queueing=queueing)
     document = _plan_document(inst, plan, method, metrics)
     if out is not None:
         write_text(out, json.dumps(document, indent=2, default=float) + "\n")

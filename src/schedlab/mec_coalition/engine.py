@@ -7,6 +7,11 @@ engine reports is exactly what the ILP maximises); providers pay compute, edge-t
 the cloud's fee and transfer, storage per GB·s, and ``coord_cost`` per pair of coalition members
 per second. Requests per user are Poisson(rate x horizon), so metrics are per-request averages
 of a concrete stream, and money is reported per second.
+
+With ``queueing=True`` each edge request also waits in its cloudlet's M/G/c queue
+(``queueing.py``: the cloudlet's GPUs, the served streams' rates and service times, the service
+SCV measured from a trace or 1), and a request whose total delay then misses its deadline loses
+its price. None of the planners sees this delay, so it is a yardstick independent of them.
 """
 
 from __future__ import annotations
@@ -63,8 +68,22 @@ def check(inst: Instance, plan: Plan) -> None:
                                   field="compute_tflops")
 
 
-def evaluate(inst: Instance, plan: Plan, seed: int = 0, horizon_s: float = 600.0
-             ) -> dict[str, Any]:
+def queue_waits(inst: Instance, plan: Plan) -> np.ndarray:
+    """Mean M/G/c queueing wait (s) at each cloudlet under ``plan``'s routing."""
+    from schedlab.mec_coalition.queueing import cloudlet_waits
+
+    cand, choice = inst.cand, plan.placement.choice
+    t = choice[choice >= 0]
+    users = cand.user[t]
+    nodes = cand.node[t]
+    service = inst.zoo.tflop[cand.model[t]] / inst.cloudlets.gpu_tflops[nodes]
+    scv = (np.ones(users.size) if inst.users.service_scv is None
+           else np.asarray(inst.users.service_scv, dtype=float)[users])
+    return cloudlet_waits(inst.users.rate[users], service, scv, nodes, inst.cloudlets.servers)
+
+
+def evaluate(inst: Instance, plan: Plan, seed: int = 0, horizon_s: float = 600.0,
+             queueing: bool = False) -> dict[str, Any]:
     """Metrics of ``plan`` on a seeded request stream; raises if the plan is infeasible."""
     check(inst, plan)
     e, u, cand, cloud = inst.economy, inst.users, inst.cand, inst.cloud
@@ -79,6 +98,11 @@ def evaluate(inst: Instance, plan: Plan, seed: int = 0, horizon_s: float = 600.0
     per_req_cost[edge] = cand.cost[t] / np.maximum(u.rate[edge], 1e-12)
     met = cloud.meets_deadline.copy()
     met[edge] = True  # candidates meet deadline and accuracy by construction
+    wait = np.zeros(inst.cloudlets.n)
+    if queueing:
+        wait = queue_waits(inst, plan)
+        delay[edge] += wait[cand.node[t]]
+        met[edge] = delay[edge] <= u.deadline_s[edge]
     revenue = u.price * met + e.gamma * acc - e.beta * delay
     served = count.sum()
     storage = float(inst.cloudlets.storage_cost @ heuristics.storage_used(
@@ -104,6 +128,7 @@ def evaluate(inst: Instance, plan: Plan, seed: int = 0, horizon_s: float = 600.0
         max_coalition=int(sizes.max()),
         cached_models=int(plan.placement.cached.sum()),
         requests=int(served),
+        queueing_ms=1000 * float(count[edge] @ wait[cand.node[t]]) / max(count[edge].sum(), 1),
     )
 
 

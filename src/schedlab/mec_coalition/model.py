@@ -68,10 +68,19 @@ class Cloudlets:
     gpu_tflops: np.ndarray  # [N] speed one request sees (sets inference delay)
     storage_cost: np.ndarray  # [N] per GB·s of cached parameters
     compute_cost: np.ndarray  # [N] per TFLOP served
+    gpus: np.ndarray | None = None  # [N] GPUs serving the queue (queueing delay); None: derived
 
     @property
     def n(self) -> int:
         return int(self.xy.shape[0])
+
+    @property
+    def servers(self) -> np.ndarray:
+        """GPUs per cloudlet: given, else sustainable compute / one GPU's speed (at least 1)."""
+        if self.gpus is not None:
+            return np.asarray(self.gpus, dtype=np.int64)
+        return np.maximum(1, np.round(self.compute_tflops / self.gpu_tflops / 0.6)).astype(
+            np.int64)
 
 
 @dataclass(frozen=True)
@@ -85,6 +94,7 @@ class Users:
     acc_req: np.ndarray
     deadline_s: np.ndarray
     price: np.ndarray  # paid per request that meets its deadline and accuracy
+    service_scv: np.ndarray | None = None  # SCV of the user's service time (None: 1, M/M)
 
     @property
     def n(self) -> int:
@@ -217,6 +227,16 @@ def validate(inst: Instance) -> None:
             bad = int(np.argmax(~np.isfinite(values) | (values < 0)))
             raise BadInputError(f"cloudlet {bad} has {values[bad]}; capacities and costs must "
                                 "be finite and non-negative", field=name)
+    if c.gpus is not None:
+        gpus = np.asarray(c.gpus, dtype=float)
+        if gpus.shape != (c.n,) or not np.all(np.isfinite(gpus)) or (gpus < 1).any() or (
+                gpus != np.round(gpus)).any():
+            raise BadInputError("needs one whole number >= 1 per cloudlet", field="gpus")
+    if u.service_scv is not None:
+        scv = np.asarray(u.service_scv, dtype=float)
+        if scv.shape != (u.n,) or not np.all(np.isfinite(scv)) or (scv < 0).any():
+            raise BadInputError("needs one finite non-negative value per user",
+                                field="service_scv")
     if (c.gpu_tflops <= 0).any():
         raise BadInputError("every cloudlet needs a positive GPU speed", field="gpu_tflops")
     for name in ("rate", "data_mb", "acc_req", "deadline_s", "price"):

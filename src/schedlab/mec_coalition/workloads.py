@@ -1,11 +1,14 @@
 """Seeded markets and the real EUA topology (Melbourne CBD edge sites and users, MIT licence).
 
-The model zoo follows how foundation models are actually fine-tuned: each base model (1.3B-13B
-parameters, fp16, so 2 GB per billion) is an embedding block plus six layer groups; a full
-fine-tune keeps the embeddings and the first 2-4 groups frozen (shared) and owns the rest; a
-LoRA/adapter variant shares every base block and adds an adapter of about 1% of the base. A
-request is 256 tokens, so it costs 2 x params x 256 FLOPs. Numbers below are modelled, not
-measured; docs/systems/mec_coalition.md lists them.
+The model zoo follows how foundation models are actually fine-tuned, with block sizes counted
+layer by layer from real architectures (``model_configs.toml``: Llama-2-7B/13B, Llama-3-8B,
+Qwen2-7B/1.5B, fp16): each base model is an embedding block, six contiguous layer groups and an
+output head; a full fine-tune keeps the embeddings and the first 2-4 groups frozen (shared) and
+owns the rest; a LoRA variant shares every base block and adds its adapter (rank and target
+modules from the config, r·(d_in + d_out) per target per layer). A request is 256 tokens
+(2 x non-embedding parameters FLOPs per token). The LLM zoo's accuracies are modelled (family
+quality grows with log2 of the parameter count, fine-tuning adds a boost on its task);
+``glue_zoo`` is the zoo whose accuracies are published (``accuracy.py``).
 """
 
 from __future__ import annotations
@@ -18,33 +21,48 @@ import polars as pl
 from schedlab.core.errors import BadInputError
 from schedlab.core.io import read_frame
 from schedlab.mec_coalition.model import Cloudlets, Economy, Instance, Users, Zoo
+from schedlab.mec_coalition.model_configs import TransformerConfig, get_config
 
-BASE_PARAMS_B = (1.3, 2.7, 3.8, 7.0, 8.0, 13.0)
+#: the decoder families the seeded zoo draws from (real config.json numbers)
+LLM_FAMILIES = ("qwen2-1.5b", "llama-2-7b", "qwen2-7b", "llama-3-8b", "llama-2-13b")
 LAYER_GROUPS = 6
 TOKENS = 256
+GLUE_TOKENS = 128
 
 
-def make_zoo(models: int, tasks: int, seed: int) -> Zoo:
+def _base_blocks(cfg: TransformerConfig, block_gb: list[float]) -> list[int]:
+    """Append ``cfg``'s embedding (+ tied head), layer groups and head; return their indices."""
+    embed, groups, head = cfg.blocks_gb(LAYER_GROUPS)
+    first = len(block_gb)
+    block_gb.append(embed + (head if head < 1e-3 else 0.0))
+    block_gb.extend(groups)
+    if head >= 1e-3:
+        block_gb.append(head)
+    return list(range(first, len(block_gb)))
+
+
+def make_zoo(models: int, tasks: int, seed: int,
+             families: tuple[str, ...] = LLM_FAMILIES) -> Zoo:
     """``models`` models in families of about ten (one base, full fine-tunes, LoRA variants)."""
     if models < 1 or tasks < 1:
         raise BadInputError("needs at least one model and one task", field="models")
+    configs = [get_config(name) for name in families]
     rng = np.random.default_rng(seed)
-    families = max(1, round(models / 10))
-    sizes = [models // families + (f < models % families) for f in range(families)]
+    n_families = max(1, round(models / 10))
+    sizes = [models // n_families + (f < models % n_families) for f in range(n_families)]
     block_gb: list[float] = []
     rows: list[list[int]] = []
     acc, tflop, family, kind = [], [], [], []
     for f, count in enumerate(sizes):
-        params = float(rng.choice(BASE_PARAMS_B))
-        gb = 2.0 * params
-        quality = rng.uniform(0.50, 0.66) + 0.02 * np.log2(params)
+        cfg = configs[int(rng.integers(len(configs)))]
+        params_b = cfg.total_params() / 1e9
+        quality = rng.uniform(0.50, 0.66) + 0.02 * np.log2(params_b)
         base_acc = np.clip(quality + rng.normal(0, 0.03, tasks), 0.05, 0.98)
-        first = len(block_gb)
-        block_gb += [0.10 * gb] + [0.15 * gb] * LAYER_GROUPS
-        base_blocks = list(range(first, first + 1 + LAYER_GROUPS))
+        base_blocks = _base_blocks(cfg, block_gb)
+        groups = base_blocks[1: 1 + LAYER_GROUPS]
         rows.append(base_blocks)
         acc.append(base_acc)
-        tflop.append(params * 2 * TOKENS / 1000)
+        tflop.append(cfg.tflop_per_request(TOKENS))
         family.append(f)
         kind.append("base")
         offset = int(rng.integers(tasks))
@@ -52,22 +70,64 @@ def make_zoo(models: int, tasks: int, seed: int) -> Zoo:
             task = (offset + v) % tasks
             if v % 5 in (1, 3):  # two in five variants are full fine-tunes
                 frozen = int(rng.integers(2, 5))
-                own = list(range(len(block_gb), len(block_gb) + LAYER_GROUPS - frozen))
-                block_gb += [0.15 * gb] * (LAYER_GROUPS - frozen)
-                rows.append(base_blocks[: 1 + frozen] + own)
+                own = list(range(len(block_gb), len(block_gb) + len(base_blocks) - 1 - frozen))
+                block_gb.extend(block_gb[b] for b in base_blocks[1 + frozen:])
+                rows.append([base_blocks[0], *groups[:frozen], *own])
                 boost, others = rng.uniform(0.15, 0.25), -0.05
                 kind.append("full-ft")
-                tflop.append(params * 2 * TOKENS / 1000)
+                tflop.append(cfg.tflop_per_request(TOKENS))
             else:
-                rows.append(base_blocks + [len(block_gb)])
-                block_gb.append(0.01 * gb)
+                rows.append([*base_blocks, len(block_gb)])
+                block_gb.append(cfg.lora_params() * 2 / 1e9)
                 boost, others = rng.uniform(0.10, 0.18), -0.01
                 kind.append("lora")
-                tflop.append(params * 1.01 * 2 * TOKENS / 1000)
+                tflop.append(cfg.tflop_per_request(TOKENS))  # adapter merged: same FLOPs
             a = base_acc + others
             a[task] = base_acc[task] + boost
             acc.append(np.clip(a, 0.05, 0.98))
             family.append(f)
+    return _zoo(block_gb, rows, acc, tflop, family, kind)
+
+
+def glue_zoo(families: tuple[str, ...] = ("roberta-base", "deberta-v2-xxlarge"),
+             tasks: tuple[str, ...] | None = None) -> tuple[Zoo, list[str], list[str]]:
+    """Per family and GLUE task a full fine-tune and a LoRA variant, with published accuracies.
+
+    A full fine-tune (as in the LoRA paper's FT rows) changes every weight, so it owns all its
+    blocks; a LoRA variant shares the whole base and adds its adapter (the paper's rank and
+    W_q/W_v targets) plus a trained classification head. Accuracy is the published GLUE score on
+    the variant's own task and 0 elsewhere. Returns the zoo, model names and task names.
+    """
+    from schedlab.mec_coalition.accuracy import GLUE_TASKS, glue_score
+
+    tasks = tuple(tasks or GLUE_TASKS)
+    block_gb: list[float] = []
+    rows: list[list[int]] = []
+    acc, tflop, family, kind, names = [], [], [], [], []
+    for f, name in enumerate(families):
+        cfg = get_config(name)
+        base = _base_blocks(cfg, block_gb)
+        head_gb = cfg.classifier_params() * 2 / 1e9
+        for t, task in enumerate(tasks):
+            for variant in ("ft", "lora"):
+                if variant == "ft":
+                    own = list(range(len(block_gb), len(block_gb) + len(base) + 1))
+                    block_gb.extend([*(block_gb[b] for b in base), head_gb])
+                    rows.append(own)
+                else:
+                    rows.append([*base, len(block_gb)])
+                    block_gb.append((cfg.lora_params() * 2) / 1e9 + head_gb)
+                score = np.zeros(len(tasks))
+                score[t] = glue_score(name, variant, task)
+                acc.append(score)
+                tflop.append(cfg.tflop_per_request(GLUE_TOKENS))
+                family.append(f)
+                kind.append("full-ft" if variant == "ft" else "lora")
+                names.append(f"{name}-{variant}-{task}")
+    return _zoo(block_gb, rows, acc, tflop, family, kind), names, list(tasks)
+
+
+def _zoo(block_gb, rows, acc, tflop, family, kind) -> Zoo:
     blocks = np.zeros((len(rows), len(block_gb)), dtype=bool)
     for m, row in enumerate(rows):
         blocks[m, row] = True
@@ -87,6 +147,7 @@ def make_cloudlets(xy: np.ndarray, rng: np.random.Generator, **given: np.ndarray
         gpu_tflops=gpu,
         storage_cost=given.get("storage_cost", rng.uniform(0.01, 0.03, n)),
         compute_cost=given.get("compute_cost", rng.uniform(0.02, 0.05, n)),
+        gpus=given.get("gpus", None if "compute_tflops" in given else gpus),
     )
 
 
@@ -104,6 +165,7 @@ def make_users(xy: np.ndarray, tasks: int, rng: np.random.Generator,
         acc_req=given.get("acc_req", rng.uniform(0.5, 0.85, u)),
         deadline_s=given.get("deadline_s", rng.uniform(0.08, 0.25, u)),
         price=given.get("price", rng.uniform(0.5, 1.5, u)),
+        service_scv=given.get("service_scv"),
     )
 
 
@@ -130,13 +192,14 @@ def _fit_largest_model(sites: Cloudlets, zoo: Zoo) -> Cloudlets:
     storage = sites.storage_gb.copy()
     storage[int(np.argmax(storage))] = need * 1.1
     return Cloudlets(sites.xy, storage, sites.compute_tflops, sites.gpu_tflops,
-                     sites.storage_cost, sites.compute_cost)
+                     sites.storage_cost, sites.compute_cost, sites.gpus)
 
 
 # --- real topology ---------------------------------------------------------------------------
 
-_SERVER_COLUMNS = ("storage_gb", "compute_tflops", "gpu_tflops", "storage_cost", "compute_cost")
-_USER_COLUMNS = ("task", "rate", "data_mb", "acc_req", "deadline_s", "price")
+_SERVER_COLUMNS = ("storage_gb", "compute_tflops", "gpu_tflops", "storage_cost", "compute_cost",
+                   "gpus")
+_USER_COLUMNS = ("task", "rate", "data_mb", "acc_req", "deadline_s", "price", "service_scv")
 
 
 def from_files(servers: Path, users: Path | None, models: int, seed: int, tasks: int = 10,
@@ -229,3 +292,48 @@ def _numeric(frame: pl.DataFrame, column: str, path: Path, low: float | None = N
         raise BadInputError(f"value {raw[row]!r} is not a finite number{rng_text}", path=path,
                             line=line, field=column)
     return values.to_numpy().astype(float)
+
+
+# --- real demand and published accuracies on a market ------------------------------------------
+
+
+def with_demand(inst: Instance, trace: Path, mean_rate: float = 0.6) -> Instance:
+    """``inst`` with each user's task, rate and service SCV taken from a GenAI request trace."""
+    from dataclasses import replace
+
+    from schedlab.mec_coalition.alibaba import demand, read_trace
+
+    got = demand(read_trace(trace), inst.users.n, inst.zoo.n_tasks, mean_rate, path=trace)
+    users = replace(inst.users, task=got.task, rate=got.rate, service_scv=got.service_scv)
+    return Instance(inst.zoo, inst.cloudlets, users, inst.economy)
+
+
+def with_glue_zoo(inst: Instance, seed: int, trace: Path | None = None,
+                  mean_rate: float = 0.6) -> tuple[Instance, list[str]]:
+    """``inst``'s sites and users with the published-accuracy GLUE zoo (8 tasks).
+
+    Users keep their positions; tasks (and rates, SCVs) come from ``trace`` when given, else
+    Zipf(0.8) over the 8 tasks. A user's accuracy need is drawn uniformly between the weakest and
+    the strongest published score on its task (modelled), so some users need the 1.5 B model.
+    """
+    from dataclasses import replace
+
+    zoo, names, tasks = glue_zoo()
+    rng = np.random.default_rng(seed + 7919)
+    base = replace(inst.users, task=rng.choice(len(tasks), size=inst.users.n,
+                                               p=_zipf(len(tasks))))
+    sites = _fit_largest_model(inst.cloudlets, zoo)
+    priced = Instance(zoo, sites, base, inst.economy)
+    if trace is not None:
+        priced = with_demand(priced, trace, mean_rate)
+    scores = np.where(zoo.acc > 0, zoo.acc, np.nan)
+    low, high = np.nanmin(scores, axis=0), np.nanmax(scores, axis=0)
+    task = priced.users.task
+    need = low[task] + rng.uniform(0, 1, task.size) * (high[task] - low[task])
+    users = replace(priced.users, acc_req=need)
+    return Instance(zoo, sites, users, inst.economy), names
+
+
+def _zipf(n: int, s: float = 0.8) -> np.ndarray:
+    weights = 1.0 / np.arange(1, n + 1) ** s
+    return weights / weights.sum()
