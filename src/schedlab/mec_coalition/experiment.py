@@ -232,8 +232,10 @@ def real_inputs(cloudlets: int, models: int, users: int, sim_jobs: int, seed: in
         ran.append(ran_with)
     claims.append(Claim(
         "Queueing model check: M/G/c (P-K / Allen-Cunneen) waits vs a FIFO simulation of the "
-        "three busiest cloudlets of the mechanism's plan (trace SCVs, gamma service times)",
-        metric="max |formula - simulated| / simulated", measured=sim_error, target=0.15,
+        "three busiest cloudlets of the mechanism's plan (trace SCVs, gamma service times), "
+        "as an error on the time a request spends at the cloudlet (wait + service)",
+        metric="max |formula - simulated wait| / simulated sojourn", measured=sim_error,
+        target=0.05,
         comparison="<=", paper_figure="(model validation, not a paper claim)", required=True))
     return Result(pl.concat(frames, how="diagonal_relaxed"), claims=claims,
                   figures=[_bars(frames[0])], notes="; ".join(notes), ran_with=" | ".join(ran))
@@ -256,7 +258,7 @@ def _queue_model_error(inst: Instance, plan, jobs: int, seed: int) -> float:
     worst = 0.0
     for k in np.argsort(-util)[:3]:
         mine = nodes == k
-        if not mine.any() or waits[k] < 1e-9:
+        if not mine.any():
             continue
         lam = rate[mine]
         stream = rng.choice(lam.size, size=jobs, p=lam / lam.sum())
@@ -269,7 +271,8 @@ def _queue_model_error(inst: Instance, plan, jobs: int, seed: int) -> float:
         arrivals = np.cumsum(rng.exponential(1.0 / lam.sum(), jobs))
         simulated = simulate_fifo(arrivals, service, int(inst.cloudlets.servers[k]))
         observed = float(simulated[jobs // 10:].mean())
-        worst = max(worst, abs(waits[k] - observed) / max(observed, 1e-12))
+        sojourn = observed + float(service.mean())  # what the delay metric adds up
+        worst = max(worst, abs(waits[k] - observed) / sojourn)
     return worst
 
 
