@@ -75,9 +75,13 @@ class LocalSlurm:
     """Start with :meth:`start`, submit with :meth:`sbatch`, always :meth:`stop` (or use with)."""
 
     def __init__(self, directory: str | Path, prolog: str | None = None,
-                 epilog: str | None = None) -> None:
+                 epilog: str | None = None,
+                 burst_buffer: tuple[str | Path, str | Path] | None = None) -> None:
+        """``burst_buffer=(site.json, spool)`` configures ``BurstBufferType=burst_buffer/lua``
+        with IFlux's ``burst_buffer.lua`` (:func:`burst_buffer.install`) beside slurm.conf."""
         self.dir = Path(directory)
         self.prolog, self.epilog = prolog, epilog
+        self.burst_buffer = burst_buffer
         self.procs: list[subprocess.Popen] = []
         self.conf = self.dir / "slurm.conf"
         self.host = socket.gethostname().split(".")[0]
@@ -87,6 +91,7 @@ class LocalSlurm:
         return {**os.environ, "SLURM_CONF": str(self.conf)}
 
     def _write_config(self) -> None:
+        self.dir.chmod(0o755)  # jobs of ordinary users read slurm.conf and the munge socket
         for sub in ("state", "slurmd"):
             (self.dir / sub).mkdir(parents=True, exist_ok=True)
         key = self.dir / "munge.key"
@@ -96,6 +101,12 @@ class LocalSlurm:
             f"Prolog={self.prolog}" if self.prolog else "",
             f"Epilog={self.epilog}" if self.epilog else "",
             "PrologFlags=Alloc" if self.prolog else "") if line)
+        if self.burst_buffer is not None:
+            from schedlab.iflux.burst_buffer import burst_buffer_conf, install
+
+            install(self.dir, *self.burst_buffer)
+            (self.dir / "burst_buffer.conf").write_text(burst_buffer_conf())
+            hooks += "\nBurstBufferType=burst_buffer/lua\nDebugFlags=BurstBuffer"
         self.conf.write_text(SLURM_CONF.format(
             host=self.host, dir=self.dir, ctld_port=_free_port(), slurmd_port=_free_port(),
             hooks=hooks, cpus=os.cpu_count() or 1))

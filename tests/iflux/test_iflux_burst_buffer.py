@@ -1,0 +1,385 @@
+"""IFlux as Slurm's burst_buffer/lua plugin, on a real slurmctld + slurmd + munged (127.0.0.1).
+
+Slurm refuses burst buffers to root, so jobs are submitted as ``nobody`` (uid 65534) with
+``setpriv``: the same run checks transparency for an ordinary user (``unshare -r`` + a user
+namespace mapping back to the user's own uid).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import re
+import shutil
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+import pytest
+
+from schedlab.core.errors import BadInputError
+from schedlab.core.io import write_text
+from schedlab.iflux import burst_buffer as bb
+from schedlab.iflux import fastpath
+from schedlab.iflux.engine import decide
+from schedlab.iflux.jobspec import intents_from_slurm_script
+from schedlab.iflux.localslurm import LocalSlurm, missing_binaries
+from schedlab.iflux.storage import DEFAULT_MODELS, Site, StorageModel
+
+NOBODY = 65534
+AS_NOBODY = ["setpriv", f"--reuid={NOBODY}", f"--regid={NOBODY}", "--clear-groups"]
+
+
+def _userns_ok() -> bool:
+    if shutil.which("setpriv") is None or shutil.which("unshare") is None:
+        return False
+    probe = subprocess.run([*AS_NOBODY, "unshare", "--map-root-user", "--mount", "true"],
+                           capture_output=True)
+    return probe.returncode == 0
+
+
+needs_slurm = [
+    pytest.mark.services,
+    pytest.mark.skipif(bool(missing_binaries()), reason="needs slurm-wlm and munge "
+                       "(apt-get install -y slurm-wlm munge)"),
+    pytest.mark.skipif(not Path("/usr/lib/x86_64-linux-gnu/slurm-wlm/burst_buffer_lua.so")
+                       .exists() and not list(Path("/usr/lib").glob("**/burst_buffer_lua.so")),
+                       reason="Slurm was built without burst_buffer/lua"),
+    pytest.mark.skipif(os.geteuid() != 0, reason="slurmd and setpriv to another user need root"),
+    pytest.mark.skipif(not _userns_ok(), reason="unprivileged user namespaces are off "
+                       "(a non-root job cannot get a private mount namespace)"),
+]
+
+
+# ----------------------------------------------------------------- fast path == full path
+
+GOOD = [
+    "path=/p/in usage=input mode=read-only pattern=small-random size=1GiB",
+    "path=/p/out usage=output pattern=checkpoint size=100GiB",
+    "path=/p/tmp usage=temporary pattern=metadata-heavy size=2GB files=3000",
+    "path=/p/s usage=input data=sample level=operation size=20GiB",
+    "path=/p/w usage=output sharing=shared consistency=strong mode=write-only",
+    "path=/p/big/ usage=input size=1TiB source=/data/x",
+    "path=/p/q usage=temporary level=workflow sharing=independent size=5",
+]
+BAD = [
+    "path=/p/a usage=input mode=write-only",
+    "path=/p/a usage=output mode=read-only",
+    "path=/p/a usage=output pattern=checkpoint mode=read-only",
+    "path=/p/a usage=temporary sharing=shared level=workflow",
+    "path=relative usage=input",
+    "path=/p/a usage=sideways",
+    "path=/p/a usage=input size=12parsecs",
+    "path=/p/a usage=input colour=blue",
+    "usage=input",
+    "path=/p/a",
+    "path=/p/a usage=input files=0",
+    "path=/p/a usage=input usage=output",
+    "path=/p/a usage=input 'unclosed",
+    "path=/p/a usage=input size=-5",
+]
+
+
+@pytest.fixture(scope="module")
+def table(tmp_path_factory) -> fastpath.Table:
+    path = tmp_path_factory.mktemp("table") / "rules.json"
+    fastpath.write_table(path)
+    return fastpath.load_table(path)
+
+
+def _script(tmp_path: Path, lines: list[str], prefix: str = "#IFLUX") -> Path:
+    script = tmp_path / "job.sh"
+    script.write_text("#!/bin/bash\n" + "".join(f"{prefix} {line}\n" for line in lines)
+                      + "true\n")
+    return script
+
+
+@pytest.mark.parametrize("line", GOOD)
+def test_fast_path_places_like_the_full_path(tmp_path: Path, line: str,
+                                             table: fastpath.Table) -> None:
+    script = _script(tmp_path, [line])
+    full = decide(intents_from_slurm_script(script).intents).allocation.placements
+    fast, _ = fastpath.read_script(str(script))
+    placed = fastpath.allocate(fast, table, {"ramdisk": 4 << 30, "nvme": 64 << 30,
+                                             "shared-bb": 2 << 40, "gpu-direct": 1 << 30})
+    assert [(str(p.tier), p.soft) for p in full] == [(p["tier"], p["soft"]) for p in placed]
+    assert fast[0]["path"] == full[0].intent.path and fast[0]["size"] == full[0].intent.size
+
+
+@pytest.mark.parametrize("line", BAD)
+def test_fast_path_rejects_what_the_full_path_rejects(tmp_path: Path, line: str) -> None:
+    script = _script(tmp_path, [line])
+    with pytest.raises(BadInputError) as full:
+        intents_from_slurm_script(script)
+    with pytest.raises(BadInputError) as fast:
+        fastpath.read_script(str(script))
+    assert fast.value.line == full.value.line == 2
+    assert fast.value.field == full.value.field
+
+
+def test_fast_path_reads_bb_lua_intents_and_the_pool_request(tmp_path: Path) -> None:
+    script = _script(tmp_path, ["pool=nvme capacity=64M",
+                                "path=/p/in usage=input pattern=small-random size=1MiB"],
+                     prefix="#BB_LUA")
+    intents, request = fastpath.read_script(str(script))
+    assert request == {"pool": "nvme", "capacity": "64M"}
+    assert [it["path"] for it in intents] == ["/p/in"] and intents[0]["line"] == 3
+    nested = _script(tmp_path, ["path=/p usage=input", "path=/p/x usage=output"])
+    with pytest.raises(BadInputError, match="nested"):
+        fastpath.read_script(str(nested))
+
+
+def test_pool_request_picks_the_pool_that_accelerates_most(table: fastpath.Table) -> None:
+    intents = [fastpath.validate(dict(path="/a", usage="input", pattern="small-random",
+                                      size="10MiB"), {}),
+               fastpath.validate(dict(path="/b", usage="output", pattern="checkpoint",
+                                      size="100MiB"), {})]
+    assert bb.pool_request(intents, {"ramdisk": 1 << 30, "nvme": 1 << 30}, table) == \
+        ("nvme", 110 << 20)
+    assert bb.pool_request(intents, {"ramdisk": 1 << 30}, table) == ("ramdisk", 10 << 20)
+    assert bb.pool_request(intents, {}, table) is None
+
+
+def test_install_writes_every_function_slurm_requires(tmp_path: Path) -> None:
+    site = Site.under(tmp_path / "site", ram_base=tmp_path / "ram")
+    write_text(tmp_path / "site.json", site.to_json())
+    lua = bb.install(tmp_path, tmp_path / "site.json", tmp_path / "spool").read_text()
+    for name in ("slurm_bb_job_process", "slurm_bb_pools", "slurm_bb_job_teardown",
+                 "slurm_bb_setup", "slurm_bb_data_in", "slurm_bb_real_size", "slurm_bb_paths",
+                 "slurm_bb_pre_run", "slurm_bb_post_run", "slurm_bb_data_out",
+                 "slurm_bb_get_status"):
+        assert f"function {name}(" in lua
+    pools = json.loads((tmp_path / "spool" / "pools.json").read_text())["pools"]
+    names = {p["id"] for p in pools}
+    assert {"ramdisk", "nvme", "shared-bb"} <= names
+    assert ("gpu-direct" in names) == bb.has_gpu(), "no gpu-direct pool without a GPU"
+
+
+def test_install_and_helper_errors_are_one_line(tmp_path: Path) -> None:
+    (tmp_path / "site.json").write_text("{not json")
+    with pytest.raises(BadInputError, match="invalid site JSON"):
+        bb.install(tmp_path, tmp_path / "site.json", tmp_path / "spool")
+    site = Site.under(tmp_path / "site", ram_base=tmp_path / "ram")
+    write_text(tmp_path / "site.json", site.to_json())
+    with pytest.raises(BadInputError, match="pools.tape"):
+        bb.install(tmp_path, tmp_path / "site.json", tmp_path / "spool", {"tape": 1 << 30})
+    assert not (tmp_path / "burst_buffer.lua").exists(), "nothing written on bad input"
+    bb.install(tmp_path, tmp_path / "site.json", tmp_path / "spool")
+    before = (tmp_path / "burst_buffer.lua").read_text()
+    with pytest.raises(BadInputError, match="pool size"):
+        bb.install(tmp_path, tmp_path / "site.json", tmp_path / "spool", {"nvme": 5})
+    assert (tmp_path / "burst_buffer.lua").read_text() == before, "the old install survives"
+    bad = _script(tmp_path, ["path=/p/a usage=input colour=blue"])
+    for args in (["job_process", str(bad)], ["setup", "x", "1", "1", "nvme", "1", str(bad)],
+                 ["data_in", "12; rm -rf /"]):
+        out = subprocess.run([sys.executable, "-m", "schedlab.iflux.burst_buffer", "--spool",
+                              str(tmp_path / "spool"), *args], capture_output=True, text=True)
+        assert out.returncode == 1 and "Traceback" not in out.stdout + out.stderr
+        assert len(out.stdout.strip().splitlines()) == 1, out.stdout
+    no_pool = _script(tmp_path, ["path=/p/in usage=input pattern=small-random size=1MiB"])
+    with pytest.raises(BadInputError, match="#BB_LUA pool=ramdisk capacity=1M"):
+        bb.job_process(tmp_path / "spool", str(no_pool))
+
+
+# ----------------------------------------------------------------- on a real Slurm
+
+
+class BBCluster:
+    """A local Slurm with IFlux's burst_buffer.lua, in a directory ``nobody`` can traverse."""
+
+    def __init__(self, pools: dict[str, int] | None = None,
+                 pfs: StorageModel | None = None) -> None:
+        self.base = Path(tempfile.mkdtemp(prefix="iflux-bb-"))
+        self.base.chmod(0o755)
+        site = Site.under(self.base / "site", ram_base=self.base / "ram")
+        if pfs is not None:
+            site.models = {**DEFAULT_MODELS, "pfs": pfs}
+        self.site = site
+        write_text(self.base / "site.json", site.to_json())
+        self.spool = self.base / "spool"
+        self.pfs = Path(site.roots["pfs"])
+        self.out = self.base / "o"
+        self.out.mkdir()
+        self.out.chmod(0o777)
+        self.slurm = LocalSlurm(self.base / "slurm",
+                                burst_buffer=(self.base / "site.json", self.spool, pools))
+
+    def submit(self, body: str, header: str) -> str:
+        script = self.base / f"job-{time.monotonic_ns()}.sh"
+        script.write_text(f"#!/bin/bash\n#SBATCH -o {self.out}/%j.out\n{header}\n{body}\n")
+        script.chmod(0o644)
+        out = subprocess.run([*AS_NOBODY, "sbatch", "--parsable", str(script)],
+                             env=self.slurm.env, capture_output=True, text=True)
+        assert out.returncode == 0, out.stderr
+        return out.stdout.strip()
+
+    def job(self, job_id: str) -> dict[str, str]:
+        out = subprocess.run(["scontrol", "show", "job", "-o", job_id], env=self.slurm.env,
+                             capture_output=True, text=True).stdout
+        return dict(f.split("=", 1) for f in out.split() if "=" in f)
+
+    def used(self, pool: str) -> str:
+        out = subprocess.run(["scontrol", "show", "burstbuffer"], env=self.slurm.env,
+                             capture_output=True, text=True).stdout
+        match = re.search(rf"PoolName\[\d+\]={re.escape(pool)} .*UsedSpace=(\S+)", out)
+        assert match, out
+        return match.group(1)
+
+    def wait(self, ready, what: str, timeout: float = 90.0):
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            value = ready()
+            if value:
+                return value
+            time.sleep(0.25)
+        log = (self.slurm.dir / "slurmctld.log").read_text(errors="replace")[-3000:]
+        raise AssertionError(f"timed out waiting for {what}; slurmctld.log tail:\n{log}")
+
+    def report(self, job_id: str) -> dict:
+        path = self.spool / f"job-{job_id}" / "report.json"
+        self.wait(path.is_file, f"the teardown report of job {job_id}")
+        return json.loads(path.read_text())
+
+
+@pytest.fixture
+def bb_cluster():
+    clusters: list[BBCluster] = []
+
+    def make(**kwargs) -> BBCluster:
+        cluster = BBCluster(**kwargs)
+        clusters.append(cluster)
+        cluster.slurm.start()
+        return cluster
+
+    yield make
+    for cluster in clusters:
+        cluster.slurm.stop()
+        subprocess.run(["umount", "-l", str(cluster.pfs / "out")], capture_output=True)
+        shutil.rmtree(cluster.base, ignore_errors=True)
+        shutil.rmtree(Path(cluster.site.roots["ramdisk"]).parent, ignore_errors=True)
+
+
+def _mb(text: str) -> float:
+    units = {"": 1, "K": 1 / 1024, "M": 1, "G": 1024, "T": 1 << 20}
+    match = re.match(r"^(\d+(?:\.\d+)?)([KMGT]?)", text)
+    assert match, text
+    return float(match.group(1)) * units[match.group(2)]
+
+
+def slurm_test(fn):
+    for mark in needs_slurm:
+        fn = mark(fn)
+    return fn
+
+
+@slurm_test
+def test_job_runs_transparently_with_stage_in_and_out(bb_cluster) -> None:
+    c = bb_cluster()
+    out = subprocess.run(["scontrol", "show", "burstbuffer"], env=c.slurm.env,
+                         capture_output=True, text=True).stdout
+    assert "PoolName[0]=ramdisk" in out and "PoolName[1]=nvme" in out
+    assert ("gpu-direct" in out) == bb.has_gpu()
+    (c.pfs / "in").mkdir()
+    (c.pfs / "in" / "a.txt").write_text("input\n")
+    pfs = c.pfs
+    job = c.submit(
+        f"cat {pfs}/in/a.txt > {pfs}/out/copy.txt\n"
+        f"grep -cE ' {pfs}/(in|out) ' /proc/self/mountinfo > {pfs}/out/mounts.txt\n"
+        f"id -u > {pfs}/out/uid.txt\n"
+        f"while [ ! -e {c.out}/release ]; do sleep 0.1; done\n",
+        "#BB_LUA pool=nvme capacity=64M\n"
+        f"#IFLUX path={pfs}/in usage=input mode=read-only pattern=small-random size=1MiB\n"
+        f"#BB_LUA path={pfs}/out usage=output mode=write-only pattern=checkpoint size=8MiB")
+    c.wait(lambda: c.job(job).get("JobState") == "RUNNING", "the job to run")
+    assert _mb(c.used("nvme")) == 64, "the job holds its pool capacity while it runs"
+    status = subprocess.run(["scontrol", "show", "bbstat", job], env=c.slurm.env,
+                            capture_output=True, text=True).stdout
+    assert f"JobId={job} Phase=running" in status and f"{pfs}/in=nvme" in status
+    (c.out / "release").touch()
+    report = c.report(job)
+    assert report["ok"] and report["transparent"].startswith("transparent=true")
+    assert c.job(job).get("JobState") == "COMPLETED"
+    assert (pfs / "out" / "copy.txt").read_text() == "input\n", "staged in, flushed out"
+    assert (pfs / "out" / "mounts.txt").read_text().strip() == "2", "both paths bind-mounted"
+    assert (pfs / "out" / "uid.txt").read_text().strip() == str(NOBODY), "the user's own uid"
+    assert (pfs / "out" / "copy.txt").stat().st_uid == NOBODY
+    assert report["stage_in"]["files"] == 1 and not report["kept"]
+    assert not any(Path(c.site.roots["nvme"]).iterdir()), "the tier was torn down"
+    c.wait(lambda: _mb(c.used("nvme")) == 0, "the pool capacity to come back")
+
+
+@slurm_test
+def test_a_full_pool_keeps_the_next_job_pending(bb_cluster) -> None:
+    c = bb_cluster(pools={"ramdisk": 64 << 20, "nvme": 16 << 20})
+    header = ("#BB_LUA pool=nvme capacity={}M\n"
+              "#IFLUX path={}/{} usage=output pattern=checkpoint size={}MiB")
+    first = c.submit(f"echo a > {c.pfs}/a/f\nwhile [ ! -e {c.out}/release ]; do sleep 0.1; done",
+                     header.format(16, c.pfs, "a", 16))
+    c.wait(lambda: c.job(first).get("JobState") == "RUNNING", "the first job to run")
+    second = c.submit(f"echo b > {c.pfs}/b/f", header.format(8, c.pfs, "b", 8))
+    # the node has free CPUs; only the pool is full
+    c.wait(lambda: c.job(second).get("Reason") == "BurstBufferResources", "the pool reason")
+    assert c.job(second)["JobState"] == "PENDING"
+    assert _mb(c.used("nvme")) == 16
+    assert not (c.spool / f"job-{second}" / "plan.json").exists(), "not set up while pending"
+    (c.out / "release").touch()
+    assert c.report(second)["ok"]
+    assert (c.pfs / "a" / "f").read_text() == "a\n" and (c.pfs / "b" / "f").read_text() == "b\n"
+    c.wait(lambda: _mb(c.used("nvme")) == 0, "the pool capacity to come back")
+
+
+@slurm_test
+def test_cancel_during_stage_in_loses_nothing_and_returns_capacity(bb_cluster) -> None:
+    # a PFS that reads at 1 MiB/s, so staging 6 MiB in takes seconds
+    c = bb_cluster(pfs=StorageModel(bandwidth=1 << 20, iops=1000, meta_latency=1e-3))
+    src = c.pfs / "in"
+    src.mkdir()
+    for i in range(6):
+        (src / f"part{i}").write_bytes(os.urandom(1 << 20))
+    before = {p.name: hashlib.sha256(p.read_bytes()).hexdigest() for p in src.iterdir()}
+    job = c.submit(f"touch {c.out}/ran",
+                   "#BB_LUA pool=nvme capacity=16M\n"
+                   f"#IFLUX path={src} usage=input mode=read-only pattern=large-sequential "
+                   "size=6MiB")
+    tier = Path(c.site.roots["nvme"]) / f"slurm-{job}"
+    c.wait(lambda: c.job(job).get("BurstBufferState") == "staging-in" and tier.is_dir()
+           and (c.spool / f"job-{job}" / "data_in.pid").is_file(), "stage-in to start")
+    pid = int((c.spool / f"job-{job}" / "data_in.pid").read_text())
+    assert _mb(c.used("nvme")) == 16
+    subprocess.run(["scancel", job], env=c.slurm.env, check=True)
+    report = c.report(job)
+    assert report["cancelled_stage_in"] and not report["kept"]
+    assert "stage_in" not in report, "stage-in was stopped before it finished"
+    assert not Path(f"/proc/{pid}").exists() or \
+        Path(f"/proc/{pid}/stat").read_text().split(") ")[1].startswith("Z")
+    after = {p.name: hashlib.sha256(p.read_bytes()).hexdigest() for p in src.iterdir()}
+    assert after == before, "the source data is intact"
+    assert not tier.exists(), "the partly staged tier was removed"
+    assert not (c.out / "ran").exists()
+    c.wait(lambda: _mb(c.used("nvme")) == 0, "the pool capacity to come back")
+
+
+@slurm_test
+def test_a_failing_stage_out_is_reported_and_keeps_the_data(bb_cluster) -> None:
+    c = bb_cluster()
+    out = c.pfs / "out"
+    out.mkdir()
+    # the PFS side of the output is a 1 MiB file system: the 4 MiB result cannot land there
+    mounted = subprocess.run(["mount", "-t", "tmpfs", "-o", "size=1m,mode=1777", "tmpfs",
+                              str(out)], capture_output=True)
+    if mounted.returncode != 0:
+        pytest.skip(f"cannot mount a small tmpfs: {mounted.stderr.decode().strip()}")
+    job = c.submit(f"head -c 4194304 /dev/urandom > {out}/result.bin",
+                   "#BB_LUA pool=nvme capacity=64M\n"
+                   f"#IFLUX path={out} usage=output mode=write-only pattern=checkpoint "
+                   "size=8MiB")
+    fields = c.wait(lambda: (f := c.job(job)) and "stage-out" in f.get("Reason", "") and f,
+                    "the stage-out failure in the job's reason")
+    assert "failed" in fields["Reason"] and "data_kept_on_the_tier" in fields["Reason"]
+    kept = list((Path(c.site.roots["nvme"]) / f"slurm-{job}").glob("*/result.bin"))
+    assert len(kept) == 1 and kept[0].stat().st_size == 4 << 20, "nothing lost"
+    assert (c.spool / f"job-{job}" / "phase").read_text().strip() == "stage-out-failed"
+    assert _mb(c.used("nvme")) == 64, "capacity stays held while the data is on the tier"
