@@ -53,15 +53,8 @@ def solve(g0: Graph, g1: Graph, *, policy: str = "mcsplit", threads: int = 1,
           connected: bool = False, heuristic: str = "min_max", big_first: bool = False,
           timeout: float | None = None, gpu: bool = False, **policy_args) -> MCSResult:
     """Maximum common induced subgraph of two graphs in McSplit's encoding."""
-    if heuristic not in HEURISTICS:
-        raise UnknownNameError("heuristic", heuristic, sorted(HEURISTICS))
-    if connected and (g0.directed or g1.directed):
-        raise ConfigError("--connected and --directed cannot be combined (as in McSplit)",
-                          field="connected")
-    if threads < 1:
-        raise ConfigError("must be at least 1", field="threads")
-    if timeout is not None and not (timeout > 0):  # also rejects NaN
-        raise ConfigError(f"must be positive, got {timeout}", field="timeout")
+    check_options(connected=connected, directed=g0.directed or g1.directed, threads=threads,
+                  heuristic=heuristic, timeout=timeout, policy=policy)
     if gpu and policy != "hydra-gpu":
         policy = "hydra-gpu"
     device = None
@@ -77,6 +70,31 @@ def solve(g0: Graph, g1: Graph, *, policy: str = "mcsplit", threads: int = 1,
     mapping = {int(order0[v]): int(order1[w]) for v, w in out.pairs}
     return MCSResult(len(mapping), mapping, out.nodes, out.seconds, out.optimal, work.name,
                      work.threads, out.tasks_shared, out.offloaded, out.device_nodes, out.kernel)
+
+
+def check_options(*, fmt: str = "auto", labels: str = "none", directed: bool = False,
+                  connected: bool = False, threads: int = 1, policy: str = "mcsplit",
+                  heuristic: str = "min_max", timeout: float | None = None,
+                  **_ignored) -> None:
+    """Refuse a bad option (one error naming it) before any graph is read or searched."""
+    from schedlab.hydra_mcs.policies import POLICIES
+    from schedlab.hydra_mcs.readers import FORMATS
+
+    if heuristic not in HEURISTICS:
+        raise UnknownNameError("heuristic", heuristic, sorted(HEURISTICS))
+    if labels not in LABELS:
+        raise UnknownNameError("labels", labels, LABELS)
+    if fmt not in FORMATS:
+        raise UnknownNameError("format", fmt, FORMATS)
+    if policy not in POLICIES:
+        raise UnknownNameError("policy", policy, sorted(POLICIES))
+    if connected and directed:
+        raise ConfigError("--connected and --directed cannot be combined (as in McSplit)",
+                          field="connected")
+    if not isinstance(threads, int) or isinstance(threads, bool) or threads < 1:
+        raise ConfigError(f"must be an integer >= 1, got {threads!r}", field="threads")
+    if timeout is not None and not (timeout > 0):  # also rejects NaN
+        raise ConfigError(f"must be positive, got {timeout}", field="timeout")
 
 
 def solve_files(path0: str | Path, path1: str | Path, *, fmt: str = "auto",

@@ -5,6 +5,7 @@ from __future__ import annotations
 from pathlib import Path
 
 import typer
+from rich.markup import escape
 
 from schedlab.core.clitools import emit_json, err_console, handle_errors, out_console
 
@@ -15,8 +16,11 @@ app = typer.Typer(help="Hydra-MCS: exact maximum common induced subgraph (McSpli
 @app.command("solve")
 @handle_errors
 def solve_cmd(
-    a: Path = typer.Argument(..., help="First graph file."),
-    b: Path = typer.Argument(..., help="Second graph file."),
+    a: Path = typer.Argument(None, help="First graph file (omit with --pairs)."),
+    b: Path = typer.Argument(None, help="Second graph file (omit with --pairs)."),
+    pairs: Path = typer.Option(None, "--pairs",
+                               help="Batch: a list file (two paths a line, text or CSV) or a "
+                                    "directory of X.A<k>/X.B<k> pairs; one result line each."),
     fmt: str = typer.Option("auto", "--format", help="auto, arg, lad, dimacs or edges."),
     labels: str = typer.Option("none", "--labels", help="none, vertex or all (vertex+edge)."),
     connected: bool = typer.Option(False, "--connected", help="Common connected subgraph."),
@@ -27,22 +31,78 @@ def solve_cmd(
     heuristic: str = typer.Option("min_max", "--heuristic", help="min_max or min_product."),
     big_first: bool = typer.Option(False, "--big-first", help="McSplit's big-first variant."),
     gpu: bool = typer.Option(False, "--gpu", help="Offload RC-band subproblems to CUDA."),
-    timeout: float = typer.Option(None, "--timeout", help="Seconds; best so far on expiry."),
-    json_out: bool = typer.Option(False, "--json", help="Print JSON."),
+    timeout: float = typer.Option(None, "--timeout",
+                                  help="Seconds (per pair with --pairs); best so far on expiry."),
+    no_mapping: bool = typer.Option(False, "--no-mapping",
+                                    help="Leave the mapping out of the output."),
+    json_out: bool = typer.Option(False, "--json",
+                                  help="Print JSON (with --pairs: one JSON object a line)."),
 ) -> None:
-    """Solve one pair; prints size, mapping, nodes, time and whether it is proven optimal."""
+    """Solve one pair (or a batch with --pairs); prints size, mapping, nodes, time and whether
+    it is proven optimal."""
+    from schedlab.core.errors import ConfigError
     from schedlab.hydra_mcs.api import solve_files
 
     chosen = policy or ("hydra-gpu" if gpu else "mcsplit" if threads == 1 else "hydra-cpu")
-    result = solve_files(a, b, fmt=fmt, labels=labels, directed=directed, connected=connected,
-                         threads=threads, policy=chosen, heuristic=heuristic,
-                         big_first=big_first, gpu=gpu, timeout=timeout)
+    kwargs = dict(fmt=fmt, labels=labels, directed=directed, connected=connected,
+                  threads=threads, policy=chosen, heuristic=heuristic, big_first=big_first,
+                  gpu=gpu, timeout=timeout)
+    if pairs is not None:
+        if a is not None or b is not None:
+            raise ConfigError("give either two graph files or --pairs, not both", field="pairs")
+        raise typer.Exit(_batch(pairs, kwargs, json_out, not no_mapping))
+    if a is None or b is None:
+        raise ConfigError("two graph files are needed (or --pairs FILE|DIR)",
+                          field="b" if a is not None else "a")
+    result = solve_files(a, b, **kwargs)
     if json_out:
-        emit_json(result.as_dict())
+        doc = result.as_dict()
+        if no_mapping:
+            doc.pop("mapping")
+        emit_json(doc)
         return
     out_console.print(f"size {result.size}  nodes {result.nodes}  time {result.seconds:.3f}s  "
                       f"{'optimal' if result.optimal else 'NOT proven optimal (stopped)'}")
-    out_console.print(" ".join(f"({v} -> {w})" for v, w in sorted(result.mapping.items())))
+    if not no_mapping:
+        out_console.print(" ".join(f"({v} -> {w})" for v, w in sorted(result.mapping.items())))
+
+
+def _batch(pairs: Path, kwargs: dict, json_out: bool, with_mapping: bool) -> int:
+    """Solve every pair of a list/directory, one output line each as it finishes; exit code."""
+    import json
+    import sys
+
+    from schedlab.hydra_mcs.api import check_options, solve_files
+    from schedlab.hydra_mcs.batch import read_pairs, run_pairs
+
+    check_options(**kwargs)  # a bad flag is one error before any pair runs
+    specs = read_pairs(pairs)
+    failed = 0
+    out = sys.stdout
+    if not json_out:
+        out.write(f"{'pattern':>24} {'target':>24} {'size':>5} {'nodes':>13} {'cpu_s':>9} "
+                  f"status\n")
+        out.flush()
+    for row in run_pairs(specs, lambda p, t: solve_files(p, t, **kwargs).as_dict()):
+        if row.error is not None:
+            failed += 1
+            err_console.print(f"[red]error:[/red] {escape(row.error)}", highlight=False,
+                              soft_wrap=True)
+        if json_out:
+            out.write(json.dumps(row.as_dict(with_mapping)) + "\n")
+        else:
+            r = row.result or {}
+            status = ("error" if row.error else "optimal" if r.get("optimal") else "stopped")
+            out.write(f"{row.spec.pattern.name:>24} {row.spec.target.name:>24} "
+                      f"{r.get('size', '-'):>5} {r.get('nodes', '-'):>13} {row.cpu_s:>9.3f} "
+                      f"{status}\n")
+            if with_mapping and r.get("mapping"):
+                out.write("    " + " ".join(f"({v} -> {w})" for v, w in r["mapping"].items())
+                          + "\n")
+        out.flush()
+    if failed:
+        err_console.print(f"{failed} of {len(specs)} pairs failed", highlight=False)
+    return 1 if failed else 0
 
 
 @app.command("build")

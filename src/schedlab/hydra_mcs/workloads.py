@@ -12,7 +12,7 @@ from pathlib import Path
 import numpy as np
 
 from schedlab.core.errors import BadInputError
-from schedlab.hydra_mcs.graph import Graph, GraphBuilder
+from schedlab.hydra_mcs.graph import LOOP_BIT, Graph, GraphBuilder
 from schedlab.hydra_mcs.readers import read_arg
 
 
@@ -68,3 +68,38 @@ def arg_pairs(folder: str | Path) -> list[Instance]:
         if b.is_file():
             out.append(Instance(a.name.replace(".A", "."), read_arg(a), read_arg(b)))
     return out
+
+
+def vertex_labelled(graph: Graph, labels: int, rng: np.random.Generator) -> Graph:
+    """The same graph with each vertex given a label drawn uniformly from 0..labels-1."""
+    drawn = rng.integers(0, labels, graph.n).astype(np.uint32)
+    return Graph(graph.adj.copy(), (graph.labels & LOOP_BIT) | drawn, graph.directed,
+                 graph.name)
+
+
+def write_arg(graph: Graph, path: str | Path) -> Path:
+    """Write an undirected graph as ARG/MIVIA binary, so the reference McSplit can read it.
+
+    Vertex labels are stored in the top bits that McSplit's (and :func:`read_arg`'s) label
+    reduction keeps; edges carry label 0, so ``--labels all`` (McSplit ``-a``) reads the same
+    graph as vertex labels only. Each edge is written once, from its smaller end.
+    """
+    from schedlab.hydra_mcs.readers import _arg_label_shift
+
+    if graph.directed:
+        raise BadInputError("write_arg writes undirected graphs only", field="directed")
+    n = graph.n
+    shift = _arg_label_shift(n)
+    labels = graph.labels & ~LOOP_BIT
+    if labels.size and int(labels.max()) >= (1 << (16 - shift)):
+        raise BadInputError(f"labels must be below {1 << (16 - shift)} for n={n} in ARG",
+                            field="labels")
+    words = [n, *[int(x) << shift for x in labels]]
+    for v in range(n):
+        targets = [int(u) for u in np.nonzero(graph.adj[v])[0] if u > v]
+        words.append(len(targets))
+        for u in targets:
+            words += [u, 0]
+    path = Path(path)
+    path.write_bytes(np.asarray(words, dtype="<u2").tobytes())
+    return path
