@@ -305,5 +305,8 @@ def _candidates_of(inst: Instance, who: np.ndarray) -> tuple[np.ndarray, ...]:
     keep = (acc >= u.acc_req[users]) & (delay <= u.deadline_s[users]) & (gain > 1e-12)
     load = rate * z.tflop[models]
     keep &= load <= c.compute_tflops[nodes]
+    # a model larger than a cloudlet's whole storage can never be cached there: dropping these
+    # options changes no integer solution and tightens the LP relaxation (and its rounding)
+    keep &= z.model_gb[models] <= c.storage_gb[nodes] + 1e-9
     return (users[keep], nodes[keep], models[keep], delay[keep], acc[keep], gain[keep],
             load[keep], cost[keep], revenue[keep])
