@@ -184,6 +184,31 @@ def test_install_and_helper_errors_are_one_line(tmp_path: Path) -> None:
         bb.job_process(tmp_path / "spool", str(no_pool))
 
 
+def test_submit_adds_the_pool_request_and_the_cli_installs(tmp_path: Path) -> None:
+    from typer.testing import CliRunner
+
+    from schedlab.iflux.cli import app
+
+    site = Site.under(tmp_path / "site", ram_base=tmp_path / "ram")
+    write_text(tmp_path / "site.json", site.to_json())
+    runner = CliRunner()
+    bad = runner.invoke(app, ["bb-install", str(tmp_path), "--site", str(tmp_path / "site.json"),
+                              "--spool", str(tmp_path / "spool"), "--pool", "nvme=lots"])
+    assert bad.exit_code == 2 and "--pool nvme=lots" in bad.output and "Traceback" not in \
+        bad.output
+    ok = runner.invoke(app, ["bb-install", str(tmp_path), "--site", str(tmp_path / "site.json"),
+                             "--spool", str(tmp_path / "spool"), "--pool", "nvme=1GiB",
+                             "--json"])
+    assert ok.exit_code == 0, ok.output
+    assert json.loads(ok.stdout)["slurm_conf_lines"] == ["BurstBufferType=burst_buffer/lua"]
+    script = _script(tmp_path, ["path=/p/out usage=output pattern=checkpoint size=100MiB"])
+    text = bb.with_pool_request(script, tmp_path / "spool")
+    assert text.splitlines()[:2] == ["#!/bin/bash", "#BB_LUA pool=nvme capacity=100M"]
+    assert script.read_text().count("#BB_LUA") == 0, "the user's script is not modified"
+    explicit = _script(tmp_path, ["pool=nvme capacity=1G"], prefix="#BB_LUA")
+    assert bb.with_pool_request(explicit, tmp_path / "spool") == explicit.read_text()
+
+
 # ----------------------------------------------------------------- on a real Slurm
 
 
@@ -208,10 +233,11 @@ class BBCluster:
                                 burst_buffer=(self.base / "site.json", self.spool, pools))
 
     def submit(self, body: str, header: str) -> str:
+        """Submit as nobody; without a ``#BB_LUA pool=`` line IFlux adds its own request."""
         script = self.base / f"job-{time.monotonic_ns()}.sh"
         script.write_text(f"#!/bin/bash\n#SBATCH -o {self.out}/%j.out\n{header}\n{body}\n")
-        script.chmod(0o644)
-        out = subprocess.run([*AS_NOBODY, "sbatch", "--parsable", str(script)],
+        text = bb.with_pool_request(script, self.spool)
+        out = subprocess.run([*AS_NOBODY, "sbatch", "--parsable"], input=text,
                              env=self.slurm.env, capture_output=True, text=True)
         assert out.returncode == 0, out.stderr
         return out.stdout.strip()
@@ -319,7 +345,8 @@ def test_a_full_pool_keeps_the_next_job_pending(bb_cluster) -> None:
     first = c.submit(f"echo a > {c.pfs}/a/f\nwhile [ ! -e {c.out}/release ]; do sleep 0.1; done",
                      header.format(16, c.pfs, "a", 16))
     c.wait(lambda: c.job(first).get("JobState") == "RUNNING", "the first job to run")
-    second = c.submit(f"echo b > {c.pfs}/b/f", header.format(8, c.pfs, "b", 8))
+    second = c.submit(f"echo b > {c.pfs}/b/f",  # IFlux adds "#BB_LUA pool=nvme capacity=8M"
+                      f"#IFLUX path={c.pfs}/b usage=output pattern=checkpoint size=8MiB")
     # the node has free CPUs; only the pool is full
     c.wait(lambda: c.job(second).get("Reason") == "BurstBufferResources", "the pool reason")
     assert c.job(second)["JobState"] == "PENDING"

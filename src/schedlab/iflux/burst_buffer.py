@@ -290,6 +290,40 @@ def pool_request(intents: list[dict], pools: dict[str, int], table: fastpath.Tab
     return tier, -(-used // GRANULARITY) * GRANULARITY
 
 
+def with_pool_request(script: str | Path, spool: str | Path) -> str:
+    """The script's text with IFlux's ``#BB_LUA pool=... capacity=...`` line added after the
+    ``#!`` line (unchanged when it already asks for a pool or no pool helps)."""
+    spool = Path(spool)
+    config = _config(spool)
+    intents, request = fastpath.read_script(str(script))
+    text = Path(script).read_text(encoding="utf-8")
+    if "pool" in request or not intents:
+        return text
+    choice = pool_request(intents, config["pools"], fastpath.load_table(spool / "rules.json"))
+    if choice is None:
+        return text
+    line = f"#BB_LUA pool={choice[0]} capacity={choice[1] // GRANULARITY}M\n"
+    lines = text.splitlines(keepends=True)
+    cut = 1 if lines and lines[0].startswith("#!") else 0
+    return "".join(lines[:cut]) + line + "".join(lines[cut:])
+
+
+def submit(script: str | Path, sbatch_args: list[str], spool: str | Path,
+           env: dict[str, str] | None = None) -> str:
+    """Validate, add the pool request, and submit to a Slurm running IFlux's burst_buffer.lua
+    (the script goes to sbatch on stdin, so the user's file is never modified)."""
+    import subprocess
+
+    from schedlab.core.errors import MissingServiceError
+
+    text = with_pool_request(script, spool)
+    out = subprocess.run(["sbatch", "--parsable", *sbatch_args], input=text,
+                         capture_output=True, text=True, env=env)
+    if out.returncode != 0:
+        raise MissingServiceError(f"sbatch failed: {out.stderr.strip()}")
+    return out.stdout.strip().split(";")[0]
+
+
 def job_process(spool: Path, script: str) -> str:
     """Submission: intents valid, the pool request present and big enough. Fast path."""
     config = _config(spool)

@@ -171,16 +171,56 @@ def hooks(
         out_console.print("\n".join(doc["slurm_conf_lines"]))
 
 
+@app.command("bb-install")
+@handle_errors
+def bb_install(
+    conf_dir: Path = typer.Argument(..., help="The directory of slurm.conf."),
+    site: Path = typer.Option(..., "--site"),
+    spool: Path = typer.Option(..., "--spool", help="Plans, tables and reports of jobs."),
+    pool: list[str] = typer.Option(None, "--pool", help="tier=size, e.g. nvme=1TiB "
+                                   "(default: every tier of the site, gpu-direct only with "
+                                   "a GPU)."),
+    json_out: bool = typer.Option(False, "--json"),
+) -> None:
+    """Install IFlux as Slurm's burst_buffer/lua plugin (writes burst_buffer.lua)."""
+    from schedlab.iflux.burst_buffer import burst_buffer_conf, install
+    from schedlab.iflux.intents import parse_size
+
+    pools = None
+    if pool:
+        pools = {}
+        for item in pool:
+            tier, sep, size = item.partition("=")
+            try:
+                pools[tier] = parse_size(size) if sep else -1
+            except ValueError as exc:
+                raise BadInputError(str(exc), field=f"--pool {item}") from None
+    lua = install(conf_dir, site, spool, pools)
+    doc = dict(lua=str(lua), slurm_conf_lines=["BurstBufferType=burst_buffer/lua"],
+               burst_buffer_conf=burst_buffer_conf())
+    if json_out:
+        emit_json(doc)
+    else:
+        out_console.print(f"wrote {lua}\nadd to slurm.conf: BurstBufferType=burst_buffer/lua\n"
+                          f"burst_buffer.conf (same directory):\n{doc['burst_buffer_conf']}")
+
+
 @app.command()
 @handle_errors
 def sbatch(
     script: Path = typer.Argument(..., help="Batch script with #IFLUX lines."),
     spool: Path = typer.Option(..., "--spool"),
     args: list[str] = typer.Argument(None, help="Extra sbatch options after --."),
+    bb: bool = typer.Option(False, "--bb", help="For a Slurm with IFlux's burst_buffer.lua: "
+                            "add the '#BB_LUA pool= capacity=' request instead of wrapping."),
     json_out: bool = typer.Option(False, "--json"),
 ) -> None:
-    """Validate a script's intents and submit it to Slurm, wrapped to enter its namespace."""
-    from schedlab.iflux.slurm import submit
+    """Validate a script's intents and submit it to Slurm: with --bb through the burst-buffer
+    plugin, otherwise wrapped to enter its namespace (Prolog/Epilog integration)."""
+    if bb:
+        from schedlab.iflux.burst_buffer import submit
+    else:
+        from schedlab.iflux.slurm import submit
 
     job_id = submit(script, list(args or []), spool)
     if json_out:
