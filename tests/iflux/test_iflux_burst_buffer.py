@@ -27,6 +27,7 @@ from schedlab.iflux import fastpath
 from schedlab.iflux.engine import decide
 from schedlab.iflux.jobspec import intents_from_slurm_script
 from schedlab.iflux.localslurm import LocalSlurm, missing_binaries
+from schedlab.iflux.policies import DEFAULT_CAPACITY
 from schedlab.iflux.storage import DEFAULT_MODELS, Site, StorageModel
 
 NOBODY = 65534
@@ -103,8 +104,7 @@ def test_fast_path_places_like_the_full_path(tmp_path: Path, line: str,
     script = _script(tmp_path, [line])
     full = decide(intents_from_slurm_script(script).intents).allocation.placements
     fast, _ = fastpath.read_script(str(script))
-    placed = fastpath.allocate(fast, table, {"ramdisk": 4 << 30, "nvme": 64 << 30,
-                                             "shared-bb": 2 << 40, "gpu-direct": 1 << 30})
+    placed = fastpath.allocate(fast, table, {str(t): v for t, v in DEFAULT_CAPACITY.items()})
     assert [(str(p.tier), p.soft) for p in full] == [(p["tier"], p["soft"]) for p in placed]
     assert fast[0]["path"] == full[0].intent.path and fast[0]["size"] == full[0].intent.size
 

@@ -124,3 +124,14 @@ def test_capacity_error_before_deploy_names_intent() -> None:
 def test_unknown_mapper() -> None:
     with pytest.raises(UnknownNameError, match="iflux"):
         make_mapper("magic")
+
+
+def test_no_gpu_direct_placement_without_a_gpu() -> None:
+    from schedlab.iflux.engine import decide
+    from schedlab.iflux.storage import has_gpu
+
+    samples = Intent(path="/p/samples", usage="input", data="sample", level="operation",
+                     size="1GiB")
+    placement = decide([samples]).allocation.placements[0]
+    assert placement.chain[0] is Tier.GPU_DIRECT, "the rule still prefers it where it exists"
+    assert (placement.tier is Tier.GPU_DIRECT) == has_gpu()

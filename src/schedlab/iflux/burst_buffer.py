@@ -49,16 +49,13 @@ from pathlib import Path
 from schedlab.core.errors import BadInputError, SchedlabError
 from schedlab.core.io import write_text
 from schedlab.iflux import fastpath
+from schedlab.iflux.storage import has_gpu
 
 POOL_TIERS = ("ramdisk", "nvme", "shared-bb", "gpu-direct")
 GRANULARITY = 1 << 20
 FLUSH_MASK = fastpath.STAGE_OUT
 
 
-def has_gpu() -> bool:
-    """A GPU on this node (an NVIDIA device node, or a DRM render node); no GPU, no gpu-direct."""
-    dev = Path("/dev")
-    return any(dev.glob("nvidia[0-9]*")) or any(dev.glob("dri/renderD*"))
 
 
 # --------------------------------------------------------------------------- the Lua script

@@ -31,6 +31,7 @@ from schedlab.iflux.rules import (
     interpret,
     soft_list,
 )
+from schedlab.iflux.storage import has_gpu
 
 USAGE_COL = [name for name, _ in FEATURES].index("usage")
 
@@ -122,10 +123,11 @@ def shared_mapper(name: str) -> Mapper:
     return make_mapper(name)
 
 
-#: free bytes per tier on one node; PFS capacity is treated as unlimited
+#: free bytes per tier on one node; PFS capacity is treated as unlimited; gpu-direct has room
+#: only on a node with a GPU (otherwise its intents fall back along their chains)
 DEFAULT_CAPACITY: dict[Tier, int] = {
     Tier.RAMDISK: 4 << 30, Tier.NVME: 64 << 30, Tier.SHARED_BB: 2 << 40,
-    Tier.GPU_DIRECT: 1 << 30, Tier.PFS: 1 << 62,
+    Tier.GPU_DIRECT: (1 << 30) if has_gpu() else 0, Tier.PFS: 1 << 62,
 }
 
 

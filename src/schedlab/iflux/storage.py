@@ -89,6 +89,13 @@ class Site:
         return cls({k: str(v) for k, v in roots.items()})
 
 
+def has_gpu() -> bool:
+    """A GPU on this node (an NVIDIA device node or a DRM render node). Without one there is
+    no gpu-direct tier to allocate: its default capacity is 0 and no Slurm pool is made."""
+    dev = Path("/dev")
+    return any(dev.glob("nvidia[0-9]*")) or any(dev.glob("dri/renderD*"))
+
+
 def load_site(path: str | Path | None = None) -> Site | None:
     path = path or os.environ.get(SITE_ENV)
     if not path:
