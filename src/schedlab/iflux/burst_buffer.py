@@ -38,7 +38,6 @@ and a second user namespace that maps the user back to their own uid when not ro
 
 from __future__ import annotations
 
-import argparse
 import json
 import os
 import signal
@@ -47,9 +46,7 @@ import time
 from pathlib import Path
 
 from schedlab.core.errors import BadInputError, SchedlabError
-from schedlab.core.io import write_text
 from schedlab.iflux import fastpath
-from schedlab.iflux.storage import has_gpu
 
 POOL_TIERS = ("ramdisk", "nvme", "shared-bb", "gpu-direct")
 GRANULARITY = 1 << 20
@@ -170,9 +167,32 @@ def _helper(spool: Path, fast: bool) -> str:
     import schedlab
 
     package_root = str(Path(schedlab.__file__).resolve().parents[1])
-    flags = "-S " if fast else ""
-    return (f"env PYTHONPATH={shlex.quote(package_root)} {shlex.quote(sys.executable)} {flags}"
-            f"-m schedlab.iflux.burst_buffer --spool {shlex.quote(str(spool))}")
+    entry = ("-S " + shlex.quote(str(Path(__file__).with_name("bbfast.py"))) if fast
+             else "-m schedlab.iflux.burst_buffer")
+    return (f"env PYTHONPATH={shlex.quote(package_root)} {shlex.quote(sys.executable)} {entry}"
+            f" --spool {shlex.quote(str(spool))}")
+
+
+def write_text(path: str | Path, text: str) -> Path:
+    """Write-then-rename with fsync (as core.io.write_text, without importing tempfile)."""
+    path = Path(path)
+    tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
+    try:
+        with open(tmp, "w", encoding="utf-8") as handle:
+            handle.write(text)
+            handle.flush()
+            os.fsync(handle.fileno())
+        os.replace(tmp, path)
+    finally:
+        if tmp.exists():
+            tmp.unlink()
+    return path
+
+
+def has_gpu() -> bool:
+    from schedlab.iflux.storage import has_gpu as node_has_gpu
+
+    return node_has_gpu()
 
 
 def default_pools(site: dict) -> dict[str, int]:
@@ -233,11 +253,26 @@ def install(conf_dir: str | Path, site: str | Path, spool: str | Path,
         for tier, size in pools.items()]}))
     write_text(spool / "config.json", json.dumps(dict(site=str(site), pools=pools,
                                                       roots=raw["roots"]), indent=2))
+    _byte_compile()
     lua = conf_dir / "burst_buffer.lua"
     write_text(lua, LUA.replace("{spool}", _lua_str(str(spool)))
                .replace("{fast}", _lua_str(_helper(spool, True)))
                .replace("{full}", _lua_str(_helper(spool, False))))
     return lua
+
+
+def _byte_compile() -> None:
+    """Byte-compile the fast path's modules, so each Lua call loads .pyc files even where
+    PYTHONDONTWRITEBYTECODE is set for slurmctld (best effort: a read-only install is fine)."""
+    import py_compile
+
+    here = Path(__file__).resolve().parent
+    for path in (here / "bbfast.py", here / "burst_buffer.py", here / "fastpath.py",
+                 here.parent / "core" / "errors.py"):
+        try:
+            py_compile.compile(str(path), doraise=True)
+        except (OSError, py_compile.PyCompileError):
+            continue
 
 
 def burst_buffer_conf(stage_in_timeout: int = 600, stage_out_timeout: int = 600,
@@ -658,43 +693,48 @@ def status(spool: Path, args: list[str]) -> str:
     return "\n".join(lines) or "IFlux: no burst-buffer jobs"
 
 
+OPS = dict(job_process=1, setup=6, data_in=1, pre_run=1, post_run=1, data_out=1, teardown=1,
+           status=0)
+USAGE = f"usage: --spool DIR {{{','.join(OPS)}}} ARGS..."
+
+
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="schedlab.iflux.burst_buffer")
-    parser.add_argument("--spool", type=Path, required=True)
-    parser.add_argument("op", choices=("job_process", "setup", "data_in", "pre_run",
-                                       "post_run", "data_out", "teardown", "status"))
-    parser.add_argument("args", nargs="*")
-    args = parser.parse_args(argv)
-    a = args.args
-    need = dict(job_process=1, setup=6, data_in=1, pre_run=1, post_run=1, data_out=1,
-                teardown=1, status=0)[args.op]
+    """``--spool DIR OP ARGS...``; prints one line (the message Slurm shows), exit 0 or 1.
+
+    No argparse: this runs once per Lua call and every import counts on the fast path.
+    """
+    argv = list(sys.argv[1:] if argv is None else argv)
+    if len(argv) < 3 or argv[0] != "--spool" or argv[2] not in OPS:
+        print(USAGE)
+        return 2
+    spool, op, a = Path(argv[1]), argv[2], argv[3:]
     try:
-        if len(a) < need:
-            raise BadInputError(f"{args.op} needs {need} arguments, got {len(a)}")
-        if args.op == "job_process":
-            out = job_process(args.spool, a[0])
-        elif args.op == "setup":
+        if len(a) < OPS[op]:
+            raise BadInputError(f"{op} needs {OPS[op]} arguments, got {len(a)}")
+        if op == "job_process":
+            out = job_process(spool, a[0])
+        elif op == "setup":
             for i, name in ((1, "uid"), (2, "gid"), (4, "bb_size")):
                 if not a[i].isdigit():
                     raise BadInputError(f"must be a number, got {a[i]!r}", field=name)
-            out = setup(args.spool, a[0], int(a[1]), int(a[2]), a[3], int(a[4]), a[5])
-        elif args.op == "data_in":
-            out = data_in(args.spool, a[0])
-        elif args.op == "pre_run":
-            out = pre_run(args.spool, a[0])
-        elif args.op == "post_run":
-            out = post_run(args.spool, a[0])
-        elif args.op == "data_out":
-            out = data_out(args.spool, a[0])
-        elif args.op == "teardown":
-            out = teardown(args.spool, a[0], len(a) > 2 and a[2] == "true")
+            out = setup(spool, a[0], int(a[1]), int(a[2]), a[3], int(a[4]), a[5])
+        elif op == "data_in":
+            out = data_in(spool, a[0])
+        elif op == "pre_run":
+            out = pre_run(spool, a[0])
+        elif op == "post_run":
+            out = post_run(spool, a[0])
+        elif op == "data_out":
+            out = data_out(spool, a[0])
+        elif op == "teardown":
+            out = teardown(spool, a[0], len(a) > 2 and a[2] == "true")
         else:
-            out = status(args.spool, a)
+            out = status(spool, a)
     except SchedlabError as exc:
-        print(f"iflux {args.op}: {exc}")
+        print(f"iflux {op}: {exc}")
         return 1
     except Exception as exc:  # noqa: BLE001 - one line for Slurm's job reason, not a traceback
-        print(f"iflux {args.op}: {type(exc).__name__}: {exc}")
+        print(f"iflux {op}: {type(exc).__name__}: {exc}")
         return 1
     print(out)
     return 0
