@@ -173,15 +173,17 @@ def _helper(spool: Path, fast: bool) -> str:
             f" --spool {shlex.quote(str(spool))}")
 
 
-def write_text(path: str | Path, text: str) -> Path:
-    """Write-then-rename with fsync (as core.io.write_text, without importing tempfile)."""
+def write_text(path: str | Path, text: str, durable: bool = True) -> Path:
+    """Write-then-rename, fsynced unless ``durable=False`` (as core.io.write_text, without
+    importing tempfile)."""
     path = Path(path)
     tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
     try:
         with open(tmp, "w", encoding="utf-8") as handle:
             handle.write(text)
-            handle.flush()
-            os.fsync(handle.fileno())
+            if durable:
+                handle.flush()
+                os.fsync(handle.fileno())
         os.replace(tmp, path)
     finally:
         if tmp.exists():
@@ -436,17 +438,18 @@ def setup(spool: Path, job_id: str, uid: int, gid: int, pool: str, size: int,
     os.chown(job_side, uid, gid)
     plan = dict(job_id=f"slurm-{job_id}", site_path=config["site"], mounts=mounts,
                 mapper="iflux")
-    write_text(where / "plan.json", json.dumps(plan, indent=2))
+    # setup's files are rebuilt by the next setup after a crash: atomic, not fsynced
+    write_text(where / "plan.json", json.dumps(plan, indent=2), durable=False)
     write_text(where / "decision.json", json.dumps(dict(
         decide_s=decide_s, pool=pool, size=size, uid=uid, gid=gid,
         placements=[dict(path=it["path"], tier=p["tier"], software=fastpath.soft_list(p["soft"]),
                          chain=p["chain"], size=it["size"])
-                    for it, p in zip(intents, placed, strict=True)]), indent=2))
+                    for it, p in zip(intents, placed, strict=True)]), indent=2), durable=False)
     mounts_env = json.dumps({m["path"]: m["tier_dir"] for m in mounts}, separators=(",", ":"))
     write_text(where / "env", f"IFLUX_JOB_ID=slurm-{job_id}\nIFLUX_MOUNTS={mounts_env}\n"
                f"IFLUX_SITE={config['site']}\nIFLUX_STATUS={job_side}\n"
-               f"BASH_ENV={where / 'enter.sh'}\n")
-    write_text(where / "enter.sh", enter_script(mounts, job_side))
+               f"BASH_ENV={where / 'enter.sh'}\n", durable=False)
+    write_text(where / "enter.sh", enter_script(mounts, job_side), durable=False)
     for name in ("env", "enter.sh", "plan.json", "decision.json"):
         (where / name).chmod(0o644)
     where.chmod(0o755)
