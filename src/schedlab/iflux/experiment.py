@@ -73,6 +73,46 @@ def run_case(case: Case, mapper: str, base: Path, site_path: Path) -> dict:
     return row
 
 
+def directives(intents) -> str:
+    """Intents as ``#IFLUX k=v ...`` batch-script lines (what a Slurm user writes)."""
+    import shlex
+
+    lines = []
+    for intent in intents:
+        raw = intent.model_dump(exclude_defaults=True)
+        words = [f"{k}={shlex.quote(str(v))}" for k, v in raw.items()]
+        if "usage" not in raw:
+            words.append(f"usage={intent.usage}")
+        lines.append("#IFLUX " + " ".join(words))
+    return "\n".join(lines)
+
+
+def fresh_decision_s(case: Case, workdir: Path, spool: Path, reps: int = 3) -> float:
+    """Median wall of ``slurm_bb_job_process`` as slurmctld runs it: a fresh ``bbfast.py``
+    process (interpreter start included) parsing, validating and mapping the case's intents."""
+    import os
+    import subprocess
+    import sys
+
+    from schedlab.iflux import burst_buffer
+
+    script = spool / f"{case.name}.sh"
+    write_text(script, "#!/bin/bash\n#BB_LUA pool=nvme capacity=64G\n"
+               + directives(case.intents(workdir)) + "\ntrue\n")
+    fast = Path(burst_buffer.__file__).with_name("bbfast.py")
+    env = {**os.environ, "PYTHONPATH": str(Path(burst_buffer.__file__).resolve().parents[2])}
+    times = []
+    for _ in range(reps):
+        start = time.perf_counter()
+        out = subprocess.run([sys.executable, "-S", str(fast), "--spool", str(spool),
+                              "job_process", str(script)], env=env, capture_output=True,
+                             text=True)
+        times.append(time.perf_counter() - start)
+        if out.returncode != 0:
+            raise MissingServiceError(f"the burst-buffer fast path failed: {out.stdout.strip()}")
+    return float(np.median(times))
+
+
 def namespace_overhead(site_path: Path, reps: int = 5) -> float:
     """Seconds IFlux's runtime adds to a job: entering the namespace with one bind mount."""
     probe = [intent_from_dict(dict(path=str(Path(site_path).parent / "ns-probe"),
@@ -102,18 +142,24 @@ def io_speedup(scale: str, mappers: tuple[str, ...], seed: int) -> Result:
     write_text(site_path, site.to_json())
     rng = np.random.default_rng(seed)
     shared_mapper("iflux").map(all_points()[:8])  # a scheduler plugin is loaded (and JITted) once
+    from schedlab.iflux.burst_buffer import install
+
+    install(base, site_path, base / "bb-spool")
     try:
         inputs = Path(site.roots["pfs"]) / "inputs"
         rows = []
         for case in cases(sizes, inputs):
             if case.setup:
                 case.setup(base, rng)
-            rows += [run_case(case, m, base, site_path) for m in mappers]
+            case_rows = [run_case(case, m, base, site_path) for m in mappers]
+            fresh = fresh_decision_s(case, Path(site.roots["pfs"]) / case.name,
+                                     base / "bb-spool")
+            rows += [{**r, "decide_fresh_s": fresh} for r in case_rows]
         overhead = namespace_overhead(site_path)
     finally:
         shutil.rmtree(base, ignore_errors=True)
         shutil.rmtree(site.roots["ramdisk"].rsplit("/", 1)[0], ignore_errors=True)
-    frame = pl.DataFrame(rows)
+    frame = with_speedups(pl.DataFrame(rows), overhead)
     ran_with = ran_with_from(frame)
     userns = namespace_prefix() == NAMESPACE_PREFIXES[1]
     return Result(frame, claims=_io_claims(frame, overhead), figures=[_plot(frame)],
@@ -154,35 +200,62 @@ def _check_prerequisites() -> None:
                                        "(sysctl user.max_user_namespaces > 0)")
 
 
+def with_speedups(frame: pl.DataFrame, overhead: float) -> pl.DataFrame:
+    """Each row gets its speedup over the PFS baseline of the same case three ways: the job's
+    own I/O time, the job's wall time, and end to end (stage-in + job + stage-out), plus the
+    runtime overhead of IFlux's deployment relative to that case's job (per job class)."""
+    base = frame.filter(pl.col("mapper") == "pfs").select(
+        "case", pl.col("io_s").alias("_io"), pl.col("job_wall_s").alias("_wall"),
+        pl.col("end_to_end_s").alias("_e2e"))
+    return (frame.join(base, on="case", how="left")
+            .with_columns(speedup_io=pl.col("_io") / pl.col("io_s").clip(lower_bound=1e-6),
+                          speedup_wall=pl.col("_wall") / pl.col("job_wall_s").clip(
+                              lower_bound=1e-6),
+                          speedup_e2e=pl.col("_e2e") / pl.col("end_to_end_s").clip(
+                              lower_bound=1e-6),
+                          runtime_overhead_pct=100 * overhead / pl.col("_wall").clip(
+                              lower_bound=1e-9))
+            .drop("_io", "_wall", "_e2e"))
+
+
 def _speedups(frame: pl.DataFrame, column: str) -> dict[str, float]:
     wide = frame.pivot(on="mapper", index="case", values=column)
     return {r["case"]: r["pfs"] / max(r["iflux"], 1e-6) for r in wide.iter_rows(named=True)}
 
 
 def _io_claims(frame: pl.DataFrame, overhead: float) -> list[Claim]:
+    """Headline claims are end to end (stage-in + job + stage-out, what a user waits for);
+    the job's own I/O time is reported beside them, labelled as such."""
     io = _speedups(frame, "io_s")
-    solution = _speedups(frame, "to_solution_s")
+    e2e = _speedups(frame, "end_to_end_s")
     base = frame.filter(pl.col("mapper") == "pfs").sort("case")
     ifx = frame.filter(pl.col("mapper") == "iflux").sort("case")
     lost = int(((ifx["pfs_files"] != base["pfs_files"]) | (ifx["pfs_bytes"] != base["pfs_bytes"])
                 | (ifx["returncode"] != 0) | (ifx["kept"] > 0)).sum())
-    job_s = float(ifx["job_wall_s"].mean())
+    per_class = 100 * overhead / base["job_wall_s"].clip(lower_bound=1e-9)
+    fresh = ifx["decide_fresh_s"] if "decide_fresh_s" in ifx.columns else ifx["decide_s"]
     return [
-        Claim("Largest speedup on a specific pattern (job's own I/O time)", "max speedup (x)",
-              max(io.values()), 147.0, ">=", "up to 147x"),
-        Claim("IFlux speeds up every workload class whose intents it matches", "classes faster",
-              sum(v > 1.0 for v in io.values()), len(io), ">=", "all (six classes)"),
-        Claim("Full-workflow speedup, 1000-Genomes-like (stage-in + job's run time; "
-              "stage-out is asynchronous after the job)", "speedup (x)", solution["genomes"],
-              3.12, ">=", "3.12x (1000 Genomes)"),
+        Claim("Largest end-to-end speedup on a specific pattern (stage-in + job + stage-out "
+              "vs the same job on the PFS)", "max speedup (x)", max(e2e.values()), 147.0, ">=",
+              "up to 147x"),
+        Claim("Workload classes faster end to end (stage-in + job + stage-out)",
+              "classes faster", sum(v > 1.0 for v in e2e.values()), len(e2e), ">=",
+              "all (six classes)"),
+        Claim("Full-workflow end-to-end speedup, 1000-Genomes-like (stage-in + job + "
+              "stage-out)", "speedup (x)", e2e["genomes"], 3.12, ">=", "3.12x (1000 Genomes)"),
+        Claim("Largest speedup of the job's own I/O time (not end to end; set by the PFS "
+              "model's IOPS)", "max speedup (x)", max(io.values()), 147.0, ">=",
+              "up to 147x"),
         Claim("Every job's output reaches the PFS intact (files and bytes as without IFlux)",
               "cases with lost or kept output", lost, 0, "==", "transparent, no loss",
               required=True),
-        Claim("Runtime overhead of IFlux's deployment vs job time (our jobs last ~1 s)",
-              "overhead (%)",
-              100 * overhead / max(job_s, 1e-9), 0.01, "<=", "0.01%"),
-        Claim("Scheduler-side decision time vs job time", "overhead (%)",
-              100 * float(ifx["decide_s"].median()) / max(job_s, 1e-9), 0.02, "<=", "0.02%"),
+        Claim("Runtime overhead of IFlux's deployment vs job time, median over job classes "
+              "(our jobs last ~0.1-1 s)", "overhead (%)", float(per_class.median()), 0.01, "<=",
+              "0.01%"),
+        Claim("Scheduler-side decision as Slurm runs it (fresh process incl. interpreter "
+              "start, slurm_bb_job_process) vs job time", "overhead (%)",
+              100 * float(fresh.median()) / max(float(base["job_wall_s"].median()), 1e-9),
+              0.02, "<=", "0.02%"),
     ]
 
 
@@ -193,12 +266,12 @@ def _plot(frame: pl.DataFrame) -> Figure:
     import matplotlib.pyplot as plt
 
     io = _speedups(frame, "io_s")
-    e2e = _speedups(frame, "to_solution_s")
+    e2e = _speedups(frame, "end_to_end_s")
     names = list(io)
     fig, ax = plt.subplots(figsize=(7, 3.2))
     x = np.arange(len(names))
     ax.bar(x - 0.2, [io[n] for n in names], 0.4, label="job I/O time")
-    ax.bar(x + 0.2, [e2e[n] for n in names], 0.4, label="stage-in + job")
+    ax.bar(x + 0.2, [e2e[n] for n in names], 0.4, label="end to end (stage-in + job + out)")
     ax.set_xticks(x, names, rotation=20)
     ax.set_yscale("log")
     ax.axhline(1.0, color="k", lw=0.8)
