@@ -75,7 +75,7 @@ def test_mapping_experiment_correctness_claim_holds() -> None:
     result = mapping_throughput(intents=20_000, parsed=300, seed=1)
     required = [c for c in result.claims if c.required]
     assert required and all(c.holds for c in required)
-    assert result.frame.height == 3
+    assert result.frame.height == 4
 
 
 def test_intent_stream_is_valid_and_seeded() -> None:
