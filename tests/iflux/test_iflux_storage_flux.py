@@ -76,7 +76,13 @@ def test_frobnicator_rejects_bad_intents_and_tracks_capacity() -> None:
     bad["attributes"]["system"]["intents"][0]["mode"] = "write-only"
     with pytest.raises(BadInputError, match="contradicting"):
         plugin.validate(bad)
-    assert plugin.reserve(JOBSPEC) == {Tier.RAMDISK: 3 << 30}
+    first = plugin.reserve(JOBSPEC)
+    assert first == {Tier.RAMDISK: 3 << 30}
     assert plugin.reserve(JOBSPEC) == {Tier.NVME: 3 << 30}  # RAM disk is full now
     with pytest.raises(BadInputError, match="capacity"):
         plugin.reserve(JOBSPEC)
+    plugin.release(first)  # the first job ended: its RAM disk space comes back
+    assert plugin.capacity[Tier.RAMDISK] == 4 << 30
+    assert plugin.reserve(JOBSPEC) == {Tier.RAMDISK: 3 << 30}
+    with pytest.raises(BadInputError, match="negative"):
+        plugin.release({Tier.NVME: -1})

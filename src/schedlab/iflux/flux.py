@@ -65,3 +65,10 @@ class IFluxFrobnicator:
                                     field="attributes.system.intents")
             self.capacity[tier] -= size
         return used
+
+    def release(self, used: dict[Tier, int]) -> None:
+        """Give back what :meth:`reserve` took (the job ended or was cancelled)."""
+        for tier, size in used.items():
+            if size < 0:
+                raise BadInputError(f"cannot release a negative size on {tier}", field=str(tier))
+            self.capacity[tier] = self.capacity.get(tier, 0) + size
