@@ -410,3 +410,64 @@ def test_a_failing_stage_out_is_reported_and_keeps_the_data(bb_cluster) -> None:
     assert len(kept) == 1 and kept[0].stat().st_size == 4 << 20, "nothing lost"
     assert (c.spool / f"job-{job}" / "phase").read_text().strip() == "stage-out-failed"
     assert _mb(c.used("nvme")) == 64, "capacity stays held while the data is on the tier"
+
+
+# ----------------------------------------------------------------- enter.sh without Slurm
+
+
+def _enter_setup(base: Path) -> tuple[Path, Path, Path, Path]:
+    tier, path, status = base / "tier", base / "pfs-out", base / "status"
+    for d in (tier, path, status):
+        d.mkdir()
+        os.chown(d, NOBODY, NOBODY)
+    enter = base / "enter.sh"
+    enter.write_text(bb.enter_script([dict(tier_dir=str(tier), path=str(path))], status))
+    script = base / "job.sh"
+    script.write_text(f"#!/bin/bash\necho hi > {path}/x\n"
+                      f"grep -c ' {path} ' /proc/self/mountinfo > {status}/mounts\n"
+                      f"id -u > {status}/uid\n")
+    for f in (enter, script):
+        f.chmod(0o755)
+    return tier, path, status, script
+
+
+@pytest.mark.skipif(os.geteuid() != 0, reason="setpriv to nobody needs root")
+@pytest.mark.skipif(not _userns_ok(), reason="unprivileged user namespaces are off here")
+def test_enter_script_gives_an_ordinary_user_its_mounts() -> None:
+    base = Path(tempfile.mkdtemp(prefix="iflux-enter-"))
+    try:
+        base.chmod(0o755)
+        tier, path, status, script = _enter_setup(base)
+        env = {"PATH": os.environ["PATH"], "BASH_ENV": str(base / "enter.sh")}
+        out = subprocess.run([*AS_NOBODY, str(script)], env=env, capture_output=True,
+                             text=True)
+        assert out.returncode == 0, out.stderr
+        assert (status / "transparent").read_text().startswith("transparent=true")
+        assert (status / "mounts").read_text().strip() == "1"
+        assert (status / "uid").read_text().strip() == str(NOBODY), "mapped back to the user"
+        assert (tier / "x").read_text() == "hi\n" and not (path / "x").exists()
+    finally:
+        shutil.rmtree(base, ignore_errors=True)
+
+
+@pytest.mark.skipif(os.geteuid() != 0, reason="setpriv to nobody needs root")
+def test_enter_script_reports_when_no_namespace_can_be_had() -> None:
+    base = Path(tempfile.mkdtemp(prefix="iflux-enter-"))
+    try:
+        base.chmod(0o755)
+        tier, path, status, script = _enter_setup(base)
+        fake = base / "bin"
+        fake.mkdir()
+        (fake / "unshare").write_text("#!/bin/sh\necho 'unshare: Operation not permitted' >&2\n"
+                                      "exit 1\n")
+        (fake / "unshare").chmod(0o755)
+        env = {"PATH": f"{fake}:{os.environ['PATH']}", "BASH_ENV": str(base / "enter.sh")}
+        out = subprocess.run([*AS_NOBODY, str(script)], env=env, capture_output=True,
+                             text=True)
+        assert out.returncode == 0, "the job still runs"
+        said = (status / "transparent").read_text()
+        assert said.startswith("transparent=false") and "Operation not permitted" in said
+        assert "no private mount namespace" in out.stderr
+        assert (path / "x").read_text() == "hi\n", "it ran on the PFS path itself"
+    finally:
+        shutil.rmtree(base, ignore_errors=True)
