@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import json
+import os
+import shutil
 import sys
 from pathlib import Path
 
@@ -164,3 +166,32 @@ def test_compression_only_when_it_pays() -> None:
     assert wire_size(noise, True) == len(noise)
     assert wire_size(zeros, True) < len(zeros) // 100
     assert wire_size(zeros, False) == len(zeros) and wire_size(b"", True) == 0
+
+
+@pytest.mark.skipif(os.geteuid() != 0 or shutil.which("setpriv") is None,
+                    reason="running the namespace as another user needs root and setpriv")
+def test_user_namespace_maps_an_ordinary_user_back_to_itself() -> None:
+    import subprocess
+    import tempfile
+
+    as_nobody = ["setpriv", "--reuid=65534", "--regid=65534", "--clear-groups"]
+    if subprocess.run([*as_nobody, "unshare", "--map-root-user", "--mount", "true"],
+                      capture_output=True).returncode != 0:
+        pytest.skip("unprivileged user namespaces are off here")
+    base = Path(tempfile.mkdtemp(prefix="iflux-userns-"))
+    try:
+        base.chmod(0o755)
+        tier, path = base / "tier", base / "path"
+        for d in (tier, path):
+            d.mkdir()
+            os.chown(d, 65534, 65534)
+        plan = deploy.Plan("j", "", [deploy.Mount(str(path), "ramdisk", str(tier), 0, "", True)])
+        argv, transparent = deploy.wrap_command(
+            plan, ["/bin/sh", "-c", f"id -u; touch {path}/f"],
+            prefix=deploy.NAMESPACE_PREFIXES[1], uid=65534, gid=65534)
+        out = subprocess.run([*as_nobody, *argv], capture_output=True, text=True)
+        assert transparent and out.returncode == 0, out.stderr
+        assert out.stdout.strip() == "65534", "the job sees its own uid, not root"
+        assert (tier / "f").stat().st_uid == 65534 and not (path / "f").exists()
+    finally:
+        shutil.rmtree(base, ignore_errors=True)

@@ -198,15 +198,27 @@ def namespaces_available() -> bool:
     return namespace_prefix() is not None
 
 
-def wrap_command(plan: Plan, command: list[str]) -> tuple[list[str], bool]:
-    """The command that runs ``command`` with the plan's bind mounts; (argv, transparent)."""
-    if not plan.mounts or not namespaces_available():
+def wrap_command(plan: Plan, command: list[str], prefix: tuple[str, ...] | None = None,
+                 uid: int | None = None, gid: int | None = None) -> tuple[list[str], bool]:
+    """The command that runs ``command`` with the plan's bind mounts; (argv, transparent).
+
+    In a user namespace (an ordinary user) the mounts are made as the namespace's root, then
+    a nested user namespace maps that root back to the user's own uid/gid, so the job sees
+    itself as the user (``id -u``) and not as root.
+    """
+    if prefix is None and plan.mounts and namespaces_available():
+        prefix = namespace_prefix() or NAMESPACE_PREFIXES[0]
+    if not plan.mounts or prefix is None:
         return list(command), not plan.mounts
     script = "".join('mount --bind "$1" "$2" || exit 97; shift 2; ' for _ in plan.mounts)
     pairs = [arg for m in plan.mounts for arg in (m.tier_dir, m.path)]
-    prefix = namespace_prefix() or NAMESPACE_PREFIXES[0]
+    uid = os.getuid() if uid is None else uid
+    gid = os.getgid() if gid is None else gid
+    back: list[str] = []
+    if "--map-root-user" in prefix and uid != 0:
+        back = ["unshare", "--user", f"--map-user={uid}", f"--map-group={gid}", "--"]
     return ([*prefix, "--", "/bin/sh", "-c", script + 'exec "$@"', "iflux-ns", *pairs,
-             *command], True)
+             *back, *command], True)
 
 
 def job_env(plan: Plan, base: dict[str, str] | None = None) -> dict[str, str]:
