@@ -7,7 +7,7 @@ is the sum of one process per pair; ours is one ``solve --pairs`` process per fl
 ``--connected``, vertex-labelled), start-up included.
 
 Instances: the real ARG pairs of ../shared/data/mcs (s20.*, s30.*) and seeded G(n,p) pairs that
-take McSplit 1.6-13 s here (:data:`GNP`, written as ARG files so both programs read the same
+take McSplit 1.6-12.4 s here (:data:`GNP`, written as ARG files so both programs read the same
 bytes). Run as a script for the table in docs/systems/hydra_mcs.md::
 
     HYDRA_MCS_REF=/tmp/ref-mcsplit/mcsp python benchmarks/hydra_mcs/test_hydra_mcs_bench_batch.py
@@ -32,15 +32,16 @@ import numpy as np
 import pytest
 
 DATA = Path(__file__).resolve().parents[2].parent / "shared" / "data" / "mcs"
-# name: (n, p, seed, vertex labels (0 = none), kind); McSplit CPU here: 2.5, 6.2, 1.6, 6.4, 4.7,
-# 12.4 s
+# name: (n, p, seed, vertex labels (0 = none), kind); the reference's CPU here in the comment
 GNP = {
-    "gnp28-p0.3-s1": (28, 0.3, 1, 0, "plain"),
-    "gnp30-p0.3-s2": (30, 0.3, 2, 0, "plain"),
-    "gnp26-p0.5-s3": (26, 0.5, 3, 0, "plain"),
-    "con30-p0.3-s6": (30, 0.3, 6, 0, "connected"),
-    "lab28-p0.5-s12": (28, 0.5, 12, 4, "labelled"),
-    "lab30-p0.3-s11": (30, 0.3, 11, 4, "labelled"),
+    "gnp28-p0.3-s1": (28, 0.3, 1, 0, "plain"),  # 2.5 s
+    "gnp30-p0.3-s2": (30, 0.3, 2, 0, "plain"),  # 6.3 s
+    "gnp26-p0.5-s3": (26, 0.5, 3, 0, "plain"),  # 1.6 s
+    "con30-p0.3-s6": (30, 0.3, 6, 0, "connected"),  # 6.5 s
+    "con26-p0.5-s7": (26, 0.5, 7, 0, "connected"),  # 1.9 s
+    "lab46-p0.5-s12": (46, 0.5, 12, 4, "labelled"),  # 3.2 s
+    "lab46-p0.3-s13": (46, 0.3, 13, 4, "labelled"),  # 3.9 s
+    "lab50-p0.3-s11": (50, 0.3, 11, 4, "labelled"),  # 12.1 s
 }
 OUR_FLAGS = {"plain": [], "connected": ["--connected"], "labelled": ["--labels", "all"]}
 REF_FLAGS = {"plain": [], "connected": ["-c"], "labelled": ["-a"]}
