@@ -254,7 +254,7 @@ class BBCluster:
         assert match, out
         return match.group(1)
 
-    def wait(self, ready, what: str, timeout: float = 90.0):
+    def wait(self, ready, what: str, timeout: float = 120.0):
         deadline = time.monotonic() + timeout
         while time.monotonic() < deadline:
             value = ready()
