@@ -17,7 +17,6 @@ from schedlab.hydra_mcs.graph import (
     from_networkx,
     induced,
     mcsplit_order,
-    strip_labels,
     to_bitsets,
 )
 from schedlab.hydra_mcs.policies import make_policy
@@ -62,7 +61,11 @@ def solve(g0: Graph, g1: Graph, *, policy: str = "mcsplit", threads: int = 1,
         from schedlab.hydra_mcs.gpu import CudaDevice
 
         device = CudaDevice()
-    work = make_policy(policy, threads, **policy_args)
+    try:
+        work = make_policy(policy, threads, **policy_args)
+    except TypeError as exc:  # an option the policy does not take
+        raise ConfigError(f"policy {policy!r} does not take {sorted(policy_args)}: {exc}",
+                          field="policy") from None
     order0, order1 = mcsplit_order(g0, g1)
     s0, s1 = induced(g0, order0), induced(g1, order1)
     options = Options(connected, HEURISTICS[heuristic], big_first, timeout)
@@ -112,11 +115,32 @@ def maximum_common_induced_subgraph(G1, G2, *, node_label: str | None = None,
                                     edge_label: str | None = None, connected: bool = False,
                                     threads: int = 1, timeout: float | None = None,
                                     **kwargs) -> dict:
-    """NetworkX front end: returns ``{node of G1: node of G2}`` for a maximum common induced
-    subgraph (labels compared by equality; integer label values, or use ``label_table``)."""
-    g0, nodes0 = from_networkx(G1, node_label=node_label, edge_label=edge_label)
-    g1, nodes1 = from_networkx(G2, node_label=node_label, edge_label=edge_label)
+    """NetworkX front end: ``{node of G1: node of G2}`` for a maximum common induced subgraph.
+
+    Nodes may be any hashable objects. ``node_label`` / ``edge_label`` name a node / edge
+    attribute whose values (any hashable: str, int, tuple, ...) must be *equal* for two
+    nodes / edges to match; a node or edge without the attribute has the value ``None``.
+    Both graphs must be directed or both undirected. With ``timeout`` the result may not be
+    maximum (use :func:`solve` for ``optimal``). Other keywords (``policy``, ``heuristic``,
+    ``big_first``, ``gpu``, policy parameters) go to :func:`solve`. Bad input raises a
+    :class:`~schedlab.core.errors.BadInputError` naming the field.
+    """
+    from schedlab.hydra_mcs.graph import LabelTable
+
+    for name, value in (("node_label", node_label), ("edge_label", edge_label)):
+        if value is not None and not isinstance(value, str):
+            raise ConfigError(f"an attribute name (str) or None, got {value!r}", field=name)
+    for name, g in (("G1", G1), ("G2", G2)):
+        if not hasattr(g, "is_directed"):
+            raise ConfigError(f"expected a NetworkX graph, got {type(g).__name__}", field=name)
+    if G1.is_directed() != G2.is_directed():
+        raise ConfigError("one graph is directed and the other is not", field="G2")
+    nodes_t, edges_t = LabelTable("node", (1 << 31) - 1), LabelTable("edge", (1 << 16) - 2)
+    g0, nodes0 = from_networkx(G1, node_label=node_label, edge_label=edge_label,
+                               node_table=nodes_t, edge_table=edges_t)
+    g1, nodes1 = from_networkx(G2, node_label=node_label, edge_label=edge_label,
+                               node_table=nodes_t, edge_table=edges_t)
     policy = kwargs.pop("policy", "mcsplit" if threads == 1 else "hydra-cpu")
-    result = solve(strip_labels(g0, True, True), strip_labels(g1, True, True), policy=policy,
-                   threads=threads, connected=connected, timeout=timeout, **kwargs)
+    result = solve(g0, g1, policy=policy, threads=threads, connected=connected,
+                   timeout=timeout, **kwargs)
     return {nodes0[v]: nodes1[w] for v, w in result.mapping.items()}

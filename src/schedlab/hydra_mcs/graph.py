@@ -76,23 +76,64 @@ class GraphBuilder:
         return Graph(self.adj.copy(), self.labels.copy(), self.directed, name)
 
 
+class LabelTable:
+    """Maps label values of any hashable type to the small integers McSplit's encoding uses.
+
+    One table is shared by both graphs of a pair, so equal values (``"C" == "C"``, ``1 ==
+    1.0``) get equal codes and the search compares labels by equality only. A node or edge
+    without the attribute has the value ``None`` (so it matches another without it).
+    """
+
+    def __init__(self, what: str, limit: int) -> None:
+        self.what, self.limit = what, limit
+        self.codes: dict = {}
+
+    def code(self, value, where: str) -> int:
+        try:
+            found = self.codes.get(value)
+        except TypeError:  # unhashable: a list, a dict, a NumPy array ...
+            raise BadInputError(f"{self.what} label {value!r} of {where} is not hashable "
+                                f"({type(value).__name__}); use a str, number or tuple",
+                                field=self.what) from None
+        if found is None:
+            if len(self.codes) >= self.limit:
+                raise BadInputError(f"more than {self.limit} distinct {self.what} labels",
+                                    field=self.what)
+            found = self.codes[value] = len(self.codes)
+        return found
+
+
 def from_networkx(g, *, node_label: str | None = None, edge_label: str | None = None,
-                  directed: bool | None = None) -> tuple[Graph, list]:
+                  directed: bool | None = None, node_table: LabelTable | None = None,
+                  edge_table: LabelTable | None = None) -> tuple[Graph, list]:
     """Convert a NetworkX graph; returns the graph and the node order (index -> node).
 
-    Labels may be any hashable value: they are mapped to integers by a table shared by both
-    graphs, so pass the same ``node_label``/``edge_label`` names for the two graphs and use
-    :func:`label_table` when the values are not integers.
+    Nodes may be any hashable objects. Label values (the ``node_label`` / ``edge_label``
+    attributes) may be any hashable values: they are coded by a :class:`LabelTable`; pass the
+    *same* ``node_table`` / ``edge_table`` when converting the two graphs of a pair (as
+    :func:`~schedlab.hydra_mcs.api.maximum_common_induced_subgraph` does), or the codes of
+    the two graphs will not agree. A multigraph is refused (an induced subgraph of one is not
+    McSplit's problem).
     """
+    if not hasattr(g, "nodes") or not hasattr(g, "edges") or not hasattr(g, "is_directed"):
+        raise BadInputError(f"expected a NetworkX graph, got {type(g).__name__}", field="graph")
+    if g.is_multigraph():
+        raise BadInputError("multigraphs are not supported; convert with nx.Graph(G) or "
+                            "nx.DiGraph(G) first", field="graph")
     nodes = list(g.nodes)
     index = {node: i for i, node in enumerate(nodes)}
     is_directed = g.is_directed() if directed is None else directed
+    if node_label is not None and node_table is None:
+        node_table = LabelTable("node", (1 << 31) - 1)
+    if edge_label is not None and edge_table is None:
+        edge_table = LabelTable("edge", (1 << 16) - 2)
     builder = GraphBuilder(len(nodes), directed=is_directed)
-    for node, data in g.nodes(data=True):
-        if node_label is not None and node_label in data:
-            builder.set_label(index[node], int(data[node_label]))
+    if node_label is not None:
+        for node, data in g.nodes(data=True):
+            builder.set_label(index[node], node_table.code(data.get(node_label), f"node {node!r}"))
     for u, v, data in g.edges(data=True):
-        value = 1 if edge_label is None else int(data.get(edge_label, 0)) + 1
+        value = 1 if edge_label is None else edge_table.code(
+            data.get(edge_label), f"edge ({u!r}, {v!r})") + 1
         builder.add_edge(index[u], index[v], value)
     return builder.build(), nodes
 
