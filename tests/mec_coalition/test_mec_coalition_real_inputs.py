@@ -271,3 +271,20 @@ def test_cli_families_from_a_config_file_and_bad_names(tmp_path):
     assert ok.exit_code == 0, ok.output
     bad = CliRunner().invoke(app, ["solve", "--families", "gpt-9"])
     assert bad.exit_code == 2 and "unknown model configuration 'gpt-9'" in bad.output
+
+
+def test_cli_compare_on_a_topology_with_the_glue_zoo_and_queueing(tmp_path):
+    sites = tmp_path / "sites.csv"
+    sites.write_text("LATITUDE,LONGITUDE\n-37.81,144.96\n-37.82,144.97\n-37.815,144.95\n"
+                     "-37.812,144.958\n")
+    out = tmp_path / "rows.csv"
+    result = CliRunner().invoke(app, ["compare", "--topology", str(sites), "--n-users", "30",
+                                      "--zoo", "glue", "--queueing", "--seeds", "2",
+                                      "--methods", "coalition,trimcaching", "--out", str(out),
+                                      "--json"])
+    assert result.exit_code == 0, result.output
+    rows = json.loads(result.stdout)["rows"]
+    assert {r["seed"] for r in rows} == {0, 1} and all(r["queueing_ms"] >= 0 for r in rows)
+    assert out.read_text().startswith("seed,policy")
+    bad = CliRunner().invoke(app, ["compare", "--requests", str(tmp_path / "none.csv")])
+    assert bad.exit_code == 2 and "none.csv: no such file" in bad.output

@@ -151,22 +151,31 @@ def _plan_document(inst, plan, method: str, metrics: dict[str, Any]) -> dict[str
     )
 
 
-def compare_job(args: tuple[int, int, int, int, list[str]]) -> list[dict[str, Any]]:
+def compare_job(args: tuple[dict[str, Any], int, list[str], bool]) -> list[dict[str, Any]]:
     """One seed of ``compare`` (module-level so process pools and Ray can pickle it)."""
     from schedlab.mec_coalition.experiment import compare
-    from schedlab.mec_coalition.workloads import synthetic
 
-    cloudlets, models, users, seed, names = args
-    frame = compare(synthetic(cloudlets, models, users, seed), seed, names)
+    market, seed, names, queueing = args
+    inst = _market(seed=seed, **market)
+    frame = compare(inst, seed, names, queueing=queueing)
     return [dict(seed=seed, **row) for row in frame.to_dicts()]
 
 
 @app.command()
 @handle_errors
 def compare(
+    topology: Path = _TOPOLOGY,
+    users: Path = _USERS,
     cloudlets: int = typer.Option(30, "--cloudlets", min=1),
     models: int = typer.Option(20, "--models", min=1),
     n_users: int = typer.Option(200, "--n-users", min=0),
+    tasks: int = typer.Option(10, "--tasks", min=1, help="Inference tasks."),
+    reach: int = typer.Option(6, "--reach", min=1, help="Cloudlets a user can be served by."),
+    zoo: str = typer.Option("llm", "--zoo", help="llm or glue (see solve --help)."),
+    families: str = typer.Option(None, "--families", help="llm zoo families (presets or "
+                                 "config.json paths)."),
+    requests: Path = typer.Option(None, "--requests", help="Alibaba GenAI request trace CSV."),
+    queueing: bool = typer.Option(False, "--queueing", help="Add M/G/c queueing delay."),
     seeds: int = typer.Option(3, "--seeds", min=1, help="Seeds 0..N-1."),
     methods: str = typer.Option("coalition,rounding,non-cooperative,no-sharing,lfu,trimcaching",
                                 "--methods", help="Comma-separated method names."),
@@ -176,7 +185,7 @@ def compare(
     out: Path = typer.Option(None, "--out", help="Write all rows (.csv or .parquet)."),
     json_out: bool = typer.Option(False, "--json", help="Print one JSON document."),
 ) -> None:
-    """Every method on seeded markets; mean metrics per method."""
+    """Every method on one market per seed (seeded, or your topology/trace); mean metrics."""
     import polars as pl
 
     from schedlab.core.executors import make_executor
@@ -190,7 +199,11 @@ def compare(
         if name not in POLICIES:
             from schedlab.core.errors import UnknownNameError
             raise UnknownNameError("method", name, list(POLICIES))
-    items = [(cloudlets, models, n_users, s, names) for s in range(seeds)]
+    market = dict(topology=topology, users=users, cloudlets=cloudlets, models=models,
+                  n_users=n_users, tasks=tasks, reach=reach, zoo=zoo, families=families,
+                  requests=requests)
+    _market(seed=0, **market)  # bad files and names fail here, once, with one line
+    items = [(market, s, names, queueing) for s in range(seeds)]
     pool = make_executor(executor, jobs, ray_address)
     rows: list[dict[str, Any]] = []
     try:
@@ -205,7 +218,8 @@ def compare(
     if out is not None:
         write_frame(frame, out)
     summary = frame.group_by("policy", maintain_order=True).agg(
-        pl.col("payoff", "avg_delay_ms", "cost", "hit_ratio", "accuracy", "seconds").mean())
+        pl.col("payoff", "avg_delay_ms", "cost", "hit_ratio", "accuracy", "queueing_ms",
+               "seconds").mean())
     if json_out:
         emit_json(dict(summary=summary.to_dicts(), rows=frame.to_dicts()))
         return
