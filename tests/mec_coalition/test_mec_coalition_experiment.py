@@ -69,3 +69,14 @@ def test_chunked_market_build_matches_a_direct_computation():
                        * d.min(axis=1))
     assert (np.diff(inst.cand.user) >= 0).all()
     assert inst.cand.user.max() >= model._CHUNK  # the second chunk contributed triples
+
+
+def test_real_inputs_runs_seeded_without_shared_data_and_says_so(monkeypatch, tmp_path):
+    from schedlab.mec_coalition.experiment import real_inputs
+
+    monkeypatch.setenv("SCHEDLAB_SHARED_DATA", str(tmp_path))
+    result = real_inputs(cloudlets=8, models=10, users=40, sim_jobs=5000, seed=0)
+    assert "seeded generator" in result.ran_with and "seeded demand" in result.ran_with
+    assert set(result.frame["zoo"].unique()) == {"llm", "glue"}
+    check = [c for c in result.claims if c.statement.startswith("Queueing model check")]
+    assert check and check[0].required
