@@ -226,6 +226,7 @@ class BBCluster:
         write_text(self.base / "site.json", site.to_json())
         self.spool = self.base / "spool"
         self.pfs = Path(site.roots["pfs"])
+        self.pfs.chmod(0o1777)  # a PFS where users make their own directories (like /tmp)
         self.out = self.base / "o"
         self.out.mkdir()
         self.out.chmod(0o777)
@@ -372,16 +373,19 @@ def test_cancel_during_stage_in_loses_nothing_and_returns_capacity(bb_cluster) -
                    f"#IFLUX path={src} usage=input mode=read-only pattern=large-sequential "
                    "size=6MiB")
     tier = Path(c.site.roots["nvme"]) / f"slurm-{job}"
+    pid_file = c.spool / f"job-{job}" / "data_in.pid"
     c.wait(lambda: c.job(job).get("BurstBufferState") == "staging-in" and tier.is_dir()
-           and (c.spool / f"job-{job}" / "data_in.pid").is_file(), "stage-in to start")
-    pid = int((c.spool / f"job-{job}" / "data_in.pid").read_text())
+           and pid_file.is_file() and len(pid_file.read_text().split()) == 2,
+           "stage-in (helper and its copy running as the user) to start")
+    pids = [int(p) for p in pid_file.read_text().split()]
     assert _mb(c.used("nvme")) == 16
     subprocess.run(["scancel", job], env=c.slurm.env, check=True)
     report = c.report(job)
     assert report["cancelled_stage_in"] and not report["kept"]
     assert "stage_in" not in report, "stage-in was stopped before it finished"
-    assert not Path(f"/proc/{pid}").exists() or \
-        Path(f"/proc/{pid}/stat").read_text().split(") ")[1].startswith("Z")
+    for pid in pids:  # the helper and the copy it forked as the user are both gone
+        assert not Path(f"/proc/{pid}").exists() or \
+            Path(f"/proc/{pid}/stat").read_text().split(") ")[1].startswith("Z")
     after = {p.name: hashlib.sha256(p.read_bytes()).hexdigest() for p in src.iterdir()}
     assert after == before, "the source data is intact"
     assert not tier.exists(), "the partly staged tier was removed"
@@ -469,5 +473,48 @@ def test_enter_script_reports_when_no_namespace_can_be_had() -> None:
         assert said.startswith("transparent=false") and "Operation not permitted" in said
         assert "no private mount namespace" in out.stderr
         assert (path / "x").read_text() == "hi\n", "it ran on the PFS path itself"
+    finally:
+        shutil.rmtree(base, ignore_errors=True)
+
+
+@pytest.mark.skipif(os.geteuid() != 0, reason="dropping to another user needs root")
+def test_a_job_cannot_use_roots_rights_through_its_intents() -> None:
+    """slurmscriptd runs the helper as root; the paths a user names are touched as the user."""
+    base = Path(tempfile.mkdtemp(prefix="iflux-rights-"))
+    try:
+        base.chmod(0o755)
+        site = Site.under(base / "site", ram_base=base / "ram")
+        Path(site.roots["pfs"]).chmod(0o1777)
+        write_text(base / "site.json", site.to_json())
+        spool = base / "spool"
+        bb.install(base, base / "site.json", spool)
+        secret = base / "secret"
+        secret.mkdir(mode=0o700)
+        (secret / "key").write_text("root only\n")
+        locked = base / "locked"
+        locked.mkdir(mode=0o755)
+        pfs = site.roots["pfs"]
+        steal = _script(base, [f"path={pfs}/in usage=input mode=read-only size=1MiB "
+                               f"source={secret}"])
+        bb.setup(spool, "7", NOBODY, NOBODY, "nvme", 64 << 20, str(steal))
+        with pytest.raises(BadInputError, match="as uid 65534: .*Permission denied"):
+            bb.data_in(spool, "7")
+        assert not list(Path(site.roots["nvme"]).glob("slurm-7/*/key")), "nothing was copied"
+        readable = base / "readable"
+        readable.mkdir(mode=0o755)
+        (readable / "ok").write_text("fine\n")
+        (readable / "key").write_text("root only\n")
+        (readable / "key").chmod(0o600)
+        partly = _script(base, [f"path={pfs}/in2 usage=input mode=read-only size=1MiB "
+                                f"source={readable}"])
+        bb.setup(spool, "9", NOBODY, NOBODY, "nvme", 64 << 20, str(partly))
+        with pytest.raises(BadInputError, match="stage-in of job 9 failed: 1 file"):
+            bb.data_in(spool, "9")
+        assert not list(Path(site.roots["nvme"]).glob("slurm-9/*/key"))
+        plant = base / "plant.sh"
+        plant.write_text(f"#!/bin/bash\n#IFLUX path={locked}/x usage=output size=1MiB\ntrue\n")
+        with pytest.raises(BadInputError, match="Permission denied"):
+            bb.setup(spool, "8", NOBODY, NOBODY, "nvme", 64 << 20, str(plant))
+        assert not (locked / "x").exists(), "no directory made where the user may not"
     finally:
         shutil.rmtree(base, ignore_errors=True)

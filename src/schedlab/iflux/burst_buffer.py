@@ -295,6 +295,52 @@ def _config(spool: Path) -> dict:
                             path=spool) from None
 
 
+def as_user(uid: int, gid: int, fn, pid_file: Path | None = None):
+    """Run ``fn()`` in a forked child with the job user's uid/gid (no supplementary groups)
+    and return its JSON-able result; its errors come back as one-line BadInputErrors.
+
+    slurmscriptd runs the Lua (and so this helper) as root, but every path in an intent is the
+    user's to name: creating, reading or writing them as root would let a job read any file
+    (a ``source``) or create directories anywhere (a ``path``). Only what lives in root-owned
+    places (the spool, the tier roots) is touched as root. Without root (tests as a user, or
+    a job of root itself) ``fn`` runs in this process.
+    """
+    if os.geteuid() != 0 or uid == 0:
+        return fn()
+    read, write = os.pipe()
+    pid = os.fork()
+    if pid == 0:  # child
+        code = 0
+        try:
+            os.close(read)
+            os.setgroups([])
+            os.setgid(gid)
+            os.setuid(uid)
+            payload = {"ok": fn()}
+        except SchedlabError as exc:
+            payload, code = {"error": str(exc)}, 1
+        except BaseException as exc:  # noqa: BLE001 - reported to the parent in one line
+            payload, code = {"error": f"{type(exc).__name__}: {exc}"}, 1
+        try:
+            with os.fdopen(write, "w") as out:
+                json.dump(payload, out, default=str)
+        finally:
+            os._exit(code)
+    os.close(write)
+    if pid_file is not None:
+        write_text(pid_file, f"{os.getpid()} {pid}\n")
+    with os.fdopen(read) as inp:
+        text = inp.read()
+    os.waitpid(pid, 0)
+    try:
+        payload = json.loads(text)
+    except ValueError:
+        raise BadInputError(f"the step run as uid {uid} was killed") from None
+    if "error" in payload:
+        raise BadInputError(f"as uid {uid}: {payload['error']}")
+    return payload["ok"]
+
+
 def _job(spool: Path, job_id: str) -> Path:
     if not job_id.isdigit():
         raise BadInputError(f"a Slurm job id is a number, got {job_id!r}", field="job_id")
@@ -419,23 +465,27 @@ def setup(spool: Path, job_id: str, uid: int, gid: int, pool: str, size: int,
     where.mkdir(parents=True, exist_ok=True)
     job_side = where / "job"  # the only spool directory the job may write
     job_side.mkdir(exist_ok=True)
-    for m in mounts:
-        for path in (Path(m["tier_dir"]), Path(m["path"])):
-            created = not path.exists()
-            path.mkdir(parents=True, exist_ok=True)
-            if created:
-                os.chown(path, uid, gid)
-        os.chown(m["tier_dir"], uid, gid)
-    for it, p in zip(intents, placed, strict=True):
-        if p["tier"] == "pfs":  # left on the PFS: the path shows the source, as without IFlux
-            path = Path(it["path"])
+    os.chown(job_side, uid, gid)
+    for m in mounts:  # root-owned tier roots: the job's directory in each is made by root
+        job_root = Path(m["tier_dir"]).parent
+        job_root.mkdir(parents=True, exist_ok=True)
+        os.chown(job_root, uid, gid)
+
+    def user_side() -> None:  # every path the intents name is created as the user
+        for m in mounts:
+            Path(m["tier_dir"]).mkdir(exist_ok=True)
+            Path(m["path"]).mkdir(parents=True, exist_ok=True)
+        for it, p in zip(intents, placed, strict=True):
+            if p["tier"] != "pfs":
+                continue
+            path = Path(it["path"])  # left on the PFS: the path shows the source, as without
             if it["source"] and it["source"] != it["path"] and not path.exists():
                 path.parent.mkdir(parents=True, exist_ok=True)
                 path.symlink_to(it["source"], target_is_directory=True)
-            elif not path.exists():
-                path.mkdir(parents=True)
-                os.chown(path, uid, gid)
-    os.chown(job_side, uid, gid)
+            else:
+                path.mkdir(parents=True, exist_ok=True)
+
+    as_user(uid, gid, user_side)
     plan = dict(job_id=f"slurm-{job_id}", site_path=config["site"], mounts=mounts,
                 mapper="iflux")
     # setup's files are rebuilt by the next setup after a crash: atomic, not fsynced
@@ -514,44 +564,68 @@ def data_in(spool: Path, job_id: str) -> str:
     plan = _plan(where)
     if plan is None:
         return "no plan"
+    decision = json.loads((where / "decision.json").read_text(encoding="utf-8"))
     write_text(where / "data_in.pid", f"{os.getpid()}\n")
     _phase(where, "staging-in")
     start = time.perf_counter()
-    staged = prepare(plan, Client(plan.site))
-    decision = json.loads((where / "decision.json").read_text(encoding="utf-8"))
-    for m in plan.mounts:  # the job's user owns what it was given
-        for root, dirs, files in os.walk(m.tier_dir):
-            for name in dirs + files:
-                os.lchown(os.path.join(root, name), decision["uid"], decision["gid"])
-    write_text(where / "stage_in.json", json.dumps({**staged.to_dict(),
+    staged = as_user(decision["uid"], decision["gid"],  # reads only what the user may read
+                     lambda: prepare(plan, Client(plan.site)).to_dict(), where / "data_in.pid")
+    write_text(where / "stage_in.json", json.dumps({**staged,
                                                     "seconds": time.perf_counter() - start}))
+    if staged["failed"]:
+        _phase(where, "stage-in-failed")
+        raise BadInputError(f"stage-in of job {job_id} failed: {len(staged['failed'])} file(s) "
+                            f"not copied (first: {staged['failed'][0]})")
     _phase(where, "staged-in")
     (where / "data_in.pid").unlink(missing_ok=True)
-    return f"staged {staged.files} files"
+    return f"staged {staged['files']} files"
 
 
 def pre_run(spool: Path, job_id: str) -> str:
-    """Start the write-back daemons beside the job (host namespace, where the tiers are)."""
-    import subprocess
-
+    """Start the write-back daemons beside the job (host namespace, where the tiers are), as
+    the job's user. They are forked, not executed, so the user needs no access to the Python
+    that slurmscriptd runs, and they hold none of the helper's pipes to Slurm."""
     where = _job(spool, job_id)
     plan = _plan(where)
     if plan is None:
         return "no plan"
+    decision = json.loads((where / "decision.json").read_text(encoding="utf-8"))
     pids = []
     for m in plan.mounts:
         if m.flush and m.soft & fastpath.WRITE_BACK:
-            cmd = [sys.executable, "-m", "schedlab.iflux.daemon", "writeback", m.tier_dir,
-                   m.path, str(m.state)]
-            if m.soft & fastpath.COMPRESS:
-                cmd.append("--compress")
-            proc = subprocess.Popen(cmd, stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
-                                    stderr=open(where / "daemon.log", "ab"),
-                                    start_new_session=True)
-            pids.append(proc.pid)
+            pids.append(_spawn_writeback(m, decision["uid"], decision["gid"],
+                                         where / "daemon.log"))
     write_text(where / "daemons.json", json.dumps(pids))
     _phase(where, "running")
     return f"{len(pids)} daemons"
+
+
+def _spawn_writeback(m, uid: int, gid: int, log: Path) -> int:
+    from schedlab.iflux.daemon import writeback
+
+    log_fd = os.open(log, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o644)
+    pid = os.fork()
+    if pid:
+        os.close(log_fd)
+        return pid
+    code = 1
+    try:
+        os.setsid()
+        null = os.open(os.devnull, os.O_RDWR)
+        os.dup2(null, 0)
+        os.dup2(null, 1)
+        os.dup2(log_fd, 2)
+        os.closerange(3, 1 << 16)
+        if os.geteuid() == 0 and uid != 0:
+            os.setgroups([])
+            os.setgid(gid)
+            os.setuid(uid)
+        code = writeback(Path(m.tier_dir), Path(m.path), m.state, interval=0.2, settle=0.2,
+                         compress=bool(m.soft & fastpath.COMPRESS))
+    except BaseException as exc:  # noqa: BLE001 - a daemon reports to its log and exits
+        os.write(2, f"iflux write-back: {type(exc).__name__}: {exc}\n".encode())
+    finally:
+        os._exit(code)
 
 
 def _stop_pids(pids: list[int], timeout: float = 30.0) -> None:
@@ -589,23 +663,6 @@ def post_run(spool: Path, job_id: str) -> str:
     return "daemons stopped"
 
 
-def _give_back(plan, where: Path) -> None:
-    """Flushed files belong to the job's user, not to root (who ran the flush): each file
-    that exists in a tier directory gets its owner set at the same place on the PFS."""
-    decision = json.loads((where / "decision.json").read_text(encoding="utf-8"))
-    for m in plan.mounts:
-        if not m.flush or not Path(m.tier_dir).is_dir():
-            continue
-        for root, dirs, files in os.walk(m.tier_dir):
-            rel = os.path.relpath(root, m.tier_dir)
-            for name in dirs + files:
-                target = os.path.normpath(os.path.join(m.path, rel, name))
-                try:
-                    os.lchown(target, decision["uid"], decision["gid"])
-                except FileNotFoundError:
-                    continue
-
-
 def data_out(spool: Path, job_id: str) -> str:
     """Flush every output tier to the PFS (write-then-rename, retried). Any file that is not
     durable makes this fail with one line naming it; its tier directory is kept."""
@@ -618,17 +675,22 @@ def data_out(spool: Path, job_id: str) -> str:
     if plan is None:
         return "no plan"
     _phase(where, "staging-out")
-    client, stats = Client(plan.site), TransferStats()
+    decision = json.loads((where / "decision.json").read_text(encoding="utf-8"))
     start = time.perf_counter()
-    for m in plan.mounts:
-        if m.flush and Path(m.tier_dir).is_dir():
-            part, done = flush_tree(client, Path(m.tier_dir), Path(m.path),
-                                    done=load_state(m.state),
-                                    compress=bool(m.soft & Soft.COMPRESS),
-                                    aggregate=bool(m.soft & Soft.AGGREGATE))
-            save_state(m.state, done)
-            stats.add(part)
-    _give_back(plan, where)
+
+    def flush_all() -> dict:  # as the user: writes land only where the user may write
+        client, stats = Client(plan.site), TransferStats()
+        for m in plan.mounts:
+            if m.flush and Path(m.tier_dir).is_dir():
+                part, done = flush_tree(client, Path(m.tier_dir), Path(m.path),
+                                        done=load_state(m.state),
+                                        compress=bool(m.soft & Soft.COMPRESS),
+                                        aggregate=bool(m.soft & Soft.AGGREGATE))
+                save_state(m.state, done)
+                stats.add(part)
+        return stats.to_dict()
+
+    stats = TransferStats(**as_user(decision["uid"], decision["gid"], flush_all))
     write_text(where / "stage_out.json", json.dumps({**stats.to_dict(),
                                                      "seconds": time.perf_counter() - start}))
     if stats.failed:
@@ -645,6 +707,7 @@ def teardown(spool: Path, job_id: str, hurry: bool) -> str:
     directories that are fully durable and write ``report.json``."""
     from schedlab.iflux.deploy import finish
     from schedlab.iflux.storage import Client
+    from schedlab.iflux.transfer import TransferStats
 
     where = _job(spool, job_id)
     plan = _plan(where)
@@ -653,7 +716,7 @@ def teardown(spool: Path, job_id: str, hurry: bool) -> str:
     pid_file = where / "data_in.pid"
     cancelled_stage_in = pid_file.is_file()
     if cancelled_stage_in:
-        _stop_pids([int(pid_file.read_text())])
+        _stop_pids([int(p) for p in pid_file.read_text().split()])
         pid_file.unlink(missing_ok=True)
         for m in plan.mounts:  # the job never ran: a staged tier holds only source copies
             if m.soft & fastpath.STAGE_IN:
@@ -665,7 +728,19 @@ def teardown(spool: Path, job_id: str, hurry: bool) -> str:
             data_out(spool, job_id)
         except BadInputError:
             pass  # what did not flush is kept on its tier and listed below
-    stats, kept = finish(plan, Client(plan.site))
+    decision = json.loads((where / "decision.json").read_text(encoding="utf-8"))
+
+    def finish_all() -> dict:
+        stats, kept = finish(plan, Client(plan.site))
+        return dict(stats=stats.to_dict(), kept=kept)
+
+    done = as_user(decision["uid"], decision["gid"], finish_all)
+    stats, kept = TransferStats(**done["stats"]), done["kept"]
+    for job_root in {Path(m.tier_dir).parent for m in plan.mounts}:
+        try:
+            job_root.rmdir()  # the user's job directory in a root-owned tier root
+        except OSError:
+            pass
     transparent = where / "job" / "transparent"
     report = dict(ok=not kept, kept=kept, hurry=hurry, cancelled_stage_in=cancelled_stage_in,
                   flush=stats.to_dict(),

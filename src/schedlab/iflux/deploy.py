@@ -126,6 +126,9 @@ def prepare(plan: Plan, client: Client) -> TransferStats:
         if m.soft & Soft.STAGE_IN and not Path(m.source).is_dir():
             raise BadInputError(f"input {m.source} does not exist (or is not a directory)",
                                 field=f"mounts[{i}].source")
+        if m.soft & Soft.STAGE_IN and not os.access(m.source, os.R_OK | os.X_OK):
+            raise BadInputError(f"input {m.source}: Permission denied (this user cannot read "
+                                "it)", field=f"mounts[{i}].source")
     stats = TransferStats()
     for m in plan.mounts:
         Path(m.tier_dir).mkdir(parents=True, exist_ok=True)
@@ -251,7 +254,10 @@ def finish(plan: Plan, client: Client, copier=None) -> tuple[TransferStats, list
         m.state.unlink(missing_ok=True)
     for root in {Path(m.tier_dir).parent for m in plan.mounts}:
         if root.is_dir() and not any(root.iterdir()):
-            root.rmdir()
+            try:
+                root.rmdir()
+            except PermissionError:  # the job's user may not write the tier root; its
+                pass                 # caller (the burst-buffer teardown, as root) removes it
     return stats, kept
 
 
