@@ -26,7 +26,8 @@ from schedlab.hydra_mcs.workloads import gnp_pairs
 out = []
 for inst in gnp_pairs(3, 9, 0.4, 5):
     cpu = solve(inst.g0, inst.g1)
-    gpu = solve(inst.g0, inst.g1, gpu=True, threads=1, band_lo=0.0, band_hi=1e9)
+    gpu = solve(inst.g0, inst.g1, gpu=True, threads=1, band_lo=0.0, band_hi=1e9,
+                gpu_kernel="thread")
     ok = check_mapping(inst.g0, inst.g1, list(gpu.mapping.items())) is None
     out.append([cpu.size, gpu.size, gpu.offloaded, ok])
 print(json.dumps(out))

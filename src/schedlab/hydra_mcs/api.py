@@ -24,6 +24,7 @@ from schedlab.hydra_mcs.readers import read_graph
 
 HEURISTICS = {"min_max": 0, "min_product": 1}
 LABELS = ("none", "vertex", "all")
+GPU_KERNELS = ("auto", "block", "thread")
 
 
 @dataclass
@@ -50,17 +51,22 @@ class MCSResult:
 
 def solve(g0: Graph, g1: Graph, *, policy: str = "mcsplit", threads: int = 1,
           connected: bool = False, heuristic: str = "min_max", big_first: bool = False,
-          timeout: float | None = None, gpu: bool = False, **policy_args) -> MCSResult:
-    """Maximum common induced subgraph of two graphs in McSplit's encoding."""
+          timeout: float | None = None, gpu: bool = False, gpu_kernel: str = "auto",
+          **policy_args) -> MCSResult:
+    """Maximum common induced subgraph of two graphs in McSplit's encoding.
+
+    ``gpu_kernel`` (with ``gpu``): ``block`` (a 32-thread block per offloaded subproblem,
+    bidomains in shared memory), ``thread`` (one thread per subproblem) or ``auto``.
+    """
     check_options(connected=connected, directed=g0.directed or g1.directed, threads=threads,
-                  heuristic=heuristic, timeout=timeout, policy=policy)
+                  heuristic=heuristic, timeout=timeout, policy=policy, gpu_kernel=gpu_kernel)
     if gpu and policy != "hydra-gpu":
         policy = "hydra-gpu"
     device = None
     if gpu:
         from schedlab.hydra_mcs.gpu import CudaDevice
 
-        device = CudaDevice()
+        device = CudaDevice(kernel=gpu_kernel)
     try:
         work = make_policy(policy, threads, **policy_args)
     except TypeError as exc:  # an option the policy does not take
@@ -78,7 +84,7 @@ def solve(g0: Graph, g1: Graph, *, policy: str = "mcsplit", threads: int = 1,
 def check_options(*, fmt: str = "auto", labels: str = "none", directed: bool = False,
                   connected: bool = False, threads: int = 1, policy: str = "mcsplit",
                   heuristic: str = "min_max", timeout: float | None = None,
-                  **_ignored) -> None:
+                  gpu_kernel: str = "auto", **_ignored) -> None:
     """Refuse a bad option (one error naming it) before any graph is read or searched."""
     from schedlab.hydra_mcs.policies import POLICIES
     from schedlab.hydra_mcs.readers import FORMATS
@@ -89,6 +95,8 @@ def check_options(*, fmt: str = "auto", labels: str = "none", directed: bool = F
         raise UnknownNameError("labels", labels, LABELS)
     if fmt not in FORMATS:
         raise UnknownNameError("format", fmt, FORMATS)
+    if gpu_kernel not in GPU_KERNELS:
+        raise UnknownNameError("GPU kernel", gpu_kernel, GPU_KERNELS)
     if policy not in POLICIES:
         raise UnknownNameError("policy", policy, sorted(POLICIES))
     if connected and directed:

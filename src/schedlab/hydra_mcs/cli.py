@@ -33,6 +33,9 @@ def solve_cmd(
     heuristic: str = typer.Option("min_max", "--heuristic", help="min_max or min_product."),
     big_first: bool = typer.Option(False, "--big-first", help="McSplit's big-first variant."),
     gpu: bool = typer.Option(False, "--gpu", help="Offload RC-band subproblems to CUDA."),
+    gpu_kernel: str = typer.Option("auto", "--gpu-kernel",
+                                   help="block (a warp per subproblem, shared memory), thread "
+                                        "(a thread per subproblem) or auto."),
     timeout: float = typer.Option(None, "--timeout",
                                   help="Seconds (per pair with --pairs); best so far on expiry."),
     no_mapping: bool = typer.Option(False, "--no-mapping",
@@ -52,7 +55,7 @@ def solve_cmd(
     chosen = policy or ("hydra-gpu" if gpu else "mcsplit" if threads == 1 else "hydra-cpu")
     kwargs = dict(fmt=fmt, labels=labels, directed=directed, connected=connected,
                   threads=threads, policy=chosen, heuristic=heuristic, big_first=big_first,
-                  gpu=gpu, timeout=timeout)
+                  gpu=gpu, gpu_kernel=gpu_kernel, timeout=timeout)
     if pairs is not None:
         if a is not None or b is not None:
             raise ConfigError("give either two graph files or --pairs, not both", field="pairs")

@@ -43,11 +43,22 @@ class CudaDevice:
 
     name = "cuda"
 
-    def __init__(self, threads_per_block: int = 32) -> None:
+    KERNELS = ("auto", "block", "thread")
+
+    def __init__(self, threads_per_block: int = 32, kernel: str = "auto") -> None:
+        """``kernel``: ``block`` = one 32-thread block (a warp) per subproblem, bidomains in
+        shared memory; ``thread`` = one thread per subproblem, arena in global memory;
+        ``auto`` = block when its arena fits in 48 KiB of shared memory, else thread."""
+        if kernel not in self.KERNELS:
+            from schedlab.core.errors import UnknownNameError
+
+            raise UnknownNameError("GPU kernel", kernel, self.KERNELS)
         if not cuda_available():
             raise MissingDependencyError("no CUDA device (set NUMBA_ENABLE_CUDASIM=1 to "
                                          "simulate one)", hint="run without --gpu")
         self.threads_per_block = threads_per_block
+        self.kernel = kernel
+        self.last_kernel = ""
 
     def solve(self, bits: BitsetPair, tasks: list[Task], options, incumbent: int
               ) -> tuple[int, list[tuple[int, int]], int]:
@@ -76,9 +87,30 @@ class CudaDevice:
         dev = [cuda.to_device(a) for a in (bits.nb0, bits.nb1, bits.any0, bits.any1, al, ar,
                                            cnt, lev, meta, mapping, gbest, res_size, res_map,
                                            nodes)]
-        blocks = -(-count // self.threads_per_block)
-        _kernel()[blocks, self.threads_per_block](*dev, int(options.connected),
-                                                   int(options.heuristic))
+        from schedlab.hydra_mcs.gpu_kernel import (
+            FULL_BLOCK,
+            SHARED_LIMIT,
+            block_shared_bytes,
+            make_block_kernel,
+        )
+
+        fits = block_shared_bytes(cap, words) <= SHARED_LIMIT
+        use_block = self.kernel == "block" or (self.kernel == "auto" and fits)
+        if use_block and not fits:
+            raise MissingDependencyError(
+                f"the block kernel needs {block_shared_bytes(cap, words)} bytes of shared "
+                f"memory for n={n0} (limit {SHARED_LIMIT})", hint="use kernel='thread'")
+        if use_block:
+            kern = make_block_kernel(cap, words, n0 + 2, bits.nb0.shape[1])
+            kern[count, FULL_BLOCK](dev[0], dev[1], dev[2], dev[3], dev[4], dev[5], dev[6],
+                                    dev[8], dev[9], dev[10], dev[11], dev[12], dev[13],
+                                    int(options.connected), int(options.heuristic))
+            self.last_kernel = "block"
+        else:
+            blocks = -(-count // self.threads_per_block)
+            _kernel()[blocks, self.threads_per_block](*dev, int(options.connected),
+                                                       int(options.heuristic))
+            self.last_kernel = "thread"
         res_size, res_map, nodes = dev[11].copy_to_host(), dev[12].copy_to_host(), \
             dev[13].copy_to_host()
         k = int(np.argmax(res_size)) if count else 0
