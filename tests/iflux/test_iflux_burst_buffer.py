@@ -132,6 +132,22 @@ def test_fast_path_reads_bb_lua_intents_and_the_pool_request(tmp_path: Path) -> 
         fastpath.read_script(str(nested))
 
 
+def test_fast_path_reads_the_sbatch_comment_like_the_full_path(tmp_path: Path,
+                                                                table: fastpath.Table) -> None:
+    script = tmp_path / "job.sh"
+    script.write_text('#!/bin/bash\n#SBATCH --comment="iflux: path=/p/a usage=input '
+                      'pattern=small-random size=1MiB; path=/p/b usage=output"\n'
+                      "#IFLUX path=/p/c usage=temporary\ntrue\n")
+    full = intents_from_slurm_script(script).intents
+    fast, _ = fastpath.read_script(str(script))
+    assert [it["path"] for it in fast] == [i.path for i in full] == ["/p/a", "/p/b", "/p/c"]
+    bad = tmp_path / "bad.sh"
+    bad.write_text('#!/bin/bash\n#SBATCH --comment="iflux: path=/p/a usage=nope"\ntrue\n')
+    with pytest.raises(BadInputError) as err:
+        fastpath.read_script(str(bad))
+    assert err.value.line == 2 and err.value.field == "usage"
+
+
 def test_pool_request_picks_the_pool_that_accelerates_most(table: fastpath.Table) -> None:
     intents = [fastpath.validate(dict(path="/a", usage="input", pattern="small-random",
                                       size="10MiB"), {}),
@@ -390,6 +406,24 @@ def test_cancel_during_stage_in_loses_nothing_and_returns_capacity(bb_cluster) -
     assert after == before, "the source data is intact"
     assert not tier.exists(), "the partly staged tier was removed"
     assert not (c.out / "ran").exists()
+    c.wait(lambda: _mb(c.used("nvme")) == 0, "the pool capacity to come back")
+
+
+@slurm_test
+def test_a_job_cancelled_while_running_keeps_what_it_wrote(bb_cluster) -> None:
+    c = bb_cluster()
+    out = c.pfs / "res"
+    job = c.submit(f"echo partial > {out}/step1.txt\ntouch {c.out}/wrote\n"
+                   f"while [ ! -e {c.out}/never ]; do sleep 0.1; done",
+                   "#BB_LUA pool=nvme capacity=64M\n"
+                   f"#IFLUX path={out} usage=output mode=write-only pattern=checkpoint "
+                   "size=8MiB")
+    c.wait(lambda: (c.out / "wrote").exists(), "the job to write its first result")
+    subprocess.run(["scancel", job], env=c.slurm.env, check=True)
+    report = c.report(job)
+    assert report["ok"] and not report["kept"], report  # Slurm stages out a killed job
+    assert (out / "step1.txt").read_text() == "partial\n", "flushed at teardown"
+    assert (out / "step1.txt").stat().st_uid == NOBODY
     c.wait(lambda: _mb(c.used("nvme")) == 0, "the pool capacity to come back")
 
 

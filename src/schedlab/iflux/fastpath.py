@@ -183,6 +183,12 @@ def read_script(path: str) -> tuple[list[dict], dict[str, str]]:
                 if key in SLURM_WORDS:
                     request[key] = value
             it = parse_directive(body, where, SLURM_WORDS) if body.strip() else None
+        elif stripped.startswith("#SBATCH") and "--comment" in stripped:
+            for part in _comment_intents(stripped, where):
+                it = parse_directive(part, where)
+                it["line"] = lineno
+                intents.append(it)
+            continue
         elif stripped and not stripped.startswith("#"):
             break  # directives end at the first command, like #SBATCH
         else:
@@ -193,6 +199,24 @@ def read_script(path: str) -> tuple[list[dict], dict[str, str]]:
     check_job([{k: v for k, v in it.items() if k != "line"} for it in intents],
               dict(path=path))
     return intents, request
+
+
+def _comment_intents(line: str, where: dict) -> list[str]:
+    """``#SBATCH --comment="iflux: k=v ...; k=v ..."`` -> the directive texts (as jobspec.py)."""
+    try:
+        words = shlex.split(line[len("#SBATCH"):])
+    except ValueError as exc:
+        raise BadInputError(f"cannot split #SBATCH line: {exc}", **where) from None
+    comment = ""
+    for i, word in enumerate(words):
+        if word.startswith("--comment="):
+            comment = word.split("=", 1)[1]
+        elif word == "--comment" and i + 1 < len(words):
+            comment = words[i + 1]
+    comment = comment.strip()
+    if not comment.lower().startswith("iflux:"):
+        return []
+    return [p for p in comment.split(":", 1)[1].split(";") if p.strip()]
 
 
 def code(it: dict) -> int:
