@@ -107,11 +107,13 @@ def test_iflux_bench_bb_slurm_submit_rpc(benchmark, installed):
     cluster = LocalSlurm(base / "slurm", burst_buffer=(base / "site.json", base / "spool"))
     plain = base / "plain.sh"
     plain.write_text("#!/bin/bash\ntrue\n")
-    for path in (plain, script):
+    bb_only = base / "bb-only.sh"  # a burst-buffer job without intents: Lua skips the helper
+    bb_only.write_text("#!/bin/bash\n#BB_LUA pool=nvme capacity=1M\ntrue\n")
+    for path in (plain, bb_only, script):
         path.chmod(0o644)
     cluster.start()
     try:
-        ids: dict[str, list[str]] = {"plain": [], "iflux": []}
+        ids: dict[str, list[str]] = {"plain": [], "bb_only": [], "iflux": []}
 
         def submit(kind: str, path: Path) -> None:
             out = subprocess.run([*NOBODY, "sbatch", "--parsable", "--hold", "-o", "/dev/null",
@@ -121,6 +123,7 @@ def test_iflux_bench_bb_slurm_submit_rpc(benchmark, installed):
 
         for _ in range(10):
             submit("plain", plain)
+            submit("bb_only", bb_only)
         benchmark.pedantic(submit, args=("iflux", script), rounds=10, warmup_rounds=0)
         time.sleep(0.5)
         log = (cluster.dir / "slurmctld.log").read_text(errors="replace")
