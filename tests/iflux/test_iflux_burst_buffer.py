@@ -300,6 +300,8 @@ def bb_cluster():
     yield make
     for cluster in clusters:
         cluster.slurm.stop()
+        for daemons in cluster.spool.glob("job-*/daemons.json"):  # a test that failed mid-job
+            bb._stop_pids(json.loads(daemons.read_text()), timeout=5)
         subprocess.run(["umount", "-l", str(cluster.pfs / "out")], capture_output=True)
         shutil.rmtree(cluster.base, ignore_errors=True)
         shutil.rmtree(Path(cluster.site.roots["ramdisk"]).parent, ignore_errors=True)
