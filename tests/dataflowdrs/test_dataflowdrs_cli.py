@@ -92,7 +92,7 @@ def test_diagnosers_lists_every_registered_one():
     result = runner.invoke(app, ["diagnosers", "--json"])
     assert result.exit_code == 0
     assert [r["name"] for r in json.loads(result.stdout)] == [
-        "dataflowdrs", "io-volume", "io-time", "task-time"]
+        "dataflowdrs", "io-volume", "io-time", "task-time", "drishti"]
 
 
 def test_run_then_analyze_a_real_workflow(tmp_path):

@@ -63,18 +63,22 @@ def _copy(trace_dir: Path, target: Path) -> Path:
     return target
 
 
-def test_truncated_file_is_reported_and_skipped(trace_dir, tmp_path):
+def test_truncated_file_keeps_its_good_lines_and_reports_the_break(trace_dir, tmp_path):
     copy = _copy(trace_dir, tmp_path / "t")
     victim = sorted(copy.glob("*.pfw"))[0]
     text = victim.read_text()
-    victim.write_text(text[: len(text) // 2 + 7])  # cut mid-record
+    cut = text[: len(text) // 2 + 7]  # cut mid-record
+    victim.write_text(cut)
     full = read_trace(trace_dir)
     trace = read_trace(copy)
     assert len(trace.issues) == 1
     issue = trace.issues[0]
-    assert issue.path == str(victim) and issue.line is not None and issue.line >= 1
+    assert issue.path == str(victim) and issue.line == cut.count("\n") + 1  # the cut line
     assert "truncated" in issue.message
-    assert 0 < trace.ops.height < full.ops.height  # the rest survives
+    assert 0 < trace.ops.height < full.ops.height
+    kept = trace.ops.filter(trace.ops["pid"] == int(victim.name.split("-")[1])).height
+    whole = full.ops.filter(full.ops["pid"] == int(victim.name.split("-")[1])).height
+    assert 0 < kept < whole  # the good lines of the cut file are kept
     with pytest.raises(BadInputError) as info:
         read_trace(copy, strict=True)
     assert str(victim) in str(info.value) and f":{issue.line}" in str(info.value)
@@ -171,12 +175,12 @@ def test_read_strace_keeps_data_calls_with_bytes(tmp_path):
     assert len(read_strace(path, roots=("/data/b",))) == 1
 
 
-def test_truncated_strace_file_is_skipped_with_its_line(tmp_path):
+def test_truncated_strace_file_keeps_its_good_lines_and_names_the_break(tmp_path):
     (tmp_path / "strace-job.1").write_text(STRACE + '1795990836.3 read(3</data/a>, "he')
     (tmp_path / "strace-other.2").write_text(STRACE)
     trace = read_trace(tmp_path)
     assert [(i.line, "truncated" in i.message) for i in trace.issues] == [(10, True)]
-    assert trace.ops.height == 5
+    assert trace.ops.height == 10  # both files' five good calls
 
 
 @given(st.lists(st.text(alphabet=st.characters(blacklist_categories=["Cs"]), max_size=60),

@@ -40,7 +40,10 @@ def _show_diagnosis(summary: dict) -> None:
     table = Table("#", "kind", "target", "saving (s)", "evidence", title="bottlenecks")
     for i, b in enumerate(summary["bottlenecks"], 1):
         table.add_row(str(i), b["kind"], b["target"], f"{b['saving_s']:.3f}", b["evidence"])
-    out_console.print(table)
+    if summary["bottlenecks"]:
+        out_console.print(table)
+    else:
+        out_console.print("bottlenecks: none found")
     for r in summary["recommendations"]:
         out_console.print(f"- [bold]{r['action']}[/bold] {r['target']} -> {r['value']}: "
                           f"{r['rationale']}")
@@ -59,11 +62,18 @@ def trace(
     shared_dir: Path = typer.Option(None, "--shared-dir",
                                     help="Also throttle this directory like a shared FS."),
     tracer: str = typer.Option("auto", "--tracer",
-                               help="auto (dftracer, else strace) | dftracer-stdio | dftracer "
-                                    "| strace"),
+                               help="auto (strace, else dftracer-stdio) | dftracer-stdio | "
+                                    "dftracer | strace"),
+    allow_empty: bool = typer.Option(False, "--allow-empty",
+                                     help="Exit 0 even when no I/O event was traced."),
     json_out: bool = JSON,
 ) -> None:
-    """Trace an unmodified command's file I/O with dftracer (LD_PRELOAD) or strace."""
+    """Trace an unmodified command's file I/O with strace or dftracer (LD_PRELOAD).
+
+    Every path is traced and the calls on files under --data-dir are kept afterwards
+    (relative names resolved against the process's working directory); child processes
+    are followed. A run with no I/O event under --data-dir is an error (exit 3) unless
+    --allow-empty."""
     from schedlab.dataflowdrs.runner import run_command
     from schedlab.dataflowdrs.tiers import DEFAULT_TIERS, Tier, TierLayout
     from schedlab.dataflowdrs.tracer import make_tracer
@@ -79,10 +89,23 @@ def trace(
     layout = TierLayout(roots=roots, tiers=tiers, state_dir=state)
     record = run_command(command, make_tracer(tracer), out, layout,
                          name=Path(command[0]).name if command else "command")
+    from schedlab.dataflowdrs.traces import read_trace
+
+    trace = read_trace(out)
+    events = trace.ops.height
     result = dict(trace_dir=str(out), seconds=record.makespan,
-                  files=len([*out.glob("*.pfw"), *out.glob("strace-*")]))
+                  files=len([*out.glob("*.pfw"), *out.glob("strace-*")]), io_events=events,
+                  processes=trace.tasks.height, returncode=trace.meta.get("returncode"))
     emit_json(result) if json_out else err_console.print(
-        f"traced in {record.makespan:.3f} s -> {out} ({result['files']} process files)")
+        f"traced in {record.makespan:.3f} s -> {out} ({result['files']} process files, "
+        f"{events} I/O events on files under {', '.join(str(d) for d in dirs)} from "
+        f"{trace.tasks.height} processes)")
+    if events == 0:
+        err_console.print(
+            f"[bold red]warning:[/bold red] no I/O event on files under "
+            f"{', '.join(str(d) for d in dirs)}: wrong --data-dir? (--tracer {tracer})")
+        if not allow_empty:
+            raise typer.Exit(3)
 
 
 @app.command()
@@ -147,12 +170,21 @@ def analyze(
     from schedlab.dataflowdrs.engine import diagnose, write_report
 
     diagnosis = diagnose(trace_dir, diagnoser)
-    summary = write_report(diagnosis, out or trace_dir / "report", sankey=sankey, png=png)
+    summary = write_report(diagnosis, out or (trace_dir if trace_dir.is_dir() else
+                                              trace_dir.parent) / "report",
+                           sankey=sankey, png=png)
+    events = diagnosis.analysis.trace.ops.height if diagnosis.analysis.trace else 1
+    if events == 0:
+        err_console.print(f"[bold red]warning:[/bold red] {trace_dir} holds no I/O event: "
+                          "nothing to diagnose (was the right --data-dir traced?)")
+    elif not summary["bottlenecks"]:
+        err_console.print(f"[yellow]note:[/yellow] {events} I/O events, no bottleneck found "
+                          f"by {diagnoser}")
     if json_out:
         emit_json(summary)
         return
     _show_diagnosis(summary)
-    err_console.print(f"report written to {out or trace_dir / 'report'}")
+    err_console.print(f"report written to {summary.get('report_dir', out)}")
 
 
 @app.command()

@@ -74,7 +74,8 @@ def _access_table(trace: TraceData, pid_task: dict[int, str], tiers: dict,
     task_col = [pid_task.get(p, fallback or f"pid-{p}") for p in ops["pid"].to_list()]
     ops = ops.with_columns(pl.Series("task", task_col, dtype=pl.String))
     table = ops.group_by(["task", "path", "op"]).agg(
-        pl.col("bytes").sum().alias("bytes"), pl.len().alias("ops"),
+        pl.col("bytes").sum().alias("bytes"), pl.col("calls").sum().alias("ops"),
+        pl.col("calls").filter(pl.col("bytes") > 0).sum().alias("data_ops"),
         pl.col("dur").sum().alias("time"), pl.col("ts").min().alias("first"),
         (pl.col("ts") + pl.col("dur")).max().alias("last"))
     paths = table["path"].to_list()

@@ -54,6 +54,9 @@ class Analysis:
     cores: int = 1
     call_cpu: float = _MIN_OVERHEAD  # CPU seconds one traced I/O call costs (not sleeping)
     available_cores: float = 1.0  # cores the tasks actually got when several ran together
+    trace: TraceData | None = None  # what was read (meta: source, nprocs, modules)
+    profile: pl.DataFrame | None = None  # I/O counters per (task, file, module)
+    io_spans: dict = field(default_factory=dict)  # task -> first to last I/O call (s)
 
     def best_tier(self, ops: float, nbytes: float) -> tuple[str, float]:
         """The tier where ``ops`` calls moving ``nbytes`` would cost least, and that cost."""
@@ -74,8 +77,9 @@ def fit_tier_models(trace: TraceData, tiers: dict) -> tuple[dict[str, TierModel]
     models: dict[str, TierModel] = {}
     overheads = []
     for (tier,), part in ops.group_by(["tier"]):
-        x = part["bytes"].to_numpy().astype(float)
-        y = part["dur"].to_numpy()
+        calls = part["calls"].to_numpy().astype(float).clip(min=1)
+        x = part["bytes"].to_numpy().astype(float) / calls  # per call (Darshan rows: many)
+        y = part["dur"].to_numpy() / calls
         design = np.column_stack([np.ones_like(x), x])
         if len(y) >= 2 and np.ptp(x) > 0:
             (lat, per_byte), *_ = np.linalg.lstsq(design, y, rcond=None)
@@ -157,9 +161,22 @@ def analyse(trace: TraceData) -> Analysis:
     """Build everything the diagnosers need from one trace."""
     dfl = build_dfl(trace)
     models, overhead = fit_tier_models(trace, dfl.tiers)
+    from schedlab.dataflowdrs.insights import io_profile
+
     cores = int(trace.meta.get("cores") or os.cpu_count() or 1)
+    pid_task = dict(zip(dfl.tasks["pid"].to_list(), dfl.tasks["task"].to_list(), strict=True))
+    profile = io_profile(trace, pid_task)
+    fallback = dfl.tasks["task"][0] if dfl.tasks.height == 1 else None
+    spans: dict[str, float] = {}
+    if trace.ops.height:
+        per_pid = trace.ops.group_by("pid").agg(
+            ((pl.col("ts") + pl.col("dur")).max() - pl.col("ts").min()).alias("span"))
+        for pid, span in per_pid.iter_rows():
+            task = pid_task.get(pid, fallback or f"pid-{pid}")
+            spans[task] = spans.get(task, 0.0) + float(span)
     return Analysis(dfl=dfl, compressed=compress(dfl.graph), tier_models=models,
                     contention=contention_table(dfl, models),
                     producer_consumer=producer_consumer(dfl), issues=list(trace.issues),
                     cores=cores, call_cpu=overhead,
-                    available_cores=available_cores(dfl.tasks, cores))
+                    available_cores=available_cores(dfl.tasks, cores), trace=trace,
+                    profile=profile, io_spans=spans)

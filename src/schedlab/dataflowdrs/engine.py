@@ -125,6 +125,7 @@ def write_report(diagnosis: Diagnosis, out_dir: str | Path, sankey: bool = True,
         pl.col("consumers").list.join(" "))
     write_frame(pc, out / "producer_consumer.csv")
     summary["files"] = files
+    summary["report_dir"] = str(out)
     write_text(out / "report.json", json.dumps(summary, indent=1, default=str))
     write_text(out / "report.md", _markdown(summary))
     return summary

@@ -64,10 +64,33 @@ class DataFlowDrs:
 
     def rank(self, analysis: Analysis) -> list[Bottleneck]:
         found: dict[tuple[str, str], list] = {}
-        self._io(analysis, found)
-        self._serial(analysis, found)
-        self._parallelism(analysis, found)
+        darshan = analysis.trace is not None and analysis.trace.meta.get("source") == "darshan"
+        if darshan:  # counters, no task events: the slowest rank's time per kind
+            _darshan_data(analysis, found)
+        else:
+            self._io(analysis, found)
+            self._serial(analysis, found)
+            self._parallelism(analysis, found)
+        self._field(analysis, found)
+        if darshan:  # a rank cannot save more than the job ran (blocked opens can sum higher)
+            runtime = float(analysis.trace.meta.get("runtime") or 0.0)
+            for entry in found.values():
+                if runtime and entry[0] > runtime:
+                    entry[0] = runtime
+                    entry[1] += f" (capped at the job's {runtime:.0f} s)"
         return _sorted(found)
+
+    def _field(self, analysis: Analysis, found: dict) -> None:
+        """Metadata, misaligned, shared-file and read-after-write findings (insights.py)."""
+        if analysis.trace is None or analysis.profile is None:
+            return
+        from schedlab.dataflowdrs.insights import field_findings
+
+        critical = set(analysis.dfl.tasks.filter(pl.col("critical"))["task"].to_list())
+        for kind, target, saving, evidence in field_findings(
+                analysis.trace, analysis.profile, critical, analysis.io_spans,
+                analysis.producer_consumer, lambda o, b: analysis.best_tier(o, b)[1]):
+            self._add(found, (kind, target), saving, evidence)
 
     @staticmethod
     def _add(found: dict, key: tuple[str, str], saving: float, evidence: str) -> None:
@@ -84,7 +107,8 @@ class DataFlowDrs:
             model = analysis.tier_models.get(r["tier"])
             if model is None or r["time"] <= 0:
                 continue
-            ops, nbytes = float(r["ops"]), float(r["bytes"])
+            # calls that moved bytes: an end-of-file read returning 0 is not coalescable
+            ops, nbytes = float(max(r["data_ops"], 1)), float(r["bytes"])
             ideal = max(1.0, min(ops, -(-nbytes // IDEAL_BLOCK)))
             predicted = model.cost(ops, nbytes)
             scale = r["time"] / predicted if predicted > 0 else 1.0  # contention inflation
@@ -159,6 +183,34 @@ class DataFlowDrs:
                   f"(parallelism {analysis.dfl.parallelism}, {cores} cores)")
 
 
+def _darshan_data(analysis: Analysis, found: dict) -> None:
+    """Small requests on a Darshan log: per rank (shared records' time over nprocs), the data
+    time that 1 MiB requests would save, on the slowest rank."""
+    from schedlab.dataflowdrs.insights import _scope
+
+    nprocs = int(analysis.trace.meta.get("nprocs") or 1)
+    best = (0.0, "")
+    for unit, rows in _scope(analysis.profile, set(), True, nprocs).items():
+        rows = rows.filter(pl.col("module").is_in(["POSIX", "STDIO"]))
+        if rows.height == 0:
+            continue
+        s = rows.select(pl.col("reads", "writes", "small_reads", "small_writes", "bytes_read",
+                               "bytes_written", "read_time", "write_time").sum()).row(
+            0, named=True)
+        calls = s["reads"] + s["writes"]
+        small = s["small_reads"] + s["small_writes"]
+        if not calls or not small:
+            continue
+        ideal = max(1.0, -(-(s["bytes_read"] + s["bytes_written"]) // IDEAL_BLOCK))
+        data = s["read_time"] + s["write_time"]
+        saving = data * (small / calls) * max(0.0, 1 - ideal / calls)
+        if saving > best[0]:
+            best = (saving, f"{unit}: {small} of {calls} requests under 1 MiB "
+                            f"({small / calls:.0%}); {data:.3f} s of data I/O")
+    if best[0] > 0:
+        found[("small-io", "job")] = [best[0], best[1]]
+
+
 def _fan_in_tasks(analysis: Analysis) -> set[str]:
     """Tasks that read files written by two or more tasks of one other group."""
     graph = analysis.dfl.graph
@@ -220,11 +272,20 @@ class TaskTime:
         return _sorted(found)
 
 
+def _drishti() -> Diagnoser:
+    from schedlab.dataflowdrs.drishti import DrishtiBaseline
+
+    return DrishtiBaseline()
+
+
+_drishti.__doc__ = "Baseline: Drishti's published insight rules and thresholds (drishti.py)."
+
 DIAGNOSERS: dict[str, Callable[[], Diagnoser]] = {
     "dataflowdrs": DataFlowDrs,
     "io-volume": IoVolume,
     "io-time": IoTime,
     "task-time": TaskTime,
+    "drishti": _drishti,
 }
 
 

@@ -87,8 +87,29 @@ def recommend(bottleneck: Bottleneck, analysis: Analysis) -> Recommendation:
                               f"{bottleneck.evidence}: merge in {width} parallel parts "
                               f"(tasks got {analysis.available_cores:.2f} of "
                               f"{analysis.cores} cores)")
+    if bottleneck.kind in ADVICE:  # remedies in the program or its I/O library, not config
+        action, what = ADVICE[bottleneck.kind]
+        return Recommendation(action, bottleneck.target, what, bottleneck.saving,
+                              bottleneck.evidence)
     return Recommendation("raise-parallelism", "workflow", str(max(2, dfl.parallelism * 2)),
                           bottleneck.saving, bottleneck.evidence)
+
+
+# field kinds (insights.py, drishti.py): the remedy is a change to the program or its I/O
+# library; apply() leaves a workflow configuration unchanged for them
+ADVICE = {
+    "metadata": ("pack-files", "pack the many small files into one container (tar, HDF5, "
+                 "a database) or keep them on node-local storage; cache stat results"),
+    "misaligned-io": ("align-io", "align requests to the file-system block/stripe (e.g. "
+                      "H5Pset_alignment, MPI-IO striping hints)"),
+    "shared-file": ("split-or-collective", "one file per process, or collective MPI-IO with "
+                    "aggregators, so ranks do not contend on one file"),
+    "read-after-write": ("pass-in-memory", "hand the intermediate to its consumer in memory "
+                         "or on node-local storage (co-locate producer and consumer)"),
+    "stdio": ("use-mpiio", "move bulk transfers from STDIO to POSIX/MPI-IO with large requests"),
+    "random-io": ("sequentialise", "sort or batch the accesses into sequential order"),
+    "no-collective": ("use-collective", "use collective MPI-IO calls (MPI_File_*_all)"),
+}
 
 
 def recommend_all(ranked: list[Bottleneck], analysis: Analysis,

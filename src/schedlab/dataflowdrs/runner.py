@@ -230,7 +230,7 @@ def run_command(argv: Sequence[str], tracer, out_dir: str | Path, layout: TierLa
     write_text(out / "tasks.jsonl", json.dumps(event) + "\n")
     meta = dict(workflow=name, parallelism=1, makespan=end - start, t0=start,
                 tracer=tracer.name, tiers=layout.as_dict(), file_groups={}, config={},
-                command=list(argv))
+                command=list(argv), cwd=os.getcwd(), returncode=proc.returncode)
     write_text(out / "meta.json", json.dumps(meta, indent=1))
     return RunRecord(name, end - start, [event], out, 1)
 

@@ -14,12 +14,10 @@ import heapq
 import json
 from pathlib import Path
 
-import polars as pl
-
 from schedlab.core.io import ensure_directory, write_text
 from schedlab.dataflowdrs.runner import Workflow
 from schedlab.dataflowdrs.tiers import TierLayout
-from schedlab.dataflowdrs.traces import OPS_SCHEMA, TraceData, _tasks_frame
+from schedlab.dataflowdrs.traces import TraceData, _tasks_frame, ops_frame
 
 STARTUP_S = 0.02  # process start-up per task
 HASH_BPS = 800e6  # hashing speed of the task program
@@ -88,7 +86,7 @@ def simulate_trace(workflow: Workflow, layout: TierLayout, parallelism: int,
     meta = dict(workflow=workflow.name, parallelism=parallelism, makespan=makespan, t0=t0,
                 cores=parallelism, tracer="synthetic", tiers=layout.as_dict(),
                 file_groups=workflow.file_groups, config=workflow.config)
-    ops = pl.DataFrame(rows, schema=OPS_SCHEMA, orient="row")
+    ops = ops_frame(rows)
     return TraceData(ops=ops, tasks=_tasks_frame(events), meta=meta)
 
 
@@ -97,7 +95,8 @@ def write_trace(trace: TraceData, directory: str | Path) -> Path:
     out = ensure_directory(directory)
     by_pid: dict[int, list[str]] = {}
     hashes: dict[str, str] = {}
-    for pid, ts, dur, op, nbytes, path in trace.ops.iter_rows():
+    for pid, ts, dur, op, nbytes, path in trace.ops.select(
+            "pid", "ts", "dur", "op", "bytes", "path").iter_rows():
         lines = by_pid.setdefault(pid, [])
         if path not in hashes:
             hashes[path] = f"{len(hashes):016x}"

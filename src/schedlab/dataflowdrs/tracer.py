@@ -81,6 +81,7 @@ class Dftracer(_NoPrefix):
 
     name = "dftracer"
     stdio = False
+    all_paths = False  # True: DFTRACER_DATA_DIR=all, files are filtered after the run
 
     def environment(self, out_dir: Path, layout: TierLayout) -> dict[str, str]:
         env = _base_env(layout)
@@ -96,7 +97,8 @@ class Dftracer(_NoPrefix):
             DFTRACER_INC_METADATA="1",
             DFTRACER_TRACE_COMPRESSION="0",
             DFTRACER_LOG_FILE=str(Path(out_dir).resolve() / "trace"),
-            DFTRACER_DATA_DIR=":".join(str(r) for r in layout.roots.values()),
+            DFTRACER_DATA_DIR="all" if self.all_paths else ":".join(
+                str(r) for r in layout.roots.values()),
         )
         if not self.stdio:
             env["DFTRACER_DISABLE_STDIO"] = "1"
@@ -104,10 +106,17 @@ class Dftracer(_NoPrefix):
 
 
 class DftracerStdio(Dftracer):
-    """dftracer with POSIX and STDIO (fopen/fread/fwrite) interception."""
+    """dftracer with POSIX and STDIO interception, every path traced (for arbitrary commands).
+
+    dftracer's own prefix filter compares the name a program passed, so ``cat a.txt`` under
+    a data directory never matched; tracing every path and filtering afterwards (relative
+    names joined to the process's cwd, which dftracer records at start and on chdir) sees
+    them. Child processes inherit LD_PRELOAD, so pipelines and multiprocessing are followed.
+    """
 
     name = "dftracer-stdio"
     stdio = True
+    all_paths = True
 
 
 class Strace:
@@ -118,7 +127,9 @@ class Strace:
     """
 
     name = "strace"
-    CALLS = "openat,open,read,write,pread64,pwrite64,close,copy_file_range,sendfile"
+    # every file-name and descriptor call (open/stat/unlink/mkdir/... and read/write/lseek):
+    # all paths are traced, the reader keeps those under the data directories
+    CALLS = "%file,%desc"
 
     def environment(self, out_dir: Path, layout: TierLayout) -> dict[str, str]:
         return Untraced().environment(out_dir, layout)
@@ -137,11 +148,11 @@ TRACERS: dict[str, type] = {"dftracer": Dftracer, "dftracer-stdio": DftracerStdi
 
 
 def make_tracer(name: str) -> Tracer:
-    """A tracer by name; ``auto`` is dftracer (with STDIO) where installed, else strace."""
+    """A tracer by name. ``auto`` (arbitrary commands) is strace where installed -- it sees
+    every call, including descriptors a program dup2()s (dd) and children that _exit() before
+    dftracer flushes (multiprocessing pools) -- else dftracer with STDIO."""
     if name == "auto":
-        try:
-            dftracer_library()
-        except MissingDependencyError:
+        if shutil.which("strace"):
             return Strace()
         return DftracerStdio()
     return lookup(TRACERS, "tracer", name)()

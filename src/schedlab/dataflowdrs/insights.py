@@ -1,0 +1,220 @@
+"""Bottleneck kinds from the field: metadata, misaligned I/O, shared files, read-after-write.
+
+DataFlowDrs (paper 09, part (d)) ranks bottlenecks by the time they cost. The DFL findings
+(policies.py: slow tier, small I/O, serial task, parallelism) need task events; the ones here
+need I/O *counters*, which every input has: an :func:`io_profile` per (task, file, module) --
+Darshan's own counters for a Darshan log, the same counters counted from the calls for a
+dftracer or strace trace. Each finding carries its evidence (counts, rates, times) and a
+saving in seconds:
+
+* ``metadata``     open/stat/create/unlink calls: their time plus the program's per-call work
+                   between calls (the task's I/O span not inside calls, shared out per call),
+                   times ``1 - 1/files`` (packing the files into one container removes all
+                   but one open/stat);
+* ``misaligned-io`` requests whose file offset is not a multiple of the alignment (Darshan's
+                   ``POSIX_FILE_ALIGNMENT``, else 4 KiB): half their data time (a straddling
+                   request touches two blocks; aligned, one);
+* ``shared-file``  a file several ranks/tasks write: rank imbalance on it (slowest minus
+                   fastest rank's I/O time, Darshan) or, for traces, the overlap of the
+                   writers' I/O on it;
+* ``read-after-write`` an intermediate file a task reads after another task wrote it on
+                   storage: the consumer's read time and the hand-off gap on the critical path
+                   (passing it in memory or on node-local storage removes them).
+
+Scope: for traces the critical path's tasks (sum); for a Darshan log the slowest rank (MPI
+ranks run side by side): per-rank times plus shared (rank -1) records' times over nprocs.
+"""
+
+from __future__ import annotations
+
+from collections import defaultdict
+
+import polars as pl
+
+from schedlab.core.metrics import union_length
+from schedlab.dataflowdrs.darshan import PROFILE_SCHEMA, SMALL
+from schedlab.dataflowdrs.traces import METADATA_KINDS, TraceData
+
+ALIGNMENT = 4096
+MISALIGNED_SHARE = 0.1  # below this share of requests, misalignment is not a finding
+
+
+def io_profile(trace: TraceData, pid_task: dict[int, str] | None = None) -> pl.DataFrame:
+    """Counters per (task, file, module): the log's own for Darshan, else counted from calls."""
+    if trace.profile is not None:
+        return trace.profile
+    if pid_task is None:
+        pid_task = dict(zip(trace.tasks["pid"].to_list(), trace.tasks["task"].to_list(),
+                            strict=True))
+    fallback = trace.tasks["task"][0] if trace.tasks.height == 1 else None
+    ops = trace.ops.filter(pl.col("path") != "")
+    tasks = [pid_task.get(p, fallback or f"pid-{p}") for p in ops["pid"].to_list()]
+    ops = ops.with_columns(pl.Series("task", tasks, dtype=pl.String))
+    data = pl.col("op").is_in(["read", "write"])
+    known = pl.col("offset").is_not_null() & data & (pl.col("bytes") > 0)
+    table = ops.group_by(["task", "path"]).agg(
+        (pl.col("op") == "open").sum().alias("opens"),
+        (pl.col("op") == "stat").sum().alias("stats"),
+        (pl.col("op") == "meta").sum().alias("meta_ops"),
+        ((pl.col("op") == "read") & (pl.col("bytes") > 0)).sum().alias("reads"),
+        ((pl.col("op") == "write") & (pl.col("bytes") > 0)).sum().alias("writes"),
+        pl.col("bytes").filter(pl.col("op") == "read").sum().alias("bytes_read"),
+        pl.col("bytes").filter(pl.col("op") == "write").sum().alias("bytes_written"),
+        ((pl.col("op") == "read") & (pl.col("bytes") > 0) & (pl.col("bytes") < SMALL))
+        .sum().alias("small_reads"),
+        ((pl.col("op") == "write") & (pl.col("bytes") > 0) & (pl.col("bytes") < SMALL))
+        .sum().alias("small_writes"),
+        (known & (pl.col("offset") % ALIGNMENT != 0)).sum().alias("misaligned"),
+        pl.col("dur").filter(pl.col("op") == "read").sum().alias("read_time"),
+        pl.col("dur").filter(pl.col("op") == "write").sum().alias("write_time"),
+        pl.col("dur").filter(pl.col("op").is_in(list(METADATA_KINDS))).sum()
+        .alias("meta_time"),
+    )
+    writers = (table.filter(pl.col("writes") > 0).group_by("path")
+               .agg(pl.len().alias("_writers")))
+    table = table.join(writers, on="path", how="left").with_columns(
+        pl.lit(0, dtype=pl.Int64).alias("rank"),
+        pl.lit("POSIX").alias("module"), pl.lit(0, dtype=pl.Int64).alias("mem_misaligned"),
+        pl.lit(0, dtype=pl.Int64).alias("seq_reads"),
+        pl.lit(0, dtype=pl.Int64).alias("seq_writes"),
+        pl.lit(0, dtype=pl.Int64).alias("max_byte_read"),
+        pl.lit(0, dtype=pl.Int64).alias("max_byte_written"),
+        pl.lit(0, dtype=pl.Int64).alias("coll_ops"), pl.lit(0, dtype=pl.Int64).alias(
+            "indep_ops"), pl.lit(0.0).alias("slowest_time"), pl.lit(0.0).alias("fastest_time"),
+        (pl.col("_writers").fill_null(0) >= 2).alias("shared"))
+    return table.select([pl.col(k).cast(t) for k, t in PROFILE_SCHEMA.items()])
+
+
+def _scope(profile: pl.DataFrame, critical: set[str], darshan: bool,
+           nprocs: int) -> dict[str, pl.DataFrame]:
+    """Rows that count, per scope unit: each critical task (traces), each rank (Darshan)."""
+    if not darshan:
+        return {"critical path": profile.filter(pl.col("task").is_in(list(critical)))}
+    shared = profile.filter(pl.col("rank") < 0)
+    scale = 1.0 / max(1, nprocs)
+    times = ["read_time", "write_time", "meta_time"]
+    counts = ["opens", "stats", "meta_ops", "reads", "writes", "small_reads", "small_writes",
+              "misaligned"]
+    shared = shared.with_columns([pl.col(t) * scale for t in times]
+                                 + [(pl.col(c) * scale).round().cast(pl.Int64) for c in counts])
+    ranks = sorted(set(profile.filter(pl.col("rank") >= 0)["rank"].to_list())) or [None]
+    out = {}
+    for rank in ranks:
+        own = profile.filter(pl.col("rank") == rank) if rank is not None else profile.clear()
+        out[f"rank {rank}" if rank is not None else "every rank"] = pl.concat([own, shared])
+    return out
+
+
+def field_findings(trace: TraceData, profile: pl.DataFrame, critical: set[str],
+                   spans: dict[str, float], producer_consumer: pl.DataFrame | None = None,
+                   best_cost=None) -> list[tuple[str, str, float, str]]:
+    """(kind, target, saving seconds, evidence) for the kinds this module covers."""
+    darshan = trace.meta.get("source") == "darshan"
+    nprocs = int(trace.meta.get("nprocs") or 1)
+    best: dict[tuple[str, str], tuple[float, str]] = {}
+
+    def keep(kind: str, target: str, saving: float, evidence: str) -> None:
+        if saving > 0 and saving > best.get((kind, target), (0.0, ""))[0]:
+            best[(kind, target)] = (saving, evidence)
+
+    for unit, rows in _scope(profile, critical, darshan, nprocs).items():
+        if rows.height == 0:
+            continue
+        _metadata(rows, unit, spans, darshan, keep)
+        _misaligned(rows, unit, keep)
+    _shared(profile, trace, critical, keep)
+    if producer_consumer is not None and not darshan:
+        _read_after_write(producer_consumer, critical, keep, best_cost)
+    return [(k, t, s, e) for (k, t), (s, e) in best.items()]
+
+
+def _metadata(rows: pl.DataFrame, unit: str, spans: dict[str, float], darshan: bool,
+              keep) -> None:
+    s = rows.select(pl.col("opens", "stats", "meta_ops", "reads", "writes", "meta_time",
+                           "read_time", "write_time").sum()).row(0, named=True)
+    files = rows.filter(pl.col("opens") + pl.col("stats") + pl.col("meta_ops") > 0)["path"]
+    n_files = files.n_unique()
+    meta_calls = s["opens"] + s["stats"] + s["meta_ops"]
+    if meta_calls == 0 or n_files < 2:
+        return
+    io_time = s["meta_time"] + s["read_time"] + s["write_time"]
+    extra = 0.0
+    if not darshan:  # the program's own per-call work between calls, shared out per call
+        span = sum(spans.get(t, 0.0) for t in set(rows["task"].to_list()))
+        gap = max(0.0, span - io_time)
+        calls = meta_calls + s["reads"] + s["writes"]
+        extra = gap * meta_calls / calls if calls else 0.0
+    saving = (s["meta_time"] + extra) * (1 - 1 / n_files)
+    rate = meta_calls / max(io_time + extra, 1e-9)
+    keep("metadata", "workflow" if not darshan else "job", saving,
+         f"{unit}: {s['opens']} opens, {s['stats']} stats, {s['meta_ops']} other namespace "
+         f"calls over {n_files} files; {s['meta_time']:.3f} s in them "
+         f"({s['meta_time'] / max(io_time, 1e-12):.0%} of I/O-call time), "
+         f"{rate:.0f} metadata calls/s of I/O activity; {s['reads'] + s['writes']} data calls")
+
+
+def _misaligned(rows: pl.DataFrame, unit: str, keep) -> None:
+    s = rows.select(pl.col("misaligned", "reads", "writes", "read_time", "write_time")
+                    .sum()).row(0, named=True)
+    calls = s["reads"] + s["writes"]
+    if not calls or not s["misaligned"]:
+        return
+    share = min(1.0, s["misaligned"] / calls)
+    if share < MISALIGNED_SHARE:
+        return
+    saving = 0.5 * share * (s["read_time"] + s["write_time"])
+    keep("misaligned-io", "job" if unit.startswith(("rank", "every")) else "workflow", saving,
+         f"{unit}: {s['misaligned']} of {calls} requests ({share:.0%}) not aligned to "
+         f"the file-system block; {s['read_time'] + s['write_time']:.3f} s of data I/O")
+
+
+def _shared(profile: pl.DataFrame, trace: TraceData, critical: set[str], keep) -> None:
+    darshan = trace.meta.get("source") == "darshan"
+    if darshan:
+        shared = profile.filter(pl.col("shared") & (pl.col("module") == "POSIX"))
+        for r in shared.iter_rows(named=True):
+            spread = max(0.0, r["slowest_time"] - r["fastest_time"])
+            keep("shared-file", r["path"], spread,
+                 f"{r['path']}: one file for all ranks ({r['bytes_written']} B written, "
+                 f"{r['writes']} writes); slowest rank {r['slowest_time']:.3f} s vs fastest "
+                 f"{r['fastest_time']:.3f} s in I/O on it")
+        return
+    ops = trace.ops.filter(pl.col("op") == "write")
+    writers = profile.filter(pl.col("shared"))
+    for path in set(writers["path"].to_list()):
+        tasks = writers.filter(pl.col("path") == path)
+        if not set(tasks["task"].to_list()) & critical:
+            continue
+        calls = ops.filter(pl.col("path") == path)
+        total = float(calls["dur"].sum())
+        spans = sorted(zip(calls["ts"].to_list(), (calls["ts"] + calls["dur"]).to_list(),
+                           strict=True))
+        busy = union_length(spans)
+        overlap = max(0.0, total - busy)  # time writers spent on it at the same time
+        keep("shared-file", path, overlap,
+             f"{path}: written by {tasks.height} tasks; {total:.3f} s of write calls, "
+             f"{overlap:.3f} s of them overlapping")
+
+
+def _read_after_write(pc: pl.DataFrame, critical: set[str], keep, best_cost=None) -> None:
+    """Saving: what reading the intermediates back costs even on the fastest tier (staging
+    to a faster tier is the slow-tier finding's; passing data in memory removes the rest)."""
+    by_file: dict[str, list] = defaultdict(list)
+    for r in pc.iter_rows(named=True):
+        consumers = [c for c in r["consumers"] if c != r["producer"]]
+        if not consumers or not (set(consumers) | {r["producer"]}) & critical:
+            continue
+        by_file[r["file_group"]].append((r, consumers))
+    for group, items in by_file.items():
+        read = sum(r["read_time"] for r, _ in items)
+        floor = sum(best_cost(max(1.0, -(-r["bytes_read"] // (1 << 20))), r["bytes_read"])
+                    for r, _ in items) if best_cost else read
+        first = items[0][0]
+        keep("read-after-write", group, min(read, floor),
+             f"{len(items)} files of group {group} written then read by another task "
+             f"(e.g. {first['path']}: {first['producer']} -> {', '.join(items[0][1][:3])}, "
+             f"hand-off gap {first['handoff_gap']:.3f} s); {read:.3f} s reading them back "
+             f"from {first['tier']}")
+
+
+__all__ = ["ALIGNMENT", "field_findings", "io_profile"]
