@@ -552,5 +552,12 @@ def test_a_job_cannot_use_roots_rights_through_its_intents() -> None:
         with pytest.raises(BadInputError, match="Permission denied"):
             bb.setup(spool, "8", NOBODY, NOBODY, "nvme", 64 << 20, str(plant))
         assert not (locked / "x").exists(), "no directory made where the user may not"
+        victim = base / "victim"
+        victim.mkdir(mode=0o755)
+        (Path(site.roots["nvme"]) / "slurm-12").symlink_to(victim)  # planted in the tier root
+        out_job = _script(base, [f"path={pfs}/o12 usage=output pattern=checkpoint size=1MiB"])
+        with pytest.raises(BadInputError, match="symlink"):
+            bb.setup(spool, "12", NOBODY, NOBODY, "nvme", 64 << 20, str(out_job))
+        assert victim.stat().st_uid == 0, "the symlink's target was not given to the user"
     finally:
         shutil.rmtree(base, ignore_errors=True)

@@ -474,8 +474,11 @@ def setup(spool: Path, job_id: str, uid: int, gid: int, pool: str, size: int,
     os.chown(job_side, uid, gid)
     for m in mounts:  # root-owned tier roots: the job's directory in each is made by root
         job_root = Path(m["tier_dir"]).parent
+        if job_root.is_symlink():  # a tier root others may write to (e.g. /dev/shm itself)
+            raise BadInputError(f"{job_root} is a symlink: refusing to use it",
+                                field=f"roots.{m['tier']}")
         job_root.mkdir(parents=True, exist_ok=True)
-        os.chown(job_root, uid, gid)
+        os.chown(job_root, uid, gid, follow_symlinks=False)
 
     def user_side() -> None:  # every path the intents name is created as the user
         for m in mounts:
@@ -502,9 +505,10 @@ def setup(spool: Path, job_id: str, uid: int, gid: int, pool: str, size: int,
                          chain=p["chain"], size=it["size"])
                     for it, p in zip(intents, placed, strict=True)]), indent=2), durable=False)
     mounts_env = json.dumps({m["path"]: m["tier_dir"] for m in mounts}, separators=(",", ":"))
+    enter = f"BASH_ENV={where / 'enter.sh'}\n" if mounts else ""  # nothing to mount: no entry
     write_text(where / "env", f"IFLUX_JOB_ID=slurm-{job_id}\nIFLUX_MOUNTS={mounts_env}\n"
-               f"IFLUX_SITE={config['site']}\nIFLUX_STATUS={job_side}\n"
-               f"BASH_ENV={where / 'enter.sh'}\n", durable=False)
+               f"IFLUX_SITE={config['site']}\nIFLUX_STATUS={job_side}\n{enter}",
+               durable=False)
     write_text(where / "enter.sh", enter_script(mounts, job_side), durable=False)
     for name in ("env", "enter.sh", "plan.json", "decision.json"):
         (where / name).chmod(0o644)
