@@ -102,7 +102,7 @@ def measure(
             *OUR_FLAGS[kind],
         ]
         runs.append(("ours mcsplit 1", [*base, "--threads", "1"], "ours"))
-        for policy in ("hydra-cpu", "naive-parallel"):
+        for policy in ("hydra-cpu", "gap-cpu", "naive-parallel"):
             runs.append((f"ours {policy} 2", [*base, "--threads", "2", "--policy", policy], "ours"))
         for label, cmd, who in runs:
             load = os.getloadavg()[0]

@@ -29,7 +29,7 @@ def solve_cmd(
     directed: bool = typer.Option(False, "--directed", help="Read the graphs as directed."),
     threads: int = typer.Option(1, "--threads", min=1, help="Search threads."),
     policy: str = typer.Option(None, "--policy",
-                               help="mcsplit, naive-parallel, hydra-cpu or hydra-gpu."),
+                               help="mcsplit, naive-parallel, hydra-cpu, hydra-gpu or gap-cpu."),
     heuristic: str = typer.Option("min_max", "--heuristic", help="min_max or min_product."),
     big_first: bool = typer.Option(False, "--big-first", help="McSplit's big-first variant."),
     gpu: bool = typer.Option(False, "--gpu", help="Offload RC-band subproblems to CUDA."),

@@ -88,7 +88,7 @@ def _open_levels(s: Searcher, best: int) -> list[tuple[int, OpenLevel]]:
         st, c = int(s.lev[d, K.START]), int(s.lev[d, K.COUNT])
         lc, rc = s.alc[st:st + c], s.arc[st:st + c]
         gap = d + int(np.minimum(lc, rc).sum()) - best
-        out.append((d, OpenLevel(d - base, rc_of_counts(lc, rc, gap))))
+        out.append((d, OpenLevel(d - base, rc_of_counts(lc, rc, gap), gap)))
     return out
 
 

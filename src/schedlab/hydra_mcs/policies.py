@@ -22,6 +22,7 @@ class OpenLevel:
 
     depth: int  # levels below the searcher's own root
     rc: float  # log2 estimate of the remaining computation below it
+    gap: int = 0  # bound - incumbent there (what RC is built on)
 
 
 class WorkPolicy(Protocol):
@@ -99,6 +100,27 @@ class RCShare:
 
 
 @dataclass
+class GapShare:
+    """Ablation of Hydra-MCS CPU: the same rule (share only when a thread is idle, the
+    shallowest level that qualifies, one per idle thread) with the plain gap (bound -
+    incumbent) in place of RC, to measure what RC adds over the quantity it is built on.
+    ``min_gap`` = 3 is our choice (RC >= 12 is a gap of about 3-4 at this size).
+    """
+
+    threads: int = 2
+    min_gap: int = 3
+    name: str = "gap-cpu"
+    checkpoint_nodes: int = 1 << 12
+
+    def share(self, levels: list[OpenLevel], idle: int) -> list[int]:
+        chosen = [i for i, lv in enumerate(levels) if lv.gap >= self.min_gap]
+        return chosen[:idle]
+
+    def offload_band(self) -> tuple[float, float] | None:
+        return None
+
+
+@dataclass
 class Hybrid(RCShare):
     """Hydra-MCS CPU+GPU: RC sharing, plus nodes whose RC is in the band go to the GPU."""
 
@@ -115,6 +137,7 @@ POLICIES: dict[str, Callable[..., WorkPolicy]] = {
     "naive-parallel": NaiveSplit,
     "hydra-cpu": RCShare,
     "hydra-gpu": Hybrid,
+    "gap-cpu": GapShare,
 }
 
 
