@@ -2,7 +2,8 @@
 
 Paper 06 (../shared/papers/06-couchsurfer.md). Public API: the cluster simulator and its
 schedulers, the EJPP placement problem (exact ILP and threshold-guided algorithm), the Job
-Fusion Mechanism model, workload generators and the Alibaba GPU trace reader.
+Fusion Mechanism model fitted to measured co-located pairs (Lucid), workload generators and
+readers of the Alibaba GPU 2023 (pod + node list), Philly and Helios traces.
 """
 
 from schedlab.core.lazy import lazy_exports
@@ -17,6 +18,10 @@ _EXPORTS = {
     "SCHEDULERS": "policies", "make_scheduler": "policies", "SimReport": "runner",
     "simulate": "runner", "TraceOptions": "workloads", "WorkloadSpec": "workloads",
     "generate": "workloads", "read_trace": "workloads", "write_trace": "workloads",
+    "ClusterSpec": "jobs", "TraceLoad": "alibaba", "load_alibaba": "alibaba",
+    "select_cluster": "alibaba", "read_philly": "philly", "read_helios": "helios",
+    "PairTruth": "interference", "load_measurements": "interference",
+    "predict_speed": "interference", "validate": "interference", "estimates": "predict",
 }
 
 __getattr__, __dir__, __all__ = lazy_exports(__name__, _EXPORTS)

@@ -18,15 +18,50 @@ app = typer.Typer(help="CouchSurfer: exploratory jobs surfing on long-running jo
 JSON = typer.Option(False, "--json", help="Print one JSON document on stdout.")
 
 
-def _jobs(trace: Path | None, seed: int | None, n_jobs: int, gpus: int, load: float,
-          exp_share: float) -> list:
-    from schedlab.couchsurfer.workloads import WorkloadSpec, generate, read_trace
+FORMATS = ("alibaba", "philly", "helios")
+
+
+def _load(trace: Path | None, seed: int | None, n_jobs: int, gpus: int, load: float,
+          exp_share: float, *, nodes: Path | None = None, fmt: str = "alibaba",
+          colocation: Path | None = None, sample: int | None = None,
+          trace_load: float | None = None, predictor: str = "history",
+          gpus_per_node: int = 8) -> tuple:
+    """(jobs, cluster or None, truth, info) from a trace (any format) or the generator."""
+    from schedlab.couchsurfer.interference import PairTruth, load_measurements
+    from schedlab.couchsurfer.workloads import TraceOptions, WorkloadSpec, generate, read_trace
 
     if (trace is None) == (seed is None):
         raise ConfigError("give exactly one of --trace FILE or --seed N", field="trace/seed")
-    if trace is not None:
-        return read_trace(trace)
-    return generate(WorkloadSpec(jobs=n_jobs, gpus=gpus, load=load, exp_share=exp_share), seed)
+    if fmt not in FORMATS:
+        raise ConfigError(f"unknown format '{fmt}'; valid: {', '.join(FORMATS)}",
+                          field="format")
+    measurements = load_measurements(colocation) if colocation is not None else None
+    truth = PairTruth(measurements) if measurements is not None else None
+    if trace is None:
+        jobs = generate(WorkloadSpec(jobs=n_jobs, gpus=gpus, load=load, exp_share=exp_share),
+                        seed)
+        return jobs, None, truth, {"ran_with": "seeded generator"}
+    if fmt == "philly":
+        from schedlab.couchsurfer.philly import read_philly
+
+        got = read_philly(trace, gpus=gpus, predictor=predictor, measurements=measurements)
+    elif fmt == "helios":
+        from schedlab.couchsurfer.helios import read_helios
+
+        got = read_helios(trace, gpus=gpus, predictor=predictor, measurements=measurements)
+    elif nodes is not None or sample is not None or trace_load is not None:
+        from schedlab.couchsurfer.alibaba import load_alibaba
+
+        got = load_alibaba(trace, nodes, gpus=gpus, jobs=sample, load=trace_load,
+                           predictor=predictor, measurements=measurements)
+    else:
+        jobs = read_trace(trace, TraceOptions(predictor=predictor))
+        return jobs, None, truth, {"ran_with": f"pod list {trace}"}
+    if not got.jobs:
+        raise ConfigError("no job of the trace fits the cluster", field="gpus")
+    info = {"ran_with": got.ran_with, "dropped": got.dropped, **got.counts,
+            "offered_load": got.offered_load, "estimate_log_error": got.estimate_log_error}
+    return got.jobs, got.cluster, truth, info
 
 
 def _print_summary(rows: list[dict]) -> None:
@@ -44,9 +79,16 @@ def _print_summary(rows: list[dict]) -> None:
 @app.command()
 @handle_errors
 def simulate(
-    trace: Path = typer.Option(None, "--trace", help="Alibaba GPU pod list (CSV)."),
+    trace: Path = typer.Option(None, "--trace", help="Trace file (see --format)."),
     seed: int = typer.Option(None, "--seed", help="Generate a seeded workload instead."),
     scheduler: str = typer.Option("couchsurfer", "--scheduler", "-s", help="Scheduler name."),
+    fmt: str = typer.Option("alibaba", "--format", help="alibaba (pod list), philly, helios."),
+    nodes: Path = typer.Option(None, "--nodes", help="Alibaba node list: the real cluster."),
+    colocation: Path = typer.Option(None, "--colocation",
+                                    help="Lucid's colocation folder (measured pairs)."),
+    sample: int = typer.Option(None, "--sample", min=1, help="Pods sampled from the trace."),
+    trace_load: float = typer.Option(None, "--trace-load", help="Compress arrivals to it."),
+    predictor: str = typer.Option("history", "--predictor", help="history, noisy, oracle."),
     n_jobs: int = typer.Option(2_000, "--n-jobs", min=1, help="Generated jobs."),
     gpus: int = typer.Option(64, "--gpus", min=1, help="GPUs (a multiple of --gpus-per-node)."),
     gpus_per_node: int = typer.Option(8, "--gpus-per-node", min=1),
@@ -61,15 +103,21 @@ def simulate(
     from schedlab.couchsurfer.fusion import FusionParams
     from schedlab.couchsurfer.runner import simulate as run
 
-    if gpus % gpus_per_node:
+    if gpus % gpus_per_node and nodes is None:
         raise ConfigError("must be a multiple of --gpus-per-node", field="gpus")
-    jobs = _jobs(trace, seed, n_jobs, gpus, load, exp_share)
-    err_console.print(f"simulating {len(jobs)} jobs on {gpus} GPUs with {scheduler}")
-    report = run(jobs, scheduler, nodes=gpus // gpus_per_node, gpus_per_node=gpus_per_node,
-                 fusion=FusionParams(guard=guard), copy_jobs=False)
+    jobs, cluster, truth, info = _load(trace, seed, n_jobs, gpus, load, exp_share, nodes=nodes,
+                                       fmt=fmt, colocation=colocation, sample=sample,
+                                       trace_load=trace_load, predictor=predictor)
+    real = cluster.gpus if cluster is not None else gpus
+    err_console.print(f"simulating {len(jobs)} jobs on {real} GPUs with {scheduler} "
+                      f"({info['ran_with']})")
+    report = run(jobs, scheduler, nodes=None if cluster else gpus // gpus_per_node,
+                 gpus_per_node=gpus_per_node, fusion=FusionParams(guard=guard),
+                 copy_jobs=False, cluster=cluster, truth=truth)
     if out is not None:
         write_frame(report.jobs, out)
-    emit_json(report.summary) if json_out else _print_summary([report.summary])
+    emit_json({**report.summary, "trace": info}) if json_out \
+        else _print_summary([report.summary])
 
 
 def _one(args: tuple) -> dict:
@@ -77,15 +125,23 @@ def _one(args: tuple) -> dict:
     from schedlab.couchsurfer.fusion import FusionParams
     from schedlab.couchsurfer.runner import simulate as run
 
-    jobs, name, nodes, gpn, guard = args
-    return run(jobs, name, nodes=nodes, gpus_per_node=gpn, fusion=FusionParams(guard=guard)).summary
+    jobs, name, nodes, gpn, guard, cluster, truth = args
+    return run(jobs, name, nodes=nodes, gpus_per_node=gpn, fusion=FusionParams(guard=guard),
+               cluster=cluster, truth=truth).summary
 
 
 @app.command()
 @handle_errors
 def compare(
-    trace: Path = typer.Option(None, "--trace", help="Alibaba GPU pod list (CSV)."),
+    trace: Path = typer.Option(None, "--trace", help="Trace file (see --format)."),
     seed: int = typer.Option(None, "--seed", help="Generate a seeded workload instead."),
+    fmt: str = typer.Option("alibaba", "--format", help="alibaba (pod list), philly, helios."),
+    nodes: Path = typer.Option(None, "--nodes", help="Alibaba node list: the real cluster."),
+    colocation: Path = typer.Option(None, "--colocation",
+                                    help="Lucid's colocation folder (measured pairs)."),
+    sample: int = typer.Option(None, "--sample", min=1, help="Pods sampled from the trace."),
+    trace_load: float = typer.Option(None, "--trace-load", help="Compress arrivals to it."),
+    predictor: str = typer.Option("history", "--predictor", help="history, noisy, oracle."),
     n_jobs: int = typer.Option(2_000, "--n-jobs", min=1),
     gpus: int = typer.Option(64, "--gpus", min=1),
     gpus_per_node: int = typer.Option(8, "--gpus-per-node", min=1),
@@ -101,11 +157,13 @@ def compare(
     from schedlab.core.executors import make_executor
     from schedlab.couchsurfer.policies import SCHEDULERS
 
-    if gpus % gpus_per_node:
+    if gpus % gpus_per_node and nodes is None:
         raise ConfigError("must be a multiple of --gpus-per-node", field="gpus")
-    workload = _jobs(trace, seed, n_jobs, gpus, load, exp_share)
-    items = [(workload, name, gpus // gpus_per_node, gpus_per_node, guard)
-             for name in SCHEDULERS]
+    workload, cluster, truth, _ = _load(trace, seed, n_jobs, gpus, load, exp_share, nodes=nodes,
+                                        fmt=fmt, colocation=colocation, sample=sample,
+                                        trace_load=trace_load, predictor=predictor)
+    items = [(workload, name, None if cluster else gpus // gpus_per_node, gpus_per_node, guard,
+              cluster, truth) for name in SCHEDULERS]
     pool = make_executor(executor, jobs, ray_address)
     try:
         rows: list = [None] * len(items)
@@ -162,7 +220,7 @@ def generate(
     """Write a seeded workload as a trace that ``simulate --trace`` replays."""
     from schedlab.couchsurfer.workloads import write_trace
 
-    jobs = _jobs(None, seed, n_jobs, gpus, load, exp_share)
+    jobs, *_ = _load(None, seed, n_jobs, gpus, load, exp_share)
     write_trace(jobs, out)
     doc = dict(path=str(out), jobs=len(jobs))
     emit_json(doc) if json_out else out_console.print(f"wrote {len(jobs)} jobs to {out}")

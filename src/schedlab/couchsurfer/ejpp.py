@@ -24,6 +24,7 @@ import numpy as np
 
 from schedlab.core.errors import ConfigError
 from schedlab.couchsurfer.fusion import FusionParams
+from schedlab.couchsurfer.interference import predict_speed
 
 Plan = dict[int, tuple[int, ...]]
 
@@ -60,6 +61,7 @@ class EjppInstance:
     job_mem: np.ndarray
     fusion: FusionParams
     thresholds: Thresholds
+    gpu_mem: np.ndarray | None = None  # per-GPU memory (GiB); None: fusion.gpu_memory_gib
 
     @property
     def n_jobs(self) -> int:
@@ -73,20 +75,26 @@ class EjppInstance:
 def surfer_rates(inst: EjppInstance, e: int) -> np.ndarray:
     """Job e's predicted surfer rate on every GPU; NaN where a threshold or a limit forbids it.
 
-    Mirrors :func:`.fusion.pair_rates` in ``jfm`` mode, vectorised (a test checks they agree).
+    Mirrors :func:`.fusion.pair_rates` in ``jfm`` mode on the *predicted* interference,
+    vectorised (a test checks they agree). A GPU without a host gives rate 1.
     """
     p, t = inst.fusion, inst.thresholds
     u_s, mem = float(inst.job_util[e]), float(inst.job_mem[e])
     u_h = inst.host_util
-    kappa = p.blocking + p.bandwidth * u_h
-    occ = np.minimum(u_s, np.maximum(0.0, 1.0 - u_h))
+    pred_h = predict_speed(np.maximum(u_h, 1e-9), u_s, p.coef)
+    pred_s = predict_speed(u_s, np.maximum(u_h, 1e-9), p.coef)
+    plain = p.priority_residual * np.maximum(0.0, 1.0 / pred_h - 1.0)
     if math.isfinite(p.guard):
-        with np.errstate(divide="ignore"):
-            occ = np.minimum(occ, np.where(kappa > 0, p.guard / kappa, np.inf))
-    rate = np.minimum(1.0, p.efficiency * occ / u_s)
-    slowdown = kappa * occ
+        with np.errstate(divide="ignore", invalid="ignore"):
+            duty = np.where(plain > 0, np.clip(p.guard * (1.0 - p.guard_margin) / plain, 0, 1),
+                            1.0)
+    else:
+        duty = np.ones_like(plain)
+    rate = np.minimum(1.0, p.efficiency * duty * pred_s)
+    slowdown = plain * duty
     rate = np.where(inst.has_host, rate, 1.0)
-    ok = inst.slot_free & (p.gpu_memory_gib - inst.host_mem - mem >= t.mem_headroom_gib - 1e-9)
+    cap = inst.gpu_mem if inst.gpu_mem is not None else p.gpu_memory_gib
+    ok = inst.slot_free & (cap - inst.host_mem - mem >= t.mem_headroom_gib - 1e-9)
     ok &= ~inst.has_host | ((u_h <= t.max_host_util) & (slowdown <= t.max_interference + 1e-12))
     ok &= rate >= t.min_surfer_rate
     return np.where(ok, rate, np.nan)

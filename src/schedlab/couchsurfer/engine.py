@@ -4,7 +4,11 @@ The engine knows nothing of the policy (docs/ARCHITECTURE.md): at every event ti
 itself to ``scheduler.schedule(now, sim)`` and applies the returned :class:`Decision`
 (placements, preemptions, an optional wake-up), checking each against the cluster's invariants.
 Co-located jobs progress at the rates the Job Fusion Mechanism model gives
-(:func:`.fusion.pair_rates`); a gang job progresses at the rate of its slowest GPU.
+(:func:`.fusion.pair_rates`) from the pair's *true* plain co-location speeds
+(:class:`.interference.PairTruth`: Lucid's measurements where the pair was measured); a gang
+job progresses at the rate of its slowest GPU. Clusters may be heterogeneous (per-node GPU
+count and memory). A fractional job (``share < 1``) may join a fractional primary as a
+``share`` co-tenant; when the primary leaves, the co-tenant becomes the GPU's primary.
 
 A heap of (time, seq, kind, job, version) events with lazy invalidation (a job's ``version``
 bumps whenever its rate changes) keeps each event O(log n), so 100,000 jobs on 1,000 GPUs run
@@ -23,9 +27,10 @@ import numpy as np
 
 from schedlab.core.errors import ConfigError, SchedlabError
 from schedlab.couchsurfer.fusion import MODES, FusionParams, fits_memory, pair_rates
+from schedlab.couchsurfer.interference import PairTruth
 from schedlab.couchsurfer.jobs import DET, EXP, ClusterState, Job
 
-_FINISH, _WAKE = 0, 1
+_FINISH, _WAKE, _CONTROL = 0, 1, 2
 _EPS = 1e-9
 
 
@@ -64,16 +69,25 @@ class Simulator:
     """Replays ``jobs`` on ``nodes`` x ``gpus_per_node`` GPUs under ``scheduler``."""
 
     def __init__(self, jobs: Sequence[Job], scheduler: Scheduler, *, nodes: int,
-                 gpus_per_node: int = 8, fusion: FusionParams | None = None) -> None:
+                 gpus_per_node: int = 8, fusion: FusionParams | None = None,
+                 node_gpus: Sequence[int] | None = None,
+                 node_memory: Sequence[float] | None = None,
+                 truth: PairTruth | None = None) -> None:
         self.fusion = fusion or FusionParams()
-        self.cluster = ClusterState(nodes, gpus_per_node, self.fusion.gpu_memory_gib)
+        self.truth = truth or PairTruth(coef=self.fusion.coef)
+        self.cluster = ClusterState(nodes, gpus_per_node, self.fusion.gpu_memory_gib,
+                                    None if node_gpus is None else np.asarray(node_gpus),
+                                    None if node_memory is None else np.asarray(node_memory))
+        c = self.cluster
         for job in jobs:
-            if job.n_gpus > gpus_per_node:
-                raise ConfigError(f"job {job.jid} needs {job.n_gpus} GPUs but a node has "
-                                  f"{gpus_per_node}", field="n_gpus")
-            if job.mem > self.fusion.gpu_memory_gib:
-                raise ConfigError(f"job {job.jid} needs {job.mem} GiB per GPU, more than a GPU "
-                                  f"has", field="mem")
+            fits = (c.node_gpus_count >= job.n_gpus) & (c.node_memory_gib >= job.mem - 1e-9)
+            if not fits.any():
+                widest = int(c.node_gpus_count.max())
+                if job.n_gpus > widest:
+                    raise ConfigError(f"job {job.jid} needs {job.n_gpus} GPUs but the widest "
+                                      f"node has {widest}", field="n_gpus")
+                raise ConfigError(f"job {job.jid} needs {job.mem:.4g} GiB per GPU; no node "
+                                  f"with {job.n_gpus} GPUs has that much", field="mem")
         self.scheduler = scheduler
         self.arrivals = sorted(jobs, key=lambda j: (j.arrival, j.jid))
         self.jobs: dict[int, Job] = {j.jid: j for j in self.arrivals}
@@ -87,11 +101,16 @@ class Simulator:
         self._heap: list[tuple[float, int, int, int, int]] = []
         self._seq = 0
         self._next_wake = -math.inf
+        self._next_arrival = 0
+        # JFM's guard controller, per GPU: (host, surfer, duty cycle, corrected yet)
+        self.duty: dict[int, tuple[int, int, float, bool]] = {}
+        self._rng = np.random.default_rng(0)
 
     # ----------------------------------------------------------------- the loop
     def run(self, until: float = math.inf) -> Simulator:
         """Process events until none are left (or ``until``); returns self for chaining."""
-        arrivals, i, n = self.arrivals, 0, len(self.arrivals)
+        # resumable: run(until=t) then run() continues where it stopped
+        arrivals, i, n = self.arrivals, self._next_arrival, len(self.arrivals)
         while i < n or self._heap:
             t_arr = arrivals[i].arrival if i < n else math.inf
             t_evt = self._heap[0][0] if self._heap else math.inf
@@ -108,8 +127,12 @@ class Simulator:
                 if kind == _FINISH and job is not None and job.version == version \
                         and job.running:
                     self._complete(job)
+                elif kind == _CONTROL:
+                    self._control(version, jid)
+            self._next_arrival = i
             if self.waiting:
                 self.apply(self.scheduler.schedule(t, self))
+        self._next_arrival = i
         return self
 
     def _enqueue(self, job: Job) -> None:
@@ -153,7 +176,7 @@ class Simulator:
         elif p.role == "secondary":
             if p.mode not in MODES:
                 raise PlacementError(f"unknown co-location mode '{p.mode}'", field="mode")
-            self._check_secondary(job, gpus)
+            self._check_secondary(job, gpus, p.mode)
         else:
             raise PlacementError(f"unknown role '{p.role}'", field="role")
         touched = self._occupants(gpus)
@@ -162,9 +185,11 @@ class Simulator:
         for g in gpus:
             if p.role == "primary":
                 c.primary[g], c.primary_util[g], c.primary_mem[g] = job.jid, job.util, job.mem
+                c.primary_share[g] = job.share
                 c.free_per_node[c.node_of[g]] -= 1
             else:
                 c.secondary[g] = job.jid
+                c.sec_share[g] = p.mode == "share"
         job.gpus, job.role, job.mode, job.last = gpus, p.role, p.mode, self.now
         if math.isnan(job.start):
             job.start = self.now
@@ -172,8 +197,23 @@ class Simulator:
         for other in (*touched, job):
             self._reschedule(other)
 
+    def _check_exists(self, job: Job, gpus: tuple[int, ...]) -> None:
+        c = self.cluster
+        nodes = {int(c.node_of[g]) for g in gpus}
+        if len(nodes) != 1:
+            raise PlacementError(f"job {job.jid}'s GPUs {gpus} span nodes {sorted(nodes)}",
+                                 field="gpus")
+        for g in gpus:
+            if not c.exists[g]:
+                raise PlacementError(f"GPU {g} does not exist (node {c.node_of[g]} has "
+                                     f"{c.node_gpus_count[c.node_of[g]]})", field="gpus")
+            if job.mem > c.gpu_mem[g] + 1e-9:
+                raise PlacementError(f"job {job.jid} needs {job.mem:.4g} GiB, GPU {g} has "
+                                     f"{c.gpu_mem[g]:.4g}", field="mem")
+
     def _check_primary(self, job: Job, gpus: tuple[int, ...]) -> None:
         c = self.cluster
+        self._check_exists(job, gpus)
         for g in gpus:
             if c.primary[g] >= 0:
                 raise PlacementError(f"GPU {g} already has primary job {c.primary[g]}",
@@ -181,16 +221,31 @@ class Simulator:
         # a host that does not fit beside a resident surfer evicts it (surfers never block)
         for g in gpus:
             s = int(c.secondary[g])
-            if s >= 0 and not fits_memory(job.mem, self.jobs[s].mem, self.fusion):
+            if s >= 0 and not fits_memory(job.mem, self.jobs[s].mem, c.gpu_mem[g]):
                 self._preempt(self.jobs[s])
 
-    def _check_secondary(self, job: Job, gpus: tuple[int, ...]) -> None:
+    def _check_secondary(self, job: Job, gpus: tuple[int, ...], mode: str) -> None:
         c = self.cluster
+        self._check_exists(job, gpus)
         for g in gpus:
-            if c.secondary[g] >= 0:
+            if mode == "share":
+                # a GPU-share co-tenant: both requests fractional, shares within one GPU;
+                # it outranks a surfer, which it evicts
+                if c.primary[g] < 0 or job.share >= 1 \
+                        or c.primary_share[g] + job.share > 1 + 1e-9:
+                    raise PlacementError(f"job {job.jid} (share {job.share}) cannot share "
+                                         f"GPU {g} (primary share {c.primary_share[g]})",
+                                         field="share")
+                s = int(c.secondary[g])
+                if s >= 0 and c.sec_share[g]:
+                    raise PlacementError(f"GPU {g} already has co-tenant {s}", field="gpus")
+                if s >= 0:
+                    self._preempt(self.jobs[s])
+            elif c.secondary[g] >= 0:
                 raise PlacementError(f"GPU {g} already has secondary job {c.secondary[g]}",
                                      field="gpus")
-            if c.primary[g] >= 0 and not fits_memory(c.primary_mem[g], job.mem, self.fusion):
+            if mode != "timeslice" and c.primary[g] >= 0 \
+                    and not fits_memory(c.primary_mem[g], job.mem, c.gpu_mem[g]):
                 raise PlacementError(f"job {job.jid} does not fit in GPU {g}'s free memory",
                                      field="mem")
 
@@ -210,14 +265,26 @@ class Simulator:
         for g in gpus:
             if job.role == "primary":
                 c.primary[g], c.primary_util[g], c.primary_mem[g] = -1, 0.0, 0.0
+                c.primary_share[g] = 0.0
                 c.primary_est_end[g] = np.inf
                 c.free_per_node[c.node_of[g]] += 1
             else:
                 c.secondary[g] = -1
+                c.sec_share[g] = False
         touched = [o for o in self._occupants(gpus) if o is not job]
+        for g in gpus:  # a GPU-share co-tenant takes over the GPU its primary left
+            s = int(c.secondary[g])
+            if job.role == "primary" and s >= 0 and c.sec_share[g]:
+                tenant = self.jobs[s]
+                self._settle(tenant)
+                c.secondary[g], c.sec_share[g] = -1, False
+                c.primary[g], c.primary_util[g] = s, tenant.util
+                c.primary_mem[g], c.primary_share[g] = tenant.mem, tenant.share
+                c.free_per_node[c.node_of[g]] -= 1
+                tenant.role, tenant.mode = "primary", "exclusive"
         for other in touched:
             self._settle(other)
-        job.gpus, job.role, job.rate = (), "", 0.0
+        job.gpus, job.role, job.rate, job.hosting = (), "", 0.0, False
         job.version += 1
         del self.running[job.jid]
         for other in touched:
@@ -239,6 +306,9 @@ class Simulator:
             job.remaining = max(0.0, job.remaining - job.rate * dt)
             job.run_time += dt
             job.attained += dt * job.n_gpus
+            if job.hosting:
+                job.hosted_time += dt
+                job.hosted_work += job.rate * dt
         job.last = self.now
 
     def gpu_rate(self, g: int, job: Job) -> float:
@@ -248,11 +318,52 @@ class Simulator:
         if p < 0 or s < 0:
             return 1.0
         host, surfer = self.jobs[p], self.jobs[s]
-        rates = pair_rates(host.util, surfer.util, surfer.mode, self.fusion)
+        truth = self.truth.speeds(host.jid, host.util, host.profile, surfer.jid, surfer.util,
+                                  surfer.profile)
+        duty = self._jfm_duty(g, host, surfer) if surfer.mode == "jfm" else None
+        rates = pair_rates(host.util, surfer.util, surfer.mode, self.fusion, truth, duty)
         return rates[0] if job.jid == p else rates[1]
+
+    def _jfm_duty(self, g: int, host: Job, surfer: Job) -> float:
+        """The duty cycle JFM runs the surfer on GPU g at: first from the *prediction*, then,
+        one control period later, corrected from the host's observed slowdown."""
+        entry = self.duty.get(g)
+        if entry is not None and entry[0] == host.jid and entry[1] == surfer.jid:
+            return entry[2]
+        from schedlab.couchsurfer.fusion import duty_cycle
+
+        d = duty_cycle(host.util, surfer.util, self.fusion)
+        self.duty[g] = (host.jid, surfer.jid, d, False)
+        if math.isfinite(self.fusion.guard) and self.fusion.control_period_s > 0:
+            self._push(self.now + self.fusion.control_period_s, _CONTROL, surfer.jid, g)
+        return d
+
+    def _control(self, g: int, surfer_jid: int) -> None:
+        """JFM's feedback step: observe the host's slowdown (noisy), rescale the duty cycle."""
+        c = self.cluster
+        entry = self.duty.get(g)
+        if entry is None or entry[1] != surfer_jid or entry[3] or c.secondary[g] != surfer_jid \
+                or c.primary[g] != entry[0]:
+            return
+        host, surfer = self.jobs[entry[0]], self.jobs[surfer_jid]
+        p = self.fusion
+        truth = self.truth.speeds(host.jid, host.util, host.profile, surfer.jid, surfer.util,
+                                  surfer.profile)
+        observed = p.priority_residual * entry[2] * max(0.0, 1.0 / truth[0] - 1.0)
+        observed *= max(0.0, 1.0 + self._rng.normal(0.0, p.measure_noise))
+        target = p.guard * (1.0 - p.guard_margin)
+        d = 1.0 if observed <= 0 else min(1.0, entry[2] * target / observed)
+        for job in (host, surfer):
+            self._settle(job)
+        self.duty[g] = (host.jid, surfer.jid, d, True)
+        for job in (host, surfer):
+            self._reschedule(job)
 
     def _reschedule(self, job: Job) -> None:
         job.rate = min(self.gpu_rate(g, job) for g in job.gpus)
+        c = self.cluster
+        job.hosting = job.role == "primary" and any(
+            c.secondary[g] >= 0 and not c.sec_share[g] for g in job.gpus)
         job.last = self.now
         job.version += 1
         if job.role == "primary":

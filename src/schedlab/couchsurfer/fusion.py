@@ -1,24 +1,34 @@
-"""Job Fusion Mechanism (JFM): the slowdown of a host job and its surfer sharing one GPU.
+"""Job Fusion Mechanism (JFM): the rates of a host job and its surfer sharing one GPU.
 
-CouchSurfer (paper 06, see docs/systems/couchsurfer.md) co-locates a low-priority exploratory
-"surfer" with a long-running deterministic "host" and schedules their kernels at fine grain so
-the host barely notices. We have no GPU here, so this module is an explicit *model* of that
-mechanism; the real two-loop measurement that calibrates it lives in :mod:`.gpucheck`.
+CouchSurfer (paper 06) co-locates a low-priority exploratory "surfer" with a long-running
+deterministic "host" and schedules their kernels at fine grain so the host barely notices.
+There is no GPU here, so this is an explicit *model*, built on measurements where we have
+them:
 
-Why the model has this shape (sources of every mechanism, numbers in :class:`FusionParams`):
+* **Plain co-location** (two jobs, no priorities: Gandiva/Lucid packing, Alibaba GPU-share
+  pods) runs at the speeds Lucid measured for 1,388 job pairs (:mod:`.interference`); a pair
+  that was not measured runs at the fitted model's prediction plus a per-pair residual.
+* **Priority streams** (JFM, AntMan-style opportunistic jobs): CUDA stream priorities pick
+  which *pending* block runs next but never preempt a running one (CUDA C++ Programming Guide,
+  "Stream Priorities"), and both kernels still share memory bandwidth. So a share
+  ``priority_residual`` (beta) of the plain slowdown survives. beta = 0.35 is an *assumption*
+  (no measured value is available to us); ``benchmarks/couchsurfer/gpu_check.py`` measures it
+  on a GPU machine and :func:`fit_params` turns its output into beta.
+* **The guard** is a *controller*: JFM gives the surfer a duty cycle ``d`` chosen from the
+  *predicted* plain slowdown (the fitted model, which is all a real system knows before it
+  runs the pair) so that ``beta * d * predicted <= guard * (1 - margin)``; after
+  ``control_period_s`` it observes the host's slowdown (truth x (1 + noise)) and rescales
+  ``d`` once. The simulator *accounts* with the truth (measured where available), so a host
+  whose real interference is worse than predicted is slowed past the guard until the
+  correction, and by the observation noise after it. Nothing clamps the accounted slowdown.
 
-* CUDA stream priorities only choose which *pending* thread block is dispatched next; a running
-  block is never preempted (CUDA C++ Programming Guide, "Stream Priorities"). So a high-priority
-  host kernel can still wait for the *residual* of a low-priority surfer kernel. JFM bounds that
-  residual by slicing surfer work into short kernels (``slice_ms``) and the host's exposure by a
-  duty cycle on the host's idle gaps.
-* A training job leaves the GPU idle between kernels (data loading, host-side work,
-  communication); AntMan (OSDI'20) and TGS (NSDI'23) fill exactly these gaps with opportunistic
-  jobs and report "little impact" on production jobs, which is what the priority mode yields
-  for small ``slice_ms``.
-* Plain co-location without priorities (Gandiva-style packing) lets each job's kernels queue
-  behind the other's, so both slow down in proportion to the other's busy share; when the two
-  demands exceed the GPU the sum of busy shares is capped at 1.
+Rates (host, surfer) relative to running alone, with plain speeds ``s_h``, ``s_s``::
+
+    equal / share : (s_h, s_s)
+    priority      : d = 1
+    jfm           : d = min(1, guard * (1 - margin) / (beta * (1 / s_h_pred - 1)))
+                    host = 1 / (1 + beta * d * (1 / s_h - 1)), surfer = efficiency * d * s_s
+    timeslice     : both (1 - overhead) / 2 (Gandiva's suspend/resume time-slicing)
 """
 
 from __future__ import annotations
@@ -27,9 +37,10 @@ import math
 from dataclasses import dataclass
 
 from schedlab.core.errors import ConfigError
+from schedlab.couchsurfer.interference import DEFAULT_COEF, predict_speed
 
 #: co-location modes an engine can be asked for; a GPU with a single occupant is "exclusive"
-MODES = ("jfm", "priority", "equal")
+MODES = ("jfm", "priority", "equal", "share", "timeslice")
 
 
 @dataclass(frozen=True)
@@ -37,116 +48,119 @@ class FusionParams:
     """Parameters of the co-location model; every default is documented in the system's doc.
 
     guard: the largest host slowdown the user accepts (0.05 = host runs at >= 1/1.05 speed).
-    slice_ms: longest surfer kernel JFM lets through (mean residual a host waits is half).
-    gap_ms: mean length of a host's idle gap between kernel bursts.
-    bandwidth: extra host slowdown per unit of surfer occupancy per unit of host busy share
-        (HBM/L2 contention while both kernels are resident).
-    efficiency: share of the idle time a surfer gets that turns into its own progress
-        (the rest is lost to context switches and slicing).
-    equal_contention: in plain packing, share of the other job's busy time that blocks you.
-    gpu_memory_gib: memory of one GPU (a host plus a surfer must fit; no swapping modelled).
+    priority_residual: share of the plain slowdown a high-priority host still suffers.
+    efficiency: share of a surfer's duty-cycled time that turns into its own progress.
+    guard_margin: the controller aims at guard * (1 - margin) to absorb prediction error.
+    control_period_s: seconds after a pair forms at which JFM's controller observes the
+        host's real slowdown and rescales the duty cycle (0: never; prediction only).
+    measure_noise: relative error (std) of that observation (iteration-time jitter).
+    timeslice_overhead: share of a time-sliced GPU lost to suspend/resume.
+    gpu_memory_gib: memory of one GPU where the cluster does not say (homogeneous clusters).
+    coef: coefficients of the fitted interference model (:mod:`.interference`).
     """
 
     guard: float = 0.05
-    slice_ms: float = 1.0
-    gap_ms: float = 5.0
-    bandwidth: float = 0.10
+    priority_residual: float = 0.35
     efficiency: float = 0.90
-    equal_contention: float = 0.8
+    guard_margin: float = 0.1
+    control_period_s: float = 10.0
+    measure_noise: float = 0.02
+    timeslice_overhead: float = 0.03
     gpu_memory_gib: float = 32.0
+    coef: tuple[float, ...] = DEFAULT_COEF
 
     def __post_init__(self) -> None:
-        for name in ("slice_ms", "bandwidth"):
-            if not (math.isfinite(getattr(self, name)) and getattr(self, name) >= 0):
-                raise ConfigError("must be a finite non-negative number", field=name)
-        for name in ("gap_ms", "gpu_memory_gib"):
-            if not (math.isfinite(getattr(self, name)) and getattr(self, name) > 0):
-                raise ConfigError("must be a finite positive number", field=name)
         if not self.guard >= 0:
             raise ConfigError("must be non-negative (inf disables the guard)", field="guard")
-        for name in ("efficiency", "equal_contention"):
-            if not 0 < getattr(self, name) <= 1:
-                raise ConfigError("must be in (0, 1]", field=name)
-
-    @property
-    def blocking(self) -> float:
-        """Host slowdown per unit of surfer occupancy from non-preemptible residual kernels."""
-        return (self.slice_ms / 2.0) / self.gap_ms
-
-
-def host_sensitivity(host_util: float, params: FusionParams) -> float:
-    """kappa: host slowdown caused per unit of GPU time the surfer occupies."""
-    return params.blocking + params.bandwidth * host_util
-
-
-def surfer_occupancy(host_util: float, surfer_util: float, params: FusionParams,
-                     guarded: bool = True) -> float:
-    """GPU share the surfer may occupy: its demand, the host's idle share, and the guard."""
-    idle = max(0.0, 1.0 - host_util)
-    occupancy = min(surfer_util, idle)
-    if guarded and math.isfinite(params.guard):
-        kappa = host_sensitivity(host_util, params)
-        if kappa > 0:
-            occupancy = min(occupancy, params.guard / kappa)
-    return max(0.0, occupancy)
+        if not 0 <= self.priority_residual <= 1:
+            raise ConfigError("must be in [0, 1]", field="priority_residual")
+        if not 0 < self.efficiency <= 1:
+            raise ConfigError("must be in (0, 1]", field="efficiency")
+        for name in ("guard_margin", "timeslice_overhead"):
+            if not 0 <= getattr(self, name) < 1:
+                raise ConfigError("must be in [0, 1)", field=name)
+        for name in ("control_period_s", "measure_noise"):
+            if not (math.isfinite(getattr(self, name)) and getattr(self, name) >= 0):
+                raise ConfigError("must be a finite non-negative number", field=name)
+        if not (math.isfinite(self.gpu_memory_gib) and self.gpu_memory_gib > 0):
+            raise ConfigError("must be a finite positive number", field="gpu_memory_gib")
+        if len(self.coef) != len(DEFAULT_COEF) or not all(math.isfinite(c) for c in self.coef):
+            raise ConfigError(f"needs {len(DEFAULT_COEF)} finite coefficients", field="coef")
 
 
-def pair_rates(host_util: float, surfer_util: float, mode: str,
-               params: FusionParams) -> tuple[float, float]:
+def duty_cycle(host_util: float, surfer_util: float, params: FusionParams) -> float:
+    """The surfer's duty cycle JFM's controller picks from the *predicted* interference."""
+    if not math.isfinite(params.guard):
+        return 1.0
+    predicted = predict_speed(host_util, surfer_util, params.coef)
+    slow = params.priority_residual * (1.0 / predicted - 1.0)
+    if slow <= 0:
+        return 1.0
+    return max(0.0, min(1.0, params.guard * (1.0 - params.guard_margin) / slow))
+
+
+def pair_rates(host_util: float, surfer_util: float, mode: str, params: FusionParams,
+               truth: tuple[float, float] | None = None,
+               duty: float | None = None) -> tuple[float, float]:
     """(host rate, surfer rate) relative to running alone, for two jobs on one GPU.
 
-    ``jfm``: priority streams + sliced surfer kernels + duty cycle chosen so the host's slowdown
-    stays within ``params.guard``. ``priority``: the same without the guard (duty cycle 1).
-    ``equal``: plain packing, no priorities (the Gandiva-style baseline).
+    ``truth`` is the pair's plain co-location speeds (measured or drawn by
+    :class:`.interference.PairTruth`); without it the prediction stands in for the truth.
+    ``duty`` overrides JFM's predicted duty cycle (the engine's controller sets it).
     """
+    if truth is None:
+        truth = (predict_speed(host_util, surfer_util, params.coef),
+                 predict_speed(surfer_util, host_util, params.coef))
+    s_h, s_s = truth
+    if mode in ("equal", "share"):
+        return s_h, s_s
+    if mode == "timeslice":
+        half = 0.5 * (1.0 - params.timeslice_overhead)
+        return half, half
     if mode in ("jfm", "priority"):
-        occupancy = surfer_occupancy(host_util, surfer_util, params, guarded=mode == "jfm")
-        host_slowdown = host_sensitivity(host_util, params) * occupancy
-        surfer_rate = params.efficiency * occupancy / surfer_util if surfer_util > 0 else 1.0
-        return 1.0 / (1.0 + host_slowdown), min(1.0, surfer_rate)
-    if mode == "equal":
-        c = params.equal_contention
-        cap = 1.0 / max(1.0, host_util + surfer_util)
-        return min(1.0 / (1.0 + c * surfer_util), cap), min(1.0 / (1.0 + c * host_util), cap)
+        if mode == "priority":
+            d = 1.0
+        else:
+            d = duty_cycle(host_util, surfer_util, params) if duty is None else duty
+        host = 1.0 / (1.0 + params.priority_residual * d * max(0.0, 1.0 / s_h - 1.0))
+        return host, min(1.0, params.efficiency * d * s_s)
     raise ConfigError(f"unknown co-location mode '{mode}'; valid: {', '.join(MODES)}",
                       field="mode")
 
 
-def host_slowdown(host_util: float, surfer_util: float, mode: str, params: FusionParams) -> float:
-    """Predicted fractional slowdown of the host (0.03 = 3 % longer iterations)."""
-    rate, _ = pair_rates(host_util, surfer_util, mode, params)
+def host_slowdown(host_util: float, surfer_util: float, mode: str, params: FusionParams,
+                  truth: tuple[float, float] | None = None) -> float:
+    """Fractional slowdown of the host (0.03 = 3 % longer iterations)."""
+    rate, _ = pair_rates(host_util, surfer_util, mode, params, truth)
     return 1.0 / rate - 1.0
 
 
-def fits_memory(host_mem: float, surfer_mem: float, params: FusionParams) -> bool:
+def fits_memory(host_mem: float, surfer_mem: float, capacity: float) -> bool:
     """A host and a surfer share one GPU only if both working sets fit (no host swapping)."""
-    return host_mem + surfer_mem <= params.gpu_memory_gib + 1e-9
+    return host_mem + surfer_mem <= capacity + 1e-9
 
 
 def fit_params(samples: list[dict[str, float]], base: FusionParams | None = None) -> FusionParams:
-    """Calibrate ``slice_ms`` and ``bandwidth`` from measured co-location pairs (least squares).
+    """Calibrate ``priority_residual`` from measured pairs (least squares through 0).
 
-    Each sample holds ``host_util``, ``occupancy`` (surfer's GPU share while co-located) and
-    ``host_slowdown`` as measured, e.g. by :func:`schedlab.couchsurfer.gpucheck.measure_pair`.
-    The model says slowdown = occupancy * (slice/(2 gap) + bandwidth * host_util), linear in
-    the two unknowns, so an ordinary least-squares fit with a non-negativity clip suffices.
+    Each sample holds ``equal_slowdown`` (host slowdown when both run at the same priority)
+    and ``priority_slowdown`` (host on a high-priority stream, surfer at full duty), as
+    ``benchmarks/couchsurfer/gpu_check.py`` writes them.
     """
-    import numpy as np
+    import dataclasses
 
     base = base or FusionParams()
-    if len(samples) < 2:
-        raise ConfigError("needs at least two measured pairs", field="samples")
+    if len(samples) < 1:
+        raise ConfigError("needs at least one measured pair", field="samples")
     try:
-        occ = np.array([s["occupancy"] for s in samples], dtype=float)
-        util = np.array([s["host_util"] for s in samples], dtype=float)
-        slow = np.array([s["host_slowdown"] for s in samples], dtype=float)
+        eq = [float(s["equal_slowdown"]) for s in samples]
+        pr = [float(s["priority_slowdown"]) for s in samples]
     except KeyError as exc:
-        raise ConfigError("each sample needs host_util, occupancy, host_slowdown",
-                          field=str(exc)) from exc
-    design = np.column_stack([occ, occ * util])
-    (a, b), *_ = np.linalg.lstsq(design, slow, rcond=None)
-    slice_ms = max(0.0, float(a)) * 2.0 * base.gap_ms
-    return FusionParams(guard=base.guard, slice_ms=slice_ms, gap_ms=base.gap_ms,
-                        bandwidth=max(0.0, float(b)), efficiency=base.efficiency,
-                        equal_contention=base.equal_contention,
-                        gpu_memory_gib=base.gpu_memory_gib)
+        raise ConfigError("each sample needs equal_slowdown and priority_slowdown",
+                          field=str(exc).strip("'")) from None
+    den = sum(e * e for e in eq)
+    if den <= 0:
+        raise ConfigError("the pairs show no plain-sharing slowdown to scale",
+                          field="equal_slowdown")
+    beta = min(1.0, max(0.0, sum(p * e for p, e in zip(pr, eq, strict=True)) / den))
+    return dataclasses.replace(base, priority_residual=beta)

@@ -1,11 +1,16 @@
 """CouchSurfer's scheduler and every baseline it is compared with, behind one Protocol.
 
-CouchSurfer (paper 06): deterministic jobs are scheduled as usual (FIFO here) on exclusive
-GPUs; exploratory jobs bypass that queue and are placed at once as low-priority *surfers* by
-the threshold-guided EJPP algorithm (:mod:`.ejpp`), co-located under the Job Fusion Mechanism
-(:mod:`.fusion`). Baselines: FIFO exclusive, SJF (on the user's estimate), Tiresias-style
-discretised LAS with preemption (Gu et al., NSDI'19), Gandiva-style packing without priorities
-(Xiao et al., OSDI'18) and EASY backfilling (Lifka, 1995).
+CouchSurfer (paper 06): every job is first offered to an ordinary exclusive scheduler (EASY
+backfilling by default); an exploratory job that would *queue* there is placed at once as a
+low-priority *surfer* by the threshold-guided EJPP algorithm (:mod:`.ejpp`), co-located under
+the Job Fusion Mechanism (:mod:`.fusion`), and moved to a GPU of its own when one falls idle.
+Baselines: FIFO, SJF (on the estimate), Tiresias (discretised 2-queue LAS with preemption, Gu
+et al., NSDI'19), EASY backfilling (Lifka, 1995), Gandiva (packing by utilisation,
+time-slicing when a job does not fit, migration to idle GPUs; Xiao et al., OSDI'18),
+AntMan-style opportunistic sharing (exploratory jobs as low-priority jobs on idle and busy
+GPUs, no interference guard; Xiao et al., OSDI'20) and Lucid-style affinity packing (shortest
+estimate first, pack only pairs predicted to interfere little; Hu et al., ASPLOS'23).
+Every scheduler honours fractional GPU requests (``share < 1``) by packing them two to a GPU.
 
 Every scheduler looks at no more than ``depth`` waiting jobs per pass, as production schedulers
 do (Slurm's ``bf_max_job_test`` defaults to 500), so a pass costs O(depth + GPUs).
@@ -36,16 +41,21 @@ class Planner:
         c = sim.cluster
         self.sim = sim
         self.gpn = c.gpus_per_node
-        self.primary_busy = c.primary >= 0
-        self.secondary_busy = c.secondary >= 0
+        self.primary_busy = (c.primary >= 0) | ~c.exists
+        self.secondary_busy = (c.secondary >= 0) | ~c.exists
         self.free_per_node = c.free_per_node.copy()
+        # GPU-share room: a fractional primary without a co-tenant (a surfer there is evicted)
+        self.room = np.where((c.primary >= 0) & (c.primary_share < 1) & ~c.sec_share,
+                             1.0 - c.primary_share, 0.0)
+        self.pmem = c.primary_mem.copy()
         self.decision = Decision()
 
     def exclusive(self, job: Job, nodes: np.ndarray | None = None) -> tuple[int, ...] | None:
         """Best-fit n free GPUs on one node (optionally among ``nodes``); None if none fit."""
         if self.free_per_node.max() < job.n_gpus:
             return None
-        fits = self.free_per_node >= job.n_gpus
+        c = self.sim.cluster
+        fits = (self.free_per_node >= job.n_gpus) & (c.node_memory_gib >= job.mem - 1e-9)
         if nodes is not None:
             fits &= nodes
         candidates = np.flatnonzero(fits)
@@ -57,15 +67,60 @@ class Planner:
         free = free[np.argsort(self.secondary_busy[free], kind="stable")][: job.n_gpus]
         return tuple(int(g) for g in free)
 
+    def pack_share(self, job: Job) -> tuple[int, ...] | None:
+        """A fractional job beside a fractional primary (best fit on the remaining share)."""
+        if job.share >= 1:
+            return None
+        c = self.sim.cluster
+        ok = (self.room >= job.share - 1e-9) & (c.gpu_mem - self.pmem >= job.mem - 1e-9)
+        ids = np.flatnonzero(ok)
+        if ids.size == 0:
+            return None
+        return (int(ids[np.argmin(self.room[ids])]),)
+
+    def allocate(self, job: Job, nodes: np.ndarray | None = None):
+        """(gpus, role, mode) of the job's own allocation now (GPU share or free GPUs)."""
+        gpus = self.pack_share(job)
+        if gpus is not None:
+            return gpus, "secondary", "share"
+        gpus = self.exclusive(job, nodes)
+        return None if gpus is None else (gpus, "primary", "exclusive")
+
+    def grant(self, job: Job, nodes: np.ndarray | None = None) -> bool:
+        """Allocate and take in one step; False if the job would have to queue."""
+        got = self.allocate(job, nodes)
+        if got is None:
+            return False
+        self.take(job, *got)
+        return True
+
     def take(self, job: Job, gpus: tuple[int, ...], role: str = "primary",
              mode: str = "exclusive") -> None:
         idx = list(gpus)
         if role == "primary":
             self.primary_busy[idx] = True
             self.free_per_node[idx[0] // self.gpn] -= len(idx)
+            self.pmem[idx] = job.mem
+            self.room[idx] = 1.0 - job.share if job.share < 1 else 0.0
         else:
             self.secondary_busy[idx] = True
+            self.room[idx] = 0.0
         self.decision.place.append(Placement(job.jid, gpus, role, mode))
+
+    def migrate(self, jobs: Iterable[Job], limit: int = 64) -> None:
+        """Move running secondaries (surfers, packed or time-sliced jobs) to idle GPUs of
+        their own: preempted and placed in the same decision, progress kept."""
+        moved = 0
+        for job in jobs:
+            if moved >= limit or self.free_per_node.max() == 0:
+                return
+            gpus = self.exclusive(job)
+            if gpus is None:
+                continue
+            self.decision.preempt.append(job.jid)
+            self.secondary_busy[list(job.gpus)] = False
+            self.take(job, gpus)
+            moved += 1
 
 
 def _window(jobs: Iterable[Job], depth: int = DEPTH) -> list[Job]:
@@ -84,10 +139,8 @@ class Fifo:
 
     def plan(self, now: float, sim: Simulator, window: list[Job], plan: Planner) -> Decision:
         for job in window:
-            gpus = plan.exclusive(job)
-            if gpus is None:
+            if not plan.grant(job):
                 break
-            plan.take(job, gpus)
         return plan.decision
 
 
@@ -105,9 +158,7 @@ class Sjf:
         if plan.free_per_node.max() == 0:
             return plan.decision
         for job in sorted(window, key=lambda j: j.estimate):
-            gpus = plan.exclusive(job)
-            if gpus is not None:
-                plan.take(job, gpus)
+            plan.grant(job)
         return plan.decision
 
 
@@ -134,10 +185,15 @@ class Tiresias:
 
     def plan(self, now: float, sim: Simulator, window: list[Job], plan: Planner) -> Decision:
         waiting = sorted(window, key=lambda j: (self._level(j, now), j.arrival))
+        no_room = 10**9  # GPU count for which preemption found no node in this pass
         for job in waiting:
-            gpus = plan.exclusive(job)
-            if gpus is None and self._level(job, now) == 0:
+            if plan.grant(job):
+                continue
+            gpus = None
+            if self._level(job, now) == 0 and job.n_gpus < no_room:
                 gpus = self._make_room(job, sim, plan, now)
+                if gpus is None:
+                    no_room = job.n_gpus  # a job as wide cannot find room either
             if gpus is not None:
                 plan.take(job, gpus)
         if len(window) > len(plan.decision.place):
@@ -149,12 +205,24 @@ class Tiresias:
         """Preempt level-1 primaries on the node where fewest victims free n GPUs."""
         c = sim.cluster
         best: tuple[int, list[Job]] | None = None
-        for node in range(c.nodes):
+        # only nodes holding a level-1 primary (or already enough free GPUs) can help
+        level1 = [j for j in sim.running.values() if j.role == "primary"
+                  and self._level(j, now) == 1]
+        if not level1:
+            return None
+        candidates = sorted({int(c.node_of[j.gpus[0]]) for j in level1})
+        for node in candidates:
             ids = list(c.node_gpus(node))
             free = int(plan.free_per_node[node])
             victims = {int(c.primary[g]) for g in ids if c.primary[g] >= 0
                        and plan.primary_busy[g]}
-            jobs = [sim.jobs[v] for v in victims if v not in plan.decision.preempt]
+            if int(c.node_gpus_count[node]) < job.n_gpus \
+                    or c.node_memory_gib[node] < job.mem - 1e-9:
+                continue
+            # a victim beside a job planned in this pass (a GPU-share co-tenant) stays
+            jobs = [sim.jobs[v] for v in victims if v not in plan.decision.preempt
+                    and not any(plan.secondary_busy[g] and c.secondary[g] < 0
+                                for g in sim.jobs[v].gpus)]
             jobs = sorted((j for j in jobs if self._level(j, now) == 1),
                           key=lambda j: -j.arrival)
             chosen, gained = [], 0
@@ -170,37 +238,62 @@ class Tiresias:
         for victim in best[1]:
             plan.decision.preempt.append(victim.jid)
             plan.primary_busy[list(victim.gpus)] = False
+            plan.room[list(victim.gpus)] = 0.0  # a co-tenant takes over, not a new job
             plan.free_per_node[victim.gpus[0] // plan.gpn] += victim.n_gpus
+            for g in victim.gpus:  # its GPU-share co-tenant becomes primary, keeping the GPU
+                if c.sec_share[g]:
+                    plan.primary_busy[g] = True
+                    plan.free_per_node[victim.gpus[0] // plan.gpn] -= 1
         return plan.exclusive(job)
+
+
+def _secondaries(sim: Simulator, modes: tuple[str, ...]) -> list[Job]:
+    """Running secondaries in one of ``modes``, oldest first (migration candidates)."""
+    return sorted((j for j in sim.running.values() if j.role == "secondary" and j.mode in modes),
+                  key=lambda j: j.arrival)
 
 
 @dataclass
 class Gandiva:
-    """FIFO, and when a job does not fit, pack it onto busy GPUs without priorities (OSDI'18).
-
-    Gandiva packs jobs whose combined utilisation stays below ``max_pack_util`` and whose
-    memory fits; both jobs then slow down (fusion mode ``equal``): nothing bounds the host.
+    """Gandiva (Xiao et al., OSDI'18): FIFO on free GPUs; a job that does not fit is *packed*
+    beside a running job when their utilisations sum to at most ``max_pack_util`` and memory
+    fits (plain sharing, fusion mode ``equal``), else *time-sliced* with one (suspend/resume
+    at mini-batch boundaries, so memory need not fit; mode ``timeslice``); packed and
+    time-sliced jobs *migrate* to GPUs of their own as soon as some fall idle.
+    Nothing bounds the slowdown of the job already there.
     """
 
     name: str = "gandiva"
     max_pack_util: float = 1.0
+    timeslice: bool = True
     depth: int = DEPTH
 
     def schedule(self, now: float, sim: Simulator) -> Decision:
         plan = Planner(sim)
-        c, cap = sim.cluster, sim.fusion.gpu_memory_gib
+        c = sim.cluster
+        blocked = False
+        failed: list[Job] = []
         for job in _window(sim.waiting.values(), self.depth):
-            gpus = plan.exclusive(job)
+            if not blocked and plan.grant(job):
+                continue
+            blocked = True  # FIFO on free GPUs: later jobs may only pack or time-slice
+            if any(job.n_gpus >= f.n_gpus and job.mem >= f.mem for f in failed):
+                continue
+            base = plan.primary_busy & ~plan.secondary_busy & (c.primary >= 0) & c.exists
+            pack = base & (c.primary_util + job.util <= self.max_pack_util) \
+                & (c.primary_mem + job.mem <= c.gpu_mem + 1e-9)
+            gpus = _lowest_util_gang(pack, c.primary_util, c.node_of, job.n_gpus)
+            mode = "equal"
+            if gpus is None and self.timeslice:
+                gpus = _lowest_util_gang(base & (c.gpu_mem >= job.mem - 1e-9),
+                                         c.primary_util, c.node_of, job.n_gpus)
+                mode = "timeslice"
             if gpus is not None:
-                plan.take(job, gpus)
-                continue
-            ok = (plan.primary_busy & ~plan.secondary_busy
-                  & (c.primary_util + job.util <= self.max_pack_util)
-                  & (c.primary_mem + job.mem <= cap) & (c.primary >= 0))
-            gpus = _lowest_util_gang(ok, c.primary_util, c.node_of, job.n_gpus)
-            if gpus is None:
-                continue
-            plan.take(job, gpus, "secondary", "equal")
+                plan.take(job, gpus, "secondary", mode)
+            elif len(failed) < 8:
+                failed.append(job)
+        if not sim.waiting_kind[DET] or not blocked:
+            plan.migrate(_secondaries(sim, ("equal", "timeslice")))
         return plan.decision
 
 
@@ -219,6 +312,45 @@ def _lowest_util_gang(ok: np.ndarray, util: np.ndarray, node_of: np.ndarray,
 
 
 @dataclass
+class Lucid:
+    """Lucid-style affinity packing (Hu et al., ASPLOS'23), non-intrusive: shortest estimate
+    first on free GPUs; a job that does not fit is packed (plain sharing) beside the running
+    job whose pair is *predicted* (fitted interference model) to keep both at or above
+    ``min_speed``, choosing the pair with the highest predicted speed. No preemption."""
+
+    name: str = "lucid"
+    min_speed: float = 0.85
+    depth: int = DEPTH
+
+    def schedule(self, now: float, sim: Simulator) -> Decision:
+        from schedlab.couchsurfer.interference import predict_speed
+
+        plan = Planner(sim)
+        c = sim.cluster
+        coef = sim.fusion.coef
+        failed: list[Job] = []
+        for job in sorted(_window(sim.waiting.values(), self.depth), key=lambda j: j.estimate):
+            if plan.grant(job):
+                continue
+            if any(job.n_gpus >= f.n_gpus and job.mem >= f.mem and job.util >= f.util
+                   for f in failed):
+                continue
+            base = plan.primary_busy & ~plan.secondary_busy & (c.primary >= 0) & c.exists \
+                & (c.primary_mem + job.mem <= c.gpu_mem + 1e-9)
+            if not base.any():
+                continue
+            hu = np.maximum(c.primary_util, 1e-9)
+            pair = np.minimum(predict_speed(hu, job.util, coef), predict_speed(job.util, hu, coef))
+            ok = base & (pair >= self.min_speed)
+            gpus = _lowest_util_gang(ok, -pair, c.node_of, job.n_gpus)
+            if gpus is not None:
+                plan.take(job, gpus, "secondary", "equal")
+            elif len(failed) < 8:
+                failed.append(job)
+        return plan.decision
+
+
+@dataclass
 class Backfill:
     """EASY backfilling: FIFO head gets a reservation; later jobs may jump ahead if they do
     not delay it (they end, by their estimate, before it starts, or use another node)."""
@@ -231,11 +363,7 @@ class Backfill:
 
     def plan(self, now: float, sim: Simulator, window: list[Job], plan: Planner) -> Decision:
         k = 0
-        while k < len(window):
-            gpus = plan.exclusive(window[k])
-            if gpus is None:
-                break
-            plan.take(window[k], gpus)
+        while k < len(window) and plan.grant(window[k]):
             k += 1
         if k >= len(window) or plan.free_per_node.max() == 0:
             return plan.decision
@@ -244,9 +372,7 @@ class Backfill:
         others[node] = False
         for job in window[k + 1:]:
             ends_in_time = now + job.estimate <= shadow
-            gpus = plan.exclusive(job, None if ends_in_time else others)
-            if gpus is not None:
-                plan.take(job, gpus)
+            plan.grant(job, None if ends_in_time else others)
         return plan.decision
 
     @staticmethod
@@ -258,7 +384,9 @@ class Backfill:
         """
         c = sim.cluster
         ends = np.where(plan.primary_busy, c.primary_est_end, sim.now)
+        ends = np.where(c.exists, ends, np.inf)
         ends = np.sort(ends.reshape(c.nodes, c.gpus_per_node), axis=1)[:, head.n_gpus - 1]
+        ends = np.where(c.node_memory_gib >= head.mem - 1e-9, ends, np.inf)
         node = int(np.argmin(ends))
         return node, float(ends[node])
 
@@ -271,43 +399,66 @@ class ExclusivePolicy(Protocol):
 
 @dataclass
 class CouchSurfer:
-    """Deterministic jobs by an ordinary exclusive scheduler; exploratory jobs surf via EJPP.
+    """Every job to an ordinary exclusive scheduler first; exploratory jobs that would queue
+    surf via EJPP.
 
-    Exploratory jobs never take a GPU exclusively: they become low-priority secondaries
-    (fusion mode ``jfm``) on hosted or idle GPUs, so they bypass the queue and never block a
-    deterministic job (a host that arrives evicts a surfer only if memory does not fit).
-    ``det_scheduler`` names the baseline that schedules deterministic jobs (default EASY
-    backfilling, the strongest exclusive baseline on our workloads' deterministic queue).
+    The inner scheduler (``det_scheduler``, default EASY backfilling) sees all waiting jobs in
+    arrival order, so an exploratory job takes free GPUs (or a GPU share) of its own whenever
+    the inner policy would start it now. One that would queue is placed at once as a
+    low-priority secondary (fusion mode ``mode``, default ``jfm``: the guarded Job Fusion
+    Mechanism) on hosted or idle GPUs by the threshold-guided EJPP algorithm, so it never
+    blocks a deterministic job (a host that arrives evicts a surfer only if memory does not
+    fit). When no deterministic job waits, surfers move to idle GPUs of their own.
+    ``surf_only=True`` restores the previous behaviour (exploratory jobs never exclusive).
     """
 
     name: str = "couchsurfer"
     thresholds: Thresholds = Thresholds()
     det_scheduler: str = "backfill"
+    mode: str = "jfm"
+    surf_only: bool = False
+    migrate: bool = True
     depth: int = DEPTH
 
     def __post_init__(self) -> None:
         if self.det_scheduler not in EXCLUSIVE:
             raise UnknownNameError("deterministic scheduler", self.det_scheduler,
                                    list(EXCLUSIVE))
+        if self.mode not in ("jfm", "priority"):
+            raise UnknownNameError("surfer mode", self.mode, ["jfm", "priority"])
         self._inner: ExclusivePolicy = EXCLUSIVE[self.det_scheduler](depth=self.depth)
 
     def schedule(self, now: float, sim: Simulator) -> Decision:
         plan = Planner(sim)
-        self._inner.plan(now, sim, _window(sim.waiting_kind[DET].values(), self.depth), plan)
-        exp = _window(sim.waiting_kind[EXP].values(), self.depth)
+        source = sim.waiting_kind[DET] if self.surf_only else sim.waiting
+        window = _window(source.values(), self.depth)
+        self._inner.plan(now, sim, window, plan)
+        placed = {p.jid for p in plan.decision.place}
+        if not self.surf_only and any(j.kind == EXP and j.jid not in placed for j in window):
+            # exploratory jobs that would queue surf instead: plan the deterministic rest
+            # again without them (they no longer hold a FIFO head or a reservation)
+            rest = [j for j in window if j.kind == DET and j.jid not in placed]
+            if rest:
+                self._inner.plan(now, sim, rest, plan)
+                placed = {p.jid for p in plan.decision.place}
+        exp = [j for j in _window(sim.waiting_kind[EXP].values(), self.depth + len(placed))
+               if j.jid not in placed][: self.depth]
         if exp:
             self._place_surfers(exp, sim, plan)
+        if self.migrate and not sim.waiting_kind[DET]:
+            plan.migrate(_secondaries(sim, (self.mode,)))
         return plan.decision
 
     def _place_surfers(self, exp: list[Job], sim: Simulator, plan: Planner) -> None:
         c = sim.cluster
         # hosts planned in this very pass are not yet in the arrays: keep their GPUs off-limits
-        planned = plan.primary_busy & (c.primary < 0)
+        planned = plan.primary_busy & (c.primary < 0) & c.exists
         inst = EjppInstance(
             gpu_node=c.node_of, host_util=c.primary_util, host_mem=c.primary_mem,
             has_host=c.primary >= 0, slot_free=~plan.secondary_busy & ~planned,
             job_gpus=np.array([j.n_gpus for j in exp]), job_util=np.array([j.util for j in exp]),
-            job_mem=np.array([j.mem for j in exp]), fusion=sim.fusion, thresholds=self.thresholds)
+            job_mem=np.array([j.mem for j in exp]), fusion=sim.fusion, thresholds=self.thresholds,
+            gpu_mem=c.gpu_mem)
         taken = ~inst.slot_free
         # a job at least as large (GPUs, memory, utilisation) as one that found no gang in this
         # pass cannot find one either: skipping it keeps a pass O(distinct failures x GPUs)
@@ -321,7 +472,21 @@ class CouchSurfer:
                 failed.append(job)
                 continue
             taken[list(gpus)] = True
-            plan.take(job, gpus, "secondary", "jfm")
+            plan.take(job, gpus, "secondary", self.mode)
+
+
+@dataclass
+class AntMan(CouchSurfer):
+    """AntMan-style opportunistic sharing (Xiao et al., OSDI'20): resource-guaranteed
+    (deterministic) jobs FIFO on GPUs of their own; opportunistic (exploratory) jobs run at
+    low GPU priority on idle or busy GPUs at once, with no interference guard (mode
+    ``priority``), and are moved to idle GPUs when no guaranteed job waits."""
+
+    name: str = "antman"
+    det_scheduler: str = "fifo"
+    mode: str = "priority"
+    surf_only: bool = True
+    thresholds: Thresholds = Thresholds(max_host_util=1.0, min_surfer_rate=0.0)
 
 
 EXCLUSIVE: dict[str, Callable[..., ExclusivePolicy]] = {
@@ -332,8 +497,10 @@ SCHEDULERS: dict[str, Callable[..., Scheduler]] = {
     "fifo": Fifo,
     "sjf": Sjf,
     "tiresias": Tiresias,
-    "gandiva": Gandiva,
     "backfill": Backfill,
+    "gandiva": Gandiva,
+    "antman": AntMan,
+    "lucid": Lucid,
 }
 BASELINES = tuple(name for name in SCHEDULERS if name != "couchsurfer")
 

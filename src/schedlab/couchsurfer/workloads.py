@@ -94,21 +94,25 @@ TRACE_COLUMNS = ("cpu_milli", "memory_mib", "num_gpu", "gpu_milli", "creation_ti
 
 @dataclass(frozen=True)
 class TraceOptions:
-    """How pods become jobs (the trace has no job kind, GPU memory or user estimate)."""
+    """How pods become jobs (the trace has no job kind, GPU memory, utilisation or estimate)."""
 
     exploratory_qos: tuple[str, ...] = ("BE",)
     gpu_memory_gib: float = 32.0
-    mem_share: float = 0.6
-    estimate_factor: float = 1.0
-    min_util: float = 0.05
+    predictor: str = "history"
+    seed: int = 0
 
 
 def read_trace(path: str | Path, options: TraceOptions | None = None) -> list[Job]:
-    """Jobs from an Alibaba GPU pod list; CPU-only and zero-length pods are skipped.
+    """Jobs from a pod list in the Alibaba layout (a real one or one :func:`write_trace` wrote).
 
-    kind: ``qos`` in ``exploratory_qos`` -> exploratory. work: deletion - (scheduled or
-    creation). util: gpu_milli / 1000. memory per GPU: util x mem_share x GPU memory (the
-    trace has none). estimate: the optional ``estimate_s`` column, else work x estimate_factor.
+    For the real trace with its node list, prefer :func:`.alibaba.load_alibaba` (measured
+    profiles, heterogeneous nodes). Here: CPU-only, never-scheduled (blank
+    ``scheduled_time``) and zero-length pods are skipped. kind: ``qos`` in
+    ``exploratory_qos`` -> exploratory. work: deletion - scheduled. ``gpu_milli`` < 1000 on a
+    one-GPU pod is a fractional request (``share``). util: the optional ``gpu_util`` column
+    (0..1), else a seeded Beta(2, 2) draw. memory per GPU: the optional ``gpu_mem_gib``
+    column, else share x 0.5 x GPU memory. estimate: the optional ``estimate_s`` column, else
+    the causal history predictor (:mod:`.predict`), never the run time itself.
     """
     opts = options or TraceOptions()
     header: dict[str, int] = {}
@@ -133,8 +137,21 @@ def read_trace(path: str | Path, options: TraceOptions | None = None) -> list[Jo
     if not header:
         raise BadInputError("is empty: expected a header and pod records", path=path)
     if not jobs:
-        raise BadInputError("has no GPU pods with a positive run time (num_gpu > 0 and "
-                            "deletion_time after the start)", path=path)
+        raise BadInputError("has no GPU pods with a positive run time (num_gpu > 0, "
+                            "scheduled, deletion_time after the start)", path=path)
+    from schedlab.couchsurfer.predict import estimates
+
+    missing = [j for j in jobs if math.isnan(j.estimate)]
+    if missing:
+        est = estimates([j.arrival for j in missing], [j.work for j in missing],
+                        [(j.kind, j.n_gpus, j.share < 1) for j in missing],
+                        predictor=opts.predictor, seed=opts.seed)
+        for j, e in zip(missing, est, strict=True):
+            j.estimate = float(e)
+    rng = np.random.default_rng(opts.seed)
+    for j in jobs:
+        if math.isnan(j.util):
+            j.util = float(np.clip(rng.beta(2.0, 2.0), 0.05, 1.0))
     return jobs
 
 
@@ -175,27 +192,37 @@ def _pod_to_job(cells: list[str], header: dict[str, int], lineno: int,
     if num_gpu == 0 or deleted == started:
         return None
     qos = cells[header["qos"]].strip() if "qos" in header else ""
-    util = max(opts.min_util, milli / 1000.0)
-    work = deleted - started
+    if math.isnan(scheduled):
+        return None  # never scheduled: no run time to replay
+    share = milli / 1000.0 if num_gpu == 1 and 0 < milli < 1000 else 1.0
+    util = _number(cells, header, "gpu_util", lineno, optional=True)
+    if not math.isnan(util) and not 0 < util <= 1:
+        raise BadInputError(f"value {util} must be in (0, 1]", line=lineno, field="gpu_util")
+    mem = _number(cells, header, "gpu_mem_gib", lineno, optional=True)
+    if math.isnan(mem):
+        mem = share * 0.5 * opts.gpu_memory_gib
     estimate = _number(cells, header, "estimate_s", lineno, optional=True)
-    estimate = work * opts.estimate_factor if math.isnan(estimate) else max(estimate, work)
-    return Job(jid=lineno, kind=EXP if qos in opts.exploratory_qos else DET, arrival=created,
-               n_gpus=int(num_gpu), work=work, estimate=estimate, util=util,
-               mem=min(opts.gpu_memory_gib, util * opts.mem_share * opts.gpu_memory_gib))
+    estimate = estimate if math.isnan(estimate) else max(estimate, 1.0)
+    job = Job(jid=lineno, kind=EXP if qos in opts.exploratory_qos else DET, arrival=created,
+              n_gpus=int(num_gpu), work=deleted - started, estimate=1.0, util=0.5,
+              mem=min(opts.gpu_memory_gib, mem), share=share)
+    job.estimate, job.util = estimate, util  # NaN: filled in by read_trace
+    return job
 
 
 def write_trace(jobs: Sequence[Job], path: str | Path) -> Path:
-    """Write jobs in the Alibaba pod-list format (plus ``estimate_s``), atomically.
-
-    ``gpu_milli`` carries utilisation; the start is the arrival (the trace records no queue).
-    """
+    """Write jobs in the Alibaba pod-list format plus ``estimate_s``, ``gpu_util`` and
+    ``gpu_mem_gib``, atomically. ``gpu_milli`` is the request (share x 1000); the start is
+    the arrival (the format records no queue)."""
     path = Path(path)
     with atomic_write(path, "w") as handle:
         writer = csv.writer(handle, lineterminator="\n")
-        writer.writerow(["name", *TRACE_COLUMNS[:4], "qos", *TRACE_COLUMNS[4:], "estimate_s"])
+        writer.writerow(["name", *TRACE_COLUMNS[:4], "qos", *TRACE_COLUMNS[4:], "estimate_s",
+                         "gpu_util", "gpu_mem_gib"])
         for j in jobs:
             writer.writerow([f"job-{j.jid}", 1000 * j.n_gpus, 8192, j.n_gpus,
-                             round(1000 * j.util), "BE" if j.kind == EXP else "LS",
+                             round(1000 * j.share), "BE" if j.kind == EXP else "LS",
                              f"{j.arrival:.3f}", f"{j.arrival + j.work:.3f}",
-                             f"{j.arrival:.3f}", f"{j.estimate:.3f}"])
+                             f"{j.arrival:.3f}", f"{j.estimate:.3f}", f"{j.util:.6f}",
+                             f"{j.mem:.6f}"])
     return path
