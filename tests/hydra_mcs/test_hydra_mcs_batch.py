@@ -183,3 +183,41 @@ def test_cli_batch_timeout_is_per_pair(tmp_path):
     rows = [json.loads(line) for line in done.stdout.splitlines()]
     assert done.returncode == 0 and all(r["optimal"] for r in rows)
     assert _cli("--pairs", str(tmp_path), "--timeout", "0").returncode == 2
+
+
+def test_ctrl_c_stops_the_batch_and_keeps_the_rows_written(tmp_path):
+    import signal
+    import time
+
+    rng = np.random.default_rng(3)
+    small = _write_pairs(tmp_path, count=1)[0]
+    big = [write_arg(gnp(48, 0.3, rng), tmp_path / f"big.{s}00") for s in "AB"]
+    (tmp_path / "list.txt").write_text(
+        f"{small[0].name} {small[1].name}\n{big[0].name} {big[1].name}\n"
+        f"{small[0].name} {small[1].name}\n"
+    )
+    proc = subprocess.Popen(
+        [
+            sys.executable,
+            "-m",
+            "schedlab.cli",
+            "hydra-mcs",
+            "solve",
+            "--pairs",
+            str(tmp_path / "list.txt"),
+            "--json",
+            "--no-mapping",
+        ],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    first = proc.stdout.readline()  # the small pair is done; the big one is being searched
+    time.sleep(1.0)
+    proc.send_signal(signal.SIGINT)
+    rest, err = proc.communicate(timeout=120)
+    rows = [json.loads(line) for line in [first, *rest.splitlines()] if line.strip()]
+    assert proc.returncode == 130, err
+    assert len(rows) == 2 and rows[0]["optimal"] and not rows[1]["optimal"]
+    assert rows[1]["line"] == 2 and rows[1]["size"] > 0
+    assert "interrupted: 2 of 3 pairs written" in err

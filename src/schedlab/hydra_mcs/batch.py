@@ -200,17 +200,45 @@ class Row:
         return out
 
 
-def run_pairs(specs: list[PairSpec], solve_pair: Callable[[Path, Path], dict]) -> Iterator[Row]:
+def run_pairs(
+    specs: list[PairSpec], solve_pair: Callable[[Path, Path], dict], stop: list[bool] | None = None
+) -> Iterator[Row]:
     """Solve each pair in turn, yielding its row as soon as it is done.
 
     ``solve_pair(pattern, target)`` returns the result dict; a :class:`SchedlabError` it raises
     (an unreadable graph, a bad combination of labels) becomes that pair's error row.
+
+    Ctrl-C (SIGINT) stops the *batch*: the search under way returns its best mapping so far
+    (``optimal`` false, as a single ``solve`` does), that row is yielded, no further pair is
+    started, and ``stop[0]`` is set so the caller can exit 130. (Without this, each Ctrl-C
+    would only end the current pair's search and the batch would go on.)
     """
-    for spec in specs:
-        start = time.process_time()
-        try:
-            result = solve_pair(spec.pattern, spec.target)
-        except SchedlabError as exc:
-            yield Row(spec, error=str(exc), cpu_s=time.process_time() - start)
-            continue
-        yield Row(spec, result=result, cpu_s=time.process_time() - start)
+    import signal
+    import threading
+
+    stop = stop if stop is not None else [False]
+    previous = None
+    if threading.current_thread() is threading.main_thread():
+
+        def on_sigint(signum, frame):
+            stop[0] = True
+            raise KeyboardInterrupt
+
+        previous = signal.signal(signal.SIGINT, on_sigint)
+    try:
+        for spec in specs:
+            if stop[0]:
+                return
+            start = time.process_time()
+            try:
+                result = solve_pair(spec.pattern, spec.target)
+            except SchedlabError as exc:
+                yield Row(spec, error=str(exc), cpu_s=time.process_time() - start)
+                continue
+            except KeyboardInterrupt:  # between two searches (reading, setting up)
+                stop[0] = True
+                return
+            yield Row(spec, result=result, cpu_s=time.process_time() - start)
+    finally:
+        if previous is not None:
+            signal.signal(signal.SIGINT, previous)

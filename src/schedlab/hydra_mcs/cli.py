@@ -92,7 +92,10 @@ def _batch(pairs: Path, kwargs: dict, json_out: bool, with_mapping: bool) -> int
         out.write(f"{'pattern':>24} {'target':>24} {'size':>5} {'nodes':>13} {'cpu_s':>9} "
                   f"status\n")
         out.flush()
-    for row in run_pairs(specs, lambda p, t: solve_files(p, t, **kwargs).as_dict()):
+    stop = [False]
+    done = 0
+    for row in run_pairs(specs, lambda p, t: solve_files(p, t, **kwargs).as_dict(), stop):
+        done += 1
         if row.error is not None:
             failed += 1
             err_console.print(f"[red]error:[/red] {escape(row.error)}", highlight=False,
@@ -111,6 +114,11 @@ def _batch(pairs: Path, kwargs: dict, json_out: bool, with_mapping: bool) -> int
         out.flush()
     if failed:
         err_console.print(f"{failed} of {len(specs)} pairs failed", highlight=False)
+    if stop[0]:
+        err_console.print(f"[yellow]interrupted: {done} of {len(specs)} pairs written (the last "
+                          f"one not proven optimal if its search was cut)[/yellow]",
+                          highlight=False)
+        return 130
     return 1 if failed else 0
 
 
