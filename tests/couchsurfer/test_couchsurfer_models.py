@@ -116,10 +116,23 @@ def test_evaluate_rejects_infeasible_plans() -> None:
     assert evaluate(inst, {0: (0, 1)}) == -math.inf              # wrong gang size
 
 
-def test_gpu_check_runs_on_cpu() -> None:
+def test_gpu_check_runs_two_processes_on_cpu() -> None:
     pytest.importorskip("torch")
     from schedlab.couchsurfer.gpucheck import measure_pair
 
     row = measure_pair(device="cpu", steps=3, host_width=64, surfer_width=32, host_gap_ms=1.0)
-    assert row["host_alone_s"] > 0 and row["surfer_together_s"] > 0
-    assert 0 <= row["host_util"] <= 1 and row["surfer_rate"] > 0
+    assert row["host_alone_s"] > 0 and row["surfer_equal_s"] > 0
+    assert row["host_priority_s"] > 0 and 0 <= row["host_util"] <= 1
+    assert {"equal_slowdown", "priority_slowdown", "mps"} <= set(row)
+
+
+@pytest.mark.gpu
+def test_gpu_check_on_cuda() -> None:
+    torch = pytest.importorskip("torch")
+    if not torch.cuda.is_available():
+        pytest.skip("no CUDA device")
+    from schedlab.couchsurfer.gpucheck import sweep
+
+    rows = sweep(device="cuda", steps=100)
+    assert all(r["equal_slowdown"] > -0.5 for r in rows)
+    fit_params(rows)

@@ -245,5 +245,5 @@ def gpucheck(
     fitted = fit_params(rows)
     if out is not None:
         write_frame(pl.DataFrame(rows), out)
-    doc = dict(pairs=rows, fitted=dict(slice_ms=fitted.slice_ms, bandwidth=fitted.bandwidth))
+    doc = dict(pairs=rows, fitted=dict(priority_residual=fitted.priority_residual))
     emit_json(doc) if json_out else out_console.print(doc)

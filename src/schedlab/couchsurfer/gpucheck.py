@@ -1,17 +1,26 @@
 """The real co-location measurement behind the Job Fusion Mechanism model (needs a GPU).
 
-Two PyTorch training loops share one device: a *host* on a high-priority CUDA stream with an
-idle gap after each step (standing in for data loading and communication, the gaps JFM fills)
-and a *surfer* on a low-priority stream whose duty cycle JFM throttles. We time each alone and
-both together and report the host's slowdown and the surfer's rate; :func:`.fusion.fit_params`
-turns a few such pairs into the model's ``slice_ms`` and ``bandwidth``. On a CPU (no streams)
-the same code runs so tests can check it end to end; its numbers say nothing about GPUs.
+Two *separate processes* (spawned, each with its own CUDA context, as two jobs on one GPU
+are) train a small MLP each: a *host* with an idle gap after every step (data loading,
+communication: the gaps JFM fills) and a *surfer* with a duty cycle. Each is timed alone and
+both together, once at equal priority (plain sharing: what Lucid measured) and once with the
+host on a high-priority CUDA stream and the surfer on a low-priority one (JFM's mechanism).
+The ratio of the host's slowdowns is the model's ``priority_residual``
+(:func:`.fusion.fit_params`).
+
+Across processes, kernels only run concurrently (and stream priorities only matter) under
+CUDA MPS; without it the GPU time-slices between contexts. Each row records whether an MPS
+control pipe was visible. ``benchmarks/couchsurfer/gpu_check.py`` is the script to run on a
+GPU machine. On a CPU the same code runs (tests check it end to end); its numbers say nothing
+about GPUs.
 """
 
 from __future__ import annotations
 
-import threading
+import multiprocessing as mp
+import os
 import time
+from pathlib import Path
 from typing import Any
 
 from schedlab.core.errors import ConfigError, MissingDependencyError
@@ -24,38 +33,6 @@ def _torch() -> Any:
         raise MissingDependencyError("the GPU check needs PyTorch",
                                      hint="pip install -e '.[torch]'") from exc
     return torch
-
-
-def _loop(torch: Any, device: str, width: int, steps: int, gap_s: float, priority: int,
-          duty: float = 1.0) -> float:
-    """Train a small MLP for ``steps`` steps; return wall seconds (stream of ``priority``)."""
-    gen = torch.Generator(device="cpu").manual_seed(width)
-    model = torch.nn.Sequential(torch.nn.Linear(width, width), torch.nn.ReLU(),
-                                torch.nn.Linear(width, width)).to(device)
-    opt = torch.optim.SGD(model.parameters(), lr=1e-3)
-    x = torch.randn(256, width, generator=gen).to(device)
-    use_cuda = device.startswith("cuda")
-    stream = torch.cuda.Stream(device=device, priority=priority) if use_cuda else None
-    start = time.perf_counter()
-    for _ in range(steps):
-        step_start = time.perf_counter()
-        if stream is not None:
-            with torch.cuda.stream(stream):
-                loss = model(x).square().mean()
-                loss.backward()
-                opt.step()
-                opt.zero_grad()
-            stream.synchronize()
-        else:
-            loss = model(x).square().mean()
-            loss.backward()
-            opt.step()
-            opt.zero_grad()
-        busy = time.perf_counter() - step_start
-        idle = gap_s + (busy * (1.0 / duty - 1.0) if duty < 1.0 else 0.0)
-        if idle > 0:
-            time.sleep(idle)
-    return time.perf_counter() - start
 
 
 def _check_device(torch: Any, device: str) -> None:
@@ -71,43 +48,148 @@ def _check_device(torch: Any, device: str) -> None:
                               field="device")
 
 
+def mps_active() -> bool:
+    """Whether a CUDA MPS control daemon's pipe is visible to this process."""
+    pipe = Path(os.environ.get("CUDA_MPS_PIPE_DIRECTORY", "/tmp/nvidia-mps"))
+    return (pipe / "control").exists()
+
+
+def _worker(conn: Any, barrier: Any, device: str, width: int) -> None:  # pragma: no cover
+    """A training process: waits for (steps, gap_s, priority, duty, together) and runs."""
+    torch = _torch()
+    torch.set_num_threads(1)
+    gen = torch.Generator(device="cpu").manual_seed(width)
+    model = torch.nn.Sequential(torch.nn.Linear(width, width), torch.nn.ReLU(),
+                                torch.nn.Linear(width, width)).to(device)
+    opt = torch.optim.SGD(model.parameters(), lr=1e-3)
+    x = torch.randn(256, width, generator=gen).to(device)
+    cuda = device.startswith("cuda")
+    streams: dict[int, Any] = {}
+
+    def step(stream: Any) -> None:
+        if stream is None:
+            loss = model(x).square().mean()
+            loss.backward()
+            opt.step()
+            opt.zero_grad()
+            return
+        with torch.cuda.stream(stream):
+            loss = model(x).square().mean()
+            loss.backward()
+            opt.step()
+            opt.zero_grad()
+        stream.synchronize()
+
+    conn.send("ready")
+    while True:
+        cmd = conn.recv()
+        if cmd is None:
+            return
+        steps, gap_s, priority, duty, together = cmd
+        stream = None
+        if cuda:
+            stream = streams.get(priority)
+            if stream is None:
+                stream = streams[priority] = torch.cuda.Stream(device=device, priority=priority)
+        step(stream)  # warm-up: allocator, kernels, clocks
+        if together:
+            barrier.wait()
+        start = time.perf_counter()
+        for _ in range(steps):
+            t0 = time.perf_counter()
+            step(stream)
+            busy = time.perf_counter() - t0
+            idle = gap_s + (busy * (1.0 / duty - 1.0) if duty < 1.0 else 0.0)
+            if idle > 0:
+                time.sleep(idle)
+        conn.send(time.perf_counter() - start)
+
+
+class _Pair:
+    """Two persistent worker processes (host, surfer) on one device."""
+
+    def __init__(self, device: str, host_width: int, surfer_width: int) -> None:
+        ctx = mp.get_context("spawn")
+        self.barrier = ctx.Barrier(2)
+        self.conns, self.procs = [], []
+        for width in (host_width, surfer_width):
+            parent, child = ctx.Pipe()
+            proc = ctx.Process(target=_worker, args=(child, self.barrier, device, width),
+                               daemon=True)
+            proc.start()
+            self.conns.append(parent)
+            self.procs.append(proc)
+        for conn in self.conns:
+            if not conn.poll(300) or conn.recv() != "ready":
+                self.close()
+                raise MissingDependencyError("a GPU-check worker process did not start")
+
+    def alone(self, who: int, *cmd: Any) -> float:
+        self.conns[who].send((*cmd, False))
+        return float(self.conns[who].recv())
+
+    def together(self, host_cmd: tuple, surfer_cmd: tuple) -> tuple[float, float]:
+        self.conns[0].send((*host_cmd, True))
+        self.conns[1].send((*surfer_cmd, True))
+        return float(self.conns[0].recv()), float(self.conns[1].recv())
+
+    def close(self) -> None:
+        for conn in self.conns:
+            try:
+                conn.send(None)
+            except (BrokenPipeError, OSError):
+                pass
+        for proc in self.procs:
+            proc.join(10)
+            if proc.is_alive():
+                proc.kill()
+
+
 def measure_pair(device: str = "cuda", steps: int = 200, host_width: int = 4096,
                  surfer_width: int = 2048, host_gap_ms: float = 5.0,
-                 surfer_duty: float = 1.0) -> dict[str, float]:
-    """Host and surfer alone, then together; returns slowdowns, rates and utilisation.
-
-    host_util is the host's busy share alone (its step time without the gap over its loop
-    time); occupancy estimates the surfer's GPU share while co-located.
-    """
+                 surfer_duty: float = 1.0, pair: _Pair | None = None) -> dict[str, Any]:
+    """Host and surfer alone, then together at equal priority and with priorities."""
     torch = _torch()
     _check_device(torch, device)
-    low, high = (torch.cuda.Stream.priority_range() if device.startswith("cuda") else (0, 0))
+    if steps < 1:
+        raise ConfigError("must be at least 1", field="steps")
+    if not 0 < surfer_duty <= 1:
+        raise ConfigError("must be in (0, 1]", field="surfer_duty")
+    high, low = 0, 0
+    if device.startswith("cuda"):
+        low, high = torch.cuda.Stream.priority_range()
+    own = pair is None
+    pair = pair or _Pair(device, host_width, surfer_width)
     gap = host_gap_ms / 1000.0
-    _loop(torch, device, host_width, 5, 0.0, high)  # warm-up: allocator, kernels, clocks
-    host_alone = _loop(torch, device, host_width, steps, gap, high)
-    surfer_alone = _loop(torch, device, surfer_width, steps, 0.0, low, surfer_duty)
-    result: dict[str, float] = {}
-
-    def run(key: str, *args: Any) -> None:
-        result[key] = _loop(torch, device, *args)
-
-    threads = [threading.Thread(target=run, args=("host", host_width, steps, gap, high)),
-               threading.Thread(target=run, args=("surfer", surfer_width, steps, 0.0, low,
-                                                  surfer_duty))]
-    for t in threads:
-        t.start()
-    for t in threads:
-        t.join()
-    host_util = max(0.0, 1.0 - steps * gap / host_alone)
-    surfer_rate = surfer_alone / result["surfer"]
-    return dict(device=device, host_alone_s=host_alone, surfer_alone_s=surfer_alone,
-                host_together_s=result["host"], surfer_together_s=result["surfer"],
-                host_slowdown=result["host"] / host_alone - 1.0, surfer_rate=surfer_rate,
-                host_util=host_util, occupancy=min(1.0, surfer_rate * surfer_duty),
-                surfer_duty=surfer_duty)
+    try:
+        host_alone = pair.alone(0, steps, gap, high, 1.0)
+        surfer_alone = pair.alone(1, steps, 0.0, low, surfer_duty)
+        eq_host, eq_surfer = pair.together((steps, gap, 0, 1.0), (steps, 0.0, 0, surfer_duty))
+        pr_host, pr_surfer = pair.together((steps, gap, high, 1.0),
+                                           (steps, 0.0, low, surfer_duty))
+    finally:
+        if own:
+            pair.close()
+    return dict(device=device, mps=mps_active(), steps=steps, surfer_duty=surfer_duty,
+                host_alone_s=host_alone, surfer_alone_s=surfer_alone,
+                host_equal_s=eq_host, surfer_equal_s=eq_surfer,
+                host_priority_s=pr_host, surfer_priority_s=pr_surfer,
+                equal_slowdown=eq_host / host_alone - 1.0,
+                priority_slowdown=pr_host / host_alone - 1.0,
+                surfer_equal_rate=surfer_alone / eq_surfer,
+                surfer_priority_rate=surfer_alone / pr_surfer,
+                host_util=max(0.0, 1.0 - steps * gap / host_alone))
 
 
 def sweep(device: str = "cuda", steps: int = 200,
-          duties: tuple[float, ...] = (0.25, 0.5, 1.0)) -> list[dict[str, float]]:
-    """measure_pair at several surfer duty cycles: the samples fit_params needs."""
-    return [measure_pair(device=device, steps=steps, surfer_duty=d) for d in duties]
+          duties: tuple[float, ...] = (0.25, 0.5, 1.0), host_width: int = 4096,
+          surfer_width: int = 2048, host_gap_ms: float = 5.0) -> list[dict[str, Any]]:
+    """measure_pair at several surfer duty cycles, reusing the two processes."""
+    torch = _torch()
+    _check_device(torch, device)
+    pair = _Pair(device, host_width, surfer_width)
+    try:
+        return [measure_pair(device, steps, host_width, surfer_width, host_gap_ms, d, pair)
+                for d in duties]
+    finally:
+        pair.close()

@@ -275,3 +275,23 @@ class PairTruth:
             out = (float(np.clip(sa, MIN_SPEED, 1.0)), float(np.clip(sb, MIN_SPEED, 1.0)))
         self._cache[key] = out
         return out
+
+
+def validate_by_workload(m: Measurements) -> dict[str, float]:
+    """Leave-one-workload-out: for each model, fit without any pair that involves it and
+    measure the error on those pairs (can the model predict a workload it has never seen?).
+    Returns the per-workload MAE and, under ``"all"``, the pair-weighted mean."""
+    names = sorted({m.profiles[i].model for i in m.paired_profiles()})
+    out: dict[str, float] = {}
+    total, count = 0.0, 0
+    for name in names:
+        test = [p for p in m.pairs if name in (m.profiles[p[0]].model, m.profiles[p[1]].model)]
+        train = [p for p in m.pairs if p not in test]
+        coef = fit(m, train)
+        us, uo, speed = _samples(m, test)
+        err = np.abs(predict_speed(us, uo, coef) - speed)
+        out[name] = float(err.mean())
+        total += float(err.sum())
+        count += err.size
+    out["all"] = total / count
+    return out
