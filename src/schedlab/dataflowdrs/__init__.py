@@ -3,7 +3,10 @@
 Paper 09 (../shared/papers/09-dataflowdrs.md). Public API: tracing real programs with dftracer
 (LD_PRELOAD) on modelled storage tiers, the workflow runner and three seeded workflows, the DFL
 graph and its compression, interpretable scaling models, bottleneck diagnosers (the method and
-three baselines behind one Protocol), recommendations and the closed optimisation loop.
+three baselines behind one Protocol), recommendations and the closed optimisation loop; real
+inputs (Darshan logs via PyDarshan, bare dftracer / strace traces), field bottleneck kinds
+(metadata, misaligned, shared-file, read-after-write), a Drishti-rule baseline and an
+open-world evaluation on real tools.
 """
 
 from schedlab.core.lazy import lazy_exports
@@ -26,7 +29,10 @@ _EXPORTS = {
     "make_tracer": "tracer", "TraceData": "traces", "TraceIssue": "traces", "read_pfw": "traces",
     "read_trace": "traces", "BOTTLENECK_KINDS": "workloads", "Truth": "workloads",
     "WORKFLOWS": "workloads", "WorkflowConfig": "workloads", "build": "workloads",
-    "inject": "workloads",
+    "inject": "workloads", "read_darshan": "darshan", "read_darshan_logs": "darshan",
+    "io_profile": "insights", "field_findings": "insights", "DrishtiBaseline": "drishti",
+    "infer_tasks": "traces", "parse_pfw": "traces",
+    "parse_strace": "traces",
 }
 
 __getattr__, __dir__, __all__ = lazy_exports(__name__, _EXPORTS)

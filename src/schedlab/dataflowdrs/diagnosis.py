@@ -57,6 +57,7 @@ class Analysis:
     trace: TraceData | None = None  # what was read (meta: source, nprocs, modules)
     profile: pl.DataFrame | None = None  # I/O counters per (task, file, module)
     io_spans: dict = field(default_factory=dict)  # task -> first to last I/O call (s)
+    call_gap: dict = field(default_factory=dict)  # task -> time between calls, per call (s)
 
     def best_tier(self, ops: float, nbytes: float) -> tuple[str, float]:
         """The tier where ``ops`` calls moving ``nbytes`` would cost least, and that cost."""
@@ -168,15 +169,21 @@ def analyse(trace: TraceData) -> Analysis:
     profile = io_profile(trace, pid_task)
     fallback = dfl.tasks["task"][0] if dfl.tasks.height == 1 else None
     spans: dict[str, float] = {}
+    busy: dict[str, list[float]] = {}
     if trace.ops.height:
         per_pid = trace.ops.group_by("pid").agg(
-            ((pl.col("ts") + pl.col("dur")).max() - pl.col("ts").min()).alias("span"))
-        for pid, span in per_pid.iter_rows():
+            ((pl.col("ts") + pl.col("dur")).max() - pl.col("ts").min()).alias("span"),
+            pl.col("dur").sum().alias("in_calls"), pl.col("calls").sum().alias("calls"))
+        for pid, span, in_calls, calls in per_pid.iter_rows():
             task = pid_task.get(pid, fallback or f"pid-{pid}")
             spans[task] = spans.get(task, 0.0) + float(span)
+            entry = busy.setdefault(task, [0.0, 0.0])
+            entry[0] += float(in_calls)
+            entry[1] += float(calls)
+    gap = {t: max(0.0, spans[t] - b[0]) / b[1] for t, b in busy.items() if b[1] > 0}
     return Analysis(dfl=dfl, compressed=compress(dfl.graph), tier_models=models,
                     contention=contention_table(dfl, models),
                     producer_consumer=producer_consumer(dfl), issues=list(trace.issues),
                     cores=cores, call_cpu=overhead,
                     available_cores=available_cores(dfl.tasks, cores), trace=trace,
-                    profile=profile, io_spans=spans)
+                    profile=profile, io_spans=spans, call_gap=gap)

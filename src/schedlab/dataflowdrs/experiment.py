@@ -8,6 +8,9 @@ Every experiment runs real workflows as processes on this machine, traced with d
 * ``scaling_prediction``      models fitted on small scales predict a larger one.
 * ``tracing_overhead``        dftracer costs <= 5% of workflow time (measured, not assumed).
 * ``tier_parallelism_grid``   bottlenecks ranked for each storage tier x parallelism.
+* ``open_world``              real tools (python, dd, tar, sort|gzip, h5py) labelled before
+                              diagnosis: top-1 vs labels and the Drishti-rule baseline, the
+                              remedy's measured speed-up, strace/dftracer CPU and wall overhead.
 """
 
 from __future__ import annotations
@@ -330,3 +333,55 @@ def _grid_figure(frame: pl.DataFrame) -> Figure:
     fig.colorbar(image, ax=ax, label="makespan (s)")
     return Figure.from_matplotlib(fig, "tier_parallelism", "Makespan and top bottleneck per "
                                   "storage tier and parallelism (genomes).")
+
+
+@register("dataflowdrs", quick=dict(scale=1.0, reps=1), full=dict(scale=2.0, reps=3))
+def open_world(scale: float, reps: int, seed: int) -> Result:
+    """Real tools labelled before diagnosis: top-1 vs labels and Drishti, remedy speed-up."""
+    from schedlab.dataflowdrs.openworld import evaluate
+
+    del seed  # the workloads are fixed programs; inputs are seeded inside
+    diag, timing = evaluate(scale=scale, reps=reps)
+    frame = pl.DataFrame(diag)
+    times = pl.DataFrame(timing)
+    acc = dict(frame.group_by("diagnoser").agg(pl.col("correct").mean()).iter_rows())
+    ours, drishti = float(acc.get("dataflowdrs", 0.0)), float(acc.get("drishti", 0.0))
+    med = (times.group_by("workload", "variant", "tracer").agg(pl.col("wall").median(),
+                                                              pl.col("cpu").median()))
+    lookup = {(r["workload"], r["variant"], r["tracer"]): r for r in med.iter_rows(named=True)}
+    speedups = [lookup[(w, "original", "untraced")]["wall"] / r["wall"]
+                for (w, v, _), r in lookup.items() if v.startswith("remedy:")
+                and (w, "original", "untraced") in lookup and r["wall"] > 0]
+    speedup = math.exp(statistics.fmean(math.log(s) for s in speedups)) if speedups else 0.0
+
+    def overhead(tracer: str, column: str) -> float:
+        ratios = [lookup[(w, "original", tracer)][column] / r[column]
+                  for (w, v, t), r in lookup.items() if v == "original" and t == "untraced"
+                  and (w, "original", tracer) in lookup and r[column] > 0]
+        return math.exp(statistics.fmean(math.log(x) for x in ratios)) - 1 if ratios else 0.0
+
+    claims = [
+        Claim("DataFlowDrs's top finding matches the expert label on real tools it was not "
+              "designed around (our target)", metric="top-1 accuracy", measured=ours,
+              target=0.8, paper_figure="issue 30: open-world evaluation"),
+        Claim("DataFlowDrs beats the Drishti-rule baseline on the same traces",
+              metric="top-1 accuracy margin", measured=ours - drishti, target=0.0,
+              comparison=">", paper_figure="abstract: better than baseline methods"),
+        Claim("The recommended remedy, run untraced, is faster (geo-mean over workloads with "
+              "a remedy variant; our target)", metric="speed-up", measured=speedup,
+              target=1.1, paper_figure="abstract: recommendations improve performance"),
+        Claim("dftracer's CPU-time overhead on these tools is at most 5%",
+              metric="CPU traced / untraced - 1 (geo-mean)",
+              measured=overhead("dftracer-stdio", "cpu"), target=0.05, comparison="<=",
+              paper_figure="issue: <= 5%"),
+        Claim("strace's CPU-time overhead on these tools is at most 5%",
+              metric="CPU traced / untraced - 1 (geo-mean)",
+              measured=overhead("strace", "cpu"), target=0.05, comparison="<=",
+              paper_figure="issue: <= 5%"),
+    ]
+    notes = (f"accuracy dataflowdrs {ours:.2f}, drishti {drishti:.2f}; remedy speed-ups "
+             f"{[round(s, 2) for s in speedups]}; wall overhead dftracer "
+             f"{overhead('dftracer-stdio', 'wall'):.2f}, strace {overhead('strace', 'wall'):.2f}")
+    return Result(frame.drop("evidence"), claims=claims,
+                  ran_with="real programs (python, dd, tar, sort, gzip, h5py) traced by strace "
+                           "-ff; untraced / strace / dftracer-stdio timed", notes=notes)

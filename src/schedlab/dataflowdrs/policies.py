@@ -119,8 +119,11 @@ class DataFlowDrs:
                       f"{model.latency * 1e6:.0f} us/call fitted); {best} would be faster")
             if nbytes / max(ops, 1.0) >= SMALL_CALL:
                 continue
-            # a storm also costs the program's own per-call work between calls: use the span
-            span = max(r["time"], r["last"] - r["first"])
+            # a storm also costs the program's own per-call work between calls: the task's
+            # time between I/O calls, shared out over all its calls (so the work between
+            # calls on *other* files -- e.g. opening them -- is not charged to this one)
+            span = min(max(r["time"], r["last"] - r["first"]),
+                       r["time"] + analysis.call_gap.get(r["task"], 0.0) * ops)
             self._add(found, ("small-io", r["group"]), span * max(0.0, 1.0 - ideal / ops), "")
             total = calls.setdefault(r["group"], [0.0, 0.0])
             total[0] += ops

@@ -212,7 +212,8 @@ def run_workflow(workflow: Workflow, layout: TierLayout, tracer, out_dir: str | 
 
 
 def run_command(argv: Sequence[str], tracer, out_dir: str | Path, layout: TierLayout,
-                name: str = "command") -> RunRecord:
+                name: str = "command", cwd: str | Path | None = None,
+                quiet: bool = False) -> RunRecord:
     """Trace one arbitrary command as a single-task workflow (``schedlab dataflowdrs trace``)."""
     if not argv:
         raise ConfigError("give a command after --", field="command")
@@ -220,19 +221,24 @@ def run_command(argv: Sequence[str], tracer, out_dir: str | Path, layout: TierLa
     _clear_trace(out)
     env = tracer.environment(out, layout)
     start = time.time()
+    before = resource.getrusage(resource.RUSAGE_CHILDREN)
     try:
-        proc = subprocess.run([*tracer.prefix(out, layout, name), *argv], env=env)
+        proc = subprocess.run([*tracer.prefix(out, layout, name), *argv], env=env, cwd=cwd,
+                              stdout=subprocess.DEVNULL if quiet else None)
     except FileNotFoundError as exc:
         raise BadInputError(f"command not found: {argv[0]}", field="command") from exc
     end = time.time()
+    after = resource.getrusage(resource.RUSAGE_CHILDREN)
+    cpu = (after.ru_utime - before.ru_utime) + (after.ru_stime - before.ru_stime)
     event = dict(task=name, group=name, pid=-1, ready=start, start=start, end=end, inputs=[],
                  outputs=[], block=0, work_mb=0.0, returncode=proc.returncode)
     write_text(out / "tasks.jsonl", json.dumps(event) + "\n")
     meta = dict(workflow=name, parallelism=1, makespan=end - start, t0=start,
                 tracer=tracer.name, tiers=layout.as_dict(), file_groups={}, config={},
-                command=list(argv), cwd=os.getcwd(), returncode=proc.returncode)
+                command=list(argv), cwd=str(Path(cwd).resolve()) if cwd else os.getcwd(),
+                returncode=proc.returncode, cpu=cpu)
     write_text(out / "meta.json", json.dumps(meta, indent=1))
-    return RunRecord(name, end - start, [event], out, 1)
+    return RunRecord(name, end - start, [event], out, 1, cpu)
 
 
 __all__ = ["RunRecord", "TaskSpec", "Workflow", "run_command", "run_workflow"]
