@@ -47,3 +47,20 @@ def test_bench_large_scale_simulation(benchmark) -> None:
     report = benchmark.pedantic(simulate, args=(jobs, "couchsurfer"), kwargs=dict(nodes=125),
                                 rounds=1, iterations=1)
     assert report.summary["finished"] == 100_000
+
+
+def test_bench_real_trace_1000_gpus(benchmark, shared_data) -> None:
+    """All usable pods of the Alibaba GPU 2023 trace on a 1,002-GPU slice of its node list
+    (arrivals compressed to load 0.9), CouchSurfer with Lucid's measured pairs."""
+    from schedlab.couchsurfer.alibaba import load_alibaba
+    from schedlab.couchsurfer.interference import PairTruth, load_measurements
+
+    base = shared_data / "alibaba"
+    m = load_measurements(shared_data / "colocation")
+    got = load_alibaba(base / "gpu2023_pod_list_default.csv",
+                       base / "gpu2023_node_list_gpu_node.csv", gpus=1000, sample=1.0,
+                       load=0.9, measurements=m)
+    report = benchmark.pedantic(simulate, args=(got.jobs, "couchsurfer"),
+                                kwargs=dict(cluster=got.cluster, truth=PairTruth(m)),
+                                rounds=1, iterations=1)
+    assert report.summary["finished"] == len(got.jobs)

@@ -111,9 +111,12 @@ class Planner:
         """Move running secondaries (surfers, packed or time-sliced jobs) to idle GPUs of
         their own: preempted and placed in the same decision, progress kept."""
         moved = 0
+        moving = set(self.decision.preempt)
         for job in jobs:
             if moved >= limit or self.free_per_node.max() == 0:
                 return
+            if job.jid in moving:
+                continue
             gpus = self.exclusive(job)
             if gpus is None:
                 continue
@@ -121,6 +124,30 @@ class Planner:
             self.secondary_busy[list(job.gpus)] = False
             self.take(job, gpus)
             moved += 1
+
+
+def _resurf(plan: Planner, sim: Simulator, mode: str, limit: int = 64) -> None:
+    """Move slowed surfers to idle GPUs (no host, no surfer) as surfers there: they run at
+    full speed and still never block a deterministic job."""
+    c = sim.cluster
+    moving = set(plan.decision.preempt)
+    slow = sorted((j for j in sim.running.values() if j.role == "secondary" and j.mode == mode
+                   and j.rate < 0.999 and j.jid not in moving), key=lambda j: j.rate)
+    moved = 0
+    for job in slow:
+        if moved >= limit:
+            return
+        idle = c.exists & ~plan.primary_busy & ~plan.secondary_busy \
+            & (c.gpu_mem >= job.mem - 1e-9)
+        if not idle.any():
+            return
+        gpus = _lowest_util_gang(idle, np.zeros(idle.size), c.node_of, job.n_gpus)
+        if gpus is None:
+            continue
+        plan.decision.preempt.append(job.jid)
+        plan.secondary_busy[list(job.gpus)] = False
+        plan.take(job, gpus, "secondary", mode)
+        moved += 1
 
 
 def _window(jobs: Iterable[Job], depth: int = DEPTH) -> list[Job]:
@@ -445,8 +472,10 @@ class CouchSurfer:
                if j.jid not in placed][: self.depth]
         if exp:
             self._place_surfers(exp, sim, plan)
-        if self.migrate and not sim.waiting_kind[DET]:
-            plan.migrate(_secondaries(sim, (self.mode,)))
+        if self.migrate:
+            if not sim.waiting_kind[DET]:
+                plan.migrate(_secondaries(sim, (self.mode,)))
+            _resurf(plan, sim, self.mode)
         return plan.decision
 
     def _place_surfers(self, exp: list[Job], sim: Simulator, plan: Planner) -> None:
