@@ -160,3 +160,70 @@ def test_tiresias_preempts_long_running_jobs() -> None:
     report = simulate(jobs, "tiresias", nodes=1)
     assert report.summary["preemptions"] >= 1
     assert report.summary["exp_queue_s_mean"] < 1_000
+
+
+def _roles(jobs: list[Job], policy, gpus: int = 2, until: float = 0.0,
+           **sim_options) -> Simulator:
+    sim = Simulator(jobs, policy, nodes=1, gpus_per_node=gpus, **sim_options)
+    sim.run(until=until)
+    return sim
+
+
+def test_exploratory_jobs_take_free_gpus_first_and_surf_only_when_they_would_queue() -> None:
+    jobs = [Job(0, "det", 0.0, 1, 1e4, 1e4, 0.5, 8.0), Job(1, "exp", 1.0, 1, 100.0, 100.0, 0.4,
+                                                            4.0),
+            Job(2, "exp", 2.0, 1, 100.0, 100.0, 0.4, 4.0)]
+    _roles(jobs, make_scheduler("couchsurfer"), until=2.0)
+    assert jobs[1].role == "primary"                          # a free GPU: exclusive
+    assert (jobs[2].role, jobs[2].mode) == ("secondary", "jfm")  # none left: it surfs
+    assert not math.isnan(jobs[2].start) and jobs[2].start == 2.0
+
+
+def test_a_surfer_moves_to_a_gpu_that_falls_idle() -> None:
+    jobs = [Job(0, "det", 0.0, 1, 1e4, 1e4, 0.9, 8.0), Job(1, "det", 0.0, 1, 50.0, 50.0, 0.9,
+                                                            8.0),
+            Job(2, "exp", 1.0, 1, 1e3, 1e3, 0.6, 4.0)]
+    sim = _roles(jobs, make_scheduler("couchsurfer"), until=1.0)
+    assert jobs[2].role == "secondary" and jobs[2].rate < 1
+    sim.run(until=60.0)  # job 1 ended at 50 s: its GPU is idle, the surfer takes it
+    assert jobs[2].rate == 1.0 and jobs[2].gpus != jobs[0].gpus
+
+
+def test_gandiva_time_slices_when_packing_would_overload_and_migrates_back() -> None:
+    jobs = [Job(0, "det", 0.0, 1, 100.0, 100.0, 0.9, 20.0), Job(1, "det", 1.0, 1, 500.0, 500.0,
+                                                                 0.8, 20.0)]
+    sim = _roles(jobs, make_scheduler("gandiva"), gpus=1, until=1.0)
+    assert (jobs[1].role, jobs[1].mode) == ("secondary", "timeslice")
+    assert jobs[0].rate == pytest.approx(jobs[1].rate)
+    assert jobs[1].rate < 0.5
+    sim.run(until=400.0)
+    assert jobs[1].role == "primary"  # migrated to the GPU job 0 left
+    sim.run()
+    assert jobs[1].preemptions == 1 and not math.isnan(jobs[1].finish)
+
+
+def test_antman_surfs_at_once_without_a_guard() -> None:
+    jobs = [Job(0, "det", 0.0, 1, 1e4, 1e4, 0.9, 8.0),
+            Job(1, "exp", 1.0, 1, 100.0, 100.0, 0.9, 4.0)]
+    _roles(jobs, make_scheduler("antman"), gpus=1, until=1.0, truth=_Truth())
+    assert (jobs[1].role, jobs[1].mode) == ("secondary", "priority")
+    assert 1 / jobs[0].rate - 1 > GUARD  # nothing bounds the host
+
+
+def test_lucid_packs_only_pairs_predicted_to_interfere_little() -> None:
+    light = [Job(0, "det", 0.0, 1, 1e4, 1e4, 0.1, 8.0), Job(1, "det", 1.0, 1, 50.0, 50.0, 0.1,
+                                                             4.0)]
+    _roles(light, make_scheduler("lucid"), gpus=1, until=1.0)
+    assert (light[1].role, light[1].mode) == ("secondary", "equal")
+    heavy = [Job(0, "det", 0.0, 1, 1e4, 1e4, 0.95, 8.0),
+             Job(1, "det", 1.0, 1, 50.0, 50.0, 0.95, 4.0)]
+    _roles(heavy, make_scheduler("lucid"), gpus=1, until=1.0)
+    assert heavy[1].role == "" and heavy[1].jid in (1,)
+
+
+def test_placements_on_gpus_a_narrow_node_lacks_are_refused() -> None:
+    jobs = [Job(0, "det", 0.0, 1, 10.0, 10.0, 0.5, 4.0)]
+    sim = Simulator(jobs, _Bad(Decision(place=[Placement(0, (3,))])), nodes=1, gpus_per_node=4,
+                    node_gpus=[2])
+    with pytest.raises(PlacementError, match="does not exist"):
+        sim.run()

@@ -234,3 +234,17 @@ def test_real_alibaba_trace_with_its_node_list(shared_data: Path) -> None:
     assert got.dropped["never_scheduled"] > 800
     assert got.counts["fractional"] > 2000
     assert {j.kind for j in got.jobs} == {"det", "exp"}
+
+
+def test_reproduce_falls_back_to_seeded_data(monkeypatch: pytest.MonkeyPatch) -> None:
+    import schedlab.couchsurfer.interference as inter
+    import schedlab.gpooling.alibaba as ali
+    from schedlab.couchsurfer.experiment import real_trace
+
+    monkeypatch.setattr(ali, "shared_trace", lambda: None)
+    monkeypatch.setattr(inter, "shared_measurements", lambda: None)
+    monkeypatch.setitem(__import__("schedlab.couchsurfer.experiment",
+                                   fromlist=["TRACE_JOBS"]).TRACE_JOBS, 32, 150)
+    result = real_trace(scales=(32,), seed=0)
+    assert "seeded generator" in result.ran_with and "no Lucid data" in result.ran_with
+    assert result.frame.height == 8 and result.claims

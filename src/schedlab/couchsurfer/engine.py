@@ -121,19 +121,25 @@ class Simulator:
             while i < n and arrivals[i].arrival <= t:
                 self._enqueue(arrivals[i])
                 i += 1
+            freed = False
             while self._heap and self._heap[0][0] <= t:
                 _, _, kind, jid, version = heapq.heappop(self._heap)
                 job = self.jobs.get(jid)
                 if kind == _FINISH and job is not None and job.version == version \
                         and job.running:
                     self._complete(job)
+                    freed = True
                 elif kind == _CONTROL:
                     self._control(version, jid)
             self._next_arrival = i
-            if self.waiting:
+            # a pass when jobs wait, or when GPUs were freed and co-located jobs could move
+            if self.waiting or (freed and self._has_secondaries()):
                 self.apply(self.scheduler.schedule(t, self))
         self._next_arrival = i
         return self
+
+    def _has_secondaries(self) -> bool:
+        return bool((self.cluster.secondary >= 0).any())
 
     def _enqueue(self, job: Job) -> None:
         self.waiting[job.jid] = job
