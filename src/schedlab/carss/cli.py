@@ -103,11 +103,11 @@ def compare_forecasters(
     import torch
 
     from schedlab.carss.evaluate import rolling_errors
-    from schedlab.carss.forecast import FORECASTERS
+    from schedlab.carss.forecast import available_forecasters
 
     torch.set_num_threads(1)
     counts, _, label = _series(trace, column, interval_s, seed, intervals, 30.0)
-    names = forecaster or list(FORECASTERS)
+    names = forecaster or available_forecasters()
     err_console.print(f"{label}: {counts.size} intervals; comparing {', '.join(names)}")
     frame = rolling_errors(counts, names, int(counts.size * train), horizon, season, 0)
     if json_out:
@@ -133,20 +133,24 @@ def cosim_error(
     json_out: bool = JSON,
 ) -> None:
     """Co-simulator prediction error (response time, SLA, energy): static vs adaptive arrivals."""
-    import numpy as np
     import torch
 
     from schedlab.carss.evaluate import cosim_errors, summarise_cosim
     from schedlab.carss.hosts import make_hosts
-    from schedlab.carss.workloads import arrival_series, make_workload, read_arrivals
+    from schedlab.carss.workloads import (
+        arrival_series,
+        make_workload,
+        read_arrivals,
+        scale_counts,
+    )
 
     torch.set_num_threads(1)
     if trace is not None:
         counts = read_arrivals(trace, column, 300.0).counts[start:]
-        counts = np.rint(counts * scale).astype(np.int64)
         if counts.size < train + intervals:
             raise ConfigError(f"trace has {counts.size} intervals after --start; need "
                               f"--train + --intervals", field="intervals")
+        counts = scale_counts(counts[:train + intervals], scale)
     else:
         counts = arrival_series("mixed", train + intervals, 3.2 * hosts, seed,
                                 season=season).counts
@@ -179,23 +183,26 @@ def simulate(
     json_out: bool = JSON,
 ) -> None:
     """Run schedulers on the same workload and print energy, response time, SLA violation."""
-    import numpy as np
     import polars as pl
     import torch
 
     from schedlab.carss.engine import run
     from schedlab.carss.hosts import make_hosts
     from schedlab.carss.policies import make_scheduler
-    from schedlab.carss.workloads import arrival_series, make_workload, read_arrivals
+    from schedlab.carss.workloads import (
+        arrival_series,
+        make_workload,
+        read_arrivals,
+        scale_counts,
+    )
     from schedlab.core.io import write_frame
 
     torch.set_num_threads(1)
     if trace is not None:
         counts = read_arrivals(trace, column, 300.0).counts[start:]
-        counts = np.rint(counts * scale).astype(np.int64)
         if counts.size < train + 1:
             raise ConfigError(f"trace has {counts.size} intervals; need > --train", field="train")
-        counts = counts[:train + intervals]
+        counts = scale_counts(counts[:train + intervals], scale)
     else:
         counts = arrival_series("mixed", train + intervals, load * hosts, seed,
                                 season=season).counts
@@ -207,6 +214,7 @@ def simulate(
         err_console.print(f"simulating {name} on {hosts} hosts, {len(workload.batches)} intervals")
         report = run(policy, workload, fleet, counts[:train], seed=seed)
         rows.append(report.summary)
+        _warn_overload(name, report.summary)
         frames.append(report.intervals.with_columns(pl.lit(name).alias("scheduler")))
     if out is not None:
         write_frame(pl.concat(frames), out)
@@ -222,6 +230,21 @@ def simulate(
         table.add_row(*[f"{row[k]:.4g}" if isinstance(row[k], float) else str(row[k])
                         for k in keys])
     out_console.print(table)
+
+
+#: above this share of SLA-violating tasks a run is reported as overloaded
+OVERLOAD_SLA = 0.5
+
+
+def _warn_overload(name: str, summary: dict) -> None:
+    """One stderr line when the cluster could not keep up: results then measure the backlog."""
+    unfinished, completed = int(summary.get("unfinished", 0)), int(summary.get("completed", 0))
+    sla = float(summary.get("sla_violation_rate", 0.0))
+    if unfinished or sla > OVERLOAD_SLA:
+        err_console.print(
+            f"warning: {name}: the cluster is overloaded ({unfinished:,} of "
+            f"{unfinished + completed:,} tasks unfinished, SLA violation {sla:.0%}); lower "
+            "--scale/--load or add --hosts")
 
 
 @app.command("list")

@@ -269,6 +269,24 @@ FORECASTERS: dict[str, Callable[..., Forecaster]] = {
 }
 
 
+def _register_statsforecast() -> None:
+    """statsforecast's automatic models (``sf-*``), built lazily; see carss/statsforecast.py."""
+    from schedlab.carss import statsforecast as sf
+
+    for kind in sf.NAMES:
+        FORECASTERS[kind] = sf.factory(kind)
+
+
+_register_statsforecast()
+
+
+def available_forecasters() -> list[str]:
+    """Every registered forecaster whose dependencies import (statsforecast's are optional)."""
+    from schedlab.carss import statsforecast as sf
+
+    return [n for n in FORECASTERS if not n.startswith("sf-") or sf.available()]
+
+
 def make_forecaster(name: str, **kwargs: object) -> Forecaster:
     """Build a forecaster by CLI name; every one takes ``season`` and ``seed`` (and its own
     extra keyword arguments)."""

@@ -119,6 +119,22 @@ def _parse_datetimes(raw: pl.Series, column: str, path: Path) -> np.ndarray:
     return out
 
 
+#: bounds that keep a mistyped option from allocating the machine away
+MAX_INTERVALS = 1_000_000
+MAX_TASKS = 5_000_000
+
+
+def scale_counts(counts: np.ndarray, scale: float) -> np.ndarray:
+    """Arrivals per interval multiplied by ``scale`` (finite, >= 0, at most MAX_TASKS tasks)."""
+    if not (np.isfinite(scale) and scale >= 0):
+        raise BadInputError(f"must be a finite number >= 0, got {scale}", field="scale")
+    total = float(np.sum(counts)) * scale
+    if total > MAX_TASKS:
+        raise BadInputError(f"x{scale:g} makes {total:,.0f} tasks (at most {MAX_TASKS:,}); "
+                            "use a smaller --scale or fewer intervals", field="scale")
+    return np.rint(np.asarray(counts) * scale).astype(np.int64)
+
+
 def read_arrivals(path: str | Path, column: str, interval_s: float = 3600.0) -> ArrivalTrace:
     """Bin the timestamps in ``column`` of a CSV/Parquet file into arrivals per interval.
 
@@ -126,8 +142,9 @@ def read_arrivals(path: str | Path, column: str, interval_s: float = 3600.0) -> 
     an unsorted trace usually means a wrong column or a merged file the user should fix.
     """
     path = Path(path)
-    if interval_s <= 0:
-        raise BadInputError("must be positive", field="interval_s")
+    if not (np.isfinite(interval_s) and interval_s > 0):
+        raise BadInputError(f"must be a positive number of seconds, got {interval_s}",
+                            field="interval")
     frame = read_frame(path, required={column: str})
     if frame.height == 0:
         raise BadInputError("has no rows", path=path, field=column)
@@ -139,6 +156,12 @@ def read_arrivals(path: str | Path, column: str, interval_s: float = 3600.0) -> 
         line = int(back[0]) + 3  # header is line 1, so row i+1 sits on line i+3
         raise BadInputError("timestamps are not sorted (earlier than the previous row)",
                             path=path, line=line, field=column)
+    count = int((times[-1] - times[0]) // interval_s) + 1
+    if count > MAX_INTERVALS:
+        raise BadInputError(f"{interval_s:g} s intervals would cut the trace's "
+                            f"{times[-1] - times[0]:.0f} s into {count:,} bins (at most "
+                            f"{MAX_INTERVALS:,}); use a longer --interval", path=path,
+                            field="interval")
     bins = ((times - times[0]) // interval_s).astype(np.int64)
     return ArrivalTrace(np.bincount(bins), float(times[0]), float(interval_s), str(path))
 
