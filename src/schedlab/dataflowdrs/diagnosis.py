@@ -57,7 +57,7 @@ class Analysis:
     trace: TraceData | None = None  # what was read (meta: source, nprocs, modules)
     profile: pl.DataFrame | None = None  # I/O counters per (task, file, module)
     io_spans: dict = field(default_factory=dict)  # task -> first to last I/O call (s)
-    call_gap: dict = field(default_factory=dict)  # task -> time between calls, per call (s)
+    call_gap: dict = field(default_factory=dict)  # task -> median time between calls (s)
 
     def best_tier(self, ops: float, nbytes: float) -> tuple[str, float]:
         """The tier where ``ops`` calls moving ``nbytes`` would cost least, and that cost."""
@@ -169,18 +169,20 @@ def analyse(trace: TraceData) -> Analysis:
     profile = io_profile(trace, pid_task)
     fallback = dfl.tasks["task"][0] if dfl.tasks.height == 1 else None
     spans: dict[str, float] = {}
-    busy: dict[str, list[float]] = {}
+    gap: dict[str, float] = {}
     if trace.ops.height:
-        per_pid = trace.ops.group_by("pid").agg(
-            ((pl.col("ts") + pl.col("dur")).max() - pl.col("ts").min()).alias("span"),
-            pl.col("dur").sum().alias("in_calls"), pl.col("calls").sum().alias("calls"))
-        for pid, span, in_calls, calls in per_pid.iter_rows():
+        # the program's own work per I/O call: the median gap between one call's end and the
+        # next call's start (a task's few long compute stretches do not move the median)
+        per_pid = (trace.ops.sort("pid", "ts").with_columns(
+            (pl.col("ts") - (pl.col("ts") + pl.col("dur")).shift(1).over("pid"))
+            .clip(lower_bound=0).alias("gap"))
+            .group_by("pid").agg(
+                ((pl.col("ts") + pl.col("dur")).max() - pl.col("ts").min()).alias("span"),
+                pl.col("gap").drop_nulls().median().alias("gap")))
+        for pid, span, median in per_pid.iter_rows():
             task = pid_task.get(pid, fallback or f"pid-{pid}")
             spans[task] = spans.get(task, 0.0) + float(span)
-            entry = busy.setdefault(task, [0.0, 0.0])
-            entry[0] += float(in_calls)
-            entry[1] += float(calls)
-    gap = {t: max(0.0, spans[t] - b[0]) / b[1] for t, b in busy.items() if b[1] > 0}
+            gap[task] = max(gap.get(task, 0.0), float(median or 0.0))
     return Analysis(dfl=dfl, compressed=compress(dfl.graph), tier_models=models,
                     contention=contention_table(dfl, models),
                     producer_consumer=producer_consumer(dfl), issues=list(trace.issues),

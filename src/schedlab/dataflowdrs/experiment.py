@@ -335,7 +335,7 @@ def _grid_figure(frame: pl.DataFrame) -> Figure:
                                   "storage tier and parallelism (genomes).")
 
 
-@register("dataflowdrs", quick=dict(scale=1.0, reps=1), full=dict(scale=2.0, reps=3))
+@register("dataflowdrs", quick=dict(scale=1.0, reps=1), full=dict(scale=1.0, reps=3))
 def open_world(scale: float, reps: int, seed: int) -> Result:
     """Real tools labelled before diagnosis: top-1 vs labels and Drishti, remedy speed-up."""
     from schedlab.dataflowdrs.openworld import evaluate
@@ -346,6 +346,8 @@ def open_world(scale: float, reps: int, seed: int) -> Result:
     times = pl.DataFrame(timing)
     acc = dict(frame.group_by("diagnoser").agg(pl.col("correct").mean()).iter_rows())
     ours, drishti = float(acc.get("dataflowdrs", 0.0)), float(acc.get("drishti", 0.0))
+    listed = dict(frame.group_by("diagnoser").agg(pl.col("listed").mean()).iter_rows())
+    drishti_any = float(listed.get("drishti", 0.0))
     med = (times.group_by("workload", "variant", "tracer").agg(pl.col("wall").median(),
                                                               pl.col("cpu").median()))
     lookup = {(r["workload"], r["variant"], r["tracer"]): r for r in med.iter_rows(named=True)}
@@ -367,6 +369,11 @@ def open_world(scale: float, reps: int, seed: int) -> Result:
         Claim("DataFlowDrs beats the Drishti-rule baseline on the same traces",
               metric="top-1 accuracy margin", measured=ours - drishti, target=0.0,
               comparison=">", paper_figure="abstract: better than baseline methods"),
+        Claim("DataFlowDrs's first finding is right more often than the label appears anywhere "
+              "among Drishti's HIGH insights (the baseline read generously)",
+              metric="top-1 minus Drishti's any-insight hit rate",
+              measured=ours - drishti_any, target=0.0, comparison=">=",
+              paper_figure="abstract: better than baseline methods"),
         Claim("The recommended remedy, run untraced, is faster (geo-mean over workloads with "
               "a remedy variant; our target)", metric="speed-up", measured=speedup,
               target=1.1, paper_figure="abstract: recommendations improve performance"),
@@ -379,7 +386,8 @@ def open_world(scale: float, reps: int, seed: int) -> Result:
               measured=overhead("strace", "cpu"), target=0.05, comparison="<=",
               paper_figure="issue: <= 5%"),
     ]
-    notes = (f"accuracy dataflowdrs {ours:.2f}, drishti {drishti:.2f}; remedy speed-ups "
+    notes = (f"accuracy dataflowdrs {ours:.2f}, drishti {drishti:.2f} (label among its HIGH "
+             f"insights: {drishti_any:.2f}); remedy speed-ups "
              f"{[round(s, 2) for s in speedups]}; wall overhead dftracer "
              f"{overhead('dftracer-stdio', 'wall'):.2f}, strace {overhead('strace', 'wall'):.2f}")
     return Result(frame.drop("evidence"), claims=claims,

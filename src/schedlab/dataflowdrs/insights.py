@@ -7,10 +7,10 @@ Darshan's own counters for a Darshan log, the same counters counted from the cal
 dftracer or strace trace. Each finding carries its evidence (counts, rates, times) and a
 saving in seconds:
 
-* ``metadata``     open/stat/create/unlink calls: their time plus the program's per-call work
-                   between calls (the task's I/O span not inside calls, shared out per call),
-                   times ``1 - 1/files`` (packing the files into one container removes all
-                   but one open/stat);
+* ``metadata``     open/stat/create/unlink calls: their time plus the program's own work per
+                   call (the task's median gap between consecutive I/O calls, so long compute
+                   stretches are not charged), times ``1 - 1/files`` (packing the files into
+                   one container removes all but one open/stat);
 * ``misaligned-io`` requests whose file offset is not a multiple of the alignment (Darshan's
                    ``POSIX_FILE_ALIGNMENT``, else 4 KiB): half their data time (a straddling
                    request touches two blocks; aligned, one);
@@ -106,7 +106,7 @@ def _scope(profile: pl.DataFrame, critical: set[str], darshan: bool,
 
 
 def field_findings(trace: TraceData, profile: pl.DataFrame, critical: set[str],
-                   spans: dict[str, float], producer_consumer: pl.DataFrame | None = None,
+                   gaps: dict[str, float], producer_consumer: pl.DataFrame | None = None,
                    best_cost=None) -> list[tuple[str, str, float, str]]:
     """(kind, target, saving seconds, evidence) for the kinds this module covers."""
     darshan = trace.meta.get("source") == "darshan"
@@ -120,7 +120,7 @@ def field_findings(trace: TraceData, profile: pl.DataFrame, critical: set[str],
     for unit, rows in _scope(profile, critical, darshan, nprocs).items():
         if rows.height == 0:
             continue
-        _metadata(rows, unit, spans, darshan, keep)
+        _metadata(rows, unit, gaps, darshan, keep)
         _misaligned(rows, unit, keep)
     _shared(profile, trace, critical, keep)
     if producer_consumer is not None and not darshan:
@@ -128,7 +128,7 @@ def field_findings(trace: TraceData, profile: pl.DataFrame, critical: set[str],
     return [(k, t, s, e) for (k, t), (s, e) in best.items()]
 
 
-def _metadata(rows: pl.DataFrame, unit: str, spans: dict[str, float], darshan: bool,
+def _metadata(rows: pl.DataFrame, unit: str, gaps: dict[str, float], darshan: bool,
               keep) -> None:
     s = rows.select(pl.col("opens", "stats", "meta_ops", "reads", "writes", "meta_time",
                            "read_time", "write_time").sum()).row(0, named=True)
@@ -139,11 +139,10 @@ def _metadata(rows: pl.DataFrame, unit: str, spans: dict[str, float], darshan: b
         return
     io_time = s["meta_time"] + s["read_time"] + s["write_time"]
     extra = 0.0
-    if not darshan:  # the program's own per-call work between calls, shared out per call
-        span = sum(spans.get(t, 0.0) for t in set(rows["task"].to_list()))
-        gap = max(0.0, span - io_time)
-        calls = meta_calls + s["reads"] + s["writes"]
-        extra = gap * meta_calls / calls if calls else 0.0
+    if not darshan:  # the program's own work per call (median gap between calls), per task
+        per_task = rows.group_by("task").agg(
+            (pl.col("opens") + pl.col("stats") + pl.col("meta_ops")).sum().alias("n"))
+        extra = sum(gaps.get(t, 0.0) * n for t, n in per_task.iter_rows())
     saving = (s["meta_time"] + extra) * (1 - 1 / n_files)
     rate = meta_calls / max(io_time + extra, 1e-9)
     keep("metadata", "workflow" if not darshan else "job", saving,

@@ -88,7 +88,7 @@ class DataFlowDrs:
 
         critical = set(analysis.dfl.tasks.filter(pl.col("critical"))["task"].to_list())
         for kind, target, saving, evidence in field_findings(
-                analysis.trace, analysis.profile, critical, analysis.io_spans,
+                analysis.trace, analysis.profile, critical, analysis.call_gap,
                 analysis.producer_consumer, lambda o, b: analysis.best_tier(o, b)[1]):
             self._add(found, (kind, target), saving, evidence)
 
@@ -120,8 +120,8 @@ class DataFlowDrs:
             if nbytes / max(ops, 1.0) >= SMALL_CALL:
                 continue
             # a storm also costs the program's own per-call work between calls: the task's
-            # time between I/O calls, shared out over all its calls (so the work between
-            # calls on *other* files -- e.g. opening them -- is not charged to this one)
+            # median gap between consecutive calls, per call (not the span, which would
+            # charge the work between calls on *other* files -- e.g. opening them -- to it)
             span = min(max(r["time"], r["last"] - r["first"]),
                        r["time"] + analysis.call_gap.get(r["task"], 0.0) * ops)
             self._add(found, ("small-io", r["group"]), span * max(0.0, 1.0 - ideal / ops), "")
