@@ -113,3 +113,20 @@ def test_fuzzed_log_parses_or_is_one_clear_error(tmp_path, flips):
         assert str(path) in str(exc) and "\n" not in str(exc)
     else:
         assert (trace.ops["bytes"] >= 0).all() and (trace.ops["dur"] >= 0).all()
+
+
+def test_cli_analyze_a_log_writes_its_report_in_the_cwd(tmp_path, monkeypatch):
+    import json
+
+    from typer.testing import CliRunner
+
+    from schedlab.dataflowdrs.cli import app
+
+    monkeypatch.chdir(tmp_path)
+    result = CliRunner().invoke(app, ["analyze", str(LOGS / "sample-goodost.darshan"),
+                                      "--no-sankey", "--json"])
+    assert result.exit_code == 0, result.output
+    doc = json.loads(result.stdout)
+    assert doc["tasks"] == 48 and (tmp_path / "sample-goodost-report" / "report.md").is_file()
+    bad = CliRunner().invoke(app, ["analyze", str(tmp_path / "nope.darshan")])
+    assert bad.exit_code == 2 and "nope.darshan" in bad.output

@@ -158,8 +158,10 @@ def run(
 @app.command()
 @handle_errors
 def analyze(
-    trace_dir: Path = typer.Argument(..., help="A trace directory."),
-    out: Path = typer.Option(None, "--out", help="Report directory (default TRACE_DIR/report)."),
+    trace_dir: Path = typer.Argument(..., help="A trace directory, a .darshan log or a "
+                                               "folder of them."),
+    out: Path = typer.Option(None, "--out", help="Report directory (default TRACE_DIR/report; "
+                                                 "for a .darshan file ./<name>-report)."),
     diagnoser: str = typer.Option("dataflowdrs", "--diagnoser",
                                   help="dataflowdrs | io-volume | io-time | task-time"),
     sankey: bool = typer.Option(True, "--sankey/--no-sankey", help="Write the Sankey diagram."),
@@ -170,9 +172,9 @@ def analyze(
     from schedlab.dataflowdrs.engine import diagnose, write_report
 
     diagnosis = diagnose(trace_dir, diagnoser)
-    summary = write_report(diagnosis, out or (trace_dir if trace_dir.is_dir() else
-                                              trace_dir.parent) / "report",
-                           sankey=sankey, png=png)
+    # a log file's report goes to ./<log>-report (never next to a shared data set)
+    default = trace_dir / "report" if trace_dir.is_dir() else Path(f"{trace_dir.stem}-report")
+    summary = write_report(diagnosis, out or default, sankey=sankey, png=png)
     events = diagnosis.analysis.trace.ops.height if diagnosis.analysis.trace else 1
     if events == 0:
         err_console.print(f"[bold red]warning:[/bold red] {trace_dir} holds no I/O event: "
