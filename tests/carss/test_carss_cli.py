@@ -56,3 +56,16 @@ def test_unknown_scheduler_lists_valid_names() -> None:
     result = runner.invoke(app, ["simulate", "-s", "magic", "--intervals", "2",
                                  "--train", "32"])
     assert result.exit_code == 2 and "carss" in result.output
+
+
+def test_an_overloaded_run_warns_and_a_light_one_does_not() -> None:
+    """Issue 32 item 5: unfinished tasks / SLA violation above 50 % print one warning line."""
+    heavy = runner.invoke(app, ["simulate", "-s", "least-loaded", "--hosts", "1", "--load",
+                                "40", "--intervals", "4", "--train", "32", "--json"])
+    assert heavy.exit_code == 0, heavy.output
+    assert json.loads(heavy.stdout)[0]["unfinished"] > 0
+    assert "warning: least-loaded: the cluster is overloaded" in heavy.stderr
+    light = runner.invoke(app, ["simulate", "-s", "least-loaded", "--hosts", "8", "--load",
+                                "0.5", "--intervals", "4", "--train", "32", "--json"])
+    assert light.exit_code == 0, light.output
+    assert "overloaded" not in light.stderr

@@ -29,6 +29,23 @@ def test_statsforecast_models_follow_the_protocol(name):
     assert fc.quantile(0.9)[0] >= fc.quantile(0.1)[0]
 
 
+@pytest.mark.parametrize("name", ["sf-mstl", "sf-autoets", "sf-autotheta", "sf-autoarima"])
+def test_a_history_shorter_than_two_seasons_still_forecasts(name):
+    """Too short for the season: the model falls back to a non-seasonal fit (MSTL with
+    season 1 would need the optional supersmoother package)."""
+    model = make_forecaster(name, season=24, seed=0)
+    y = _seasonal(40)
+    model.fit(y[:30])
+    model.update(float(y[30]))
+    fc = model.predict(4)
+    assert fc.mean.shape == (4,) and np.isfinite(fc.mean).all() and (fc.std > 0).all()
+
+
+def test_predict_before_fit_is_a_clear_error():
+    with pytest.raises(BadInputError, match="fit"):
+        make_forecaster("sf-autoets", season=24, seed=0).predict(3)
+
+
 def test_mstl_learns_a_clean_season():
     """A noiseless daily cycle: MSTL's forecast must be within 1 % of the truth."""
     y = _seasonal(264)

@@ -38,7 +38,10 @@ def _models() -> dict[str, Callable[[int], object]]:
         raise MissingDependencyError(
             "statsforecast is not installed; pip install 'schedlab[forecast]'") from None
     return {
-        "sf-mstl": lambda season: MSTL(season_length=season),
+        # MSTL with season 1 needs the supersmoother package; on a history shorter than two
+        # seasons fall back to MSTL's own trend model (AutoETS without a seasonal component)
+        "sf-mstl": lambda season: (MSTL(season_length=season) if season > 1
+                                   else AutoETS(season_length=1, model="ZZN")),
         # seasonal orders P, Q <= 1: the full search costs ~17 s per fit on 300 hourly points
         "sf-autoarima": lambda season: AutoARIMA(season_length=season, max_P=1, max_Q=1),
         "sf-autoets": lambda season: AutoETS(season_length=season),
@@ -99,6 +102,8 @@ class StatsForecaster:
         self._since_fit = 0
 
     def predict(self, horizon: int) -> Forecast:
+        if self._model is None:
+            raise BadInputError("call fit() before predict()", field="history")
         y = np.asarray(self.history, dtype=float)
         with warnings.catch_warnings():
             warnings.simplefilter("ignore")
