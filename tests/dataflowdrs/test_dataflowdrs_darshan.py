@@ -78,7 +78,19 @@ def test_drishti_baseline_fires_its_published_rules():
         assert [b.kind for b in diagnose(LOGS / log, "drishti").ranked] == kinds, log
 
 
-@pytest.mark.parametrize("cut", [0, 100, 2000])
+def test_log_cut_after_its_first_modules_keeps_them_and_names_the_rest(tmp_path):
+    data = (LOGS / "ior_hdf5_example.darshan").read_bytes()
+    bad = tmp_path / "cut.darshan"
+    bad.write_bytes(data[:2000])
+    trace = read_trace(bad)
+    assert "POSIX" in set(trace.profile["module"])  # the modules before the cut survive
+    [issue] = trace.issues
+    assert issue.path == str(bad) and "STDIO" in issue.field and "kept" in issue.message
+    with pytest.raises(BadInputError):
+        read_trace(tmp_path / "missing.darshan")
+
+
+@pytest.mark.parametrize("cut", [0, 100, 900])
 def test_truncated_log_is_one_line_naming_the_file(tmp_path, cut):
     data = (LOGS / "ior_hdf5_example.darshan").read_bytes()
     bad = tmp_path / "cut.darshan"

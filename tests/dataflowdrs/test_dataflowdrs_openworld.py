@@ -41,3 +41,12 @@ def test_real_tools_are_traced_diagnosed_and_timed():
     assert all(r["cpu"] > 0 and r["wall"] > 0 for r in timing)
     # the top recommendation's remedy variant was run where one exists
     assert any(r["variant"].startswith("remedy:") for r in timing)
+
+
+def test_bad_arguments_are_one_line_naming_the_field():
+    from schedlab.core.errors import BadInputError
+
+    with pytest.raises(BadInputError, match="unknown open-world workload 'nope'"):
+        evaluate(["nope"])
+    with pytest.raises(BadInputError, match="field 'scale'"):
+        evaluate(["dd-512"], scale=0)

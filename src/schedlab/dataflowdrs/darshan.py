@@ -69,19 +69,30 @@ def extract(path: str | Path) -> dict:
     out = dict(job=dict(report.metadata["job"]), exe=str(report.metadata.get("exe") or ""),
                modules=list(report.records), records={}, dxt={},
                names={int(k): str(v) for k, v in dict(report.name_records).items()})
+    out["skipped"] = []
     for module in ("POSIX", "MPI-IO", "STDIO", "H5F", "H5D"):
         if module in report.records:
-            frames = report.records[module].to_df()
-            out["records"][module] = (frames["counters"].to_dict("records"),
-                                      frames["fcounters"].to_dict("records"))
+            try:  # one module PyDarshan cannot frame must not lose the others
+                frames = report.records[module].to_df()
+                out["records"][module] = (frames["counters"].to_dict("records"),
+                                          frames["fcounters"].to_dict("records"))
+            except (KeyError, ValueError, TypeError, RuntimeError) as exc:
+                out["skipped"].append(f"{module} records unreadable ({str(exc)[:60]})")
     for module in ("DXT_POSIX",):
         if module in report.records:
-            out["dxt"][module] = [
-                dict(rank=int(d["rank"]), id=int(d["id"]), **{
-                    k: d[k][["offset", "length", "start_time", "end_time"]].values.tolist()
-                    for k in ("read_segments", "write_segments")
-                    if d.get(k) is not None and len(d[k])})
-                for d in report.records[module].to_df()]
+            try:
+                out["dxt"][module] = [
+                    dict(rank=int(d["rank"]), id=int(d["id"]), **{
+                        k: d[k][["offset", "length", "start_time", "end_time"]].values.tolist()
+                        for k in ("read_segments", "write_segments")
+                        if d.get(k) is not None and len(d[k])})
+                    for d in report.records[module].to_df()]
+            except (KeyError, ValueError, TypeError, RuntimeError) as exc:
+                out["skipped"].append(f"{module} segments unreadable ({str(exc)[:60]})")
+    used = {"POSIX", "MPI-IO", "STDIO", "H5F", "H5D", "DXT_POSIX"}
+    if not used & set(out["modules"]):
+        out["skipped"].append("no POSIX, MPI-IO, STDIO, HDF5 or DXT_POSIX records (modules: "
+                              f"{', '.join(out['modules']) or 'none'}): nothing to analyse")
     return out
 
 
@@ -205,9 +216,31 @@ def read_darshan(path: str | Path, prefix: str = "") -> TraceData:
                 modules=raw["modules"], dxt=sorted(raw["dxt"]), tiers={}, file_groups={})
     prof = pl.DataFrame([{k: r[k] for k in PROFILE_SCHEMA} for r in profile],
                         schema=PROFILE_SCHEMA)
-    issues = [TraceIssue(str(path), None, None, w) for w in raw.get("warnings", [])]
+    issues = _issues(path, raw)
     return TraceData(ops=ops_frame(rows), tasks=_tasks_frame(tasks), meta=meta, issues=issues,
                      directory=path.parent, profile=prof)
+
+
+def _issues(path: Path, raw: dict) -> list[TraceIssue]:
+    """One line per damaged log: which modules broke (the log's ``field``), which were kept."""
+    import re
+
+    broken = []
+    for line in [*raw.get("warnings", []), *raw.get("skipped", [])]:
+        match = re.search(r"module (\S+) data|^(\S+) (?:records|segments) unreadable", line)
+        name = match and (match.group(1) or match.group(2))
+        if name and name not in broken:
+            broken.append(name)
+    if not broken and not raw.get("warnings") and not raw.get("skipped"):
+        return []
+    kept = [m for m in raw["records"] if m not in broken] + [
+        m for m, v in raw["dxt"].items() if v and m not in broken]
+    first = next(iter(raw.get("warnings", [])), "")
+    if not broken:
+        return [TraceIssue(str(path), None, None, "; ".join(raw.get("skipped", [])) or first)]
+    return [TraceIssue(str(path), None, ",".join(broken),
+                       f"truncated or corrupt log: {', '.join(broken)} unreadable, "
+                       f"{', '.join(kept) or 'nothing'} kept ({first or 'PyDarshan error'})")]
 
 
 def _ops(profile: list[dict], dxt_posix: list[dict], names: dict, t0: float) -> list[tuple]:

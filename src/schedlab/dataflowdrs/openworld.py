@@ -27,6 +27,8 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from schedlab.core.errors import BadInputError
+from schedlab.core.registry import lookup
 from schedlab.dataflowdrs.runner import run_command
 from schedlab.dataflowdrs.tiers import Tier, TierLayout
 from schedlab.dataflowdrs.tracer import make_tracer
@@ -213,11 +215,16 @@ def evaluate(names: list[str] | None = None, scale: float = 1.0, reps: int = 1,
     from schedlab.dataflowdrs.engine import diagnose_analysis
     from schedlab.dataflowdrs.traces import read_trace
 
+    if scale <= 0 or reps < 0:
+        raise BadInputError(f"scale must be > 0 and reps >= 0, got {scale}, {reps}",
+                            field="scale" if scale <= 0 else "reps")
+    for name in names or []:
+        lookup(WORKLOADS, "open-world workload", name)
     root = Path(tempfile.mkdtemp(prefix="schedlab-dfd-open-"))
     diag_rows, time_rows = [], []
     try:
         for name in names or list(WORKLOADS):
-            w = WORKLOADS[name]
+            w = lookup(WORKLOADS, "open-world workload", name)
             if not available(w):
                 continue
             trace_dir, wall, cpu, _ = run_once(w, tracer, scale, root)
