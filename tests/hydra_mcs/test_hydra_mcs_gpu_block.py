@@ -9,6 +9,7 @@ import os
 import subprocess
 import sys
 
+import numpy as np
 import pytest
 
 from schedlab.core.errors import BadInputError
@@ -83,9 +84,30 @@ def test_block_kernel_agrees_with_thread_kernel_and_cpu_under_simulator():
 
 
 def test_block_kernel_shared_memory_budget():
-    assert block_shared_bytes(385, 1) <= SHARED_LIMIT  # n = 24: fits
+    assert block_shared_bytes(385, 1, 26) <= SHARED_LIMIT  # n = 24: fits
     cap = (80 + 2) * (80 + 3) // 2 + 80 + 10
-    assert block_shared_bytes(cap, 2) > SHARED_LIMIT  # n = 80: falls back to the thread kernel
+    assert block_shared_bytes(cap, 2, 82) > SHARED_LIMIT  # n = 80: falls back to the thread kernel
+
+
+def test_block_shared_bytes_counts_every_shared_array_of_the_kernel():
+    """The estimate is the sum of the kernel's cuda.shared.array declarations (the level
+    stack and current mapping included: without them n = 54 with 8+ edge classes was
+    estimated to fit and would not on a device)."""
+    import ast
+    import inspect
+
+    from schedlab.hydra_mcs import gpu_kernel
+
+    cap, words, depth, lanes = 1700, 1, 56, gpu_kernel.FULL_BLOCK
+    env = dict(CAP=cap, WORDS=words, DEPTH=depth, LANES=lanes)
+    sizes = dict(uint64=8, int64=8, int32=4)
+    total = 0
+    for node in ast.walk(ast.parse(inspect.getsource(gpu_kernel.make_block_kernel))):
+        if isinstance(node, ast.Call) and ast.unparse(node.func) == "cuda.shared.array":
+            shape = eval(ast.unparse(node.args[0]), {}, env)  # noqa: S307 - our own source
+            count = shape if isinstance(shape, int) else int(np.prod(shape))
+            total += count * sizes[node.args[1].attr]
+    assert total == block_shared_bytes(cap, words, depth)
 
 
 def test_unknown_gpu_kernel_is_refused_before_any_device_is_touched():

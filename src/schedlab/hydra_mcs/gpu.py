@@ -94,11 +94,12 @@ class CudaDevice:
             make_block_kernel,
         )
 
-        fits = block_shared_bytes(cap, words) <= SHARED_LIMIT
+        need = block_shared_bytes(cap, words, n0 + 2)
+        fits = need <= SHARED_LIMIT
         use_block = self.kernel == "block" or (self.kernel == "auto" and fits)
         if use_block and not fits:
             raise MissingDependencyError(
-                f"the block kernel needs {block_shared_bytes(cap, words)} bytes of shared "
+                f"the block kernel needs {need} bytes of shared "
                 f"memory for n={n0} (limit {SHARED_LIMIT})", hint="use kernel='thread'")
         if use_block:
             kern = make_block_kernel(cap, words, n0 + 2, bits.nb0.shape[1])

@@ -135,9 +135,13 @@ FULL_BLOCK = 32  # one warp per subproblem: a block of 32 threads
 SHARED_LIMIT = 48 * 1024  # static shared memory a block may use without opting in
 
 
-def block_shared_bytes(cap: int, words: int) -> int:
-    """Shared memory one block of :func:`make_block_kernel` uses (arena + counts + scratch)."""
-    return cap * words * 8 * 2 + cap * 3 * 4 + 4 * FULL_BLOCK * 8 + 64
+def block_shared_bytes(cap: int, words: int, depth: int) -> int:
+    """Shared memory one block of :func:`make_block_kernel` uses: the arena (two uint64
+    bitsets and three int32 counts per bidomain), the level stack and current mapping
+    (``depth`` x (5 + 2) int32), the reduction scratch (three int64 and one int32 per lane)
+    and the broadcast pair."""
+    return (cap * words * 8 * 2 + cap * 3 * 4 + depth * 7 * 4
+            + FULL_BLOCK * (3 * 8 + 4) + 2 * 8)
 
 
 _BLOCK_KERNELS: dict = {}
