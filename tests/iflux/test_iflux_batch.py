@@ -100,6 +100,11 @@ def test_files_errors_name_the_csv_line_and_keep_old_output(tmp_path: Path) -> N
     (tmp_path / "x.txt").write_text("x")
     with pytest.raises(BadInputError, match=".csv, .parquet or .arrow"):
         batch.map_file(tmp_path / "x.txt", out)
+    with pytest.raises(BadInputError, match="no such directory") as err:
+        batch.map_file(good, tmp_path / "nodir" / "o.parquet")
+    assert err.value.path == tmp_path / "nodir" / "o.parquet"
+    with pytest.raises(BadInputError, match="is a directory"):
+        batch.map_file(good, tmp_path)
 
 
 def test_map_batch_cli_one_line_errors(tmp_path: Path) -> None:

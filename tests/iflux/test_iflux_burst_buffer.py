@@ -183,6 +183,13 @@ def test_install_and_helper_errors_are_one_line(tmp_path: Path) -> None:
     with pytest.raises(BadInputError, match="pools.tape"):
         bb.install(tmp_path, tmp_path / "site.json", tmp_path / "spool", {"tape": 1 << 30})
     assert not (tmp_path / "burst_buffer.lua").exists(), "nothing written on bad input"
+    (tmp_path / "rel.json").write_text('{"roots": {"nvme": "scratch/nvme"}}')
+    with pytest.raises(BadInputError, match="absolute path") as err:
+        bb.install(tmp_path, tmp_path / "rel.json", tmp_path / "spool")
+    assert err.value.field == "roots.nvme"
+    (tmp_path / "afile").write_text("")
+    with pytest.raises(BadInputError, match="cannot use as the spool"):
+        bb.install(tmp_path, tmp_path / "site.json", tmp_path / "afile")
     bb.install(tmp_path, tmp_path / "site.json", tmp_path / "spool")
     before = (tmp_path / "burst_buffer.lua").read_text()
     with pytest.raises(BadInputError, match="pool size"):
@@ -195,6 +202,10 @@ def test_install_and_helper_errors_are_one_line(tmp_path: Path) -> None:
                               str(tmp_path / "spool"), *args], capture_output=True, text=True)
         assert out.returncode == 1 and "Traceback" not in out.stdout + out.stderr
         assert len(out.stdout.strip().splitlines()) == 1, out.stdout
+    for size in ("inf", "1e400M", "lots"):
+        with pytest.raises(BadInputError, match="cannot read capacity") as err:
+            bb._slurm_size(size, "job.sh")
+        assert err.value.field == "capacity"
     no_pool = _script(tmp_path, ["path=/p/in usage=input pattern=small-random size=1MiB"])
     with pytest.raises(BadInputError, match="#BB_LUA pool=ramdisk capacity=1M"):
         bb.job_process(tmp_path / "spool", str(no_pool))
@@ -547,6 +558,14 @@ def test_a_job_cannot_use_roots_rights_through_its_intents() -> None:
         with pytest.raises(BadInputError, match="stage-in of job 9 failed: 1 file"):
             bb.data_in(spool, "9")
         assert not list(Path(site.roots["nvme"]).glob("slurm-9/*/key"))
+        assert not (spool / "job-9" / "data_in.pid").exists(), "no stale pids for teardown"
+        # the job's status directory is the user's: a symlink there is not read by root
+        (spool / "job-9" / "job" / "transparent").symlink_to(secret / "key")
+        assert bb.teardown(spool, "9", False) == "torn down"
+        report = json.loads((spool / "job-9" / "report.json").read_text())
+        assert report["transparent"] is None and "root only" not in json.dumps(report)
+        assert report["cancelled_stage_in"], "a failed stage-in is treated as never run"
+        assert not (Path(site.roots["nvme"]) / "slurm-9").exists()
         plant = base / "plant.sh"
         plant.write_text(f"#!/bin/bash\n#IFLUX path={locked}/x usage=output size=1MiB\ntrue\n")
         with pytest.raises(BadInputError, match="Permission denied"):
@@ -559,5 +578,11 @@ def test_a_job_cannot_use_roots_rights_through_its_intents() -> None:
         with pytest.raises(BadInputError, match="symlink"):
             bb.setup(spool, "12", NOBODY, NOBODY, "nvme", 64 << 20, str(out_job))
         assert victim.stat().st_uid == 0, "the symlink's target was not given to the user"
+        planted = Path(site.roots["nvme"]) / "slurm-13"  # another user's directory, planted
+        planted.mkdir()
+        os.chown(planted, 4242, 4242)
+        with pytest.raises(BadInputError, match="belongs to uid 4242"):
+            bb.setup(spool, "13", NOBODY, NOBODY, "nvme", 64 << 20, str(out_job))
+        assert planted.stat().st_uid == 4242, "not handed to the job's user"
     finally:
         shutil.rmtree(base, ignore_errors=True)

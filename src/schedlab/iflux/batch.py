@@ -247,6 +247,11 @@ def map_file(path: str | os.PathLike, out: str | os.PathLike) -> int:
     to ``out`` (Parquet; written to a temporary sibling and renamed). Returns the row count."""
     from schedlab.iflux.rules import soft_list
 
+    out = Path(out)
+    if out.is_dir():
+        raise BadInputError("is a directory (give the Parquet file to write)", path=out)
+    if not out.parent.is_dir():
+        raise BadInputError(f"no such directory: {out.parent}", path=out)
     frame, csv = read_batch(path)
     result = map_batch(frame, path=path, csv=csv)
     chains = [",".join(str(t) for t in c) for c in result.chains]
@@ -255,11 +260,12 @@ def map_file(path: str | os.PathLike, out: str | os.PathLike) -> int:
         tier=pl.Series(result.tiers()),
         chain=pl.Series(np.array(chains)[result.chain_id]),
         software=pl.Series(result.soft).replace_strict(softs, return_dtype=pl.String))
-    out = Path(out)
     tmp = out.with_name(f".{out.name}.{os.getpid()}.tmp")
     try:
         mapped.write_parquet(tmp)
         os.replace(tmp, out)
+    except (pl.exceptions.PolarsError, OSError) as exc:
+        raise BadInputError(f"cannot write: {str(exc).splitlines()[0]}", path=out) from None
     finally:
         tmp.unlink(missing_ok=True)
     return frame.height

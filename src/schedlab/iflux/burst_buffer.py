@@ -131,6 +131,10 @@ function slurm_bb_paths(job_id, job_script, path_file)
    local env = slurp(SPOOL .. "/job-" .. job_id .. "/env")
    if env then
       local f = io.open(path_file, "w")
+      if not f then
+         slurm.log_error("iflux: cannot write the job environment to %s", path_file)
+         return slurm.ERROR, "iflux: cannot write the job environment"
+      end
       f:write(env)
       f:close()
    end
@@ -236,6 +240,10 @@ def install(conf_dir: str | Path, site: str | Path, spool: str | Path,
     if not isinstance(raw, dict) or not isinstance(raw.get("roots"), dict):
         raise BadInputError("a site is a JSON object with a 'roots' mapping", path=site,
                             field="roots")
+    for tier, root in raw["roots"].items():  # slurmscriptd's cwd is not the installer's
+        if not isinstance(root, str) or not root.startswith("/"):
+            raise BadInputError(f"a tier root is an absolute path, got {root!r}", path=site,
+                                field=f"roots.{tier}")
     if not conf_dir.is_dir():
         raise BadInputError("is not a directory (give the directory of slurm.conf)",
                             path=conf_dir)
@@ -253,8 +261,11 @@ def install(conf_dir: str | Path, site: str | Path, spool: str | Path,
         if tier == "gpu-direct" and not has_gpu():
             raise BadInputError("gpu-direct needs a GPU on the node and there is none",
                                 field="pools.gpu-direct")
-    spool.mkdir(parents=True, exist_ok=True)
-    spool.chmod(0o755)
+    try:
+        spool.mkdir(parents=True, exist_ok=True)
+        spool.chmod(0o755)
+    except OSError as exc:
+        raise BadInputError(f"cannot use as the spool: {exc.strerror}", path=spool) from None
     fastpath.write_table(spool / "rules.json")
     write_text(spool / "pools.json", json.dumps({"pools": [
         {"id": tier, "quantity": size // GRANULARITY, "granularity": GRANULARITY}
@@ -353,6 +364,44 @@ def _job(spool: Path, job_id: str) -> Path:
     return spool / f"job-{job_id}"
 
 
+def _job_root(job_root: Path, uid: int, gid: int, tier: str) -> None:
+    """Make ``<tier root>/slurm-<id>`` (as root) and give it to the job's user. In a tier root
+    others may write to (e.g. /dev/shm itself) an entry planted there before the job is refused:
+    a symlink, or a directory of another user (who could have put symlinks inside it)."""
+    import stat
+
+    try:
+        job_root.mkdir(parents=True)
+    except FileExistsError:
+        pass
+    info = os.lstat(job_root)
+    if stat.S_ISLNK(info.st_mode) or not stat.S_ISDIR(info.st_mode):
+        raise BadInputError(f"{job_root} is a symlink or not a directory: refusing to use it",
+                            field=f"roots.{tier}")
+    if info.st_uid not in (0, uid):  # 0: made here before a crash; uid: an earlier setup
+        raise BadInputError(f"{job_root} already exists and belongs to uid {info.st_uid}, "
+                            f"not the job's user {uid}: refusing to use it",
+                            field=f"roots.{tier}")
+    os.chown(job_root, uid, gid, follow_symlinks=False)
+
+
+def _read_small(path: Path, limit: int = 1000) -> str | None:
+    """A short regular file's text, or None; never follows a symlink nor blocks on a FIFO
+    (for files in the job's own, user-writable status directory)."""
+    import stat
+
+    try:
+        fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK)
+    except OSError:
+        return None
+    try:
+        if not stat.S_ISREG(os.fstat(fd).st_mode):
+            return None
+        return os.read(fd, limit).decode("utf-8", "replace").strip()
+    finally:
+        os.close(fd)
+
+
 def _phase(where: Path, phase: str) -> None:
     write_text(where / "phase", phase + "\n")
 
@@ -403,8 +452,12 @@ def submit(script: str | Path, sbatch_args: list[str], spool: str | Path,
     from schedlab.core.errors import MissingServiceError
 
     text = with_pool_request(script, spool)
-    out = subprocess.run(["sbatch", "--parsable", *sbatch_args], input=text,
-                         capture_output=True, text=True, env=env)
+    try:
+        out = subprocess.run(["sbatch", "--parsable", *sbatch_args], input=text,
+                             capture_output=True, text=True, env=env)
+    except FileNotFoundError:
+        raise MissingServiceError("sbatch is not on PATH (install slurm-client, or run on a "
+                                  "Slurm login node)") from None
     if out.returncode != 0:
         raise MissingServiceError(f"sbatch failed: {out.stderr.strip()}")
     return out.stdout.strip().split(";")[0]
@@ -441,7 +494,7 @@ def _slurm_size(text: str, script: str) -> int:
     number = body[:-1] if suffix else body
     try:
         return int(float(number) * units[suffix])
-    except (KeyError, ValueError):
+    except (KeyError, ValueError, OverflowError):  # OverflowError: 'inf', '1e400M'
         raise BadInputError(f"cannot read capacity {text!r} (e.g. 512M, 8G)", path=script,
                             field="capacity") from None
 
@@ -473,12 +526,7 @@ def setup(spool: Path, job_id: str, uid: int, gid: int, pool: str, size: int,
     job_side.mkdir(exist_ok=True)
     os.chown(job_side, uid, gid)
     for m in mounts:  # root-owned tier roots: the job's directory in each is made by root
-        job_root = Path(m["tier_dir"]).parent
-        if job_root.is_symlink():  # a tier root others may write to (e.g. /dev/shm itself)
-            raise BadInputError(f"{job_root} is a symlink: refusing to use it",
-                                field=f"roots.{m['tier']}")
-        job_root.mkdir(parents=True, exist_ok=True)
-        os.chown(job_root, uid, gid, follow_symlinks=False)
+        _job_root(Path(m["tier_dir"]).parent, uid, gid, m["tier"])
 
     def user_side() -> None:  # every path the intents name is created as the user
         for m in mounts:
@@ -575,11 +623,18 @@ def data_in(spool: Path, job_id: str) -> str:
     if plan is None:
         return "no plan"
     decision = json.loads((where / "decision.json").read_text(encoding="utf-8"))
-    write_text(where / "data_in.pid", f"{os.getpid()}\n")
+    pid_file = where / "data_in.pid"  # left behind only when this helper is killed (cancel)
+    write_text(pid_file, f"{os.getpid()}\n")
     _phase(where, "staging-in")
     start = time.perf_counter()
-    staged = as_user(decision["uid"], decision["gid"],  # reads only what the user may read
-                     lambda: prepare(plan, Client(plan.site)).to_dict(), where / "data_in.pid")
+    try:
+        staged = as_user(decision["uid"], decision["gid"],  # reads only what the user may read
+                         lambda: prepare(plan, Client(plan.site)).to_dict(), pid_file)
+    except BaseException:
+        _phase(where, "stage-in-failed")
+        pid_file.unlink(missing_ok=True)  # teardown must not signal these pids once reused
+        raise
+    pid_file.unlink(missing_ok=True)
     write_text(where / "stage_in.json", json.dumps({**staged,
                                                     "seconds": time.perf_counter() - start}))
     if staged["failed"]:
@@ -587,7 +642,6 @@ def data_in(spool: Path, job_id: str) -> str:
         raise BadInputError(f"stage-in of job {job_id} failed: {len(staged['failed'])} file(s) "
                             f"not copied (first: {staged['failed'][0]})")
     _phase(where, "staged-in")
-    (where / "data_in.pid").unlink(missing_ok=True)
     return f"staged {staged['files']} files"
 
 
@@ -724,15 +778,16 @@ def teardown(spool: Path, job_id: str, hurry: bool) -> str:
     if plan is None:
         return "no plan"
     pid_file = where / "data_in.pid"
-    cancelled_stage_in = pid_file.is_file()
-    if cancelled_stage_in:
+    phase = (where / "phase").read_text().strip() if (where / "phase").is_file() else ""
+    cancelled_stage_in = pid_file.is_file() or phase in ("staging-in", "stage-in-failed")
+    if pid_file.is_file():
         _stop_pids([int(p) for p in pid_file.read_text().split()])
         pid_file.unlink(missing_ok=True)
+    if cancelled_stage_in:
         for m in plan.mounts:  # the job never ran: a staged tier holds only source copies
             if m.soft & fastpath.STAGE_IN:
                 m.flush = False
     post_run(spool, job_id)
-    phase = (where / "phase").read_text().strip() if (where / "phase").is_file() else ""
     if not cancelled_stage_in and phase != "staged-out":  # cancelled while running
         try:
             data_out(spool, job_id)
@@ -740,9 +795,11 @@ def teardown(spool: Path, job_id: str, hurry: bool) -> str:
             pass  # what did not flush is kept on its tier and listed below
     decision = json.loads((where / "decision.json").read_text(encoding="utf-8"))
 
+    transparent = where / "job" / "transparent"  # written by the job: read as its user
+
     def finish_all() -> dict:
         stats, kept = finish(plan, Client(plan.site))
-        return dict(stats=stats.to_dict(), kept=kept)
+        return dict(stats=stats.to_dict(), kept=kept, transparent=_read_small(transparent))
 
     done = as_user(decision["uid"], decision["gid"], finish_all)
     stats, kept = TransferStats(**done["stats"]), done["kept"]
@@ -751,11 +808,8 @@ def teardown(spool: Path, job_id: str, hurry: bool) -> str:
             job_root.rmdir()  # the user's job directory in a root-owned tier root
         except OSError:
             pass
-    transparent = where / "job" / "transparent"
     report = dict(ok=not kept, kept=kept, hurry=hurry, cancelled_stage_in=cancelled_stage_in,
-                  flush=stats.to_dict(),
-                  transparent=(transparent.read_text().strip() if transparent.is_file()
-                               else None))
+                  flush=stats.to_dict(), transparent=done["transparent"])
     for name in ("stage_in", "stage_out", "decision"):
         if (where / f"{name}.json").is_file():
             report[name] = json.loads((where / f"{name}.json").read_text(encoding="utf-8"))
