@@ -196,3 +196,30 @@ def test_fuzzed_strace_never_raises_anything_else(tmp_path_factory, lines):
         assert exc.path == path and exc.line is not None
     else:
         assert all(r[2] >= 0 and r[4] >= 0 for r in rows)
+
+
+STRACE_OFFSETS = """\
+1.000001 openat(AT_FDCWD</w>, "in.bin", O_RDONLY) = 3</w/in.bin> <0.000010>
+1.000002 dup2(3</w/in.bin>, 0) = 0</w/in.bin> <0.000001>
+1.000003 read(0</w/in.bin>, ""..., 512) = 512 <0.000002>
+1.000004 read(0</w/in.bin>, ""..., 512) = 512 <0.000002>
+1.000005 lseek(3</w/in.bin>, 4096, SEEK_SET) = 4096 <0.000001>
+1.000006 read(3</w/in.bin>, ""..., 100) = 100 <0.000002>
+1.000007 pread64(3</w/in.bin>, ""..., 10, 8192) = 10 <0.000002>
+1.000008 newfstatat(AT_FDCWD</w>, "sub/x.txt", {st_mode=S_IFREG}, 0) = 0 <0.000003>
+1.000009 chdir("/w/sub") = 0 <0.000003>
+1.000010 unlink("x.txt") = 0 <0.000004>
+"""
+
+
+def test_strace_offsets_follow_dup2_lseek_pread_and_relative_names_the_cwd(tmp_path):
+    from schedlab.dataflowdrs.traces import read_strace
+
+    path = tmp_path / "strace-x.5"
+    path.write_text(STRACE_OFFSETS)
+    rows = read_strace(path, roots=("/w",))
+    data = [(r[3], r[4], r[6]) for r in rows if r[3] == "read"]
+    assert data == [("read", 512, 0), ("read", 512, 512), ("read", 100, 4096),
+                    ("read", 10, 8192)]
+    assert [(r[3], r[5]) for r in rows if r[3] in ("stat", "meta")] == [
+        ("stat", "/w/sub/x.txt"), ("meta", "/w/sub/x.txt")]

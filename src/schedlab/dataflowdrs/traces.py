@@ -341,6 +341,11 @@ def parse_strace(path: str | Path, pid: int | None = None, roots: tuple[str, ...
                 target = _strace_path(call, args, "meta", None, cwd)
                 cwd = target or cwd
                 continue
+            if call in ("dup", "dup2", "dup3") and ret >= 0:  # the copy shares the offset
+                fd = _FD_PATH.match(args)
+                if fd:
+                    pos[str(ret)] = pos.get(fd["fd"], 0)
+                continue
             if call in SEEK_OPS and ret >= 0:
                 fd = _FD_PATH.match(args)
                 if fd:
