@@ -26,6 +26,16 @@ class Tiling:
         return self.row_tiles * self.col_tiles
 
 
+def row_share(op: Op, tokens: int) -> float:
+    """Fraction of the workload's rows ``op`` really processes (1 unless ``op.rows`` is set)."""
+    return op.rows / tokens if op.rows else 1.0
+
+
+#: digital cost class of each non-linear function the importers produce
+FUNC_CLASS = {"softmax": "softmax", "layernorm": "layernorm", "rmsnorm": "layernorm",
+              "gelu": "gelu", "silu": "gelu"}
+
+
 def tiling(op: Op, arch: ArchConfig) -> Tiling:
     """K rows over crossbar rows; N outputs x weight slices over crossbar columns."""
     xbar = arch.crossbar
@@ -59,7 +69,7 @@ def digital_row_cycles(op: Op, arch: ArchConfig, data_parallel: bool) -> tuple[f
         return op.macs / rate, op.macs_growth / rate
     if op.kind == "nonlinear":
         per = {"softmax": dig.softmax_cycles, "layernorm": dig.layernorm_cycles,
-               "gelu": dig.gelu_cycles}.get(op.func, 1.0)
+               "gelu": dig.gelu_cycles}.get(FUNC_CLASS.get(op.func, ""), 1.0)
         return op.elems * per / dig.lanes, op.elems_growth * per / dig.lanes
     raise ValueError(f"op {op.name} is static; it runs on crossbars")
 
@@ -78,21 +88,21 @@ def dynamic_energy_pj(work: Workload, arch: ArchConfig) -> dict[str, float]:
     Memory: every activation moved through a buffer once in and once out.
     """
     xbar, dig, mem = arch.crossbar, arch.digital, arch.memory
-    steps = xbar.input_cycles * work.tokens
     analog = adc = 0.0
     digital = moved_bits = 0.0
     for op in work.ops:
+        rows = work.rows_of(op)
         if op.kind == "static":
-            count = tiling(op, arch).crossbars * steps
+            count = tiling(op, arch).crossbars * xbar.input_cycles * rows
             analog += count * (xbar.power_mw * xbar.cycle_ns + xbar.rows * xbar.dac_power_mw)
             adc += count * xbar.cols * xbar.adc_power_mw * xbar.adc_sample_ns
-            moved_bits += (op.k + op.n) * work.tokens * mem.activation_bits
+            moved_bits += (op.k + op.n) * rows * mem.activation_bits
         else:
             base, grow = digital_row_cycles(op, arch, data_parallel=False)
-            lane_cycles = row_sum(work.tokens, grow, base) * dig.lanes
+            lane_cycles = row_sum(rows, grow, base) * dig.lanes
             digital += lane_cycles * dig.alu_power_mw * dig.cycle_ns
-            width = op.elems or (op.macs + op.macs_growth * work.tokens) ** 0.5
-            moved_bits += 2 * width * work.tokens * mem.activation_bits
+            width = op.elems or (op.macs + op.macs_growth * rows) ** 0.5
+            moved_bits += 2 * width * rows * mem.activation_bits
     memory = moved_bits * mem.buffer_pj_per_bit
     return {"crossbar": analog, "adc": adc, "digital": digital, "memory": memory}
 

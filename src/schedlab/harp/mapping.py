@@ -33,7 +33,7 @@ import numpy as np
 from schedlab.core.errors import ConfigError, UnknownNameError
 from schedlab.core.registry import lookup
 from schedlab.harp.arch import ArchConfig
-from schedlab.harp.costs import analog_row_ns, digital_row_cycles, tiling
+from schedlab.harp.costs import analog_row_ns, digital_row_cycles, row_share, tiling
 from schedlab.harp.workloads import Workload
 
 ILP_MAX_VARIABLES = 20_000
@@ -73,7 +73,7 @@ class Mapping:
 def problem(work: Workload, arch: ArchConfig) -> Problem:
     """Build the mapping problem for a workload on an architecture; checks that it fits."""
     static = work.static_ops
-    interval = np.array([analog_row_ns(op, arch) for op in static])
+    interval = np.array([analog_row_ns(op, arch) * row_share(op, work.tokens) for op in static])
     xbars = np.array([tiling(op, arch).crossbars for op in static], dtype=np.int64)
     if xbars.sum() > arch.max_crossbars:
         raise ConfigError(
@@ -84,7 +84,8 @@ def problem(work: Workload, arch: ArchConfig) -> Problem:
     for op in work.ops:
         if op.kind != "static":
             base, grow = digital_row_cycles(op, arch, data_parallel=op.kind == "dynamic")
-            digital += (base + grow * (work.tokens + 1) / 2) * arch.digital.cycle_ns
+            share = row_share(op, work.tokens)
+            digital += (base + grow * (work.tokens + 1) / 2) * share * arch.digital.cycle_ns
     return Problem(tuple(o.name for o in static), interval, xbars,
                    tuple(range(1, arch.max_replication + 1)), arch.max_crossbars,
                    digital / arch.digital.count)

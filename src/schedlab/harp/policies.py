@@ -22,7 +22,7 @@ from typing import Protocol
 
 from schedlab.core.registry import lookup
 from schedlab.harp.arch import ArchConfig
-from schedlab.harp.costs import analog_row_ns, digital_row_cycles
+from schedlab.harp.costs import analog_row_ns, digital_row_cycles, row_share
 from schedlab.harp.mapping import Mapping
 from schedlab.harp.plan import Dep, Order, Plan, Stage, even_bounds
 from schedlab.harp.workloads import Op, Workload
@@ -53,17 +53,19 @@ def _stage(op: Op, choice: Choice, index: dict[str, int], work: Workload, mappin
     """One op as a stage, with the pool it needs and that pool's capacity."""
     deps = tuple(Dep(index[src], "all" if choice.barrier else pat) for src, pat in op.inputs)
     bounds = even_bounds(work.tokens, choice.items)
+    share = row_share(op, work.tokens)  # an op on fewer rows (patch embedding, pooler)
     if op.kind == "static":
         pool = f"xbar:{op.name}"
-        return (Stage(op.name, op.kind, pool, bounds, 0.0, analog_row_ns(op, arch), 0.0, deps,
+        return (Stage(op.name, op.kind, pool, bounds, 0.0, analog_row_ns(op, arch) * share,
+                      0.0, deps,
                       max_inflight=choice.max_inflight, mode="analog"),
                 pool, mapping.replicas_of(op.name))
     dig = arch.digital
     base, grow = digital_row_cycles(op, arch, choice.data_parallel)
     overhead = dig.dp_overhead_cycles if choice.data_parallel else dig.vector_overhead_cycles
     cyc = dig.cycle_ns
-    return (Stage(op.name, op.kind, DIGITAL, bounds, overhead * cyc, base * cyc, grow * cyc,
-                  deps, max_inflight=choice.max_inflight,
+    return (Stage(op.name, op.kind, DIGITAL, bounds, overhead * cyc, base * cyc * share,
+                  grow * cyc * share, deps, max_inflight=choice.max_inflight,
                   mode="data-parallel" if choice.data_parallel else "vector"),
             DIGITAL, dig.count)
 

@@ -35,6 +35,10 @@ class Op:
     static: a K x N weight (``k``, ``n``); per row K*N MACs.
     dynamic: ``macs`` per row, plus ``macs_growth`` * (t+1) for causal row t.
     nonlinear: ``elems`` per row (``elems_growth`` * (t+1) extra when causal), of ``func``.
+    ``rows``: token rows the op really processes when that differs from the workload's
+    (0 = all of them): a ViT patch embedding sees patches = tokens - 1, a pooler one row.
+    Schedules still give the op every row; its per-row cost is scaled by rows / tokens so its
+    total work is exact.
     """
 
     name: str
@@ -48,6 +52,7 @@ class Op:
     elems: float = 0.0
     elems_growth: float = 0.0
     func: str = ""
+    rows: int = 0
 
 
 @dataclass(frozen=True)
@@ -73,6 +78,34 @@ class Workload:
     def weights(self) -> int:
         """Static weight count: what must be programmed into crossbars."""
         return sum(o.k * o.n for o in self.static_ops)
+
+    def rows_of(self, op: Op) -> int:
+        """Token rows ``op`` processes (its own ``rows`` or the workload's ``tokens``)."""
+        return op.rows or self.tokens
+
+    def op_macs(self, op: Op) -> float:
+        """MACs of one op over one inference (0 for non-linear ops).
+
+        Causal growth counts the unmasked keys only: row t of a causal QK^T / AV needs t+1.
+        """
+        rows = self.rows_of(op)
+        if op.kind == "static":
+            return float(op.k * op.n * rows)
+        if op.kind == "dynamic":
+            return op.macs * rows + op.macs_growth * rows * (rows + 1) / 2
+        return 0.0
+
+    def macs(self, kind: str | None = None) -> float:
+        """Total MACs of one inference, optionally of one op kind (static | dynamic)."""
+        return sum(self.op_macs(o) for o in self.ops if kind is None or o.kind == kind)
+
+    def op_counts(self) -> dict[str, int]:
+        """Ops by kind, non-linear ops by function: ``{"static": 6, "softmax": 1, ...}``."""
+        counts: dict[str, int] = {}
+        for op in self.ops:
+            key = op.func if op.kind == "nonlinear" else op.kind
+            counts[key] = counts.get(key, 0) + 1
+        return counts
 
 
 class ModelConfig(BaseModel):
@@ -156,13 +189,21 @@ def build_workload(cfg: ModelConfig | str, tokens: int | None = None) -> Workloa
 
 
 def load_model(spec: str | Path, tokens: int | None = None) -> Workload:
-    """A built-in model name, or a JSON file holding a ModelConfig."""
+    """A built-in model name, a JSON file holding a ModelConfig, or a transformers config.json.
+
+    A file with a ``model_type`` key is a Hugging Face config: the model is built from it
+    (random weights, needs ``transformers``) and imported with ``torch.export``.
+    """
     if str(spec) in MODELS:
         return build_workload(str(spec), tokens)
     path = Path(spec)
     if not path.suffix and not path.exists():
         raise UnknownNameError("model", str(spec), sorted(MODELS))
     data = read_json(path, "model file")
+    if isinstance(data, dict) and "model_type" in data:  # a Hugging Face config.json
+        from schedlab.harp.transformers import from_config
+
+        return from_config(data, tokens or 128, name=path.stem, path=path)
     data.setdefault("name", path.stem)
     cfg = validate_model(ModelConfig, data, path)
     try:

@@ -1,0 +1,78 @@
+"""Hugging Face ``transformers`` models, built from their configs, as HARP workloads.
+
+A user's model is usually a ``config.json`` (BERT, GPT-2, ViT, Llama, ...). This builds the
+model with ``AutoModel.from_config`` — random weights, nothing downloaded, the shapes are all
+HARP needs — makes an example input (``input_ids`` of ``tokens`` rows, or ``pixel_values`` of
+the config's image size), and imports it through :func:`schedlab.harp.torch_export.from_export`.
+``transformers`` is optional and imported only here, when called.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+from schedlab.core.errors import BadInputError, MissingDependencyError
+from schedlab.harp.workloads import Workload
+
+
+def _transformers() -> Any:
+    try:
+        import transformers
+    except ImportError as exc:
+        raise MissingDependencyError("importing Hugging Face models needs transformers",
+                                     hint="pip install transformers") from exc
+    return transformers
+
+
+def build_model(config: Any, path: str | Path | None = None) -> Any:
+    """``AutoModel.from_config`` of a config object or a dict holding ``model_type``."""
+    hf = _transformers()
+    if isinstance(config, dict):
+        data = dict(config)
+        kind = data.pop("model_type", None)
+        if not kind:
+            raise BadInputError("a Hugging Face config needs 'model_type'", path=path,
+                                field="model_type")
+        try:
+            config = hf.AutoConfig.for_model(kind, **data)
+        except (ValueError, KeyError, TypeError) as exc:
+            raise BadInputError(f"not a transformers config: {str(exc).splitlines()[0]}",
+                                path=path, field="model_type") from None
+    if hasattr(config, "use_cache"):
+        config.use_cache = False  # a KV cache in the outputs is not a tensor torch.export knows
+    try:
+        return hf.AutoModel.from_config(config).eval()
+    except Exception as exc:  # unknown architectures raise many types; one line
+        raise BadInputError(f"transformers could not build {type(config).__name__}: "
+                            f"{str(exc).splitlines()[0][:300]}", path=path,
+                            field="model_type") from None
+
+
+def example_inputs(config: Any, tokens: int) -> dict[str, Any]:
+    """Batch-1 inputs: pixel values for vision configs, ``tokens`` input ids otherwise."""
+    import torch
+
+    if hasattr(config, "image_size") and hasattr(config, "num_channels"):
+        size = config.image_size
+        h, w = (size, size) if isinstance(size, int) else tuple(size)
+        return {"pixel_values": torch.randn(1, config.num_channels, h, w)}
+    limit = getattr(config, "max_position_embeddings", None) or getattr(config, "n_positions",
+                                                                        None)
+    if limit and tokens > limit:
+        raise BadInputError(f"{tokens} tokens exceed the model's {limit} positions",
+                            field="tokens")
+    vocab = max(int(getattr(config, "vocab_size", 2) or 2), 2)
+    gen = torch.Generator().manual_seed(0)
+    return {"input_ids": torch.randint(0, vocab, (1, tokens), generator=gen)}
+
+
+def from_config(config: Any, tokens: int = 128, name: str | None = None,
+                causal: bool | None = None, path: str | Path | None = None) -> Workload:
+    """A Workload from a transformers config (object, dict with ``model_type``, or model)."""
+    from schedlab.harp.torch_export import from_export
+
+    model = config if hasattr(config, "forward") else build_model(config, path)
+    inputs = example_inputs(model.config, tokens)
+    label = name or getattr(model.config, "model_type", None) or type(model).__name__
+    return from_export(model, (), inputs, name=str(label), causal=causal)
