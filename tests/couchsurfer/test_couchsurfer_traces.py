@@ -248,3 +248,41 @@ def test_reproduce_falls_back_to_seeded_data(monkeypatch: pytest.MonkeyPatch) ->
     result = real_trace(scales=(32,), seed=0)
     assert "seeded generator" in result.ran_with and "no Lucid data" in result.ran_with
     assert result.frame.height == 8 and result.claims
+
+
+def test_cli_replays_alibaba_with_its_node_list_and_philly(tmp_path: Path) -> None:
+    from typer.testing import CliRunner
+
+    from schedlab.couchsurfer.cli import app
+
+    runner = CliRunner()
+    pods, nodes = _alibaba(tmp_path)
+    result = runner.invoke(app, ["simulate", "--trace", str(pods), "--nodes", str(nodes),
+                                 "--gpus", "12", "--sample", "5", "--json"])
+    assert result.exit_code == 0, result.output
+    doc = json.loads(result.stdout)
+    assert doc["finished"] == 5 and doc["trace"]["dropped"]["never_scheduled"] == 1
+    philly = _philly(tmp_path, [_pj("a", "Pass", "2017-10-03 00:00:00", "2017-10-03 00:00:10",
+                                    "2017-10-03 01:00:10", 2)])
+    result = runner.invoke(app, ["simulate", "--format", "philly", "--trace", str(philly),
+                                 "--gpus", "8", "--json", "-s", "lucid"])
+    assert result.exit_code == 0, result.output
+    assert json.loads(result.stdout)["finished"] == 1
+
+
+@pytest.mark.parametrize(("extra", "needle"), [
+    (["--format", "slurm"], "format"),
+    (["--colocation", "/nonexistent/colocation"], "/nonexistent/colocation"),
+    (["--predictor", "magic"], "predictor"),
+])
+def test_cli_bad_trace_options_are_one_line(tmp_path: Path, extra: list[str],
+                                            needle: str) -> None:
+    from typer.testing import CliRunner
+
+    from schedlab.couchsurfer.cli import app
+
+    pods, nodes = _alibaba(tmp_path)
+    result = CliRunner().invoke(app, ["simulate", "--trace", str(pods), "--nodes", str(nodes),
+                                      "--gpus", "12", *extra])
+    assert result.exit_code != 0
+    assert needle in result.output and "Traceback" not in result.output
