@@ -125,10 +125,16 @@ def test_iflux_bench_bb_slurm_submit_rpc(benchmark, installed):
             submit("plain", plain)
             submit("bb_only", bb_only)
         benchmark.pedantic(submit, args=("iflux", script), rounds=10, warmup_rounds=0)
-        time.sleep(0.5)
-        log = (cluster.dir / "slurmctld.log").read_text(errors="replace")
-        usec = {int(m.group(1)): int(m.group(2)) for m in re.finditer(
-            r"_slurm_rpc_submit_batch_job: JobId=(\d+) .*usec=(\d+)", log)}
+        wanted = {int(j) for kind in ids for j in ids[kind]}
+        deadline = time.monotonic() + 60  # slurmctld's log lags a loaded machine: poll it
+        while True:
+            log = (cluster.dir / "slurmctld.log").read_text(errors="replace")
+            usec = {int(m.group(1)): int(m.group(2)) for m in re.finditer(
+                r"_slurm_rpc_submit_batch_job: JobId=(\d+) .*usec=(\d+)", log)}
+            if wanted <= set(usec) or time.monotonic() > deadline:
+                break
+            time.sleep(0.2)
+        assert wanted <= set(usec), f"no submit RPC line for jobs {sorted(wanted - set(usec))}"
         for kind in ids:
             values = [usec[int(j)] for j in ids[kind] if int(j) in usec]
             benchmark.extra_info[f"{kind}_rpc_ms"] = statistics.median(values) / 1e3

@@ -345,11 +345,13 @@ def test_job_runs_transparently_with_stage_in_and_out(bb_cluster) -> None:
         f"cat {pfs}/in/a.txt > {pfs}/out/copy.txt\n"
         f"grep -cE ' {pfs}/(in|out) ' /proc/self/mountinfo > {pfs}/out/mounts.txt\n"
         f"id -u > {pfs}/out/uid.txt\n"
+        f"touch {c.out}/started\n"
         f"while [ ! -e {c.out}/release ]; do sleep 0.1; done\n",
         "#BB_LUA pool=nvme capacity=64M\n"
         f"#IFLUX path={pfs}/in usage=input mode=read-only pattern=small-random size=1MiB\n"
         f"#BB_LUA path={pfs}/out usage=output mode=write-only pattern=checkpoint size=8MiB")
-    c.wait(lambda: c.job(job).get("JobState") == "RUNNING", "the job to run")
+    # the script itself, not JobState=RUNNING (set before slurm_bb_pre_run has finished)
+    c.wait(lambda: (c.out / "started").exists(), "the job's script to run")
     assert _mb(c.used("nvme")) == 64, "the job holds its pool capacity while it runs"
     status = subprocess.run(["scontrol", "show", "bbstat", job], env=c.slurm.env,
                             capture_output=True, text=True).stdout
@@ -390,24 +392,26 @@ def test_a_full_pool_keeps_the_next_job_pending(bb_cluster) -> None:
 
 @slurm_test
 def test_cancel_during_stage_in_loses_nothing_and_returns_capacity(bb_cluster) -> None:
-    # a PFS that reads at 1 MiB/s, so staging 6 MiB in takes seconds
+    # a PFS that reads at 1 MiB/s, so staging 24 MiB in takes ~24 s: scancel lands mid-copy
+    # even when a loaded machine is slow to notice that stage-in began (the copy is killed,
+    # so the test does not wait for it)
     c = bb_cluster(pfs=StorageModel(bandwidth=1 << 20, iops=1000, meta_latency=1e-3))
     src = c.pfs / "in"
     src.mkdir()
-    for i in range(6):
+    for i in range(24):
         (src / f"part{i}").write_bytes(os.urandom(1 << 20))
     before = {p.name: hashlib.sha256(p.read_bytes()).hexdigest() for p in src.iterdir()}
     job = c.submit(f"touch {c.out}/ran",
-                   "#BB_LUA pool=nvme capacity=16M\n"
+                   "#BB_LUA pool=nvme capacity=32M\n"
                    f"#IFLUX path={src} usage=input mode=read-only pattern=large-sequential "
-                   "size=6MiB")
+                   "size=24MiB")
     tier = Path(c.site.roots["nvme"]) / f"slurm-{job}"
     pid_file = c.spool / f"job-{job}" / "data_in.pid"
     c.wait(lambda: c.job(job).get("BurstBufferState") == "staging-in" and tier.is_dir()
            and pid_file.is_file() and len(pid_file.read_text().split()) == 2,
            "stage-in (helper and its copy running as the user) to start")
     pids = [int(p) for p in pid_file.read_text().split()]
-    assert _mb(c.used("nvme")) == 16
+    assert _mb(c.used("nvme")) == 32
     subprocess.run(["scancel", job], env=c.slurm.env, check=True)
     report = c.report(job)
     assert report["cancelled_stage_in"] and not report["kept"]

@@ -86,3 +86,7 @@ def test_frobnicator_rejects_bad_intents_and_tracks_capacity() -> None:
     assert plugin.reserve(JOBSPEC) == {Tier.RAMDISK: 3 << 30}
     with pytest.raises(BadInputError, match="negative"):
         plugin.release({Tier.NVME: -1})
+    plugin.release(first)
+    with pytest.raises(BadInputError, match="released twice"):
+        plugin.release(first)  # no capacity the node does not have
+    assert plugin.capacity[Tier.RAMDISK] == 4 << 30

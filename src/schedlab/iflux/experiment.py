@@ -89,7 +89,10 @@ def directives(intents) -> str:
 
 def fresh_decision_s(case: Case, workdir: Path, spool: Path, reps: int = 3) -> float:
     """Median wall of ``slurm_bb_job_process`` as slurmctld runs it: a fresh ``bbfast.py``
-    process (interpreter start included) parsing, validating and mapping the case's intents."""
+    process (interpreter start included) loading the rule table, parsing and validating the
+    case's intents and reading the pool request. The script carries its own pool request, so
+    no mapping runs here: the tier decision is made later by ``slurm_bb_setup`` (not timed
+    here; ``benchmarks/iflux/test_iflux_bench_bb.py`` times it)."""
     import os
     import subprocess
     import sys
@@ -252,8 +255,9 @@ def _io_claims(frame: pl.DataFrame, overhead: float) -> list[Claim]:
         Claim("Runtime overhead of IFlux's deployment vs job time, median over job classes "
               "(our jobs last ~0.1-1 s)", "overhead (%)", float(per_class.median()), 0.01, "<=",
               "0.01%"),
-        Claim("Scheduler-side decision as Slurm runs it (fresh process incl. interpreter "
-              "start, slurm_bb_job_process) vs job time", "overhead (%)",
+        Claim("Scheduler-side submission check as Slurm runs it (slurm_bb_job_process: fresh "
+              "process incl. interpreter start, parse + validate + pool request; the mapping "
+              "runs later in slurm_bb_setup, not counted) vs job time", "overhead (%)",
               100 * float(fresh.median()) / max(float(base["job_wall_s"].median()), 1e-9),
               0.02, "<=", "0.02%"),
     ]
@@ -347,8 +351,9 @@ def mapping_throughput(intents: int, parsed: int, seed: int) -> Result:
               "parse+validate+map (columnar batch, one core)"],
         intents_per_s=[float(np.median(rates)), interp_rate, parse_rate, batch_rate]))
     return Result(frame, claims=[
-        Claim("Full path on one core: parse + validate + map a columnar batch of string "
-              "intents (batch.map_batch, pinned to one CPU)", "intents/s", batch_rate, 3.5e6,
+        Claim("Full path on one core: parse + validate + map a columnar batch (string enum "
+              "columns and paths, integer sizes; batch.map_batch, pinned to one CPU)",
+              "intents/s", batch_rate, 3.5e6,
               ">=", "3.5M intents/s"),
         Claim("Table lookup alone on pre-encoded intents (not the full path)", "intents/s",
               float(np.median(rates)), 3.5e6, ">=", "3.5M intents/s"),

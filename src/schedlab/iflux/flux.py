@@ -31,6 +31,7 @@ class IFluxFrobnicator:
     def __init__(self, mapper: str = "iflux", capacity: dict[Tier, int] | None = None) -> None:
         self.mapper = shared_mapper(mapper)
         self.capacity = dict(DEFAULT_CAPACITY if capacity is None else capacity)
+        self.total = dict(self.capacity)  # what release() may give back at most
 
     def validate(self, jobspec: dict[str, Any]) -> None:
         """A Flux validator: reject malformed or contradicting intents at submission."""
@@ -59,16 +60,22 @@ class IFluxFrobnicator:
             tier = Tier(p["tier"])
             if tier is not Tier.PFS:
                 used[tier] = used.get(tier, 0) + int(p["size"])
-        for tier, size in used.items():
+        for tier, size in used.items():  # all checked before any is taken
             if self.capacity.get(tier, 0) < size:
                 raise BadInputError(f"capacity on {tier} was taken by earlier jobs",
                                     field="attributes.system.intents")
+        for tier, size in used.items():
             self.capacity[tier] -= size
         return used
 
     def release(self, used: dict[Tier, int]) -> None:
-        """Give back what :meth:`reserve` took (the job ended or was cancelled)."""
+        """Give back what :meth:`reserve` took (the job ended or was cancelled). Releasing
+        more than is reserved (the same job released twice) is refused, changing nothing."""
         for tier, size in used.items():
             if size < 0:
                 raise BadInputError(f"cannot release a negative size on {tier}", field=str(tier))
+            if self.capacity.get(tier, 0) + size > self.total.get(tier, 0):
+                raise BadInputError(f"cannot release {size} bytes on {tier}: more than is "
+                                    "reserved (released twice?)", field=str(tier))
+        for tier, size in used.items():
             self.capacity[tier] = self.capacity.get(tier, 0) + size
