@@ -142,3 +142,23 @@ def test_cli_analyze_a_log_writes_its_report_in_the_cwd(tmp_path, monkeypatch):
     assert doc["tasks"] == 48 and (tmp_path / "sample-goodost-report" / "report.md").is_file()
     bad = CliRunner().invoke(app, ["analyze", str(tmp_path / "nope.darshan")])
     assert bad.exit_code == 2 and "nope.darshan" in bad.output
+
+
+def test_a_slow_lustre_ost_is_found_from_the_log_and_a_healthy_one_is_not():
+    from dataclasses import replace
+
+    from schedlab.dataflowdrs.diagnosis import analyse
+    from schedlab.dataflowdrs.engine import diagnose_analysis
+
+    trace = read_trace(LOGS / "sample-goodost.darshan")
+    assert (trace.profile["osts"] != "").sum() >= 48  # LUSTRE module: each file's OSTs
+    healthy = diagnose_analysis(analyse(trace)).ranked
+    assert "slow-storage-target" not in {b.kind for b in healthy}  # 0.64x median at worst
+    # the same log with OST 7 made 10x slower: its ranks' files take 10x as long
+    slow = trace.profile.with_columns(
+        [pl.when(pl.col("osts") == "7").then(pl.col(c) * 10).otherwise(pl.col(c)).alias(c)
+         for c in ("write_time", "read_time")])
+    ranked = diagnose_analysis(analyse(replace(trace, profile=slow))).ranked
+    top = ranked[0]
+    assert (top.kind, top.target) == ("slow-storage-target", "OST 7"), ranked[:3]
+    assert "MB/s" in top.evidence and top.saving > 1.0

@@ -24,7 +24,8 @@ from schedlab.dataflowdrs.synthetic import simulate_trace
 from schedlab.dataflowdrs.workloads import CANDIDATES
 
 KINDS = {"slow-tier", "small-io", "serial-task", "parallelism", "metadata", "misaligned-io",
-         "shared-file", "read-after-write", "stdio", "random-io", "no-collective"}
+         "shared-file", "read-after-write", "stdio", "random-io", "no-collective",
+         "slow-storage-target"}
 
 
 @pytest.fixture(scope="module")

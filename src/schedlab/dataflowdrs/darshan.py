@@ -42,6 +42,7 @@ PROFILE_SCHEMA = {
     "read_time": pl.Float64, "write_time": pl.Float64, "meta_time": pl.Float64,
     "coll_ops": pl.Int64, "indep_ops": pl.Int64, "slowest_time": pl.Float64,
     "fastest_time": pl.Float64, "shared": pl.Boolean,
+    "osts": pl.String,  # Lustre OST ids the file is striped over ("" when unknown)
 }
 _PREFIX = {"POSIX": "POSIX", "MPI-IO": "MPIIO", "STDIO": "STDIO", "H5D": "H5D", "H5F": "H5F"}
 
@@ -76,7 +77,7 @@ def extract(path: str | Path) -> dict:
                 frames = report.records[module].to_df()
                 out["records"][module] = (frames["counters"].to_dict("records"),
                                           frames["fcounters"].to_dict("records"))
-            except (KeyError, ValueError, TypeError, RuntimeError) as exc:
+            except (KeyError, ValueError, TypeError, RuntimeError, AttributeError) as exc:
                 out["skipped"].append(f"{module} records unreadable ({str(exc)[:60]})")
     for module in ("DXT_POSIX",):
         if module in report.records:
@@ -89,6 +90,14 @@ def extract(path: str | Path) -> dict:
                     for d in report.records[module].to_df()]
             except (KeyError, ValueError, TypeError, RuntimeError) as exc:
                 out["skipped"].append(f"{module} segments unreadable ({str(exc)[:60]})")
+    out["lustre"] = {}
+    if "LUSTRE" in report.records:
+        try:
+            for rec in report.records["LUSTRE"].to_df()["components"].to_dict("records"):
+                ids = out["lustre"].setdefault(int(rec["id"]), [])
+                ids.extend(int(o) for o in rec["LUSTRE_OST_IDS"] if int(o) not in ids)
+        except (KeyError, ValueError, TypeError, RuntimeError, AttributeError) as exc:
+            out["skipped"].append(f"LUSTRE records unreadable ({str(exc)[:60]})")
     used = {"POSIX", "MPI-IO", "STDIO", "H5F", "H5D", "DXT_POSIX"}
     if not used & set(out["modules"]):
         out["skipped"].append("no POSIX, MPI-IO, STDIO, HDF5 or DXT_POSIX records (modules: "
@@ -135,8 +144,8 @@ def _get(row: dict, key: str, default=0):
     return default if value != value or value < 0 else value  # NaN / -1 (not recorded)
 
 
-def _profile_rows(report, module: str, names: dict, exe: str) -> list[dict]:
-    counters, fcounters = _frames(report, module)
+def _profile_rows(raw: dict, module: str, names: dict, exe: str) -> list[dict]:
+    counters, fcounters = _frames(raw, module)
     p = _PREFIX[module]
     rows = []
     for c, f in zip(counters, fcounters, strict=True):
@@ -171,6 +180,7 @@ def _profile_rows(report, module: str, names: dict, exe: str) -> list[dict]:
             indep_ops=g("INDEP_READS") + g("INDEP_WRITES"),
             slowest_time=gf("SLOWEST_RANK_TIME"), fastest_time=gf("FASTEST_RANK_TIME"),
             shared=rank == -1, _start=gf("OPEN_START_TIMESTAMP"),
+            osts=",".join(str(o) for o in raw.get("lustre", {}).get(int(c["id"]), [])),
             _end=max(gf("CLOSE_END_TIMESTAMP"), gf("READ_END_TIMESTAMP"),
                      gf("WRITE_END_TIMESTAMP"))))
     return rows

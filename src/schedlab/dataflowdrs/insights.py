@@ -17,6 +17,8 @@ saving in seconds:
 * ``shared-file``  a file several ranks/tasks write: rank imbalance on it (slowest minus
                    fastest rank's I/O time, Darshan) or, for traces, the overlap of the
                    writers' I/O on it;
+* ``slow-storage-target`` (Darshan, LUSTRE module) OSTs under half the median OST's
+                   bandwidth: the slowest rank's I/O time on them above the median's;
 * ``read-after-write`` an intermediate file a task reads after another task wrote it on
                    storage: the consumer's read time and the hand-off gap on the critical path
                    (passing it in memory or on node-local storage removes them).
@@ -81,7 +83,7 @@ def io_profile(trace: TraceData, pid_task: dict[int, str] | None = None) -> pl.D
         pl.lit(0, dtype=pl.Int64).alias("max_byte_written"),
         pl.lit(0, dtype=pl.Int64).alias("coll_ops"), pl.lit(0, dtype=pl.Int64).alias(
             "indep_ops"), pl.lit(0.0).alias("slowest_time"), pl.lit(0.0).alias("fastest_time"),
-        (pl.col("_writers").fill_null(0) >= 2).alias("shared"))
+        (pl.col("_writers").fill_null(0) >= 2).alias("shared"), pl.lit("").alias("osts"))
     return table.select([pl.col(k).cast(t) for k, t in PROFILE_SCHEMA.items()])
 
 
@@ -123,6 +125,8 @@ def field_findings(trace: TraceData, profile: pl.DataFrame, critical: set[str],
         _metadata(rows, unit, gaps, darshan, keep)
         _misaligned(rows, unit, keep)
     _shared(profile, trace, critical, keep)
+    if darshan:
+        _storage_targets(profile, keep)
     if producer_consumer is not None and not darshan:
         _read_after_write(producer_consumer, critical, keep, best_cost)
     return [(k, t, s, e) for (k, t), (s, e) in best.items()]
@@ -193,6 +197,37 @@ def _shared(profile: pl.DataFrame, trace: TraceData, critical: set[str], keep) -
         keep("shared-file", path, overlap,
              f"{path}: written by {tasks.height} tasks; {total:.3f} s of write calls, "
              f"{overlap:.3f} s of them overlapping")
+
+
+SLOW_TARGET = 0.5  # a storage target under half the median target's bandwidth is slow
+
+
+def _storage_targets(profile: pl.DataFrame, keep) -> None:
+    """Lustre OSTs far slower than the others (Darshan LUSTRE module): the time the slowest
+    rank lost on them -- its files' I/O time above what the median OST's bandwidth gives."""
+    rows = profile.filter((pl.col("module") == "POSIX") & (pl.col("osts") != "")).with_columns(
+        (pl.col("bytes_read") + pl.col("bytes_written")).alias("b"),
+        (pl.col("read_time") + pl.col("write_time")).alias("t"))
+    rows = rows.filter((pl.col("b") > 0) & (pl.col("t") > 0))
+    single = rows.filter(~pl.col("osts").str.contains(","))  # one target: attributable
+    per_ost = single.group_by("osts").agg(pl.col("b").sum(), pl.col("t").sum(), pl.len())
+    if per_ost.height < 3:
+        return
+    per_ost = per_ost.with_columns((pl.col("b") / pl.col("t")).alias("bw"))
+    median = float(per_ost["bw"].median())
+    slow = per_ost.filter(pl.col("bw") < SLOW_TARGET * median)
+    if slow.height == 0 or median <= 0:
+        return
+    slow_ids = set(slow["osts"].to_list())
+    lost = (single.filter(pl.col("osts").is_in(list(slow_ids)))
+            .with_columns((pl.col("t") - pl.col("b") / median).clip(lower_bound=0).alias("x"))
+            .group_by("rank").agg(pl.col("x").sum()))
+    saving = float(lost["x"].max() or 0.0)
+    worst = slow.sort("bw").row(0, named=True)
+    keep("slow-storage-target", "OST " + ",".join(sorted(slow_ids, key=int)), saving,
+         f"{slow.height} of {per_ost.height} OSTs under {SLOW_TARGET:.0%} of the median "
+         f"OST's {median / 1e6:.0f} MB/s (OST {worst['osts']}: {worst['bw'] / 1e6:.0f} MB/s "
+         f"over {worst['len']} files); the slowest rank lost {saving:.3f} s on them")
 
 
 def _read_after_write(pc: pl.DataFrame, critical: set[str], keep, best_cost=None) -> None:

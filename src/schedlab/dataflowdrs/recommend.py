@@ -106,6 +106,8 @@ ADVICE = {
                     "aggregators, so ranks do not contend on one file"),
     "read-after-write": ("pass-in-memory", "hand the intermediate to its consumer in memory "
                          "or on node-local storage (co-locate producer and consumer)"),
+    "slow-storage-target": ("avoid-target", "restripe the files away from the slow OSTs "
+                            "(lfs setstripe / lfs migrate) and report them to the admins"),
     "stdio": ("use-mpiio", "move bulk transfers from STDIO to POSIX/MPI-IO with large requests"),
     "random-io": ("sequentialise", "sort or batch the accesses into sequential order"),
     "no-collective": ("use-collective", "use collective MPI-IO calls (MPI_File_*_all)"),
