@@ -248,6 +248,12 @@ def test_reproduce_falls_back_to_seeded_data(monkeypatch: pytest.MonkeyPatch) ->
     result = real_trace(scales=(32,), seed=0)
     assert "seeded generator" in result.ran_with and "no Lucid data" in result.ran_with
     assert result.frame.height == 8 and result.claims
+    from schedlab.couchsurfer.experiment import fusion_guard, interference_fit
+
+    guard = fusion_guard(gpus=32, seed=1)
+    assert "seeded generator" in guard.ran_with and guard.frame.height == 5
+    fit = interference_fit(seeds_split=1, seed=0)
+    assert "stand-in" in fit.ran_with and all(c.measured == c.measured for c in fit.claims)
 
 
 def test_cli_replays_alibaba_with_its_node_list_and_philly(tmp_path: Path) -> None:
