@@ -108,6 +108,28 @@ class MemoryConfig(BaseModel):
     buffer_pj_per_bit: float = Field(17.2 / 256, ge=0)  # PUMA: 0.0172 nJ per 256-bit access
     interconnect_gbps: float = Field(1024.0, gt=0)  # MNSIM Intra_Tile_Bandwidth = 1024 Gbps
     activation_bits: int = Field(8, ge=1)  # (ours) activations moved as 8-bit values
+    offchip_gbps: float = Field(2048.0, gt=0)  # one HBM2 stack, 256 GB/s (JESD235); streamed
+    # weights are fetched at this rate while crossbars are rewritten
+
+
+class ReprogramConfig(BaseModel):
+    """Chips smaller than the model: weights streamed into the crossbars per layer group.
+
+    Each inference writes every group's weights (PUMA's whole-crossbar write, ``write_ns`` and
+    ``write_power_mw`` in :class:`CrossbarConfig`), every tile writing its crossbars one after
+    another, all tiles in parallel, while the weights arrive over ``offchip_gbps``.
+    """
+
+    model_config = ConfigDict(extra="forbid")
+
+    enabled: bool = True  # (ours) stream weights instead of refusing a model that does not fit
+    overlap: str = Field("auto", pattern="^(auto|sequential|double-buffered)$")
+    # sequential: the whole chip holds one group, write then compute; double-buffered: half the
+    # chip computes group g while the other half is written with group g+1; auto: the faster
+    endurance_writes: float = Field(1e6, gt=0)  # (ours) write cycles a cell survives: the
+    # conservative end of the 1e6-1e12 reported for ReRAM (1e12: TaOx, Lee et al., Nature
+    # Materials 10:625, 2011); multi-level cells are at the low end
+    inferences_per_load: int = Field(1, ge=1)  # (ours) inferences (a batch) per weight load
 
 
 class ArchConfig(BaseModel):
@@ -121,6 +143,7 @@ class ArchConfig(BaseModel):
     memory: MemoryConfig = Field(default_factory=MemoryConfig)
     max_crossbars: int = Field(131_072, ge=1)  # (ours) fits BERT-large/GPT-2 medium at r=1
     max_replication: int = Field(16, ge=1)  # (ours) cap on copies of one weight matrix
+    reprogram: ReprogramConfig = Field(default_factory=ReprogramConfig)
 
     @model_validator(mode="after")
     def _physical(self) -> ArchConfig:
