@@ -162,3 +162,10 @@ def test_a_slow_lustre_ost_is_found_from_the_log_and_a_healthy_one_is_not():
     top = ranked[0]
     assert (top.kind, top.target) == ("slow-storage-target", "OST 7"), ranked[:3]
     assert "MB/s" in top.evidence and top.saving > 1.0
+
+
+def test_report_says_how_io_bound_the_job_was():
+    idle = diagnose(LOGS / "noposix.darshan").summary()["io"]
+    busy = diagnose(LOGS / "sample-goodost.darshan").summary()["io"]
+    assert idle["scope"] == "slowest rank" and idle["io_share"] < 0.01  # 39,213 s job
+    assert busy["io_share"] > 0.5  # IOR: writing is what it does

@@ -37,6 +37,10 @@ def _show_diagnosis(summary: dict) -> None:
 
     out_console.print(f"makespan {summary['makespan_s']:.3f} s, {summary['tasks']} tasks, "
                       f"DFL compressed {summary['compression']['reduction']:.1f}x")
+    io = summary.get("io") or {}
+    if io:
+        out_console.print(f"I/O calls: {io['io_seconds']:.3f} s on the {io['scope']} = "
+                          f"{io['io_share']:.1%} of the run")
     table = Table("#", "kind", "target", "saving (s)", "evidence", title="bottlenecks")
     for i, b in enumerate(summary["bottlenecks"], 1):
         table.add_row(str(i), b["kind"], b["target"], f"{b['saving_s']:.3f}", b["evidence"])

@@ -79,7 +79,14 @@ class Diagnosis:
 
     def summary(self, top: int = 5) -> dict:
         a = self.analysis
+        share = {}
+        if a.trace is not None and a.profile is not None:
+            from schedlab.dataflowdrs.insights import io_share
+
+            critical = set(a.dfl.tasks.filter(pl.col("critical"))["task"].to_list())
+            share = io_share(a.trace, a.profile, critical, a.dfl.makespan)
         return dict(
+            source=(a.trace.meta.get("source", "trace") if a.trace else "trace"), io=share,
             diagnoser=self.diagnoser, makespan_s=a.dfl.makespan, tasks=a.dfl.tasks.height,
             critical_path=a.dfl.tasks.filter(pl.col("critical"))["task"].to_list(),
             compression=a.compressed.summary(),

@@ -107,6 +107,23 @@ def _scope(profile: pl.DataFrame, critical: set[str], darshan: bool,
     return out
 
 
+def io_share(trace: TraceData, profile: pl.DataFrame, critical: set[str],
+             makespan: float) -> dict:
+    """How I/O-bound the run is: I/O-call seconds (data + metadata) of the critical path's
+    tasks (traces) or of the slowest rank (Darshan), over the run's length."""
+    darshan = trace.meta.get("source") == "darshan"
+    nprocs = int(trace.meta.get("nprocs") or 1)
+    worst = 0.0
+    for _, rows in _scope(profile, critical, darshan, nprocs).items():
+        t = float(rows.select(pl.col("read_time", "write_time", "meta_time").sum())
+                  .sum_horizontal()[0] or 0.0) if rows.height else 0.0
+        worst = max(worst, t)
+    length = float(trace.meta.get("runtime") or makespan or 0.0)
+    return dict(io_seconds=worst, run_seconds=length,
+                io_share=min(1.0, worst / length) if length > 0 else 0.0,
+                scope="slowest rank" if darshan else "critical path")
+
+
 def field_findings(trace: TraceData, profile: pl.DataFrame, critical: set[str],
                    gaps: dict[str, float], producer_consumer: pl.DataFrame | None = None,
                    best_cost=None) -> list[tuple[str, str, float, str]]:
@@ -251,4 +268,4 @@ def _read_after_write(pc: pl.DataFrame, critical: set[str], keep, best_cost=None
              f"from {first['tier']}")
 
 
-__all__ = ["ALIGNMENT", "field_findings", "io_profile"]
+__all__ = ["ALIGNMENT", "field_findings", "io_profile", "io_share"]
