@@ -223,3 +223,35 @@ def test_strace_offsets_follow_dup2_lseek_pread_and_relative_names_the_cwd(tmp_p
                     ("read", 10, 8192)]
     assert [(r[3], r[5]) for r in rows if r[3] in ("stat", "meta")] == [
         ("stat", "/w/sub/x.txt"), ("meta", "/w/sub/x.txt")]
+
+
+_NAME = st.sampled_from(["a", "b.txt", "../w/c", "sub/d", "/w/e", "/usr/lib/x.so", ""])
+_FD = st.integers(0, 6)
+_CALL = st.one_of(
+    st.builds(lambda n, r: f'openat(AT_FDCWD</w>, "{n}", O_RDONLY) = {r}</w/{n}>', _NAME, _FD),
+    st.builds(lambda f, n, r: f'read({f}</w/{n}>, "", 9) = {r}', _FD, _NAME,
+              st.integers(-1, 9)),
+    st.builds(lambda f, n, r: f'pwrite64({f}</w/{n}>, "", 9, {r}) = 9', _FD, _NAME,
+              st.integers(0, 10**6)),
+    st.builds(lambda f, t: f"dup2({f}</w/a>, {t}) = {t}</w/a>", _FD, _FD),
+    st.builds(lambda f, o: f"lseek({f}</w/a>, {o}, SEEK_SET) = {o}", _FD, st.integers(0, 99)),
+    st.builds(lambda n: f'newfstatat(AT_FDCWD</w>, "{n}", {{}}, 0) = 0', _NAME),
+    st.builds(lambda n: f'unlink("{n}") = 0', _NAME),
+    st.builds(lambda n: f'chdir("{n}") = 0', _NAME),
+    st.text(max_size=20),
+)
+
+
+@given(st.lists(_CALL, max_size=12))
+def test_fuzzed_structured_strace_keeps_only_absolute_paths_under_the_roots(
+        tmp_path_factory, calls):
+    from schedlab.dataflowdrs.traces import parse_strace
+
+    path = tmp_path_factory.mktemp("fuzzst") / "strace-t.3"
+    path.write_text("".join(f"1.{i:06d} {c} <0.000001>\n" for i, c in enumerate(calls)),
+                    encoding="utf-8")
+    rows, _, _ = parse_strace(path, roots=("/w",), strict=False)
+    for r in rows:
+        assert r[5] == "/w" or r[5].startswith("/w/"), r
+        assert r[6] is None or r[6] >= 0
+        assert r[2] >= 0 and r[4] >= 0
