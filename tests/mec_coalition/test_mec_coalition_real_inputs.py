@@ -43,8 +43,35 @@ def test_layer_by_layer_count_equals_the_checkpoints_count(name, exact):
 @pytest.mark.parametrize("name", sorted(presets()))
 def test_every_preset_is_within_its_published_size(name):
     cfg = get_config(name)
-    # published sizes are rounded ("1.5B", "13B"): 4 % covers DeBERTa's rounding, nothing more
-    assert abs(cfg.total_params() / cfg.published_params - 1) < 0.04
+    # published sizes are rounded ("13B"); DeBERTa-v2-XXLarge's "1.5B" is 1.56 B in the
+    # checkpoint (+4.3 %: no absolute position table, a 3-wide convolution); the rest are < 0.3 %
+    assert abs(cfg.total_params() / cfg.published_params - 1) < (
+        0.045 if name == "deberta-v2-xxlarge" else 0.003)
+
+
+def test_deberta_v2_config_json_counts_as_the_preset(tmp_path):
+    """microsoft/deberta-v2-xxlarge's config.json fields: position_biased_input false drops
+    the absolute position table, conv_kernel_size 3 adds the ConvLayer (3 h^2 + h + LayerNorm)."""
+    raw = dict(model_type="deberta-v2", vocab_size=128100, hidden_size=1536,
+               intermediate_size=6144, num_hidden_layers=48, num_attention_heads=24,
+               max_position_embeddings=512, type_vocab_size=0, relative_attention=True,
+               position_buckets=256, position_biased_input=False, conv_kernel_size=3)
+    path = tmp_path / "config.json"
+    path.write_text(json.dumps(raw))
+    got = read_hf_config(path)
+    assert got.total_params() == get_config("deberta-v2-xxlarge").total_params()
+    h = 1536
+    plain = read_hf_config(_write(tmp_path, {**raw, "position_biased_input": True,
+                                             "conv_kernel_size": 0}))
+    assert got.total_params() - plain.total_params() == 3 * h * h + 3 * h - 512 * h
+    with pytest.raises(BadInputError, match="position_biased_input"):
+        read_hf_config(_write(tmp_path, {**raw, "position_biased_input": "no"}))
+
+
+def _write(folder, raw):
+    path = folder / "other.json"
+    path.write_text(json.dumps(raw))
+    return path
 
 
 @pytest.mark.parametrize(("name", "published"), [("roberta-base", 0.3e6),
@@ -106,8 +133,8 @@ def test_fuzzed_configs_are_counted_or_refused_cleanly(tmp_path_factory, raw):
 # --- zoos -------------------------------------------------------------------------------------
 
 def test_published_glue_rows_reproduce_the_papers_averages():
-    for key, row in GLUE_SCORES.items():
-        assert abs(np.mean(row) - GLUE_AVERAGES[key]) <= 0.06, key
+    for key, row in GLUE_SCORES.items():  # the published average is rounded to 0.1
+        assert abs(np.mean(row) - GLUE_AVERAGES[key]) < 0.05 + 1e-9, key
 
 
 def test_glue_zoo_lora_variants_share_the_base_and_full_fine_tunes_do_not():
@@ -288,3 +315,37 @@ def test_cli_compare_on_a_topology_with_the_glue_zoo_and_queueing(tmp_path):
     assert out.read_text().startswith("seed,policy")
     bad = CliRunner().invoke(app, ["compare", "--requests", str(tmp_path / "none.csv")])
     assert bad.exit_code == 2 and "none.csv: no such file" in bad.output
+
+
+def test_a_group_split_evenly_between_tasks_gets_the_smallest_one(tmp_path):
+    """Polars' mode() lists tied values in no fixed order; the mapping must not depend on it."""
+    rows = [f"2024-11-15 10:00:{i:02d},GA,M1,0,3" for i in range(16)]
+    rows += [f"2024-11-15 10:01:{i:02d},GB,M2,0,3" for i in range(14)]
+    rows += [f"2024-11-15 10:02:{i:02d},GC,M3,0,3" for i in range(12)]
+    for g in range(8):  # one request of M3 and one of M2 each: a tie between tasks 2 and 1
+        rows += [f"2024-11-15 11:0{g}:00,T{g},M3,0,3", f"2024-11-15 11:0{g}:30,T{g},M2,0,3"]
+    # classes by requests: M2 (22) -> task 0, M3 (20) -> task 1, M1 (16) -> task 2
+    got = demand(read_trace(_trace(tmp_path, rows)), users=11, tasks=3)
+    assert got.task.tolist() == [2, 0, 1] + [0] * 8
+
+
+def test_sites_file_gpus_set_the_compute_cap_and_an_unstable_queue_is_refused(tmp_path):
+    from schedlab.mec_coalition.workloads import from_files
+
+    sites = tmp_path / "sites.csv"
+    sites.write_text("LATITUDE,LONGITUDE,gpus\n-37.81,144.96,1\n-37.82,144.97,3\n")
+    inst = from_files(sites, None, 10, 0, max_users=40)
+    assert inst.cloudlets.servers.tolist() == [1, 3]
+    assert (inst.cloudlets.compute_tflops < inst.cloudlets.servers
+            * inst.cloudlets.gpu_tflops).all()
+    plan = get_policy("coalition").plan(inst, 0)
+    assert np.isfinite(engine.evaluate(inst, plan, queueing=True)["queueing_ms"])
+    sites.write_text("LATITUDE,LONGITUDE,gpus,gpu_tflops,compute_tflops\n"
+                     "-37.81,144.96,2,100,150\n-37.82,144.97,1,100,100\n")
+    with pytest.raises(BadInputError, match=r"sites.csv:3: field 'compute_tflops'.*never drain"):
+        from_files(sites, None, 10, 0, max_users=40)
+
+
+def test_cli_refuses_families_with_the_glue_zoo():
+    bad = CliRunner().invoke(app, ["solve", "--zoo", "glue", "--families", "llama-2-7b"])
+    assert bad.exit_code == 2 and "families" in bad.output

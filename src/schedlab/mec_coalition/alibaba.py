@@ -9,10 +9,12 @@ applied (``num_lora``), which user group sent it (``groupId``) and how long it r
 * **which variants are popular**: request classes = (checkpoint, with/without LoRA), ranked by
   request count; class rank r is the market's task ``r mod tasks`` (the trace's checkpoints are
   diffusion models, so *which* task a class stands for is our mapping; the skew is real);
-* **who asks how often**: each market user is one of the most active groups, with a rate
-  proportional to the group's request count (heavy-tailed: the top group sent 1,207, the median
-  2), scaled so the mean user rate is ``mean_rate`` req/s (the trace's own absolute rate,
-  26,823 requests over 23 days, is one service's load, far below an edge market's);
+* **who asks how often**: each market user is one of the most active groups (its task: the one
+  it asked for most, the smallest task id on a tie, so the mapping is the same in every run),
+  with a rate proportional to the group's request count (heavy-tailed: the top group sent
+  1,207, the median 2), scaled so the mean user rate is ``mean_rate`` req/s (the trace's own
+  absolute rate, 26,823 requests over 23 days, is one service's load, far below an edge
+  market's);
 * **how variable service is**: the squared coefficient of variation of the execution time per
   class (0.08-0.29 on the top classes; 0.52 over all), which sets the M/G/c queueing delay
   (``queueing.py``).
@@ -90,7 +92,7 @@ def demand(frame: pl.DataFrame, users: int, tasks: int, mean_rate: float = 0.6,
                                    scv=(pl.col("var") / pl.col("mean") ** 2).fill_null(1.0)
                                    .fill_nan(1.0))
     groups = frame.join(classes.select("cls", "task", "scv"), on="cls").group_by("groupId").agg(
-        n=pl.len(), task=pl.col("task").mode().first(), scv=pl.col("scv").mean()).sort(
+        n=pl.len(), task=pl.col("task").mode().min(), scv=pl.col("scv").mean()).sort(
         ["n", "groupId"], descending=[True, False])
     if groups.height < users:  # more users than groups: the groups repeat, in rank order
         groups = pl.concat([groups] * (users // groups.height + 1)).head(users)

@@ -32,6 +32,9 @@ def _market(topology: Path | None, users: Path | None, seed: int, cloudlets: int
 
     if zoo not in ("llm", "glue"):
         raise ConfigError(f"unknown zoo {zoo!r}; valid: llm, glue", field="zoo")
+    if zoo == "glue" and families:
+        raise ConfigError("--families picks the llm zoo's architectures; the glue zoo is "
+                          "RoBERTa-base and DeBERTa-XXL", field="families")
     economy = Economy(reach=reach, coord_cost=coord_cost)
     if topology is not None:
         inst = from_files(topology, users, models, seed, tasks, max_users=n_users or None,

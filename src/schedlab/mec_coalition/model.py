@@ -232,6 +232,13 @@ def validate(inst: Instance) -> None:
         if gpus.shape != (c.n,) or not np.all(np.isfinite(gpus)) or (gpus < 1).any() or (
                 gpus != np.round(gpus)).any():
             raise BadInputError("needs one whole number >= 1 per cloudlet", field="gpus")
+        over = c.compute_tflops >= gpus * c.gpu_tflops
+        if over.any():
+            k = int(np.argmax(over))
+            raise BadInputError(
+                f"cloudlet {k}: compute_tflops {c.compute_tflops[k]:g} is not below gpus x "
+                f"gpu_tflops = {gpus[k] * c.gpu_tflops[k]:g}, so its M/G/c queue would never "
+                "drain", field="compute_tflops")
     if u.service_scv is not None:
         scv = np.asarray(u.service_scv, dtype=float)
         if scv.shape != (u.n,) or not np.all(np.isfinite(scv)) or (scv < 0).any():

@@ -8,9 +8,11 @@ Hugging Face implementations allocate them:
 * decoder (Llama, Qwen2, Mistral): embedding V·h; per layer q h·(H·d) and k, v h·(K·d) (+ biases
   when ``attention_bias``), o (H·d)·h, a gated MLP 3·h·I, two RMSNorms 2·h; a final norm h;
   ``lm_head`` V·h unless tied to the embedding.
-* encoder (BERT, RoBERTa, DeBERTa-v2): word, position and token-type embeddings plus a
-  LayerNorm; per layer q, k, v, o with biases, two LayerNorms, an MLP h·I + I·h with biases;
-  DeBERTa's relative-position table; a pooler h·h + h (BERT/RoBERTa).
+* encoder (BERT, RoBERTa, DeBERTa-v2): word, position (unless ``position_biased_input`` is
+  false, as in DeBERTa-v2) and token-type embeddings plus a LayerNorm; per layer q, k, v, o with
+  biases, two LayerNorms, an MLP h·I + I·h with biases; DeBERTa's relative-position table with
+  its LayerNorm and its convolution (``conv_kernel_size`` k: k·h·h + h, and a LayerNorm), both
+  counted in the embedding block; a pooler h·h + h (BERT/RoBERTa).
 
 A LoRA adapter of rank r on a target module of shape d_in x d_out holds r·(d_in + d_out)
 parameters per layer (Hu et al., ICLR 2022). The counts are checked in the tests against the
@@ -55,6 +57,8 @@ class TransformerConfig:
     max_position_embeddings: int = 0
     type_vocab_size: int = 0
     relative_positions: int = 0
+    position_biased_input: bool = True  # absolute position embeddings (DeBERTa-v2: false)
+    conv_kernel_size: int = 0  # DeBERTa-v2's convolution after the first layer (0: none)
     source: str = ""
     published_params: float | None = None
     published_lora_params: float | None = None
@@ -103,9 +107,11 @@ class TransformerConfig:
         h = self.hidden_size
         if self.arch == "decoder":
             return self.vocab_size * h
-        table = (self.vocab_size + self.max_position_embeddings + self.type_vocab_size) * h
+        positions = self.max_position_embeddings if self.position_biased_input else 0
+        table = (self.vocab_size + positions + self.type_vocab_size) * h
+        conv = (self.conv_kernel_size * h * h + h + 2 * h) if self.conv_kernel_size else 0
         return table + 2 * h + (self.relative_positions * h + 2 * h
-                                if self.relative_positions else 0)
+                                if self.relative_positions else 0) + conv
 
     def head_params(self) -> int:
         """The block after the last layer: final norm + untied lm_head, or the pooler."""
@@ -214,10 +220,14 @@ def _config(name: str, raw: dict, where: str) -> TransformerConfig:
             raise BadInputError(f"{name}: needs a positive integer, got {value!r}",
                                 path=Path(where), field=key)
     for key in ("num_key_value_heads", "head_dim", "max_position_embeddings",
-                "type_vocab_size", "relative_positions"):
+                "type_vocab_size", "relative_positions", "conv_kernel_size"):
         value = raw.get(key)
         if value is not None and (not isinstance(value, int) or value < 0):
             raise BadInputError(f"{name}: needs a non-negative integer, got {value!r}",
+                                path=Path(where), field=key)
+    for key in ("tie_word_embeddings", "attention_bias", "position_biased_input"):
+        if key in raw and not isinstance(raw[key], bool):
+            raise BadInputError(f"{name}: needs true or false, got {raw[key]!r}",
                                 path=Path(where), field=key)
     targets = tuple(raw.get("lora_targets", ("q_proj", "v_proj")))
     unknown = [t for t in targets if t not in (*_ATTENTION, *_MLP)]

@@ -138,7 +138,8 @@ def _zoo(block_gb, rows, acc, tflop, family, kind) -> Zoo:
 def make_cloudlets(xy: np.ndarray, rng: np.random.Generator, **given: np.ndarray) -> Cloudlets:
     """Cloudlets at ``xy`` (km) with seeded capacities unless ``given`` supplies them."""
     n = xy.shape[0]
-    gpus = rng.integers(1, 5, n)
+    seeded_gpus = rng.integers(1, 5, n)  # drawn even when given: the same stream either way
+    gpus = given["gpus"] if "gpus" in given else seeded_gpus
     gpu = given.get("gpu_tflops", rng.uniform(80, 200, n))
     return Cloudlets(
         xy=xy,
@@ -147,7 +148,7 @@ def make_cloudlets(xy: np.ndarray, rng: np.random.Generator, **given: np.ndarray
         gpu_tflops=gpu,
         storage_cost=given.get("storage_cost", rng.uniform(0.01, 0.03, n)),
         compute_cost=given.get("compute_cost", rng.uniform(0.02, 0.05, n)),
-        gpus=given.get("gpus", None if "compute_tflops" in given else gpus),
+        gpus=gpus if "gpus" in given or "compute_tflops" not in given else None,
     )
 
 
@@ -227,6 +228,16 @@ def from_files(servers: Path, users: Path | None, models: int, seed: int, tasks:
         site_cols = {k: v[keep] for k, v in site_cols.items()}
     zoo = make_zoo(models, tasks, seed)
     sites = make_cloudlets(site_xy, rng, **site_cols)
+    if "gpus" in site_cols:  # the planners' compute cap must leave the GPUs' queue stable
+        physical = sites.gpus * sites.gpu_tflops
+        over = sites.compute_tflops >= physical
+        if over.any():
+            k = int(np.argmax(over))
+            row = int(keep[k]) if max_sites is not None else k
+            raise BadInputError(
+                f"compute_tflops {sites.compute_tflops[k]:g} is not below gpus x gpu_tflops = "
+                f"{physical[k]:g}: that cloudlet's queue would never drain", path=servers,
+                line=row + 2, field="compute_tflops")
     if "storage_gb" not in site_cols:  # seeded capacities must admit the seeded zoo
         sites = _fit_largest_model(sites, zoo)
     if users is not None:
