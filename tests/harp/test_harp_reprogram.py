@@ -107,3 +107,19 @@ def test_cli_json_on_a_puma_sized_chip(tmp_path: Path) -> None:
     assert result.exit_code == 0, result.output
     report = json.loads(result.stdout)
     assert report["groups"] > 1 and report["lifetime_inferences"] > 0
+
+
+def test_json_stays_one_document_when_the_solver_prints(monkeypatch) -> None:
+    from schedlab.harp import mapping
+
+    original = mapping.SOLVERS["ilp"]
+
+    def noisy(prob, strategy):
+        print("Running HiGHS 1.x: noise a solver may print")
+        return original(prob, strategy)
+
+    monkeypatch.setitem(mapping.SOLVERS, "ilp", noisy)
+    result = CliRunner().invoke(app, ["estimate", "--model", "bert-base", "--tokens", "16",
+                                      "--solver", "ilp", "--json"])
+    assert result.exit_code == 0, result.output
+    assert json.loads(result.stdout)["model"] == "bert-base"

@@ -6,6 +6,10 @@ JSON document on stdout.
 
 from __future__ import annotations
 
+import contextlib
+import os
+import sys
+from collections.abc import Iterator
 from pathlib import Path
 
 import typer
@@ -23,6 +27,27 @@ app = typer.Typer(
 
 MODEL_HELP = "Built-in model name (see `models`) or a JSON model config file."
 ARCH_HELP = "Architecture JSON file (partial files override the defaults)."
+
+
+@contextlib.contextmanager
+def _quiet() -> Iterator[None]:
+    """Send whatever the solvers print (Python or C level) to stderr, so ``--json`` stays one
+    document on stdout."""
+    sys.stdout.flush()
+    try:
+        saved = os.dup(1)
+    except OSError:  # no real fd 1 (embedded); the Python-level redirect still applies
+        saved = None
+    try:
+        if saved is not None:
+            os.dup2(2, 1)
+        with contextlib.redirect_stdout(sys.stderr):
+            yield
+    finally:
+        if saved is not None:
+            sys.stdout.flush()
+            os.dup2(saved, 1)
+            os.close(saved)
 
 
 def _ints(text: str, name: str) -> list[int]:
@@ -54,8 +79,9 @@ def estimate(
     from schedlab.harp.engine import evaluate
     from schedlab.harp.workloads import load_model
 
-    report = evaluate(load_model(model, tokens), load_arch(arch), strategy, scheduler, method,
-                      solver=solver)
+    with _quiet():
+        report = evaluate(load_model(model, tokens), load_arch(arch), strategy, scheduler,
+                          method, solver=solver)
     if json_out:
         emit_json(report.__dict__)
         return
@@ -82,10 +108,11 @@ def compare(
     from schedlab.harp.policies import SCHEDULERS
     from schedlab.harp.workloads import load_model
 
-    work, spec = load_model(model, tokens), load_arch(arch)
-    mapping = make_mapper(strategy).map(work, spec)
-    rows = [evaluate(work, spec, strategy, name, method, mapping=mapping).row()
-            for name in SCHEDULERS]
+    with _quiet():
+        work, spec = load_model(model, tokens), load_arch(arch)
+        mapping = make_mapper(strategy).map(work, spec)
+        rows = [evaluate(work, spec, strategy, name, method, mapping=mapping).row()
+                for name in SCHEDULERS]
     harp = next(r for r in rows if r["scheduler"] == "harp")["latency_us"]
     for row in rows:
         row["harp_speedup"] = row["latency_us"] / harp
@@ -133,7 +160,8 @@ def sweep(
     points = design_points(model, _ints(crossbar, "crossbar"), _ints(adcs, "adcs"),
                            _ints(units, "units"), strategy, scheduler, tokens, load_arch(arch))
     err_console.print(f"evaluating {len(points)} designs on {executor} x{jobs}")
-    frame = run_sweep(points, executor, jobs, ray_address)
+    with _quiet():
+        frame = run_sweep(points, executor, jobs, ray_address)
     if out is not None:
         write_frame(frame, out)
     if plot is not None:
