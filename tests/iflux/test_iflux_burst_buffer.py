@@ -12,6 +12,7 @@ import json
 import os
 import re
 import shutil
+import signal
 import subprocess
 import sys
 import tempfile
@@ -590,3 +591,22 @@ def test_a_job_cannot_use_roots_rights_through_its_intents() -> None:
         assert planted.stat().st_uid == 4242, "not handed to the job's user"
     finally:
         shutil.rmtree(base, ignore_errors=True)
+
+
+def test_stop_pids_leaves_a_process_that_reused_a_recorded_pid(tmp_path: Path) -> None:
+    """teardown runs as root: a pid read from a file written before that process started is
+    another process that got the number, and is not signalled."""
+    proc = subprocess.Popen(["sleep", "60"])
+    try:
+        record = tmp_path / "data_in.pid"
+        record.write_text(f"{proc.pid}\n")
+        long_ago = time.time() - 3600
+        os.utime(record, (long_ago, long_ago))  # the file predates the process: a reused pid
+        bb._stop_pids([proc.pid], timeout=5, recorded=record)
+        assert proc.poll() is None, "a process started after the record was left alone"
+        os.utime(record, None)  # written after the process started: it is ours
+        bb._stop_pids([proc.pid], timeout=5, recorded=record)
+        assert proc.wait(timeout=30) == -signal.SIGTERM
+    finally:
+        proc.kill()
+        proc.wait()

@@ -692,7 +692,24 @@ def _spawn_writeback(m, uid: int, gid: int, log: Path) -> int:
         os._exit(code)
 
 
-def _stop_pids(pids: list[int], timeout: float = 30.0) -> None:
+def _started_at(pid: int) -> float | None:
+    """When a process started (epoch seconds, from /proc), or None if it is gone."""
+    try:
+        ticks = int(Path(f"/proc/{pid}/stat").read_text().rsplit(") ", 1)[1].split()[19])
+        boot = next(float(line.split()[1]) for line in Path("/proc/stat").read_text()
+                    .splitlines() if line.startswith("btime "))
+    except (OSError, IndexError, ValueError, StopIteration):
+        return None
+    return boot + ticks / os.sysconf("SC_CLK_TCK")
+
+
+def _stop_pids(pids: list[int], timeout: float = 30.0, recorded: Path | None = None) -> None:
+    """SIGTERM, then SIGKILL after ``timeout``. With ``recorded`` (the file the pids were read
+    from), a pid whose process started after that file was written is another process that
+    reused the number (this runs as root) and is left alone."""
+    if recorded is not None:
+        written = recorded.stat().st_mtime + 5.0  # btime: 1 s resolution; clock jitter
+        pids = [pid for pid in pids if (_started_at(pid) or 0.0) <= written]
     for pid in pids:
         try:
             os.kill(pid, signal.SIGTERM)
@@ -722,7 +739,7 @@ def post_run(spool: Path, job_id: str) -> str:
     where = _job(spool, job_id)
     daemons = where / "daemons.json"
     if daemons.is_file():
-        _stop_pids(json.loads(daemons.read_text(encoding="utf-8")))
+        _stop_pids(json.loads(daemons.read_text(encoding="utf-8")), recorded=daemons)
         daemons.unlink()
     return "daemons stopped"
 
@@ -781,7 +798,7 @@ def teardown(spool: Path, job_id: str, hurry: bool) -> str:
     phase = (where / "phase").read_text().strip() if (where / "phase").is_file() else ""
     cancelled_stage_in = pid_file.is_file() or phase in ("staging-in", "stage-in-failed")
     if pid_file.is_file():
-        _stop_pids([int(p) for p in pid_file.read_text().split()])
+        _stop_pids([int(p) for p in pid_file.read_text().split()], recorded=pid_file)
         pid_file.unlink(missing_ok=True)
     if cancelled_stage_in:
         for m in plan.mounts:  # the job never ran: a staged tier holds only source copies
@@ -822,7 +839,8 @@ def status(spool: Path, args: list[str]) -> str:
     """``scontrol show bbstat [JOBID ...]``: each job's phase and placements."""
     lines = []
     wanted = {a for a in args if a.isdigit()}
-    for where in sorted(spool.glob("job-*"), key=lambda p: int(p.name[4:] or 0)):
+    jobs = [p for p in spool.glob("job-*") if p.name[4:].isdigit()]
+    for where in sorted(jobs, key=lambda p: int(p.name[4:])):
         job_id = where.name[4:]
         if wanted and job_id not in wanted:
             continue

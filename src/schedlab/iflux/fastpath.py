@@ -127,6 +127,12 @@ def check_job(intents: list[dict], where: dict) -> None:
             raise BadInputError(f"contradicting intents for {it['path']}: declared twice "
                                 "with different usage/mode/pattern", field="path", **where)
         seen[it["path"]] = it
+    check_nested(seen, where)
+
+
+def check_nested(paths, where: dict) -> None:
+    """Refuse two intent paths where one lies inside the other (shared with intents.py)."""
+    seen = dict.fromkeys(paths)
     for path in seen:
         parent = path
         while "/" in parent.rstrip("/"):
@@ -140,6 +146,15 @@ def check_job(intents: list[dict], where: dict) -> None:
 
 def parse_directive(text: str, where: dict, skip: tuple[str, ...] = ()) -> dict | None:
     """``key=value ...`` -> a validated intent (None when only ``skip`` keys are present)."""
+    raw = directive_fields(text, where, skip)
+    if not raw and skip:
+        return None
+    return validate(raw, where)
+
+
+def directive_fields(text: str, where: dict, skip: tuple[str, ...] = ()) -> dict[str, str]:
+    """``key=value ...`` (shell quoting allowed) -> the raw fields, ``skip`` keys left out
+    (shared with jobspec.parse_directive)."""
     try:
         words = shlex.split(text)
     except ValueError as exc:
@@ -154,9 +169,7 @@ def parse_directive(text: str, where: dict, skip: tuple[str, ...] = ()) -> dict 
         if key in raw:
             raise BadInputError("given twice in one directive", field=key, **where)
         raw[key] = value
-    if not raw and skip:
-        return None
-    return validate(raw, where)
+    return raw
 
 
 def read_script(path: str) -> tuple[list[dict], dict[str, str]]:
@@ -297,5 +310,5 @@ def soft_list(mask: int) -> list[str]:
     return [name for flag, name in SOFT_NAMES if mask & flag]
 
 
-__all__ = ["Table", "allocate", "check_job", "load_table", "parse_directive", "read_script",
-           "validate", "write_table"]
+__all__ = ["Table", "allocate", "check_job", "check_nested", "directive_fields", "load_table",
+           "parse_directive", "read_script", "validate", "write_table"]

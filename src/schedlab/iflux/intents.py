@@ -19,6 +19,7 @@ import numpy as np
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 
 from schedlab.core.errors import BadInputError
+from schedlab.iflux.fastpath import check_nested
 
 
 class Level(StrEnum):
@@ -195,15 +196,7 @@ def check_job(intents: list[Intent], where: dict[str, Any] | None = None) -> Non
             raise BadInputError(f"contradicting intents for {intent.path}: declared twice "
                                 "with different usage/mode/pattern", field="path", **where)
         seen[intent.path] = intent
-    for path in seen:
-        parent = path
-        while "/" in parent.rstrip("/"):
-            parent = parent.rstrip("/").rsplit("/", 1)[0] or "/"
-            if parent in seen:
-                raise BadInputError(f"intent paths {parent} and {path} are nested; declare "
-                                    "disjoint directories", field="path", **where)
-            if parent == "/":
-                break
+    check_nested(seen, where)
 
 
 def encode(intents: list[Intent]) -> np.ndarray:

@@ -22,6 +22,7 @@ from typing import Any
 import yaml
 
 from schedlab.core.errors import BadInputError
+from schedlab.iflux.fastpath import directive_fields
 from schedlab.iflux.intents import Intent, check_job, intent_from_dict
 
 INTENTS_KEY = ("attributes", "system", "intents")
@@ -118,19 +119,7 @@ def _jobspec_command(spec: dict[str, Any]) -> list[str]:
 
 def parse_directive(text: str, where: dict[str, Any]) -> Intent:
     """One intent from ``key=value key=value`` (shell quoting allowed)."""
-    try:
-        words = shlex.split(text)
-    except ValueError as exc:
-        raise BadInputError(f"cannot split directive: {exc}", **where) from None
-    raw: dict[str, Any] = {}
-    for word in words:
-        key, sep, value = word.partition("=")
-        if not sep or not key:
-            raise BadInputError(f"expected key=value, got {word!r}", **where)
-        if key in raw:
-            raise BadInputError("given twice in one directive", field=key, **where)
-        raw[key] = value
-    return intent_from_dict(raw, where)
+    return intent_from_dict(directive_fields(text, where), where)
 
 
 def intents_from_slurm_script(path: str | Path) -> JobIntents:
