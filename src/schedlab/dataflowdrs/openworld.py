@@ -180,7 +180,7 @@ def _setup_genomes(d: Path, scale: float) -> None:
     _write(d / "freq.py", _GENOMES_FREQ)
     genotypes = ["0|0", "0|1", "1|0", "1|1"]
     with open(d / "chr.vcf", "w", encoding="utf-8") as handle:
-        for row in range(int(60000 * scale)):
+        for row in range(int(20000 * scale)):
             cells = " ".join(rng.choice(genotypes) for _ in range(16))
             handle.write(f"22 {rng.randrange(10**8)} rs{row} A G {cells}\n")
 
@@ -215,12 +215,12 @@ WORKLOADS: dict[str, Workload] = {w.name: w for w in [
                                                    "sorted.txt > sorted.gz"]),
     Workload("genomes-pipeline", "serial-task",
              "1000-Genome shape with real programs: 4 parallel awk 'individuals' jobs split "
-             "a 4 MB VCF into 64 per-individual files, 4 parallel tar -z pack them, then ONE "
-             "Python individuals_merge decompresses all 4 archives, sorts 16 x 60,000 rows and "
+             "a 1.7 MB VCF into 64 per-individual files, 4 parallel tar -z pack them, then ONE "
+             "Python individuals_merge decompresses all 4 archives, sorts 16 x 20,000 rows and "
              "gzip -9s them, then a light frequency job: the serial fan-in merge is the "
              "critical path (about half of the run); splitting it is the fix",
-             _setup_genomes, lambda s: ["bash", "run.sh", str(int(60000 * s)), "1"],
-             {"split-merge": lambda d, s: ["bash", "run.sh", str(int(60000 * s)), "2"]}),
+             _setup_genomes, lambda s: ["bash", "run.sh", str(int(20000 * s)), "1"],
+             {"split-merge": lambda d, s: ["bash", "run.sh", str(int(20000 * s)), "2"]}),
     Workload("h5py-row-writes", "small-io",
              "h5py writes a 2-D dataset one 256-byte row (one chunk) at a time and reads it "
              "back row by row: thousands of sub-KiB HDF5 chunk I/Os plus library per-call "
