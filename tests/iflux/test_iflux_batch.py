@@ -36,6 +36,28 @@ def test_missing_optional_columns_take_the_model_defaults() -> None:
     assert result.tiers() == [str(reference.chains[i][0]) for i in reference.chain_ids]
 
 
+def test_no_gpu_direct_tier_without_a_gpu(tmp_path: Path) -> None:
+    from schedlab.iflux.storage import has_gpu
+
+    rows = {"path": ["/p/samples"], "usage": ["input"], "data": ["sample"],
+            "level": ["operation"], "size": ["1GiB"]}
+    result = batch.map_batch(rows)
+    assert str(result.chains[result.chain_id[0]][0]) == "gpu-direct", "the rule prefers it"
+    assert (result.tiers() == ["gpu-direct"]) == has_gpu()
+    assert result.tiers({"nvme", "pfs"}) == ["nvme"]
+    pl.DataFrame(rows).write_csv(tmp_path / "s.csv")
+    batch.map_file(tmp_path / "s.csv", tmp_path / "s.parquet")
+    assert pl.read_parquet(tmp_path / "s.parquet")["tier"].to_list() == result.tiers()
+
+
+def test_a_missing_path_is_named_as_missing(tmp_path: Path) -> None:
+    bad = tmp_path / "bad.csv"
+    bad.write_text("path,usage\n/p/a,input\n,output\n")
+    with pytest.raises(BadInputError, match="missing value") as err:
+        batch.map_file(bad, tmp_path / "o.parquet")
+    assert err.value.line == 3 and err.value.field == "path"
+
+
 @pytest.mark.parametrize(("column", "value", "field", "message"), [
     ("usage", "sideways", "usage", "Input should be"),
     ("mode", "write-only", "mode", "an input cannot be write-only"),

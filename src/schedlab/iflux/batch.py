@@ -15,9 +15,10 @@ one row per intent, with the fields of :class:`intents.Intent` as columns:
 * **map**: one mixed-radix index per row and two gathers in the compiled rule table.
 
 Not per row: the cross-intent checks of :func:`intents.check_job` (one job's paths declared twice
-differently, or nested) need a group-by over paths; :func:`check_paths` does them when asked
-(slower, reported separately in the benchmark). Capacity fitting stays per job
-(:func:`policies.allocate`): a batch gets each intent's tier chain and software, not a packing.
+differently, or nested) need a group-by over paths; :func:`check_paths` does the first when
+asked (slower, reported separately in the benchmark); nested paths are left to ``check_job``.
+Capacity fitting stays per job (:func:`policies.allocate`): a batch gets each intent's tier
+chain, its first tier this node has (:meth:`BatchResult.tiers`) and software, not a packing.
 """
 
 from __future__ import annotations
@@ -49,8 +50,16 @@ class BatchResult:
     chain_id: np.ndarray
     soft: np.ndarray
 
-    def tiers(self) -> list[str]:
-        first = np.array([str(c[0]) for c in self.chains])
+    def tiers(self, available: set[str] | None = None) -> list[str]:
+        """Each intent's first tier of its chain that this node has (``available``; default:
+        the tiers with room in ``policies.DEFAULT_CAPACITY``, so no gpu-direct without a
+        GPU). Capacity is not fitted: that stays per job."""
+        if available is None:
+            from schedlab.iflux.policies import DEFAULT_CAPACITY
+
+            available = {str(t) for t, room in DEFAULT_CAPACITY.items() if room > 0}
+        first = np.array([next((str(t) for t in c if str(t) in available), "pfs")
+                          for c in self.chains])
         return first[self.chain_id].tolist()
 
     def __len__(self) -> int:
@@ -115,8 +124,10 @@ def parse(data: pl.DataFrame | dict[str, Any], path: str | os.PathLike | None = 
     paths = frame["path"]
     if paths.dtype != pl.String:
         raise BadInputError("must be a column of strings", field="path", path=path)
+    if paths.null_count():
+        raise _row_error("missing value", paths.is_null(), "path", path, csv)
     absolute = paths.str.starts_with("/")
-    if absolute.null_count() or not absolute.all():
+    if not absolute.all():
         raise _row_error("must be an absolute path", ~absolute.fill_null(False), "path", path,
                          csv)
     if "source" in frame.columns:
@@ -255,11 +266,13 @@ def map_file(path: str | os.PathLike, out: str | os.PathLike) -> int:
     frame, csv = read_batch(path)
     result = map_batch(frame, path=path, csv=csv)
     chains = [",".join(str(t) for t in c) for c in result.chains]
-    softs = {int(m): ",".join(soft_list(int(m))) for m in np.unique(result.soft)}
+    tiers = np.array(result.tiers(), dtype=object)
+    soft = np.where(tiers == "pfs", 0, result.soft).astype(np.uint8)  # no software on the PFS
+    softs = {int(m): ",".join(soft_list(int(m))) for m in np.unique(soft)}
     mapped = frame.with_columns(
-        tier=pl.Series(result.tiers()),
+        tier=pl.Series(tiers.tolist(), dtype=pl.String),
         chain=pl.Series(np.array(chains)[result.chain_id]),
-        software=pl.Series(result.soft).replace_strict(softs, return_dtype=pl.String))
+        software=pl.Series(soft).replace_strict(softs, return_dtype=pl.String))
     tmp = out.with_name(f".{out.name}.{os.getpid()}.tmp")
     try:
         mapped.write_parquet(tmp)
