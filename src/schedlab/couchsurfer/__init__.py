@@ -22,6 +22,7 @@ _EXPORTS = {
     "select_cluster": "alibaba", "read_philly": "philly", "read_helios": "helios",
     "PairTruth": "interference", "load_measurements": "interference",
     "predict_speed": "interference", "validate": "interference", "estimates": "predict",
+    "LiveDriver": "blox", "RayManager": "blox", "ResourceManager": "blox",
 }
 
 __getattr__, __dir__, __all__ = lazy_exports(__name__, _EXPORTS)
