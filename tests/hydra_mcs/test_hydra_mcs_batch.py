@@ -55,6 +55,20 @@ def test_write_arg_round_trips_through_the_reader(tmp_path):
     assert np.array_equal(back.adj, g.adj) and np.array_equal(back.labels, g.labels)
 
 
+def test_write_arg_refuses_what_it_cannot_write(tmp_path):
+    from schedlab.hydra_mcs.graph import GraphBuilder
+
+    looped = GraphBuilder(3)
+    looped.add_edge(0, 1)
+    looped.add_edge(2, 2)
+    with pytest.raises(BadInputError, match="self-loops"):
+        write_arg(looped.build(), tmp_path / "l.A00")
+    labelled = GraphBuilder(3)
+    labelled.add_edge(0, 1, 3)
+    with pytest.raises(BadInputError, match="edge labels"):
+        write_arg(labelled.build(), tmp_path / "e.A00")
+
+
 def test_list_file_relative_paths_comments_header_and_csv(tmp_path):
     sub = tmp_path / "graphs"
     sub.mkdir()

@@ -88,6 +88,10 @@ def write_arg(graph: Graph, path: str | Path) -> Path:
 
     if graph.directed:
         raise BadInputError("write_arg writes undirected graphs only", field="directed")
+    if (graph.labels & LOOP_BIT).any():  # the format has no loop mark: it would be dropped
+        raise BadInputError("write_arg cannot keep self-loops", field="loops")
+    if (graph.adj > 1).any():  # it writes every edge with label 0
+        raise BadInputError("write_arg cannot keep edge labels", field="edge labels")
     n = graph.n
     shift = _arg_label_shift(n)
     labels = graph.labels & ~LOOP_BIT
