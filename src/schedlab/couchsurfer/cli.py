@@ -68,7 +68,8 @@ def _print_summary(rows: list[dict]) -> None:
     from rich.table import Table
 
     keys = ["scheduler", "exp_queue_s_mean", "exp_queue_s_p99", "exp_jct_s_mean",
-            "det_queue_s_mean", "det_slowdown_max", "gpu_util", "preemptions"]
+            "det_queue_s_mean", "det_slowdown_mean", "det_hosted_slowdown_max", "makespan_s",
+            "gpu_util", "preemptions"]
     table = Table(*keys)
     for row in rows:
         table.add_row(*[f"{row[k]:.4g}" if isinstance(row[k], float) else str(row[k])
