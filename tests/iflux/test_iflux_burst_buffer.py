@@ -471,7 +471,12 @@ def test_a_failing_stage_out_is_reported_and_keeps_the_data(bb_cluster) -> None:
 # ----------------------------------------------------------------- enter.sh without Slurm
 
 
-def _enter_setup(base: Path) -> tuple[Path, Path, Path, Path]:
+@pytest.fixture
+def enter_job():
+    """A tier, a PFS path and a status directory owned by nobody, the generated enter.sh and a
+    job script that records what it sees; (base, tier, path, status, script)."""
+    base = Path(tempfile.mkdtemp(prefix="iflux-enter-"))
+    base.chmod(0o755)
     tier, path, status = base / "tier", base / "pfs-out", base / "status"
     for d in (tier, path, status):
         d.mkdir()
@@ -484,49 +489,38 @@ def _enter_setup(base: Path) -> tuple[Path, Path, Path, Path]:
                       f"id -u > {status}/uid\n")
     for f in (enter, script):
         f.chmod(0o755)
-    return tier, path, status, script
+    yield base, tier, path, status, script
+    shutil.rmtree(base, ignore_errors=True)
 
 
 @pytest.mark.skipif(os.geteuid() != 0, reason="setpriv to nobody needs root")
 @pytest.mark.skipif(not _userns_ok(), reason="unprivileged user namespaces are off here")
-def test_enter_script_gives_an_ordinary_user_its_mounts() -> None:
-    base = Path(tempfile.mkdtemp(prefix="iflux-enter-"))
-    try:
-        base.chmod(0o755)
-        tier, path, status, script = _enter_setup(base)
-        env = {"PATH": os.environ["PATH"], "BASH_ENV": str(base / "enter.sh")}
-        out = subprocess.run([*AS_NOBODY, str(script)], env=env, capture_output=True,
-                             text=True)
-        assert out.returncode == 0, out.stderr
-        assert (status / "transparent").read_text().startswith("transparent=true")
-        assert (status / "mounts").read_text().strip() == "1"
-        assert (status / "uid").read_text().strip() == str(NOBODY), "mapped back to the user"
-        assert (tier / "x").read_text() == "hi\n" and not (path / "x").exists()
-    finally:
-        shutil.rmtree(base, ignore_errors=True)
+def test_enter_script_gives_an_ordinary_user_its_mounts(enter_job) -> None:
+    base, tier, path, status, script = enter_job
+    env = {"PATH": os.environ["PATH"], "BASH_ENV": str(base / "enter.sh")}
+    out = subprocess.run([*AS_NOBODY, str(script)], env=env, capture_output=True, text=True)
+    assert out.returncode == 0, out.stderr
+    assert (status / "transparent").read_text().startswith("transparent=true")
+    assert (status / "mounts").read_text().strip() == "1"
+    assert (status / "uid").read_text().strip() == str(NOBODY), "mapped back to the user"
+    assert (tier / "x").read_text() == "hi\n" and not (path / "x").exists()
 
 
 @pytest.mark.skipif(os.geteuid() != 0, reason="setpriv to nobody needs root")
-def test_enter_script_reports_when_no_namespace_can_be_had() -> None:
-    base = Path(tempfile.mkdtemp(prefix="iflux-enter-"))
-    try:
-        base.chmod(0o755)
-        tier, path, status, script = _enter_setup(base)
-        fake = base / "bin"
-        fake.mkdir()
-        (fake / "unshare").write_text("#!/bin/sh\necho 'unshare: Operation not permitted' >&2\n"
-                                      "exit 1\n")
-        (fake / "unshare").chmod(0o755)
-        env = {"PATH": f"{fake}:{os.environ['PATH']}", "BASH_ENV": str(base / "enter.sh")}
-        out = subprocess.run([*AS_NOBODY, str(script)], env=env, capture_output=True,
-                             text=True)
-        assert out.returncode == 0, "the job still runs"
-        said = (status / "transparent").read_text()
-        assert said.startswith("transparent=false") and "Operation not permitted" in said
-        assert "no private mount namespace" in out.stderr
-        assert (path / "x").read_text() == "hi\n", "it ran on the PFS path itself"
-    finally:
-        shutil.rmtree(base, ignore_errors=True)
+def test_enter_script_reports_when_no_namespace_can_be_had(enter_job) -> None:
+    base, tier, path, status, script = enter_job
+    fake = base / "bin"
+    fake.mkdir()
+    (fake / "unshare").write_text("#!/bin/sh\necho 'unshare: Operation not permitted' >&2\n"
+                                  "exit 1\n")
+    (fake / "unshare").chmod(0o755)
+    env = {"PATH": f"{fake}:{os.environ['PATH']}", "BASH_ENV": str(base / "enter.sh")}
+    out = subprocess.run([*AS_NOBODY, str(script)], env=env, capture_output=True, text=True)
+    assert out.returncode == 0, "the job still runs"
+    said = (status / "transparent").read_text()
+    assert said.startswith("transparent=false") and "Operation not permitted" in said
+    assert "no private mount namespace" in out.stderr
+    assert (path / "x").read_text() == "hi\n", "it ran on the PFS path itself"
 
 
 @pytest.mark.skipif(os.geteuid() != 0, reason="dropping to another user needs root")
@@ -571,6 +565,8 @@ def test_a_job_cannot_use_roots_rights_through_its_intents() -> None:
         assert report["transparent"] is None and "root only" not in json.dumps(report)
         assert report["cancelled_stage_in"], "a failed stage-in is treated as never run"
         assert not (Path(site.roots["nvme"]) / "slurm-9").exists()
+        assert bb.teardown(spool, "9", True) == "torn down", "a retried teardown is a no-op"
+        assert json.loads((spool / "job-9" / "report.json").read_text()) == report
         plant = base / "plant.sh"
         plant.write_text(f"#!/bin/bash\n#IFLUX path={locked}/x usage=output size=1MiB\ntrue\n")
         with pytest.raises(BadInputError, match="Permission denied"):

@@ -796,6 +796,8 @@ def teardown(spool: Path, job_id: str, hurry: bool) -> str:
         return "no plan"
     pid_file = where / "data_in.pid"
     phase = (where / "phase").read_text().strip() if (where / "phase").is_file() else ""
+    if phase == "torn-down" and (where / "report.json").is_file():
+        return "torn down"  # Slurm retried: keep the report (and stage-out figures) of the first
     cancelled_stage_in = pid_file.is_file() or phase in ("staging-in", "stage-in-failed")
     if pid_file.is_file():
         _stop_pids([int(p) for p in pid_file.read_text().split()], recorded=pid_file)
