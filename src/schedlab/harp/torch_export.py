@@ -142,14 +142,78 @@ def _is_attention(node: Any) -> bool:
     return node.op == "call_function" and _short(node.target) in _SDPA | {"softmax", "_softmax"}
 
 
+def _sdpa_masks(ep: Any, args: tuple, kwargs: dict) -> dict[str, Pattern] | None:
+    """Patterns of SDPA-only programs from the masks alone, without running the model.
+
+    Only the nodes the masks depend on (position ids, ``cumsum``/``le`` of aranges) are
+    evaluated; None when there is an eager softmax (its zeros need the real activations) or
+    the exported program's flat-input helper is unavailable.
+    """
+    import torch
+
+    graph = ep.graph
+    attention = [n for n in graph.nodes if _is_attention(n)]
+    if any(_short(n.target) not in _SDPA for n in attention):
+        return None
+    flatten = getattr(ep, "_graph_module_flat_inputs", None)
+    if flatten is None:  # pragma: no cover - private helper of torch.export
+        return None
+    masks = {n.name: (n.args[3] if len(n.args) > 3 else n.kwargs.get("attn_mask"),
+                      n.args[5] if len(n.args) > 5 else n.kwargs.get("is_causal", False))
+             for n in attention}
+    needed: set[Any] = set()
+    stack = [m for m, _ in masks.values() if isinstance(m, torch.fx.Node)]
+    while stack:
+        node = stack.pop()
+        if node not in needed:
+            needed.add(node)
+            stack.extend(node.all_input_nodes)
+    env: dict[Any, Any] = {}
+    inputs = iter(flatten(args, kwargs))
+    for node in graph.nodes:
+        if node.op == "placeholder":
+            env[node] = next(inputs)
+        elif node in needed and node.op == "call_function":
+            call_args = torch.fx.node.map_arg(node.args, lambda a: env[a])
+            call_kwargs = torch.fx.node.map_arg(node.kwargs, lambda a: env[a])
+            env[node] = node.target(*call_args, **call_kwargs)
+        elif node in needed and node.op == "get_attr":
+            env[node] = getattr(ep.graph_module, str(node.target))
+    found: dict[str, Pattern] = {}
+    for node in attention:
+        mask, causal = masks[node.name]
+        tq, tk = _shape(node.args[0])[-2], _shape(node.args[1])[-2]
+        where = f"{_module_of(node)[0] or 'the model'} ({node.name})"
+        if causal:
+            found[node.name] = "prefix" if tq == tk else "all"
+        elif mask is None:
+            found[node.name] = "all"
+        else:
+            value = env[mask] if isinstance(mask, torch.fx.Node) else mask
+            if value.dtype != torch.bool:
+                value = value > torch.finfo(value.dtype).min / 2
+            found[node.name] = _classify_mask(
+                torch.broadcast_to(value, (*value.shape[:-2], tq, tk)), where)
+    return found
+
+
 def _attention_patterns(ep: Any, args: tuple, kwargs: dict) -> dict[str, Pattern]:
-    """Run the exported program once and read each attention's mask from the real values.
+    """Read each attention's mask from the real values: the mask subgraph of an SDPA model,
+    otherwise one run of the exported program.
 
     A recorder is spliced in after every attention node of ``ep.module()``; the k-th
     attention node there is the k-th of ``ep.graph`` (both keep the traced order).
     """
     import torch
 
+    try:
+        quick = _sdpa_masks(ep, args, kwargs)
+    except BadInputError:
+        raise
+    except Exception:  # the slice could not be evaluated alone; run the whole program
+        quick = None
+    if quick is not None:
+        return quick
     gm = ep.module()
     seen: dict[int, Pattern] = {}
     where: dict[int, str] = {}
