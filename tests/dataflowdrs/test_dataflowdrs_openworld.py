@@ -15,7 +15,7 @@ pytestmark = pytest.mark.skipif(shutil.which("strace") is None, reason="strace n
 def test_every_workload_has_a_label_and_its_reason():
     for w in WORKLOADS.values():
         assert w.label in {"metadata", "small-io", "none", "shared-file", "misaligned-io",
-                           "read-after-write", "slow-tier"}
+                           "read-after-write", "slow-tier", "serial-task"}
         assert len(w.why) > 40
 
 

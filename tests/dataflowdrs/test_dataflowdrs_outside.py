@@ -230,3 +230,18 @@ def test_fuzzed_bare_trace_never_raises_anything_else(tmp_path, lines):
     assert (trace.ops["dur"] >= 0).all() and (trace.ops["bytes"] >= 0).all()
     assert all(i.line is not None for i in trace.issues)
     assert trace.tasks.height == trace.tasks["task"].n_unique()
+
+
+@needs_strace
+def test_the_shell_running_a_script_is_a_container_not_the_critical_step(data, tmp_path):
+    (data / "job.sh").write_text("cat t.txt > a.txt & cat t.txt > b.txt & wait\n"
+                                 "sort a.txt b.txt > c.txt\n")
+    code, output = _trace(tmp_path / "tr", "strace", "bash", "job.sh")
+    assert code == 0, output
+    trace = read_trace(tmp_path / "tr")
+    assert trace.meta["parallelism"] >= 2  # the two cats ran side by side
+    root = trace.tasks.filter(pl.col("group") == "bash")
+    assert root.height == 1 and (root["end"] - root["start"]).item() == 0  # an instant
+    d = diagnose(tmp_path / "tr")
+    critical = d.analysis.dfl.tasks.filter(pl.col("critical"))["group"].to_list()
+    assert critical[-1] == "sort"  # the last real step, not the waiting shell

@@ -129,7 +129,7 @@ class Strace:
     name = "strace"
     # every file-name and descriptor call (open/stat/unlink/mkdir/... and read/write/lseek):
     # all paths are traced, the reader keeps those under the data directories
-    CALLS = "%file,%desc"
+    CALLS = "%file,%desc,%process"  # %process: fork/clone give each child's parent
 
     def environment(self, out_dir: Path, layout: TierLayout) -> dict[str, str]:
         return Untraced().environment(out_dir, layout)

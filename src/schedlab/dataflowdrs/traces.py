@@ -102,6 +102,7 @@ class Process:
     cwd: str = ""
     first: float = float("inf")
     last: float = 0.0
+    children: list = field(default_factory=list)  # pids it forked (strace %process)
 
     def seen(self, ts: float, dur: float = 0.0) -> None:
         self.first = min(self.first, ts)
@@ -256,6 +257,7 @@ def read_pfw(path: str | Path) -> list[tuple]:
 _STRACE = re.compile(r"^(?P<ts>\d+\.\d+) (?P<call>\w+)\((?P<args>.*)\)\s+= "
                      r"(?P<ret>-?\d+)(?P<rpath><[^>]*>)?(?P<rest>.*?) <(?P<dur>\d+\.\d+)>$")
 _STRACE_START = re.compile(r"^\d+\.\d+ \w+\(")
+_COMPLETE = re.compile(r"\)\s+= (?:\?|-?\d+|0x[0-9a-f]+)")
 _FD_PATH = re.compile(r"^(?P<fd>\d+)<(?P<path>[^>]*)>")
 _DIRFD = re.compile(r'^(?:AT_FDCWD|\d+)<(?P<dir>[^>]*)>, "(?P<name>(?:[^"\\]|\\.)*)"')
 _FIRST_STR = re.compile(r'^"(?P<name>(?:[^"\\]|\\.)*)"')
@@ -318,7 +320,8 @@ def parse_strace(path: str | Path, pid: int | None = None, roots: tuple[str, ...
             line = line.rstrip("\n")
             match = _STRACE.match(line)
             if match is None:
-                if _STRACE_START.match(line) and "<unfinished" not in line:
+                if (_STRACE_START.match(line) and "<unfinished" not in line
+                        and not _COMPLETE.search(line)):  # e.g. exit_group(0) = ?
                     if strict:
                         raise BadInputError("truncated or corrupt strace record", path=path,
                                             line=lineno)
@@ -333,6 +336,9 @@ def parse_strace(path: str | Path, pid: int | None = None, roots: tuple[str, ...
             if at:
                 cwd = at.group(1)
             ret = int(match["ret"])
+            if call in ("clone", "clone3", "fork", "vfork") and ret > 0:
+                proc.children.append(ret)
+                continue
             if call == "execve" and ret == 0:
                 first = _FIRST_STR.match(args)
                 proc.command = first["name"] if first else proc.command
@@ -480,13 +486,19 @@ def read_trace(directory: str | Path, strict: bool = False) -> TraceData:
     if not files and not straces and not records:
         raise BadInputError("holds no *.pfw trace files and no readable tasks.jsonl records",
                             path=directory)
+    for proc in list(procs.values()):  # strace: each fork/clone names a child's parent
+        for child in proc.children:
+            if child in procs and procs[child].ppid is None:
+                procs[child].ppid = proc.pid
     if infer and procs:
         argv0 = (meta.get("command") or [None])[0]
         inferred, rows = infer_tasks(rows, procs, records[0]["task"] if records else None,
                                      argv0)
         if inferred:
             records = inferred
-            meta = {**meta, "tasks_inferred": "per process"}
+            meta = {**meta, "tasks_inferred": "per process",
+                    "parallelism": max(int(meta.get("parallelism") or 1),
+                                       peak_concurrency(inferred))}
             meta.pop("makespan", None)
             meta.pop("t0", None)
     ops = ops_frame([r[:8] for r in rows])
@@ -524,6 +536,14 @@ def infer_tasks(rows: list[tuple], procs: dict[int, Process], command: str | Non
         end = max(last, proc.last) if key == pid else last
         records.append(dict(task=task, group=name, pid=key, ready=start, start=start, end=end,
                             ppid=proc.ppid))
+    # a process that waits on traced children (a shell running a pipeline or script) is a
+    # container, not a step: it lives across the whole run, so it would always be the last
+    # to finish. It keeps its I/O but becomes an instant at its first call.
+    parents = {r["ppid"] for r in records if r.get("ppid") is not None}
+    for r in records:
+        if r["pid"] in parents and r["pid"] in procs:
+            r["end"] = r["start"]
+            r["container"] = True
     pids = {r["pid"] for r in records}
     exe = PurePath(str(argv0)).name if argv0 else None
     roots = [r for r in records if r["ppid"] not in pids and r["pid"] in procs
@@ -531,6 +551,19 @@ def infer_tasks(rows: list[tuple], procs: dict[int, Process], command: str | Non
     if command and roots:  # the traced command itself keeps the name it was given
         roots[0]["task"] = roots[0]["group"] = command
     return records, out_rows
+
+
+def peak_concurrency(records: list[dict]) -> int:
+    """Most inferred steps (containers excluded) running at once: the parallelism the
+    traced workflow itself used."""
+    events = sorted([(r["start"], 1) for r in records if not r.get("container")]
+                    + [(r["end"], -1) for r in records if not r.get("container")],
+                    key=lambda e: (e[0], e[1]))
+    peak = running = 0
+    for _, step in events:
+        running += step
+        peak = max(peak, running)
+    return max(1, peak)
 
 
 def _read_straces(files: list[Path], records: list[dict], roots: tuple[str, ...],
