@@ -567,6 +567,10 @@ def test_a_job_cannot_use_roots_rights_through_its_intents() -> None:
         assert not (Path(site.roots["nvme"]) / "slurm-9").exists()
         assert bb.teardown(spool, "9", True) == "torn down", "a retried teardown is a no-op"
         assert json.loads((spool / "job-9" / "report.json").read_text()) == report
+        bb.setup(spool, "9", NOBODY, NOBODY, "nvme", 64 << 20, str(partly))
+        assert not (spool / "job-9" / "report.json").exists(), "a reused job id starts clean"
+        assert not (spool / "job-9" / "job" / "transparent").is_symlink()
+        assert (secret / "key").read_text() == "root only\n", "its target is untouched"
         plant = base / "plant.sh"
         plant.write_text(f"#!/bin/bash\n#IFLUX path={locked}/x usage=output size=1MiB\ntrue\n")
         with pytest.raises(BadInputError, match="Permission denied"):

@@ -358,6 +358,10 @@ def as_user(uid: int, gid: int, fn, pid_file: Path | None = None):
     return payload["ok"]
 
 
+#: files of a job's later phases, removed by setup
+STALE = ("data_in.pid", "daemons.json", "stage_in.json", "stage_out.json", "report.json")
+
+
 def _job(spool: Path, job_id: str) -> Path:
     if not job_id.isdigit():
         raise BadInputError(f"a Slurm job id is a number, got {job_id!r}", field="job_id")
@@ -522,8 +526,14 @@ def setup(spool: Path, job_id: str, uid: int, gid: int, pool: str, size: int,
                            soft=p["soft"], source=it["source"] or it["path"],
                            flush=bool(p["soft"] & FLUSH_MASK) or keep))
     where.mkdir(parents=True, exist_ok=True)
+    for stale in STALE:  # a job id Slurm reused (state reset) must not inherit these
+        (where / stale).unlink(missing_ok=True)
     job_side = where / "job"  # the only spool directory the job may write
-    job_side.mkdir(exist_ok=True)
+    if job_side.exists():  # an earlier job's (maybe another user's) status: start empty
+        import shutil
+
+        shutil.rmtree(job_side)  # does not follow symlinks inside
+    job_side.mkdir()
     os.chown(job_side, uid, gid)
     for m in mounts:  # root-owned tier roots: the job's directory in each is made by root
         _job_root(Path(m["tier_dir"]).parent, uid, gid, m["tier"])
