@@ -1,0 +1,30 @@
+"""The baseline sensitivity grid scales one (ours) parameter at a time and measures speed-ups."""
+
+from __future__ import annotations
+
+import pytest
+
+from schedlab.harp import ArchConfig, build_workload, evaluate, make_mapper
+from schedlab.harp.experiment import OUR_PARAMETERS, _scaled, sensitivity_rows
+
+
+def test_scaling_touches_only_the_named_field() -> None:
+    arch, value = _scaled(ArchConfig(), "digital.count", 0.25)
+    assert value == 8 and arch.digital.count == 8
+    assert arch.digital.lanes == ArchConfig().digital.lanes
+    arch, value = _scaled(ArchConfig(), "digital.softmax_cycles", 4.0)
+    assert value == 16.0 and isinstance(arch.digital.softmax_cycles, float)
+
+
+def test_rows_are_real_simulated_speedups() -> None:
+    rows = sensitivity_rows(("gpt2-small",), 16, (4.0,))
+    assert {r["parameter"] for r in rows} == {"default", *OUR_PARAMETERS}
+    default = next(r for r in rows if r["parameter"] == "default")
+    work, arch = build_workload("gpt2-small", 16), ArchConfig()
+    mapping = make_mapper("latency").map(work, arch)
+    harp = evaluate(work, arch, "latency", "harp", "simulate", mapping=mapping).latency_us
+    single = evaluate(work, arch, "latency", "single-vector", "simulate",
+                      mapping=mapping).latency_us
+    assert default["vs_single_vector"] == pytest.approx(single / harp)
+    units = next(r for r in rows if r["parameter"] == "digital.count")
+    assert units["value"] == 128 and units["causal"]
