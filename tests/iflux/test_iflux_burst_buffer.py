@@ -497,7 +497,8 @@ def enter_job():
 @pytest.mark.skipif(not _userns_ok(), reason="unprivileged user namespaces are off here")
 def test_enter_script_gives_an_ordinary_user_its_mounts(enter_job) -> None:
     base, tier, path, status, script = enter_job
-    env = {"PATH": os.environ["PATH"], "BASH_ENV": str(base / "enter.sh")}
+    env = {"PATH": os.environ["PATH"], "BASH_ENV": str(base / "enter.sh"),
+           "IFLUX_ENTERED": "/spool/job-1/job"}  # submitted from inside another IFlux job
     out = subprocess.run([*AS_NOBODY, str(script)], env=env, capture_output=True, text=True)
     assert out.returncode == 0, out.stderr
     assert (status / "transparent").read_text().startswith("transparent=true")

@@ -579,8 +579,10 @@ def setup(spool: Path, job_id: str, uid: int, gid: int, pool: str, size: int,
 ENTER = r"""# IFlux: run this job inside a private mount namespace with its declared paths
 # bind-mounted onto their accelerator tiers. bash sources this file (BASH_ENV, set by the
 # burst_buffer/lua plugin) before the batch script; generated, do not edit.
-if [ -z "$IFLUX_ENTERED" ] && [ -f "$0" ]; then
-  export IFLUX_ENTERED=1
+# IFLUX_ENTERED names this job's status directory, not just "1": a job submitted from inside
+# another job inherits the parent's environment and must still enter its own namespace.
+if [ "$IFLUX_ENTERED" != {status} ] && [ -f "$0" ]; then
+  export IFLUX_ENTERED={status}
   unset BASH_ENV
   __iflux_status={status}
   __iflux_mounts='{binds}exec "$@"'
