@@ -161,6 +161,23 @@ def test_hf_llama_gqa_counts_exact() -> None:
            "rmsnorm": 2 * layers + 1, "silu": layers})  # RMSNorm folded from pow/mean/rsqrt
 
 
+def test_hf_t5_encoder_decoder_and_bloom_alibi_counts_exact() -> None:
+    from schedlab.harp.transformers import from_config
+
+    d, f, t = 64, 96, 12
+    t5 = from_config({"model_type": "t5", "vocab_size": 128, "d_model": d, "num_layers": 2,
+                      "num_heads": 4, "d_ff": f, "d_kv": 16}, tokens=t)
+    enc, dec = 4 * d * d + 2 * d * f, 8 * d * d + 2 * d * f  # decoder: self + cross attention
+    check(t5, t * 2 * (enc + dec),
+          2 * 2 * t * t * d + 2 * 2 * tri(t) * d + 2 * 2 * t * t * d,  # enc, dec self, cross
+          {"static": 32, "dynamic": 12, "softmax": 6, "layernorm": 12, "relu": 4})
+    assert t5.causal  # the decoder's self-attention; encoder and cross-attention stay full
+    bloom = from_config({"model_type": "bloom", "vocab_size": 128, "hidden_size": d,
+                         "n_layer": 2, "n_head": 4}, tokens=t)
+    check(bloom, 2 * t * (3 * d * d + d * d + 2 * d * 4 * d), 2 * 2 * tri(t) * d,
+          {"static": 8, "dynamic": 4, "softmax": 2, "gelu": 2})  # QK^T is baddbmm (ALiBi)
+
+
 def test_hf_real_size_bert_base_and_gpt2_small() -> None:
     from schedlab.harp.transformers import from_config
 

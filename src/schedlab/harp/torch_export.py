@@ -58,7 +58,7 @@ _NAMED = {"softmax": "softmax", "_softmax": "softmax", "log_softmax": "softmax",
           "group_norm": "layernorm", "gelu": "gelu", "silu": "silu", "relu": "relu",
           "tanh": "tanh", "sigmoid": "sigmoid"}
 _STATIC_GEMM = {"linear", "addmm", "mm", "matmul", "conv1d", "conv2d", "convolution"}
-_DYNAMIC_GEMM = {"matmul", "bmm", "mm"}
+_DYNAMIC_GEMM = {"matmul", "bmm", "mm", "baddbmm"}
 _SDPA = {"scaled_dot_product_attention", "_scaled_dot_product_flash_attention",
          "_scaled_dot_product_efficient_attention"}
 #: module classes folded into one op of a function (the first pattern that matches wins)
@@ -448,7 +448,8 @@ class _Reader:
             self._sdpa(node, ins)
         elif name in _STATIC_GEMM and weights:
             self._static(node, name, acts, weights)
-        elif name in _DYNAMIC_GEMM and len(acts) >= 2:
+        elif name in _DYNAMIC_GEMM and len(acts) >= 2 and (
+                name != "baddbmm" or all(a.name in self.act for a in node.args[1:3])):
             self._dynamic(node, acts)
         elif name in _NAMED or name in _ELEMENTWISE:
             self._nonlinear(node, _NAMED.get(name, "elementwise"), acts)
@@ -480,15 +481,17 @@ class _Reader:
                      k=int(k), n=int(n), rows=rows if rows != self.tokens else 0), node)
 
     def _dynamic(self, node: Any, acts: list[Any]) -> None:
-        a, b, out = _shape(node.args[0]), _shape(node.args[1]), _shape(node)
+        # baddbmm(bias, a, b) = bias + a @ b (BLOOM's ALiBi scores): the GEMM is a @ b
+        left, right = node.args[1:3] if _short(node.target) == "baddbmm" else node.args[:2]
+        a, b, out = _shape(left), _shape(right), _shape(node)
         rows, inner, keys = a[-2], a[-1], b[-1]
         per_row = math.prod(out[:-2]) * inner * keys
         pattern = self._pattern_for(node)
         # QK^T is causal over its output columns, AV over its inner (key) dimension
-        span = inner if node.args[0].name in self.score else keys
+        span = inner if left.name in self.score else keys
         cost = self._op_row(per_row, rows, pattern, span)
-        inputs = tuple((s, "rows") for s in self._src([node.args[0]])) + tuple(
-            (s, pattern) for s in self._src([node.args[1]]))
+        inputs = tuple((s, "rows") for s in self._src([left])) + tuple(
+            (s, pattern) for s in self._src([right]))
         self._add(Op(self._label(node, node.name), 0, "dynamic", inputs, macs=cost["base"],
                      macs_growth=cost["growth"], rows=rows if rows != self.tokens else 0),
                   node)

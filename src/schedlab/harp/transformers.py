@@ -64,7 +64,10 @@ def example_inputs(config: Any, tokens: int) -> dict[str, Any]:
                             field="tokens")
     vocab = max(int(getattr(config, "vocab_size", 2) or 2), 2)
     gen = torch.Generator().manual_seed(0)
-    return {"input_ids": torch.randint(0, vocab, (1, tokens), generator=gen)}
+    ids = torch.randint(0, vocab, (1, tokens), generator=gen)
+    if getattr(config, "is_encoder_decoder", False):  # T5/BART: a decoder prefill as long
+        return {"input_ids": ids, "decoder_input_ids": ids.clone()}
+    return {"input_ids": ids}
 
 
 def from_config(config: Any, tokens: int = 128, name: str | None = None,
