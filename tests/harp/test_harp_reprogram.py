@@ -123,3 +123,16 @@ def test_json_stays_one_document_when_the_solver_prints(monkeypatch) -> None:
                                       "--solver", "ilp", "--json"])
     assert result.exit_code == 0, result.output
     assert json.loads(result.stdout)["model"] == "bert-base"
+
+
+def test_cli_compare_streams_every_scheduler(tmp_path: Path) -> None:
+    path = tmp_path / "puma.json"
+    path.write_text(json.dumps(PUMA))
+    result = CliRunner().invoke(app, ["compare", "--model", "bert-base", "--arch", str(path),
+                                      "--tokens", "16", "--strategy", "area", "--method",
+                                      "estimate", "--json"])
+    assert result.exit_code == 0, result.output
+    rows = json.loads(result.stdout)
+    assert {r["scheduler"] for r in rows} >= {"harp", "non-pipelined", "single-vector"}
+    assert all(r["groups"] > 1 for r in rows)
+    assert min(r["harp_speedup"] for r in rows) == 1.0

@@ -106,11 +106,14 @@ def compare(
     from schedlab.harp.engine import evaluate
     from schedlab.harp.mapping import make_mapper
     from schedlab.harp.policies import SCHEDULERS
+    from schedlab.harp.reprogram import fits
     from schedlab.harp.workloads import load_model
 
     with _quiet():
         work, spec = load_model(model, tokens), load_arch(arch)
-        mapping = make_mapper(strategy).map(work, spec)
+        streamed = spec.reprogram.enabled and not fits(work, spec)
+        # a model larger than the chip is streamed: each group is mapped inside evaluate
+        mapping = None if streamed else make_mapper(strategy).map(work, spec)
         rows = [evaluate(work, spec, strategy, name, method, mapping=mapping).row()
                 for name in SCHEDULERS]
     harp = next(r for r in rows if r["scheduler"] == "harp")["latency_us"]
