@@ -26,6 +26,10 @@ from schedlab.dataflowdrs.dfl import DFL, _tier_of, build_dfl
 from schedlab.dataflowdrs.traces import TraceData
 
 IDEAL_BLOCK = 1 << 20  # the call size a coalesced access would use
+# the most program work per I/O call that fewer calls would remove: interpreter / library
+# overhead (a Python file call ~5-20 us, an HDF5 chunk ~30-100 us). A longer gap between
+# calls is per-byte work (gzip compressing the block it read) that coalescing keeps.
+PER_CALL_WORK = 50e-6
 _MIN_OVERHEAD = 2e-6
 
 
@@ -182,7 +186,7 @@ def analyse(trace: TraceData) -> Analysis:
         for pid, span, median in per_pid.iter_rows():
             task = pid_task.get(pid, fallback or f"pid-{pid}")
             spans[task] = spans.get(task, 0.0) + float(span)
-            gap[task] = max(gap.get(task, 0.0), float(median or 0.0))
+            gap[task] = min(PER_CALL_WORK, max(gap.get(task, 0.0), float(median or 0.0)))
     return Analysis(dfl=dfl, compressed=compress(dfl.graph), tier_models=models,
                     contention=contention_table(dfl, models),
                     producer_consumer=producer_consumer(dfl), issues=list(trace.issues),

@@ -124,7 +124,12 @@ class DataFlowDrs:
             # charge the work between calls on *other* files -- e.g. opening them -- to it)
             span = min(max(r["time"], r["last"] - r["first"]),
                        r["time"] + analysis.call_gap.get(r["task"], 0.0) * ops)
-            self._add(found, ("small-io", r["group"]), span * max(0.0, 1.0 - ideal / ops), "")
+            # fewer calls remove per-call costs only (the tier's fitted per-call latency,
+            # inflated by the contention seen, plus the program's per-call work), never the
+            # per-byte time: a block-reading tool such as gzip keeps its copying
+            per_call = scale * model.latency + analysis.call_gap.get(r["task"], 0.0)
+            saving = min(span * max(0.0, 1.0 - ideal / ops), (ops - ideal) * per_call)
+            self._add(found, ("small-io", r["group"]), max(0.0, saving), "")
             total = calls.setdefault(r["group"], [0.0, 0.0])
             total[0] += ops
             total[1] += nbytes
