@@ -20,6 +20,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import shlex
 import subprocess
 import sys
 import tempfile
@@ -29,8 +30,10 @@ from pathlib import Path
 from schedlab.core.errors import BadInputError, MissingServiceError, SchedlabError
 from schedlab.core.io import write_text
 
-REENTER = ('if [ -z "$IFLUX_ENTERED" ]; then export IFLUX_ENTERED=1; exec {python} -m '
-           'schedlab.iflux.slurm enter --spool {spool} -- /bin/bash "$0" "$@"; fi\n')
+#: the marker is the job id: a job submitted from inside another inherits its environment
+REENTER = ('if [ "$IFLUX_ENTERED" != "$SLURM_JOB_ID" ]; then export IFLUX_ENTERED="$SLURM_JOB_ID";'
+           ' exec {python} -m schedlab.iflux.slurm enter --spool {spool} -- /bin/bash "$0" "$@";'
+           ' fi\n')
 
 
 def job_dir(spool: Path, job_id: str) -> Path:
@@ -63,7 +66,7 @@ def wrap_script(text: str, spool: str | Path) -> str:
         if line.strip() and not line.lstrip().startswith("#"):
             break
         cut = i + 1
-    line = REENTER.format(python=sys.executable, spool=spool)
+    line = REENTER.format(python=shlex.quote(sys.executable), spool=shlex.quote(str(spool)))
     return "".join(lines[:cut]) + line + "".join(lines[cut:])
 
 
