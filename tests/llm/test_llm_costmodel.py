@@ -28,10 +28,15 @@ def test_every_pair_gives_positive_monotone_costs(model, gpu):
 
 
 def test_prefill_is_quadratic_in_one_sequence():
+    # the roofline is exact; a + b·t + c·t² is its DistServe-form linearisation (a = the
+    # 1-token floor, b = the compute-bound slope), close above the ridge point
     cost = CostModel.from_specs("llama-3-8b", "h100")
     a, b, c = cost.prefill_a, cost.prefill_b, cost.prefill_c
-    assert cost.prefill_ms([4000]) == pytest.approx(a + b * 4000 + c * 4000**2)
+    assert cost.prefill_attention_ms(4000, 4000**2) == pytest.approx(c * 4000**2)
+    assert cost.prefill_ms([4000]) == pytest.approx(a + b * 4000 + c * 4000**2, rel=0.1)
     assert cost.prefill_ms(4000, squares=4000**2) == pytest.approx(cost.prefill_ms([4000]))
+    # attention grows with the square: one 8k prompt costs more than two 4k prompts
+    assert cost.prefill_ms([8000]) > cost.prefill_ms([4000, 4000])
 
 
 def test_faster_gpu_is_faster_and_transfer_uses_pcie():

@@ -1,31 +1,45 @@
-"""Iteration-time cost model for one LLM on one GPU type, derived from a roofline of public specs.
+"""Iteration-time cost model for one LLM on ``tp`` GPUs: a roofline calibrated on Vidur's profiles.
 
-Form (DistServe, Zhong et al., OSDI'24, §4 latency model)::
+Every iteration (prefill, decode or a mixed chunked-prefill batch) of ``T`` tokens over ``S``
+sequences costs, in milliseconds::
 
-    prefill_ms = a_p + b_p * sum(tokens) + c_p * sum(tokens^2)
-    decode_ms  = a_d + b_d * sum(context) + c_d * batch
+    overhead + layers · (linear(T) + norms(T) + 2 · all_reduce(T · hidden · 2 B))
+             + lm_head(S) + attention
 
-Why a roofline instead of profiled tables: schedlab has no GPUs, and the schedulers we study only
-need the *shape* of the cost (linear in tokens, quadratic attention, memory-bound decode). Every
-coefficient below is one line of arithmetic over the numbers in ``specs.toml``:
+* **linear(T)**: the QKV, output, gate+up and down projections of one layer, each a roofline
+  ``launch + max(weight bytes / (hbm_eff · HBM), 2·K·N·ceil(T/tile)·tile / (gemm_eff · peak))``
+  times a fitted efficiency curve over log2(T). Embedding lookups do no FLOPs (they are a
+  memory copy, counted with the norms); the LM head multiplies only the sampled positions (S).
+* **norms(T)**: RMSNorms, SiLU·mul, RoPE and residual adds, memory-bound
+  (``kernels · launch + bytes / (norm_eff · HBM)``).
+* **all_reduce**: two per layer under tensor parallelism (after attention and after the MLP),
+  ``alpha + 2(n-1)/n · bytes / bus_bw`` (ring).
+* **attention** -- *analytic*, not calibrated (Vidur's attention profiles are not in our copy):
+  FlashAttention-style prefill does ``4 · heads · head_dim · Σt²/2`` FLOPs per layer (causal) at
+  ``ATTENTION_EFFICIENCY`` of peak (FlashAttention-2, Dao 2023, reports 50-73 % of peak for its
+  forward pass on A100; we take the low end), or reads/writes Q, K, V, O at HBM speed if that is
+  longer; decode attention reads every context token's KV once at the fitted HBM efficiency.
 
-* prefill linear term = 2·params FLOPs per token; attention = 2·layers·hidden FLOPs per token
-  pair (QK^T and AV, halved for the causal mask); both at ``compute_efficiency`` × peak bf16.
-* decode reads every weight once per iteration (a_d), the KV cache of every context token (b_d),
-  and does 2·params FLOPs per sequence (c_d); bytes at ``memory_efficiency`` × HBM bandwidth.
-* KV bytes per token = 2 (K and V) · layers · kv_heads · head_dim · dtype bytes.
-* A host<->GPU transfer of n bytes takes n / (PCIe GB/s) (no overlap with compute).
+The linear, norm and all-reduce coefficients are fitted to Vidur's profiled operator timings
+(Agrawal et al., MLSys'24; ``schedlab.llm.calibrate``) and stored with their provenance in
+``calibration.toml``: A100-80GB, H100 and A40 from their own profiles, A800/H200/A6000/A10G
+borrow the profiled GPU of the same architecture (their own datasheet peaks and bandwidths).
+The fit's error tables are in docs/systems/faircache.md.
 
-Tensor parallelism (``tp``) divides FLOPs, weight and KV bytes evenly across ``tp`` GPUs and
-ignores all-reduce time; the default ``tp`` is the smallest power of two whose weights fit in
-60% of GPU memory (Llama-3-70B needs tp=4 on 80 GB parts, tp=8 on an A10G).
+The DistServe-form coefficients (Zhong et al., OSDI'24, §4) ``prefill = a + b·Σt + c·Σt²``,
+``decode = a + b·Σctx + c·batch`` are kept as a linearisation for callers that want closed
+forms: ``a`` is the 1-token iteration (weight-read floor plus launches), ``b``/``c`` the
+compute-bound marginal costs. ``prefill_ms``/``decode_ms``/``iteration_ms`` use the roofline.
+
+A host<->GPU transfer of n bytes takes n / (PCIe GB/s) (no overlap with compute). The default
+``tp`` is the smallest power of two whose weights fit in 60% of GPU memory.
 """
 
 from __future__ import annotations
 
 import math
 import tomllib
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from functools import lru_cache
 from importlib import resources
 
@@ -33,13 +47,22 @@ import numpy as np
 
 from schedlab.core.errors import BadInputError, ConfigError, UnknownNameError
 
-#: fraction of peak a well-tuned kernel reaches; typical prefill MFU 40-60%, decode HBM 70-85%
+#: an uncalibrated roofline's fractions of peak (used only when asked for, or for a GPUSpec
+#: that has no calibration); typical prefill MFU 40-60%, decode HBM 70-85%
 COMPUTE_EFFICIENCY = 0.5
 MEMORY_EFFICIENCY = 0.8
-#: fixed per-iteration overhead (kernel launches, scheduler, sampling), milliseconds
+#: fixed per-iteration overhead (scheduler, sampling, Python), milliseconds; not in Vidur's
+#: operator profiles, an assumption
 ITERATION_OVERHEAD_MS = 1.0
 #: share of GPU memory the weights may take before we add tensor-parallel GPUs
 WEIGHT_FRACTION = 0.6
+#: analytic FlashAttention-style prefill attention: fraction of bf16 peak (FlashAttention-2
+#: reports 50-73% forward on A100; the low end) -- stated, not fitted
+ATTENTION_EFFICIENCY = 0.5
+#: tokens over which the linear/norm terms are made non-decreasing by a running maximum
+MONOTONE_TABLE = 8192
+#: all-reduce over PCIe for GPUs without an NVLink profile: an assumed latency, PCIe bandwidth
+PCIE_ALLREDUCE_ALPHA_US = 20.0
 
 
 @dataclass(frozen=True)
@@ -54,6 +77,8 @@ class ModelSpec:
     kv_heads: int
     head_dim: int
     dtype_bytes: int = 2
+    ffn: int = 0  # MLP intermediate size (gated: gate+up are 2·ffn wide); 0 = from params
+    vocab: int = 0
 
     @property
     def kv_bytes_per_token(self) -> int:
@@ -62,6 +87,14 @@ class ModelSpec:
     @property
     def weight_bytes(self) -> float:
         return self.params * self.dtype_bytes
+
+    @property
+    def ffn_size(self) -> float:
+        if self.ffn:
+            return float(self.ffn)
+        attn = self.hidden * (2 * self.heads + 2 * self.kv_heads) * self.head_dim
+        per_layer = (self.params - 2 * self.vocab * self.hidden) / self.layers
+        return max(1.0, (per_layer - attn) / (3 * self.hidden))
 
 
 @dataclass(frozen=True)
@@ -75,6 +108,38 @@ class GPUSpec:
     pcie_gbs: float
 
 
+@dataclass(frozen=True)
+class Calibration:
+    """Fitted (or, for ``source='roofline'``, assumed) efficiencies of one GPU type."""
+
+    source: str
+    gemm_efficiency: float
+    hbm_efficiency: float
+    gemm_launch_us: float = 0.0
+    tile_tokens: int = 1
+    curve_log: tuple[tuple[int, tuple[float, ...]], ...] = ()  # per TP degree
+    norm_efficiency: float = MEMORY_EFFICIENCY  # embedding copy; norms without a fit
+    norm_ops: tuple[tuple[str, float, float], ...] = ()  # (op, launch_us, fraction of HBM)
+    norm_curve_log: tuple[tuple[int, tuple[float, ...]], ...] = ()
+    knot_step: float = 0.25  # octaves between the curves' knots (from log2(tokens) = 0)
+
+    def knots(self, tp: int, norm: bool = False) -> tuple[float, ...]:
+        """The curve fitted for ``tp`` (the nearest profiled TP degree when not profiled)."""
+        curves = self.norm_curve_log if norm else self.curve_log
+        if not curves:
+            return ()
+        return min(curves, key=lambda c: (abs(math.log2(c[0]) - math.log2(tp)), -c[0]))[1]
+    allreduce: tuple[tuple[int, float, float], ...] = ()  # (workers, alpha_us, bus_gbs)
+
+    def curve(self, tokens: np.ndarray, knots: tuple[float, ...]) -> np.ndarray:
+        """The fitted efficiency multiplier at ``tokens`` (knots every ``knot_step`` octaves
+        from 1 token, linear in log2(tokens); clamped beyond the last knot)."""
+        if not knots:
+            return np.ones_like(tokens)
+        grid = self.knot_step * np.arange(len(knots))
+        return np.exp(np.interp(np.log2(np.maximum(tokens, 1.0)), grid, knots))
+
+
 @lru_cache(maxsize=1)
 def _load_specs() -> tuple[dict[str, ModelSpec], dict[str, GPUSpec]]:
     text = resources.files("schedlab.llm").joinpath("specs.toml").read_text()
@@ -82,6 +147,46 @@ def _load_specs() -> tuple[dict[str, ModelSpec], dict[str, GPUSpec]]:
     models = {k: ModelSpec(name=k, **v) for k, v in data["models"].items()}
     gpus = {k: GPUSpec(name=k, **v) for k, v in data["gpus"].items()}
     return models, gpus
+
+
+@lru_cache(maxsize=1)
+def _load_calibration() -> dict[str, Calibration]:
+    path = resources.files("schedlab.llm").joinpath("calibration.toml")
+    try:
+        data = tomllib.loads(path.read_text())
+    except tomllib.TOMLDecodeError as exc:
+        raise ConfigError(f"calibration.toml: {exc}", field="calibration") from exc
+    out: dict[str, Calibration] = {}
+    for gpu, row in data.get("gpus", {}).items():
+        if "gemm_efficiency" not in row:
+            continue
+        ar = tuple(sorted((int(k), float(v[0]), float(v[1]))
+                          for k, v in row.get("allreduce", {}).items()))
+        out[gpu] = Calibration(
+            source=f"vidur:{row.get('profiled', gpu)}", gemm_efficiency=row["gemm_efficiency"],
+            hbm_efficiency=row["hbm_efficiency"], gemm_launch_us=row["gemm_launch_us"],
+            tile_tokens=int(row["tile_tokens"]), curve_log=_curves(row.get("curve_log", {})),
+            norm_ops=tuple((op, float(v[0]), float(v[1]))
+                           for op, v in row.get("norm_ops", {}).items()),
+            norm_curve_log=_curves(row.get("norm_curve_log", {})),
+            knot_step=float(row.get("knot_step", 0.25)),
+            norm_efficiency=float(np.median([v[1] for v in row.get("norm_ops", {}).values()]
+                                            or [MEMORY_EFFICIENCY])),
+            allreduce=ar)
+    for gpu, donor in data.get("borrow", {}).items():
+        if donor in out and gpu not in out:
+            base = out[donor]
+            out[gpu] = Calibration(**{**base.__dict__, "source": f"borrowed from {donor}"})
+    return out
+
+
+def _curves(table: dict) -> tuple[tuple[int, tuple[float, ...]], ...]:
+    return tuple(sorted((int(k), tuple(float(x) for x in v)) for k, v in table.items()))
+
+
+def calibration_for(gpu: str) -> Calibration | None:
+    """The stored calibration of a GPU name (own profile or borrowed), or None."""
+    return _load_calibration().get(gpu.lower())
 
 
 def model_names() -> list[str]:
@@ -129,6 +234,9 @@ class CostModel:
     decode_a: float
     decode_b: float
     decode_c: float
+    calibration: Calibration = field(default=None, compare=False)  # type: ignore[assignment]
+    overhead_ms: float = ITERATION_OVERHEAD_MS
+    _memo: dict = field(default_factory=dict, compare=False, repr=False)
 
     @classmethod
     def from_specs(
@@ -136,31 +244,179 @@ class CostModel:
         model: str | ModelSpec,
         gpu: str | GPUSpec,
         tp: int | None = None,
-        compute_efficiency: float = COMPUTE_EFFICIENCY,
-        memory_efficiency: float = MEMORY_EFFICIENCY,
+        compute_efficiency: float | None = None,
+        memory_efficiency: float | None = None,
         overhead_ms: float = ITERATION_OVERHEAD_MS,
     ) -> CostModel:
-        """Derive every coefficient from the roofline (see the module docstring)."""
+        """The calibrated roofline; explicit efficiencies give an uncalibrated one instead."""
         m = get_model(model) if isinstance(model, str) else model
         g = get_gpu(gpu) if isinstance(gpu, str) else gpu
-        if not 0 < compute_efficiency <= 1 or not 0 < memory_efficiency <= 1:
-            raise ConfigError("efficiencies must be in (0, 1]", field="efficiency")
+        for name, value in (("compute_efficiency", compute_efficiency),
+                            ("memory_efficiency", memory_efficiency)):
+            if value is not None and not 0 < value <= 1:
+                raise ConfigError("efficiencies must be in (0, 1]", field=name)
+        if overhead_ms < 0:
+            raise ConfigError("must be >= 0", field="overhead_ms")
         tp = tp or default_tp(m, g)
         if tp < 1:
             raise ConfigError("tp must be >= 1", field="tp")
-        flops = g.bf16_tflops * 1e12 * compute_efficiency * tp  # FLOP/s
-        hbm = g.hbm_gbs * 1e9 * memory_efficiency * tp  # B/s
-        weight_ms = m.weight_bytes / hbm * 1e3
-        return cls(
-            model=m, gpu=g, tp=tp,
-            prefill_a=overhead_ms + weight_ms,
-            prefill_b=2 * m.params / flops * 1e3,
-            prefill_c=2 * m.layers * m.hidden / flops * 1e3,
-            decode_a=overhead_ms + weight_ms,
-            decode_b=m.kv_bytes_per_token / hbm * 1e3,
-            decode_c=2 * m.params / flops * 1e3,
-        )
+        cal = calibration_for(g.name)
+        if cal is None or compute_efficiency is not None or memory_efficiency is not None:
+            cal = Calibration(
+                source="roofline", gemm_efficiency=compute_efficiency or COMPUTE_EFFICIENCY,
+                hbm_efficiency=memory_efficiency or MEMORY_EFFICIENCY,
+                norm_efficiency=memory_efficiency or MEMORY_EFFICIENCY)
+        cost = cls(model=m, gpu=g, tp=tp, prefill_a=0.0, prefill_b=0.0, prefill_c=0.0,
+                   decode_a=0.0, decode_b=0.0, decode_c=0.0, calibration=cal,
+                   overhead_ms=overhead_ms)
+        floor = overhead_ms + cost.dense_ms(1, 1)
+        slope = (cost.dense_ms(4096, 1) - cost.dense_ms(2048, 1)) / 2048
+        per_seq = (cost.dense_ms(4096, 4096) - cost.dense_ms(2048, 2048)) / 2048
+        coeffs = dict(prefill_a=floor, prefill_b=slope, prefill_c=cost._attn_ms_per_square(),
+                      decode_a=floor, decode_b=cost._kv_ms_per_token(), decode_c=per_seq)
+        for key, value in coeffs.items():
+            object.__setattr__(cost, key, value)
+        return cost
 
+    # --- the roofline terms ------------------------------------------------------------------
+    @property
+    def _peak(self) -> float:
+        return self.gpu.bf16_tflops * 1e12
+
+    @property
+    def _hbm(self) -> float:
+        return self.gpu.hbm_gbs * 1e9
+
+    def _gemms(self) -> list[tuple[float, float]]:
+        m, tp = self.model, self.tp
+        h, hd, f = m.hidden, m.head_dim, m.ffn_size
+        return [(h, (m.heads + 2 * m.kv_heads) * hd / tp), (m.heads * hd / tp, h),
+                (h, 2 * f / tp), (f / tp, h)]
+
+    def _gemm_ms(self, k_dim: float, n_dim: float, tokens: np.ndarray) -> np.ndarray:
+        """The per-GEMM roofline over an array of token counts (before the curve)."""
+        cal = self.calibration
+        tile = cal.tile_tokens
+        padded = np.ceil(tokens / tile) * tile
+        compute = 2.0 * k_dim * n_dim * padded / (cal.gemm_efficiency * self._peak)
+        traffic = k_dim * n_dim * self.model.dtype_bytes / (cal.hbm_efficiency * self._hbm)
+        return 1e3 * (cal.gemm_launch_us * 1e-6 + np.maximum(compute, traffic))
+
+    def _raw_linear_ms(self, tokens: np.ndarray) -> np.ndarray:
+        base = sum(self._gemm_ms(k, n, tokens) for k, n in self._gemms())
+        cal = self.calibration
+        return base * cal.curve(tokens, cal.knots(self.tp))
+
+    def _monotone(self, key: str, raw, tokens: float) -> float:
+        """``raw(tokens)`` made non-decreasing in tokens by a running maximum over 1..TABLE
+        tokens (the profiles are not monotone, e.g. 2 tokens run faster than 1; a scheduler's
+        cost model must not make a bigger batch cheaper). Beyond the table the curve is flat and
+        the roofline grows, so the raw value is used (never below the table's end)."""
+        table = self._memo.get(key)
+        if table is None:
+            values = raw(np.arange(1, MONOTONE_TABLE + 1, dtype=float))
+            table = np.maximum.accumulate(values)
+            self._memo[key] = table
+        t = int(math.ceil(tokens))
+        if t <= MONOTONE_TABLE:
+            return float(table[t - 1])
+        return max(float(table[-1]), float(raw(np.array([float(tokens)]))[0]))
+
+    def layer_linear_ms(self, tokens: float) -> float:
+        """One layer's four projections for a batch of ``tokens`` tokens (per GPU)."""
+        if tokens <= 0:
+            return 0.0
+        return self._monotone("linear", self._raw_linear_ms, tokens)
+
+    def _norm_bytes(self, op: str) -> float:
+        m, tp = self.model, self.tp
+        per_token = {"input_layernorm": 2 * m.hidden, "post_attention_layernorm": 2 * m.hidden,
+                     "mlp_act": 3 * m.ffn_size / tp,
+                     "attn_rope": 2 * (m.heads + m.kv_heads) * m.head_dim / tp,
+                     "add": 3 * m.hidden}[op]
+        return per_token * m.dtype_bytes
+
+    def layer_norm_ms(self, tokens: float) -> float:
+        """One layer's 2 RMSNorms, SiLU·mul, RoPE and 2 residual adds (memory-bound kernels)."""
+        if tokens <= 0:
+            return 0.0
+        return self._monotone("norm", self._raw_norm_ms, tokens)
+
+    def _raw_norm_ms(self, tokens: np.ndarray) -> np.ndarray:
+        cal = self.calibration
+        ops = cal.norm_ops or tuple((op, 0.0, cal.norm_efficiency) for op in (
+            "input_layernorm", "post_attention_layernorm", "mlp_act", "attn_rope", "add"))
+        total = 0.0
+        for op, launch_us, eff in ops:
+            count = 2 if op == "add" else 1
+            total += count * (launch_us * 1e-3
+                              + 1e3 * self._norm_bytes(op) * tokens / (eff * self._hbm))
+        return total * cal.curve(tokens, cal.knots(self.tp, norm=True))
+
+    def allreduce_ms(self, nbytes: float) -> float:
+        """One all-reduce of ``nbytes`` across the ``tp`` GPUs (0 without tensor parallelism)."""
+        if self.tp <= 1 or nbytes <= 0:
+            return 0.0
+        alpha_us, bus_gbs = PCIE_ALLREDUCE_ALPHA_US, self.gpu.pcie_gbs
+        fits = self.calibration.allreduce
+        if fits:
+            # the fitted GPU count nearest to tp (beyond the profile: the largest one)
+            _, alpha_us, bus_gbs = min(fits, key=lambda f: (abs(f[0] - self.tp), -f[0]))
+        ring = 2.0 * (self.tp - 1) / self.tp * nbytes
+        return alpha_us * 1e-3 + ring / (bus_gbs * 1e9) * 1e3
+
+    def dense_ms(self, tokens: float, seqs: int) -> float:
+        """Everything but attention and the fixed overhead: ``tokens`` through every layer
+        (linear, norms, two all-reduces per layer under TP), the embedding copy, and the LM
+        head on ``seqs`` sampled positions."""
+        key = (int(math.ceil(tokens)), int(seqs))
+        hit = self._memo.get(key)
+        if hit is not None:
+            return hit
+        if tokens <= 0:
+            return 0.0
+        m = self.model
+        act_bytes = tokens * m.hidden * m.dtype_bytes
+        per_layer = (self.layer_linear_ms(tokens) + self.layer_norm_ms(tokens)
+                     + 2 * self.allreduce_ms(act_bytes))
+        cal = self.calibration
+        embed = 2 * act_bytes / (cal.norm_efficiency * self._hbm) * 1e3  # a gather: no FLOPs
+        head = 0.0
+        if m.vocab and seqs > 0:
+            head = self._monotone("head", self._raw_head_ms, seqs)
+        value = m.layers * per_layer + embed + head
+        if len(self._memo) < 200_000:
+            self._memo[key] = value
+        return value
+
+    def _raw_head_ms(self, seqs: np.ndarray) -> np.ndarray:
+        cal = self.calibration
+        return (self._gemm_ms(self.model.hidden, self.model.vocab / self.tp, seqs)
+                * cal.curve(seqs, cal.knots(self.tp)))
+
+    def _attn_ms_per_square(self) -> float:
+        m = self.model
+        flops = m.layers * 4 * (m.heads / self.tp) * m.head_dim / 2  # causal: half of T²
+        return flops / (ATTENTION_EFFICIENCY * self._peak) * 1e3
+
+    def _kv_ms_per_token(self) -> float:
+        return (self.model.kv_bytes_per_token / self.tp
+                / (self.calibration.hbm_efficiency * self._hbm) * 1e3)
+
+    def prefill_attention_ms(self, tokens: float, squares: float) -> float:
+        """Analytic FlashAttention-style prefill attention (not calibrated)."""
+        if tokens <= 0:
+            return 0.0
+        m = self.model
+        io = (tokens * (2 * m.heads + 2 * m.kv_heads) * m.head_dim / self.tp * m.dtype_bytes
+              * m.layers / (self.calibration.hbm_efficiency * self._hbm) * 1e3)
+        return max(self.prefill_c * squares, io)
+
+    def decode_attention_ms(self, context_tokens: float) -> float:
+        """Decode attention reads every context token's K and V once (memory-bound)."""
+        return self.decode_b * max(0.0, context_tokens)
+
+    # --- the public API ----------------------------------------------------------------------
     @property
     def kv_bytes_per_token(self) -> int:
         return self.model.kv_bytes_per_token
@@ -176,31 +432,35 @@ class CostModel:
                    ) -> float:
         """Time to prefill a batch whose requests compute ``tokens`` new tokens each.
 
-        ``squares`` (Σ tokens²) may be passed precomputed by an engine that keeps running sums.
+        ``squares`` (Σ tokens²) may be passed precomputed by an engine that keeps running sums
+        (then ``tokens`` is the total and the batch counts as one sequence for the LM head).
         """
         if squares is None:
-            arr = np.asarray(tokens, dtype=float)
-            total, squares = float(arr.sum()), float(np.dot(arr.ravel(), arr.ravel()))
+            arr = np.asarray(tokens, dtype=float).ravel()
+            total, squares, seqs = float(arr.sum()), float(np.dot(arr, arr)), int(arr.size)
         else:
-            total = float(tokens)
+            total, seqs = float(tokens), 1
         if total <= 0:
             return 0.0
-        return self.prefill_a + self.prefill_b * total + self.prefill_c * squares
+        return (self.overhead_ms + self.dense_ms(total, seqs)
+                + self.prefill_attention_ms(total, squares))
 
     def decode_ms(self, context_tokens: float, batch: int) -> float:
         """Time of one decode iteration over ``batch`` sequences holding ``context_tokens``."""
         if batch <= 0:
             return 0.0
-        return self.decode_a + self.decode_b * context_tokens + self.decode_c * batch
+        return (self.overhead_ms + self.dense_ms(batch, batch)
+                + self.decode_attention_ms(context_tokens))
 
     def iteration_ms(self, prefill_tokens: float, prefill_squares: float,
-                     context_tokens: float, batch: int) -> float:
+                     context_tokens: float, batch: int, prefill_seqs: int = 1) -> float:
         """A mixed (chunked-prefill style) iteration: one weight pass, both kinds of work."""
         if prefill_tokens <= 0 and batch <= 0:
             return 0.0
-        return (self.decode_a + self.prefill_b * prefill_tokens
-                + self.prefill_c * prefill_squares + self.decode_b * context_tokens
-                + self.decode_c * batch)
+        seqs = batch + (prefill_seqs if prefill_tokens > 0 else 0)
+        return (self.overhead_ms + self.dense_ms(prefill_tokens + batch, seqs)
+                + self.prefill_attention_ms(prefill_tokens, prefill_squares)
+                + self.decode_attention_ms(context_tokens))
 
     def transfer_ms(self, nbytes: float) -> float:
         """Host<->GPU copy time over PCIe (one direction, no overlap)."""
@@ -209,7 +469,11 @@ class CostModel:
         return nbytes / (self.gpu.pcie_gbs * 1e9 * self.tp) * 1e3
 
     def describe(self) -> dict[str, float | str | int]:
+        cal = self.calibration
         return dict(model=self.model.name, gpu=self.gpu.name, tp=self.tp,
+                    calibration=cal.source, gemm_efficiency=cal.gemm_efficiency,
+                    hbm_efficiency=cal.hbm_efficiency, attention="analytic (FlashAttention-"
+                    f"style, {ATTENTION_EFFICIENCY:g} of peak)",
                     kv_bytes_per_token=self.kv_bytes_per_token,
                     prefill_a=self.prefill_a, prefill_b=self.prefill_b,
                     prefill_c=self.prefill_c, decode_a=self.decode_a,

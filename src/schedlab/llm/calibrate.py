@@ -1,0 +1,458 @@
+"""Fit the cost model's linear-layer, norm and all-reduce terms to Vidur's profiled timings.
+
+Source: Microsoft Vidur (Agrawal et al., MLSys'24), ``data/profiling`` at commit
+``7d47513363ec447a741ac5e47241580b47724fbf`` (MIT licence), read by path from a copy such as
+``../shared/data/vidur_profiles`` (never vendored: only the fitted coefficients are stored, in
+``calibration.toml``). Vidur's ``mlp.csv`` holds per-layer CUDA times (ms) of every non-attention
+operator for 1-4096 (or 32768) tokens; ``all_reduce.csv`` NCCL all-reduce times by message size.
+
+What is fitted, per GPU (``schedlab.llm.costmodel`` evaluates the same formulas):
+
+* **linear layers** (QKV, output, gate+up, down projections, summed per layer): each GEMM is a
+  roofline ``launch + max(weight bytes / (hbm_eff·HBM), 2·K·N·M' / (gemm_eff·peak))`` with the
+  token count M rounded up to the tile height (M' = ceil(M/tile)·tile), times an efficiency
+  curve over log2(tokens) (piecewise linear, quarter-octave knots) fitted minimax (an LP) on the
+  log ratio, one curve per TP degree (each is a different per-GPU GEMM shape). The physical
+  parameters come from a least-squares fit on the log ratio over all token counts and TPs.
+* **norms and element-wise ops** (2 RMSNorms, SiLU·mul, RoPE, 2 residual adds, per layer):
+  per kernel ``launch + bytes / (eff·HBM)`` (bytes it reads and writes), least squares; the
+  per-layer sum times its own minimax efficiency curve over log2(tokens).
+* **all-reduce** (per network and GPU count): ``alpha + 2(n-1)/n · bytes / bus_bw`` (ring),
+  fitted on message sizes a 1-4096-token activation has (hidden·2 bytes·tokens).
+
+Run ``python -m schedlab.llm.calibrate PROFILES_DIR`` to refit, rewrite ``calibration.toml`` and
+print the error tables; :func:`error_table` recomputes the errors from the stored coefficients.
+"""
+
+from __future__ import annotations
+
+import sys
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
+
+from schedlab.core.errors import BadInputError
+
+VIDUR_COMMIT = "7d47513363ec447a741ac5e47241580b47724fbf"
+#: (Vidur GPU folder, Vidur model folder, schedlab model name)
+COMPUTE_SETS = [
+    ("a100", "meta-llama/Llama-2-7b-hf", "llama-2-7b"),
+    ("a100", "meta-llama/Meta-Llama-3-8B", "llama-3-8b"),
+    ("h100", "meta-llama/Llama-2-7b-hf", "llama-2-7b"),
+    ("a40", "meta-llama/Llama-2-7b-hf", "llama-2-7b"),
+]
+#: Vidur GPU folder -> schedlab GPU name (Vidur profiles the 80 GB A100 and the SXM H100)
+GPU_OF = {"a100": "a100-80g", "h100": "h100", "a40": "a40"}
+#: Vidur network folder -> schedlab GPU name whose all-reduce it calibrates
+NETWORK_OF = {"a100_pairwise_nvlink": "a100-80g", "h100_dgx": "h100"}
+LINEAR_OPS = ("attn_pre_proj", "attn_post_proj", "mlp_up_proj", "mlp_down_proj")
+NORM_OPS = ("input_layernorm", "post_attention_layernorm", "mlp_act", "attn_rope", "add", "add")
+KNOT_STEP = 0.25
+KNOTS = tuple(float(x) for x in np.arange(0.0, 12.0 + 1e-9, KNOT_STEP))
+TILES = (1, 16, 32, 64, 128)
+MAX_TOKENS = 4096
+
+
+@dataclass(frozen=True)
+class Shape:
+    """Per-GPU (sharded) layer shape of a Llama-architecture model."""
+
+    hidden: int
+    heads: int
+    kv_heads: int
+    head_dim: int
+    ffn: int
+    tp: int = 1
+
+    def gemms(self) -> list[tuple[float, float]]:
+        """(K, N) of the QKV, output, gate+up and down projections on one of ``tp`` GPUs."""
+        h, hd, tp = self.hidden, self.head_dim, self.tp
+        return [(h, (self.heads + 2 * self.kv_heads) * hd / tp), (self.heads * hd / tp, h),
+                (h, 2 * self.ffn / tp), (self.ffn / tp, h)]
+
+
+def gemm_ms(k_dim, n_dim, tokens, peak_flops, hbm_bytes_s, gemm_eff, hbm_eff, launch_us, tile):
+    """The per-GEMM roofline (without the efficiency curve), milliseconds."""
+    tokens = np.asarray(tokens, dtype=float)
+    padded = np.ceil(tokens / tile) * tile
+    compute = 2.0 * k_dim * n_dim * padded / (gemm_eff * peak_flops)
+    traffic = 2.0 * k_dim * n_dim / (hbm_eff * hbm_bytes_s)
+    return 1e3 * (launch_us * 1e-6 + np.maximum(compute, traffic))
+
+
+def curve(tokens, knots_values) -> np.ndarray:
+    """The fitted multiplicative efficiency curve at ``tokens`` (clamped outside the knots)."""
+    x = np.log2(np.maximum(np.asarray(tokens, dtype=float), 1.0))
+    return np.exp(np.interp(x, KNOTS, knots_values))
+
+
+def _hat(tokens) -> np.ndarray:
+    x = np.log2(np.asarray(tokens, dtype=float))
+    eye = np.eye(len(KNOTS))
+    return np.stack([np.interp(x, KNOTS, eye[j]) for j in range(len(KNOTS))], axis=1)
+
+
+GRID_HAT = _hat(np.arange(1, 4097, dtype=float))
+
+
+def _minimax(residual: np.ndarray, basis: np.ndarray,
+             monotone: list[tuple[np.ndarray, np.ndarray]] = ()) -> np.ndarray:
+    """Knot values c minimising max |residual - basis·c| (a linear program).
+
+    ``monotone`` holds (basis, log of the uncorrected model) on a dense grid of token counts
+    (every integer, per model): the corrected model ``log_base + basis·c`` is constrained to
+    be non-decreasing along each, so more tokens never cost less, also between profiled sizes.
+    """
+    from scipy.optimize import linprog
+
+    rows, cols = basis.shape
+    ones = np.ones((rows, 1))
+    a_ub = [np.hstack([-basis, -ones]), np.hstack([basis, -ones])]
+    b_ub = [-residual, residual]
+    for grid_basis, log_base in monotone:
+        d_basis = grid_basis[1:] - grid_basis[:-1]
+        d_base = log_base[1:] - log_base[:-1]
+        keep = np.abs(d_basis).sum(axis=1) > 0
+        a_ub.append(np.hstack([-d_basis[keep], np.zeros((int(keep.sum()), 1))]))
+        b_ub.append(d_base[keep])
+    lp = linprog(np.r_[np.zeros(cols), 1.0], A_ub=np.vstack(a_ub), b_ub=np.concatenate(b_ub),
+                 bounds=[(-3, 3)] * cols + [(0, None)])
+    if not lp.success:
+        raise RuntimeError(f"minimax fit failed: {lp.message}")
+    return lp.x[:cols]
+
+
+def load_compute(root: str | Path):
+    """Medians per (model, tokens, tp) of every profiled (GPU, model) set present under root."""
+    import pandas as pd
+
+    root = Path(root)
+    frames = []
+    for gpu, folder, name in COMPUTE_SETS:
+        path = root / "compute" / gpu / folder / "mlp.csv"
+        if not path.is_file():
+            continue
+        frame = pd.read_csv(path)
+        need = ["num_tokens", "num_tensor_parallel_workers", "n_embd", "n_head", "n_kv_head",
+                "n_expanded_embd"]
+        need += [f"time_stats.{op}.median" for op in dict.fromkeys(LINEAR_OPS + NORM_OPS)]
+        missing = [c for c in need if c not in frame.columns]
+        if missing:
+            raise BadInputError("missing column", path=path, line=1, field=missing[0])
+        frame = frame[frame.num_tokens <= MAX_TOKENS]
+        frame = frame.groupby(["num_tokens", "num_tensor_parallel_workers"]).median(
+            numeric_only=True).reset_index()
+        frame["vidur_gpu"], frame["model"], frame["file"] = gpu, name, str(path)
+        frames.append(frame)
+    if not frames:
+        raise BadInputError("no Vidur compute profiles (compute/<gpu>/<model>/mlp.csv)",
+                            path=root)
+    return pd.concat(frames, ignore_index=True)
+
+
+def _shapes(frame) -> list[Shape]:
+    return [Shape(int(r.n_embd), int(r.n_head), int(r.n_kv_head), int(r.n_embd // r.n_head),
+                  int(r.n_expanded_embd), int(r.num_tensor_parallel_workers))
+            for r in frame.itertuples()]
+
+
+def _linear_base(frame, shapes, peak, hbm, eff, mem, launch, tile) -> np.ndarray:
+    n = frame.num_tokens.to_numpy(dtype=float)
+    total = np.zeros(len(frame))
+    for j in range(4):
+        k_dim = np.array([s.gemms()[j][0] for s in shapes])
+        n_dim = np.array([s.gemms()[j][1] for s in shapes])
+        total += gemm_ms(k_dim, n_dim, n, peak, hbm, eff, mem, launch, tile)
+    return total
+
+
+def norm_op_bytes(shape: Shape, op: str, tokens) -> np.ndarray:
+    """Bytes one element-wise kernel reads and writes for ``tokens`` tokens (bf16)."""
+    h, tp = shape.hidden, shape.tp
+    per_token = {"input_layernorm": 2 * h, "post_attention_layernorm": 2 * h,
+                 "mlp_act": 3 * shape.ffn / tp,
+                 "attn_rope": 2 * (shape.heads + shape.kv_heads) * shape.head_dim / tp,
+                 "add": 3 * h}[op]
+    return 2.0 * per_token * np.asarray(tokens, dtype=float)
+
+
+GRID = np.arange(1, MAX_TOKENS + 1, dtype=float)
+
+
+def _group_shapes(data, shapes, tps, tp) -> list[Shape]:
+    """One Shape per model among the rows of TP degree ``tp``."""
+    seen: dict[str, Shape] = {}
+    for model, shape, t in zip(data.model, shapes, tps, strict=True):
+        if t == tp:
+            seen.setdefault(model, shape)
+    return list(seen.values())
+
+
+def fit_gpu(frame, peak: float, hbm: float) -> dict:
+    """Fit one GPU's linear and norm terms (all the models it has profiles of).
+
+    The GEMM roofline's physical parameters (efficiencies, launch) are fitted by least squares
+    on the log ratio over every token count and TP degree; the tile height is the one whose
+    fitted model has the smallest worst tp=1 error; each TP degree (a different GEMM shape per
+    GPU) then gets its own efficiency curve over tokens, fitted minimax. The norm kernels'
+    launch and bandwidth are fitted on tp=1 rows, their per-layer sum gets curves the same way.
+    """
+    from scipy.optimize import least_squares
+
+    data = frame.sort_values(["model", "num_tensor_parallel_workers", "num_tokens"])
+    shapes = _shapes(data)
+    n = data.num_tokens.to_numpy(dtype=float)
+    tps = data.num_tensor_parallel_workers.to_numpy()
+    y_lin = sum(data[f"time_stats.{op}.median"].to_numpy() for op in LINEAR_OPS)
+    best = None
+    for tile in TILES:
+        def resid(q, tile=tile):
+            return np.log(_linear_base(data, shapes, peak, hbm, q[0], q[1], q[2], tile) / y_lin)
+        fit = least_squares(resid, [0.7, 0.8, 3.0], bounds=([0.05, 0.05, 0.0], [1.0, 1.0, 30.0]))
+        r = -resid(fit.x)
+        curves = {}
+        for tp in np.unique(tps):
+            mono = []
+            for shape in _group_shapes(data, shapes, tps, tp):
+                base = sum(gemm_ms(k, nn, GRID, peak, hbm, *fit.x, tile)
+                           for k, nn in shape.gemms())
+                mono.append((GRID_HAT, np.log(base)))
+            curves[int(tp)] = _minimax(r[tps == tp], _hat(n[tps == tp]), mono)
+        one = tps == 1
+        worst = float(np.max(np.abs(np.exp(-(r[one] - _hat(n[one]) @ curves[1])) - 1)))
+        if best is None or worst < best[0]:
+            best = (worst, tile, fit.x, curves)
+    _, tile, (eff, mem, launch), curves = best
+    # norms: per kernel launch + bytes / (eff · HBM) (least squares on the log ratio)
+    norms = {}
+    one = tps == 1
+    for op in dict.fromkeys(NORM_OPS):
+        y = data[f"time_stats.{op}.median"].to_numpy()[one]
+        nbytes = np.array([norm_op_bytes(s, op, t)
+                           for s, t, keep in zip(shapes, n, one, strict=True) if keep])
+
+        def resid_op(q, y=y, nbytes=nbytes):
+            return np.log((q[0] * 1e-3 + 1e3 * nbytes / (q[1] * hbm)) / y)
+        q = least_squares(resid_op, [3.0, 0.5], bounds=([0.0, 0.01], [50.0, 1.0])).x
+        norms[op] = [round(float(q[0]), 4), round(float(q[1]), 4)]
+    y_norm = sum(data[f"time_stats.{op}.median"].to_numpy() for op in NORM_OPS)
+    base_norm = np.zeros(len(data))
+    for op in NORM_OPS:
+        nbytes = np.array([norm_op_bytes(s, op, t) for s, t in zip(shapes, n, strict=True)])
+        base_norm += norms[op][0] * 1e-3 + 1e3 * nbytes / (norms[op][1] * hbm)
+    rn = np.log(y_norm / base_norm)
+    norm_curves = {}
+    for tp in np.unique(tps):
+        mono = []
+        for shape in _group_shapes(data, shapes, tps, tp):
+            base = sum(norms[op][0] * 1e-3 + 1e3 * norm_op_bytes(shape, op, GRID)
+                       / (norms[op][1] * hbm) for op in NORM_OPS)
+            mono.append((GRID_HAT, np.log(base)))
+        norm_curves[int(tp)] = _minimax(rn[tps == tp], _hat(n[tps == tp]), mono)
+    return dict(gemm_efficiency=float(eff), hbm_efficiency=float(mem), knot_step=KNOT_STEP,
+                gemm_launch_us=float(launch), tile_tokens=int(tile), norm_ops=norms,
+                curve_log={str(k): [round(float(v), 6) for v in c] for k, c in curves.items()},
+                norm_curve_log={str(k): [round(float(v), 6) for v in c]
+                                for k, c in norm_curves.items()})
+
+
+def load_allreduce(root: str | Path):
+    import pandas as pd
+
+    frames = []
+    for folder in NETWORK_OF:
+        path = Path(root) / "network" / folder / "all_reduce.csv"
+        if not path.is_file():
+            continue
+        frame = pd.read_csv(path)
+        for column in ("num_workers", "size", "time_stats.all_reduce.median"):
+            if column not in frame.columns:
+                raise BadInputError("missing column", path=path, line=1, field=column)
+        frame = frame.groupby(["num_workers", "size"])["time_stats.all_reduce.median"].median()
+        frame = frame.reset_index().rename(columns={"time_stats.all_reduce.median": "ms"})
+        frame["network"], frame["file"] = folder, str(path)
+        frames.append(frame)
+    return pd.concat(frames, ignore_index=True) if frames else None
+
+
+def allreduce_sizes(hidden: int = 4096) -> tuple[int, int]:
+    """Message sizes of a 1- and a MAX_TOKENS-token bf16 activation."""
+    return 2 * hidden, 2 * hidden * MAX_TOKENS
+
+
+def fit_allreduce(frame) -> dict[str, list[float]]:
+    from scipy.optimize import least_squares
+
+    lo, hi = allreduce_sizes()
+    out = {}
+    for workers, part in frame.groupby("num_workers"):
+        part = part[(part["size"] >= lo / 2) & (part["size"] <= hi * 2)]
+        ring = 2.0 * (workers - 1) / workers * part["size"].to_numpy(dtype=float)
+        y = part.ms.to_numpy()
+
+        def resid(q, ring=ring, y=y):
+            return np.log((q[0] * 1e-3 + ring / (q[1] * 1e9) * 1e3) / y)
+        fit = least_squares(resid, [20.0, 100.0], bounds=([0.0, 1.0], [500.0, 2000.0]))
+        out[str(int(workers))] = [round(float(fit.x[0]), 4), round(float(fit.x[1]), 3)]
+    return out
+
+
+def error_table(root: str | Path):
+    """Measured vs modelled per-layer times with the *stored* coefficients (pandas frame).
+
+    Columns: gpu, model, tp, tokens, term (linear|norm|layer), measured_ms, model_ms, error.
+    """
+    import pandas as pd
+
+    from schedlab.llm.costmodel import CostModel, get_model
+
+    frame = load_compute(root)
+    rows = []
+    for (vgpu, name), part in frame.groupby(["vidur_gpu", "model"]):
+        for tp, sub in part.groupby("num_tensor_parallel_workers"):
+            cost = CostModel.from_specs(get_model(name), GPU_OF[vgpu], tp=int(tp))
+            for r in sub.itertuples():
+                t = int(r.num_tokens)
+                lin = sum(getattr(r, f"_{i}") for i in _op_columns(sub, LINEAR_OPS))
+                nrm = sum(getattr(r, f"_{i}") for i in _op_columns(sub, NORM_OPS))
+                for term, meas, mod in (("linear", lin, cost.layer_linear_ms(t)),
+                                        ("norm", nrm, cost.layer_norm_ms(t)),
+                                        ("layer", lin + nrm,
+                                         cost.layer_linear_ms(t) + cost.layer_norm_ms(t))):
+                    rows.append(dict(gpu=GPU_OF[vgpu], model=name, tp=int(tp), tokens=t,
+                                     term=term, measured_ms=meas, model_ms=mod,
+                                     error=mod / meas - 1))
+    return pd.DataFrame(rows)
+
+
+def _op_columns(frame, ops) -> list[int]:
+    cols = list(frame.columns)
+    return [cols.index(f"time_stats.{op}.median") + 1 for op in ops]  # itertuples offsets
+
+
+def allreduce_error_table(root: str | Path):
+    import pandas as pd
+
+    from schedlab.llm.costmodel import CostModel
+
+    frame = load_allreduce(root)
+    if frame is None:
+        return pd.DataFrame(columns=["gpu", "workers", "bytes", "measured_ms", "model_ms",
+                                     "error"])
+    lo, hi = allreduce_sizes()
+    rows = []
+    costs: dict = {}
+    for r in frame[(frame["size"] >= lo) & (frame["size"] <= hi)].itertuples():
+        gpu = NETWORK_OF[r.network]
+        key = (gpu, int(r.num_workers))
+        if key not in costs:
+            costs[key] = CostModel.from_specs("llama-2-7b", gpu, tp=int(r.num_workers))
+        cost = costs[key]
+        mod = cost.allreduce_ms(float(r.size))
+        rows.append(dict(gpu=gpu, network=r.network, workers=int(r.num_workers),
+                         bytes=int(r.size), measured_ms=r.ms, model_ms=mod,
+                         error=mod / r.ms - 1))
+    return pd.DataFrame(rows)
+
+
+def fit_all(root: str | Path) -> dict:
+    from schedlab.llm.costmodel import get_gpu
+
+    frame = load_compute(root)
+    gpus: dict[str, dict] = {}
+    for vgpu, part in frame.groupby("vidur_gpu"):
+        spec = get_gpu(GPU_OF[vgpu])
+        fitted = fit_gpu(part, spec.bf16_tflops * 1e12, spec.hbm_gbs * 1e9)
+        fitted["profiled"] = ", ".join(sorted(set(part.model)))
+        gpus[GPU_OF[vgpu]] = fitted
+    net = load_allreduce(root)
+    if net is not None:
+        for folder, part in net.groupby("network"):
+            gpus.setdefault(NETWORK_OF[folder], {})["allreduce"] = fit_allreduce(part)
+            gpus[NETWORK_OF[folder]]["allreduce_source"] = f"network/{folder}/all_reduce.csv"
+    return gpus
+
+
+def write_toml(gpus: dict, path: Path) -> None:
+    from schedlab.core.io import write_text
+
+    lines = [
+        "# Fitted cost-model coefficients (schedlab.llm.calibrate); do not edit by hand.",
+        "# Source: Microsoft Vidur data/profiling (MIT licence), commit " + VIDUR_COMMIT + ",",
+        "# compute/<gpu>/<model>/mlp.csv and network/<net>/all_reduce.csv (times in ms).",
+        "# Refit: python -m schedlab.llm.calibrate ../shared/data/vidur_profiles",
+        "# gemm_efficiency / hbm_efficiency: fraction of datasheet bf16 peak / HBM bandwidth;",
+        "# curve_log / norm_curve_log: per TP degree, ln of the efficiency-curve multiplier",
+        "#   at log2(tokens) = 0, 0.25, ..., 12 (linear layers / norms of one layer);",
+        "# norm_ops: op -> [launch_us, fraction of HBM bandwidth]: launch + bytes / (frac*HBM);",
+        "# allreduce: workers -> [alpha_us, bus_gbs] of alpha + 2(n-1)/n * bytes / bus.",
+        "# GPUs without a profile borrow a profiled GPU of the same architecture ([borrow]).",
+        "",
+    ]
+    for gpu, fitted in sorted(gpus.items()):
+        lines.append(f"[gpus.{gpu}]")
+        for key, value in fitted.items():
+            if key in ("allreduce", "norm_ops", "curve_log", "norm_curve_log"):
+                continue
+            lines.append(f"{key} = {_toml_value(value)}")
+        for key in ("curve_log", "norm_curve_log"):
+            if key in fitted:
+                pairs = ", ".join(f'"{k}" = {v}' for k, v in fitted[key].items())
+                lines.append(f"{key} = {{ {pairs} }}")
+        if "norm_ops" in fitted:
+            pairs = ", ".join(f"{k} = {v}" for k, v in fitted["norm_ops"].items())
+            lines.append(f"norm_ops = {{ {pairs} }}")
+        if "allreduce" in fitted:
+            pairs = ", ".join(f'"{k}" = {v}' for k, v in fitted["allreduce"].items())
+            lines.append(f"allreduce = {{ {pairs} }}")
+        lines.append("")
+    lines += ["[borrow]", "# unprofiled GPU = profiled GPU of the same architecture",
+              'a800 = "a100-80g"', 'h200 = "h100"', 'a6000 = "a40"', 'a10g = "a40"', ""]
+    write_text(path, "\n".join(lines))
+
+
+def _toml_value(value) -> str:
+    if isinstance(value, str):
+        return f'"{value}"'
+    if isinstance(value, float):
+        return repr(round(value, 6))
+    return str(value)
+
+
+def summarise(table) -> str:
+    """Max |error| per (gpu, model, tp, term), and at the powers of two for tp=1."""
+    out = []
+    worst = table.assign(abs_err=table.error.abs()).groupby(["gpu", "model", "tp", "term"])
+    out.append(worst.abs_err.agg(["max", lambda s: s.quantile(0.95)]).rename(
+        columns={"<lambda_0>": "p95"}).round(3).to_string())
+    pow2 = table[(table.tp == 1) & table.tokens.isin([2 ** i for i in range(13)])
+                 & (table.term == "linear")]
+    out.append(pow2.pivot_table(index="tokens", columns=["gpu", "model"], values="error")
+               .round(3).to_string())
+    return "\n\n".join(out)
+
+
+def main(argv: list[str] | None = None) -> int:
+    argv = sys.argv[1:] if argv is None else argv
+    if not argv:
+        print("usage: python -m schedlab.llm.calibrate VIDUR_PROFILES_DIR [--write]")
+        return 2
+    root = Path(argv[0])
+    if "--write" in argv:
+        gpus = fit_all(root)
+        target = Path(__file__).with_name("calibration.toml")
+        write_toml(gpus, target)
+        from schedlab.llm import costmodel
+        costmodel._load_calibration.cache_clear()
+        print(f"wrote {target}")
+    print(summarise(error_table(root)))
+    ar = allreduce_error_table(root)
+    if len(ar):
+        print(ar.assign(abs_err=ar.error.abs()).groupby(["gpu", "workers"]).abs_err.agg(
+            ["max", "median"]).round(3).to_string())
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
