@@ -9,8 +9,10 @@ pool list; the Lua functions call this module as a helper process:
 =====================  =========================  ===========================================
 Lua function           when (Slurm 22.05)         IFlux
 =====================  =========================  ===========================================
-slurm_bb_job_process   submission (synchronous)   parse + validate the intents, check the
-                                                  pool request covers them (fast path)
+slurm_bb_job_process   submission (synchronous)   parse + validate the intents, check a
+                                                  pool is requested (fast path; only for
+                                                  jobs with a #BB_LUA line: Slurm skips
+                                                  the plugin for the others)
 slurm_bb_pools         startup, periodically      tiers as pools, read from ``pools.json``
                                                   by Lua itself (no process)
 slurm_bb_setup         pending, pool granted      decide, make tier dirs (owned by the user)
@@ -468,7 +470,8 @@ def submit(script: str | Path, sbatch_args: list[str], spool: str | Path,
 
 
 def job_process(spool: Path, script: str) -> str:
-    """Submission: intents valid, the pool request present and big enough. Fast path."""
+    """Submission: intents valid, a known pool requested with a readable capacity. Fast path.
+    A capacity smaller than the intents is accepted: what does not fit stays on the PFS."""
     config = _config(spool)
     table = fastpath.load_table(spool / "rules.json")
     intents, request = fastpath.read_script(script)
