@@ -28,3 +28,14 @@ def test_rows_are_real_simulated_speedups() -> None:
     assert default["vs_single_vector"] == pytest.approx(single / harp)
     units = next(r for r in rows if r["parameter"] == "digital.count")
     assert units["value"] == 128 and units["causal"]
+
+
+def test_estimator_grid_rows_compare_the_two_engines() -> None:
+    from schedlab.harp.experiment import estimator_grid_rows
+
+    rows = estimator_grid_rows(("bert-base",), (128,), (1, 8), (32,), tokens=16)
+    assert [(r["adcs"], r["digital_units"]) for r in rows] == [(1, 32), (8, 32)]
+    for r in rows:
+        assert r["error"] == pytest.approx((r["estimate_us"] - r["simulate_us"])
+                                           / r["simulate_us"])
+    assert rows[1]["simulate_us"] < rows[0]["simulate_us"]  # more ADCs, faster crossbars
