@@ -29,7 +29,12 @@ def simulate(
     workload: str = typer.Option(None, "--workload", help="A generated workload by name."),
     tenants: int = typer.Option(4, "--tenants", min=1, help="Tenants (workload / mapping)."),
     assign: str = typer.Option("keep", "--assign",
-                               help="keep|prefix|round-robin: map trace requests to tenants."),
+                               help="keep|prefix|session|round-robin: map trace requests to "
+                               "tenants (session: by the trace's session/user id)."),
+    weights: str = typer.Option(None, "--weights",
+                                help="Tenant weights, 'name=w,...' or 'w0,w1,...' (default 1)."),
+    context: str = typer.Option("refuse", "--context",
+                                help="refuse|truncate prompts beyond the model's context."),
     scheduler: str = typer.Option("faircache", "--scheduler", help="fcfs|vtc|lpm|dlpm|faircache"),
     cache: str = typer.Option("faircache", "--cache",
                               help="lru|lfu|static|isolated|cost-aware|faircache"),
@@ -50,13 +55,18 @@ def simulate(
 
     loaded = _load(trace, fmt, block_tokens, workload, tenants, assign, duration, seed)
     config = EngineConfig(model=model, gpu=gpu, kv_tokens=kv_tokens, host_gb=host_gb,
-                          prefix_cache=not no_cache)
+                          prefix_cache=not no_cache, context=context,
+                          tenant_weights=_parse_weights(weights, loaded.tenant_names))
     err_console.print(f"simulating {len(loaded)} requests, {loaded.n_tenants} tenants ...")
     result = run(loaded, scheduler, cache, config)
+    if result.summary.get("truncated"):
+        err_console.print(f"warning: {result.summary['truncated']} requests truncated to "
+                          f"{model}'s context window")
     if out is not None:
         ensure_directory(out)
         write_frame(result.tenants, out / "tenants.csv")
         write_frame(result.requests, out / "requests.parquet")
+        write_frame(result.samples, out / "samples.parquet")
         write_text(out / "summary.json", json.dumps(result.summary, indent=2, default=str))
     if json_out:
         emit_json(dict(summary=result.summary, tenants=result.tenants.to_dicts()))
@@ -85,9 +95,91 @@ def _load(trace: Path | None, fmt: str | None, block_tokens: int | None, workloa
                              block_tokens=block_tokens or 16)
     loaded = read_trace(trace, fmt, block_tokens)
     if assign != "keep":
-        assign_tenants(loaded.requests, tenants, assign)
+        import warnings
+
+        with warnings.catch_warnings(record=True) as caught:
+            warnings.simplefilter("always")
+            used = assign_tenants(loaded.requests, tenants, assign)
+        for warning in caught:
+            err_console.print(f"warning: {warning.message}")
         loaded.tenant_names = [f"t{i}" for i in range(tenants)]
+        err_console.print(f"--assign {assign}: {used} of {tenants} tenants received requests")
     return loaded
+
+
+def _parse_weights(text: str | None, names: list[str]) -> tuple[float, ...] | None:
+    """'t0=2,t1=1' (unnamed tenants keep 1) or '2,1,1,1' (one per tenant, in order)."""
+    if text is None:
+        return None
+    parts = [p.strip() for p in text.split(",") if p.strip()]
+    if not parts:
+        raise BadInputError("is empty", field="weights")
+    weights = [1.0] * len(names)
+
+    def number(value: str, where: str) -> float:
+        try:
+            w = float(value)
+        except ValueError:
+            raise BadInputError(f"{where}: {value!r} is not a number", field="weights") from None
+        if not (w > 0 and w != float("inf")):
+            raise BadInputError(f"{where}: must be a finite number > 0", field="weights")
+        return w
+
+    if all("=" in p for p in parts):
+        for part in parts:
+            name, _, value = part.partition("=")
+            name = name.strip()
+            if name not in names:
+                raise BadInputError(f"unknown tenant '{name}' (tenants: {', '.join(names)})",
+                                    field="weights")
+            weights[names.index(name)] = number(value, name)
+    elif any("=" in p for p in parts):
+        raise BadInputError("mixes 'name=w' and bare weights", field="weights")
+    else:
+        if len(parts) != len(names):
+            raise BadInputError(f"has {len(parts)} weights for {len(names)} tenants",
+                                field="weights")
+        weights = [number(p, f"weight {i + 1}") for i, p in enumerate(parts)]
+    return tuple(weights)
+
+
+@app.command()
+@handle_errors
+def report(
+    folder: Path = typer.Argument(..., help="A folder written by simulate --out."),
+    plot: Path = typer.Option(None, "--plot", help="Write the service difference over time "
+                              "on both yardsticks to this PNG."),
+    window: int = typer.Option(10, "--window", min=1,
+                               help="Samples per window of the service-difference plot."),
+    json_out: bool = typer.Option(False, "--json", help="Print one JSON document."),
+) -> None:
+    """Per-tenant service, latency percentiles and fairness on both yardsticks."""
+    from schedlab.faircache.report import build_report, load_result, plot_difference
+
+    tenants_frame, requests, samples, summary = load_result(folder)
+    doc = build_report(tenants_frame, requests, samples, summary)
+    if plot is not None:
+        weights = {r["tenant"]: r["weight"] for r in doc["tenants"]}
+        doc["plot"] = str(plot_difference(samples, weights, plot, window))
+    if json_out:
+        emit_json(doc)
+        return
+    cols = ("tenant", "weight", "finished", "compute_service", "unified_service", "ttft_p50",
+            "ttft_p99", "tpot_p50", "tpot_p99")
+    table = Table(*cols, title=f"per-tenant service in {folder}")
+    for row in doc["tenants"]:
+        table.add_row(*(f"{row[c]:.4g}" if isinstance(row[c], float) else str(row[c])
+                        for c in cols))
+    out_console.print(table)
+    fair = Table("yardstick", "Jain (service/weight)", "max service diff", "avg service diff",
+                 "shares", title="fairness (VTC's service difference over backlogged pairs)")
+    for key, f in doc["fairness"].items():
+        fair.add_row(key, f"{f['jain']:.3f}", f"{f['max_service_difference']:.4g}",
+                     f"{f['avg_service_difference']:.4g}",
+                     " ".join(f"{v:.3f}" for v in f["shares"]))
+    out_console.print(fair)
+    if plot is not None:
+        out_console.print(f"plot: {doc['plot']}")
 
 
 @app.command()

@@ -31,6 +31,7 @@ from typing import Protocol
 
 import numpy as np
 
+from schedlab.core.errors import BadInputError
 from schedlab.core.registry import lookup
 from schedlab.faircache.accounting import CostWeights, PrefixLedger
 from schedlab.faircache.radix import Node
@@ -42,6 +43,7 @@ class EngineView(Protocol):
 
     n_tenants: int
     weights: CostWeights
+    # optional: ``tenant_weights`` (n_tenants shares > 0, VTC-style weighted fairness)
 
     def cached_tokens(self, req: Request) -> int: ...
 
@@ -184,6 +186,7 @@ class VTC(_PerTenantQueues):
     def bind(self, view: EngineView) -> None:
         super().bind(view)
         self.counters = np.zeros(view.n_tenants)
+        self.share = _shares(view)
         self.w_in, self.w_out = view.weights.w_in, view.weights.w_out
         self.last_left = -1
         self._inf = np.full(view.n_tenants, np.inf)
@@ -208,11 +211,12 @@ class VTC(_PerTenantQueues):
         return req
 
     def _charge(self, delta: np.ndarray | float, tenant: int | None = None) -> None:
+        # weighted VTC (as in VTC's artifact): a tenant's counter grows by cost / weight
         if tenant is None:
-            self.counters += delta
+            self.counters += delta / self.share
             self.charged += delta
         else:
-            self.counters[tenant] += delta
+            self.counters[tenant] += delta / self.share[tenant]
             self.charged[tenant] += delta
 
     def on_admit(self, req: Request, usage: AdmitUsage) -> None:
@@ -265,6 +269,7 @@ class DeficitLPM(_PerTenantQueues):
     def bind(self, view: EngineView) -> None:
         super().bind(view)
         self.deficit = np.zeros(view.n_tenants)
+        self.share = _shares(view)
         self.ring: deque[int] = deque()
         self.w_in, self.w_out = view.weights.w_in, view.weights.w_out
 
@@ -278,12 +283,13 @@ class DeficitLPM(_PerTenantQueues):
         for _ in range(len(self.ring)):
             if self.deficit[self.ring[0]] > 0:
                 return self.ring[0]
-            self.deficit[self.ring[0]] += self.quantum
+            self.deficit[self.ring[0]] += self.quantum * self.share[self.ring[0]]
             self.ring.rotate(-1)
         members = np.fromiter(self.ring, dtype=np.int64)
         if not (self.deficit[members] > 0).any():  # everyone deep in debt: add whole rounds
-            rounds = math.ceil((-self.deficit[members].max() + 1e-9) / self.quantum)
-            self.deficit[members] += rounds * self.quantum
+            quanta = self.quantum * self.share[members]
+            rounds = math.ceil(float(np.min((-self.deficit[members] + 1e-9) / quanta)))
+            self.deficit[members] += rounds * quanta
         while self.deficit[self.ring[0]] <= 0:
             self.ring.rotate(-1)
         return self.ring[0]
@@ -318,6 +324,17 @@ class DeficitLPM(_PerTenantQueues):
         cost = self.w_out * out_tokens
         self.charged += cost
         self.deficit -= np.where(self.backlogged, cost, 0.0)
+
+
+def _shares(view: EngineView) -> np.ndarray:
+    """The engine's per-tenant weights (all 1 when it has none)."""
+    shares = getattr(view, "tenant_weights", None)
+    if shares is None:
+        return np.ones(view.n_tenants)
+    shares = np.asarray(shares, dtype=float)
+    if shares.shape != (view.n_tenants,) or not (np.isfinite(shares) & (shares > 0)).all():
+        raise BadInputError(f"needs {view.n_tenants} finite weights > 0", field="tenant_weights")
+    return shares
 
 
 SCHEDULERS: dict[str, Callable[[], Scheduler]] = {

@@ -31,7 +31,7 @@ from schedlab.faircache.ledger import TenantLedger
 from schedlab.faircache.policies import AdmitUsage, Scheduler
 from schedlab.faircache.radix import Node, PrefixCache
 from schedlab.llm.costmodel import CostModel
-from schedlab.llm.requests import Request, Trace
+from schedlab.llm.requests import CONTEXT_POLICIES, Request, Trace, fit_context
 
 
 @dataclass(frozen=True)
@@ -50,6 +50,8 @@ class EngineConfig:
     hbm_share: float = 0.5
     host_ratio: float = 0.1
     horizon: float = math.inf  # stop admitting new arrivals after this time
+    context: str = "refuse"  # prompts + outputs beyond the model's context: refuse|truncate
+    tenant_weights: tuple[float, ...] | None = None  # VTC-style shares by tenant index
 
     def __post_init__(self) -> None:
         if self.token_budget < 1 or self.max_batch < 1:
@@ -59,6 +61,15 @@ class EngineConfig:
                               field="host_gb")
         if self.kv_tokens is not None and self.kv_tokens < 1:
             raise ConfigError("must be >= 1", field="kv_tokens")
+        if self.context not in CONTEXT_POLICIES:
+            raise ConfigError(f"unknown policy '{self.context}' "
+                              f"({', '.join(CONTEXT_POLICIES)})", field="context")
+        if self.tenant_weights is not None:
+            for i, w in enumerate(self.tenant_weights):
+                if isinstance(w, bool) or not isinstance(w, int | float) or not (
+                        math.isfinite(w) and w > 0):
+                    raise ConfigError(f"weight of tenant {i} must be a finite number > 0, "
+                                      f"got {w!r}", field="tenant_weights")
 
 
 @dataclass
@@ -88,11 +99,21 @@ class Engine:
         self.trace, self.scheduler, self.manager = trace, scheduler, manager
         self.config = config = config or EngineConfig()
         self.cost = CostModel.from_specs(config.model, config.gpu, config.tp)
+        self.truncated = 0
+        if self.cost.model.max_context:
+            self.truncated = fit_context(trace, self.cost.model.max_context,
+                                         self.cost.model.name, config.context)
         kv_tokens = config.kv_tokens or self.cost.kv_capacity_tokens()
         bt = trace.block_tokens
         self.block_bytes = bt * self.cost.kv_bytes_per_token
         self.gpu_blocks = kv_tokens // bt
         self.n_tenants = trace.n_tenants
+        shares = config.tenant_weights
+        if shares is not None and len(shares) != self.n_tenants:
+            raise ConfigError(f"has {len(shares)} weights for {self.n_tenants} tenants",
+                              field="tenant_weights")
+        self.tenant_weights = (np.ones(self.n_tenants) if shares is None
+                               else np.asarray(shares, dtype=float))
         self.weights = CostWeights.from_cost_model(self.cost, kv_tokens, config.hbm_share,
                                                    config.host_ratio)
         self.cache = PrefixCache(self.gpu_blocks, bt, self.block_bytes)
@@ -332,7 +353,8 @@ class Engine:
             tpot_p50=_q(reqs, "tpot", 0.5), tpot_p99=_q(reqs, "tpot", 0.99),
             gpu_blocks=self.gpu_blocks, host_blocks=self.host_blocks,
             host_used=self.host_used, host_util=self.host_used / max(self.host_blocks, 1),
-            weights=asdict(self.weights),
+            weights=asdict(self.weights), truncated=self.truncated,
+            tenant_weights=[float(w) for w in self.tenant_weights],
         )
         return SimResult(tenants, reqs, samples, summary, self.config)
 

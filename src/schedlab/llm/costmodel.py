@@ -79,6 +79,7 @@ class ModelSpec:
     dtype_bytes: int = 2
     ffn: int = 0  # MLP intermediate size (gated: gate+up are 2·ffn wide); 0 = from params
     vocab: int = 0
+    max_context: int = 0  # max_position_embeddings (0 = unknown: no check)
 
     @property
     def kv_bytes_per_token(self) -> int:

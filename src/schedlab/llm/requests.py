@@ -10,6 +10,8 @@ from __future__ import annotations
 
 import itertools
 import math
+import warnings
+from collections import Counter
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field
 
@@ -26,6 +28,7 @@ class Request:
     input_len: int
     output_len: int
     blocks: tuple[int, ...] = ()
+    session: int = -1  # session/user/conversation id from the trace (-1: none)
 
     def validate(self, block_tokens: int) -> None:
         if self.input_len < 0 or self.output_len < 1:
@@ -48,6 +51,7 @@ class Trace:
     block_tokens: int = 16
     name: str = "trace"
     tenant_names: list[str] = field(default_factory=list)
+    source: str = ""  # the file it was read from, for error messages
 
     def __post_init__(self) -> None:
         if self.block_tokens < 1:
@@ -85,18 +89,87 @@ class BlockIds:
         return tuple(next(self._counter) for _ in range(n))
 
 
-def assign_tenants(requests: Iterable[Request], n_tenants: int, how: str = "prefix") -> None:
-    """Map requests onto ``n_tenants`` tenants in place for traces that do not name tenants.
+ASSIGNMENTS = ("prefix", "session", "round-robin")
 
-    ``prefix`` keeps requests with the same first block together (a tenant owns its prompts, as
-    in a real multi-tenant service); ``round-robin`` deals requests out in arrival order.
+
+def assign_tenants(requests: Iterable[Request], n_tenants: int, how: str = "prefix") -> int:
+    """Map requests onto ``n_tenants`` tenants in place for traces that do not name tenants;
+    returns how many tenants received requests (warns when all collapse onto one).
+
+    * ``session``: by the trace's session/user id (Mooncake ``session_id``/``user_id``/
+      ``conversation_id``/``chat_id``): sessions are dealt out to tenants in order of first
+      appearance; requests without an id fall back to ``prefix``.
+    * ``prefix``: requests with the same *distinguishing* prefix go together (a tenant owns its
+      prompts). Leading blocks that more than 1/n of the requests share (a global system
+      prompt: in Mooncake almost every prompt starts with the same blocks) are skipped; the key
+      is the first block shared by at most 1/n of the requests, or the last block; keys are
+      dealt out to tenants in order of first appearance (balanced, deterministic).
+    * ``round-robin``: dealt out in arrival order.
     """
+    requests = list(requests)
     if n_tenants < 1:
         raise BadInputError("must be >= 1", field="tenants")
-    if how not in ("prefix", "round-robin"):
-        raise BadInputError(f"unknown mapping '{how}' (prefix, round-robin)", field="how")
-    for i, req in enumerate(requests):
-        if how == "prefix" and req.blocks:
-            req.tenant = hash(req.blocks[0]) % n_tenants
-        else:
+    if how not in ASSIGNMENTS:
+        raise BadInputError(f"unknown mapping '{how}' ({', '.join(ASSIGNMENTS)})", field="how")
+    if how == "session" and not any(r.session >= 0 for r in requests):
+        raise BadInputError("the trace has no session or user ids (Mooncake keys session_id, "
+                            "user_id, conversation_id, chat_id); use --assign prefix",
+                            field="assign")
+    if how == "round-robin":
+        for i, req in enumerate(requests):
             req.tenant = i % n_tenants
+    else:
+        counts: Counter[int] = Counter()
+        for req in requests:
+            counts.update(set(req.blocks))
+        limit = max(1.0, len(requests) / n_tenants)
+        sessions: dict[int, int] = {}
+        keys: dict[int, int] = {}
+        for i, req in enumerate(requests):
+            if how == "session" and req.session >= 0:
+                req.tenant = sessions.setdefault(req.session, len(sessions)) % n_tenants
+                continue
+            if not req.blocks:
+                req.tenant = i % n_tenants
+                continue
+            key = next((b for b in req.blocks if counts[b] <= limit), req.blocks[-1])
+            req.tenant = keys.setdefault(key, len(keys)) % n_tenants
+    used = len({r.tenant for r in requests})
+    if n_tenants > 1 and used <= 1 and len(requests) > 1:
+        warnings.warn(f"all {len(requests)} requests were assigned to one tenant by '{how}' "
+                      f"(asked for {n_tenants}); fairness between tenants is meaningless here",
+                      UserWarning, stacklevel=2)
+    return used
+
+
+CONTEXT_POLICIES = ("refuse", "truncate")
+
+
+def fit_context(trace: Trace, max_context: int, model: str, policy: str = "refuse") -> int:
+    """Check every request's prompt + output against the model's context window.
+
+    ``refuse`` raises a one-line error naming the trace file, line and field of the first
+    request that does not fit; ``truncate`` keeps the last tokens that fit: the output is
+    capped to half the window, the prompt to what remains, its block hashes cut to match (a
+    truncated prompt keeps its prefix blocks). Returns how many requests were truncated.
+    """
+    if policy not in CONTEXT_POLICIES:
+        raise BadInputError(f"unknown policy '{policy}' ({', '.join(CONTEXT_POLICIES)})",
+                            field="context")
+    if max_context < 2:
+        raise BadInputError("must be >= 2", field="max_context")
+    changed = 0
+    for req in trace.requests:
+        if req.input_len + req.output_len <= max_context:
+            continue
+        if policy == "refuse":
+            raise BadInputError(
+                f"input_length {req.input_len} + output_length {req.output_len} exceeds "
+                f"{model}'s {max_context}-token context (use --context truncate or a "
+                "longer-context model)", path=trace.source or None, line=req.rid,
+                field="input_length")
+        req.output_len = max(1, min(req.output_len, max_context // 2))
+        req.input_len = max_context - req.output_len
+        req.blocks = req.blocks[:math.ceil(req.input_len / trace.block_tokens)]
+        changed += 1
+    return changed

@@ -1,7 +1,9 @@
 """Readers and writers for public LLM request traces; every bad field names its file and line.
 
 * Mooncake (Qin et al., FAST'25) JSONL: ``{"timestamp": ms, "input_length", "output_length",
-  "hash_ids": [...]}`` with 512-token blocks; an optional ``"tenant"`` key is honoured.
+  "hash_ids": [...]}`` with 512-token blocks; an optional ``"tenant"`` key is honoured, and a
+  session/user id (``session_id``, ``user_id``, ``conversation_id``, ``chat_id``) is kept for
+  ``assign_tenants(how="session")``.
 * Azure LLM inference trace (Patel et al., Splitwise, ISCA'24) CSV: ``TIMESTAMP,ContextTokens,
   GeneratedTokens`` (timestamps as ``2023-11-16 18:15:46.6805900`` or seconds).
 * BurstGPT (Wang et al., 2024) CSV: ``Timestamp,Model,Request tokens,Response tokens,...``;
@@ -22,6 +24,8 @@ from schedlab.core.io import atomic_write, json_record, parse_lines
 from schedlab.llm.requests import BlockIds, Request, Trace
 
 MOONCAKE_BLOCK_TOKENS = 512
+#: keys a Mooncake-style record may carry a session / user id under (first one present wins)
+SESSION_KEYS = ("session_id", "user_id", "conversation_id", "chat_id", "session", "user")
 
 
 def _int_field(record: dict, key: str, minimum: int) -> int:
@@ -49,6 +53,7 @@ def _tenant_id(value: object, names: dict[str, int]) -> int:
 def read_mooncake(path: str | Path, block_tokens: int = MOONCAKE_BLOCK_TOKENS) -> Trace:
     """Read a Mooncake JSONL trace; timestamps become seconds from the first request."""
     names: dict[str, int] = {}
+    sessions: dict[str, int] = {}
     ids = BlockIds()
 
     def parse(line: str, lineno: int) -> Request | None:
@@ -71,7 +76,15 @@ def read_mooncake(path: str | Path, block_tokens: int = MOONCAKE_BLOCK_TOKENS) -
                                 f"{block_tokens}-token blocks needs {need}",
                                 line=lineno, field="hash_ids")
         tenant = _tenant_id(record["tenant"], names) if "tenant" in record else 0
-        return Request(lineno, tenant, stamp / 1000.0, inp, out, tuple(hashes))
+        session = -1
+        for key in SESSION_KEYS:
+            if record.get(key) is not None:
+                value = str(record[key]).strip()
+                if not value:
+                    raise BadInputError("is empty", line=lineno, field=key)
+                session = sessions.setdefault(value, len(sessions))
+                break
+        return Request(lineno, tenant, stamp / 1000.0, inp, out, tuple(hashes), session)
 
     requests = list(parse_lines(path, parse))
     return _finish(requests, block_tokens, Path(path), names)
@@ -85,7 +98,8 @@ def _finish(requests: list[Request], block_tokens: int, path: Path,
     for r in requests:
         r.arrival -= start
     tenant_names = sorted(names, key=names.__getitem__) if names else ["t0"]
-    return Trace(requests, block_tokens=block_tokens, name=path.stem, tenant_names=tenant_names)
+    return Trace(requests, block_tokens=block_tokens, name=path.stem, tenant_names=tenant_names,
+                 source=str(path))
 
 
 def _parse_time(text: str) -> float:
