@@ -100,6 +100,26 @@ def test_paths_declared_twice_differently_are_caught_when_asked() -> None:
     with pytest.raises(BadInputError, match="declared twice"):
         batch.check_paths(frame, job="job")
     batch.check_paths(frame.filter(pl.col("usage") == "input"), job="job")
+    with pytest.raises(BadInputError, match="no such column") as err:
+        batch.check_paths(frame.drop("job"), job="job")
+    assert err.value.field == "job"
+
+
+def test_map_batch_one_job_names_the_line_of_the_second_declaration(tmp_path: Path) -> None:
+    from typer.testing import CliRunner
+
+    from schedlab.iflux.cli import app
+
+    dup = tmp_path / "dup.csv"
+    dup.write_text("path,usage\n/p/a,input\n/p/b,input\n/p/a,output\n")
+    out = tmp_path / "o.parquet"
+    assert batch.map_file(dup, out) == 3, "rows of many jobs: no cross-row check"
+    with pytest.raises(BadInputError, match="declared twice") as err:
+        batch.map_file(dup, tmp_path / "o2.parquet", paths=True)
+    assert err.value.line == 4 and err.value.field == "path"
+    assert not (tmp_path / "o2.parquet").exists()
+    result = CliRunner().invoke(app, ["map-batch", str(dup), "--out", str(out), "--one-job"])
+    assert result.exit_code == 2 and f"{dup}:4: field 'path'" in result.output
 
 
 def test_files_errors_name_the_csv_line_and_keep_old_output(tmp_path: Path) -> None:

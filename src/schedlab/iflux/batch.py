@@ -202,19 +202,26 @@ def _contradictions(codes: np.ndarray, path, csv: bool) -> None:
 
 
 def check_paths(data: pl.DataFrame | dict[str, Any], job: str | None = None,
-                path: str | os.PathLike | None = None) -> None:
+                path: str | os.PathLike | None = None, csv: bool = False) -> None:
     """Cross-intent checks of :func:`intents.check_job`, per ``job`` column when given: a path
-    declared twice with different fields. (Nested paths are checked per job by check_job.)"""
+    declared twice with different fields, reported at the first row that clashes with an
+    earlier one. (Nested paths are checked per job by check_job.)"""
     frame = _frame(data)
     keys = [job, "path"] if job else ["path"]
+    for key in keys:
+        if key not in frame.columns:
+            raise BadInputError("no such column", field=key, path=path)
     others = [c for c in frame.columns if c not in keys]
     if not others:
         return
     clash = (frame.group_by(keys).agg(pl.struct(others).n_unique().alias("n"))
              .filter(pl.col("n") > 1))
     if clash.height:
-        raise BadInputError(f"contradicting intents for {clash['path'][0]}: declared twice "
-                            "with different usage/mode/pattern", field="path", path=path)
+        where = frame.select(keys).with_row_index("_row").join(clash.select(keys), on=keys)
+        second = where.filter(pl.int_range(pl.len()).over(keys) == 1)["_row"].min()
+        raise _row_error(f"contradicting intents for {frame['path'][second]}: declared twice "
+                         "with different usage/mode/pattern",
+                         np.arange(frame.height) == second, "path", path, csv)
 
 
 def map_batch(data: pl.DataFrame | dict[str, Any], table: CompiledRules | None = None,
@@ -253,9 +260,11 @@ def read_batch(path: str | os.PathLike) -> tuple[pl.DataFrame, bool]:
     raise BadInputError("a batch file is .csv, .parquet or .arrow", path=path)
 
 
-def map_file(path: str | os.PathLike, out: str | os.PathLike) -> int:
+def map_file(path: str | os.PathLike, out: str | os.PathLike, paths: bool = False) -> int:
     """Map a batch file and write its rows with ``tier``, ``chain`` and ``software`` columns
-    to ``out`` (Parquet; written to a temporary sibling and renamed). Returns the row count."""
+    to ``out`` (Parquet; written to a temporary sibling and renamed). Returns the row count.
+    ``paths``: the batch is one job's intents, so a path declared twice differently is an
+    error (:func:`check_paths`)."""
     from schedlab.iflux.rules import soft_list
 
     out = Path(out)
@@ -265,6 +274,8 @@ def map_file(path: str | os.PathLike, out: str | os.PathLike) -> int:
         raise BadInputError(f"no such directory: {out.parent}", path=out)
     frame, csv = read_batch(path)
     result = map_batch(frame, path=path, csv=csv)
+    if paths:
+        check_paths(frame, path=path, csv=csv)
     chains = [",".join(str(t) for t in c) for c in result.chains]
     tiers = np.array(result.tiers(), dtype=object)
     soft = np.where(tiers == "pfs", 0, result.soft).astype(np.uint8)  # no software on the PFS

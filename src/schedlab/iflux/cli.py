@@ -177,6 +177,8 @@ def map_batch_cmd(
     batch_file: Path = typer.Argument(..., help="Intents as rows: .csv, .parquet or .arrow."),
     out: Path = typer.Option(..., "--out", help="Parquet file: the rows plus tier, chain, "
                              "software."),
+    one_job: bool = typer.Option(False, "--one-job", help="The rows are one job's intents: "
+                                 "a path declared twice with different fields is an error."),
     json_out: bool = typer.Option(False, "--json"),
 ) -> None:
     """Parse, validate and map a columnar batch of intents (vectorised)."""
@@ -185,7 +187,7 @@ def map_batch_cmd(
     from schedlab.iflux.batch import map_file
 
     start = time.perf_counter()
-    rows = map_file(batch_file, out)
+    rows = map_file(batch_file, out, paths=one_job)
     seconds = time.perf_counter() - start
     doc = dict(rows=rows, out=str(out), seconds=seconds, intents_per_s=rows / max(seconds, 1e-9))
     if json_out:
