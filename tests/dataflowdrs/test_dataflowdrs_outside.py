@@ -230,6 +230,15 @@ def test_fuzzed_bare_trace_never_raises_anything_else(tmp_path, lines):
     assert (trace.ops["dur"] >= 0).all() and (trace.ops["bytes"] >= 0).all()
     assert all(i.line is not None for i in trace.issues)
     assert trace.tasks.height == trace.tasks["task"].n_unique()
+    from schedlab.dataflowdrs.diagnosis import analyse
+    from schedlab.dataflowdrs.engine import diagnose_analysis
+    from schedlab.dataflowdrs.policies import DIAGNOSERS
+
+    analysis = analyse(trace)  # whatever survived parses into a DFL every diagnoser ranks
+    for name in DIAGNOSERS:
+        d = diagnose_analysis(analysis, name)
+        assert all(b.saving > 0 for b in d.ranked)
+        d.summary()
 
 
 @needs_strace
