@@ -90,10 +90,12 @@ class Site:
 
 
 def has_gpu() -> bool:
-    """A GPU on this node (an NVIDIA device node or a DRM render node). Without one there is
-    no gpu-direct tier to allocate: its default capacity is 0 and no Slurm pool is made."""
+    """A compute GPU on this node (an NVIDIA device node, or AMD's ``/dev/kfd``). Without one
+    there is no gpu-direct tier to allocate: its default capacity is 0 and no Slurm pool is
+    made. A DRM render node alone does not count: VMs (virtio-gpu) and display-only iGPUs
+    have one, and no GPU-direct storage path."""
     dev = Path("/dev")
-    return any(dev.glob("nvidia[0-9]*")) or any(dev.glob("dri/renderD*"))
+    return any(dev.glob("nvidia[0-9]*")) or (dev / "kfd").exists()
 
 
 def load_site(path: str | Path | None = None) -> Site | None:
