@@ -3,6 +3,13 @@
 Paper: "FairCache: fair multi-tenant LLM serving with context caching" (abstract in
 ../shared/papers/01-faircache.md). Each experiment returns measurements and Claims whose targets
 are the paper's direction; numbers that differ from the paper's setting say so.
+
+Every fairness claim names its yardstick in brackets: **[compute]** is VTC's token-unit service
+(w_in per executed prefill token, w_out per generated token: what the GPU did for the tenant);
+**[unified]** is FairCache's own cost (compute + KV/host memory held + PCIe I/O, shared prefixes
+split among their users). FairCache schedules on the unified cost, so a claim that FairCache
+equalises *unified* service is its objective, not evidence: such claims, and bookkeeping
+identities of the ledger, are labelled "Sanity check (by construction)" and marked required.
 """
 
 from __future__ import annotations
@@ -34,19 +41,30 @@ def vtc_parity(duration: float, seed: int) -> Result:
         for sched in ("vtc", "faircache", "fcfs"):
             res = simulate(trace, sched, "lru", PARITY)
             worst, mean = service_difference(res.samples)
+            worst_u, mean_u = service_difference(res.samples, "unified_service")
             rows.append(dict(scenario=scenario, scheduler=sched, max_diff=worst, avg_diff=mean,
+                             max_diff_unified=worst_u, avg_diff_unified=mean_u,
                              bound_2u=bound, requests=res.summary["requests"]))
     frame = pl.DataFrame(rows)
     pick = {(r["scenario"], r["scheduler"]): r for r in rows}
     claims = []
     for scenario in ("overload", "overload-multi"):
         bound = pick[(scenario, "vtc")]["bound_2u"]
+        vtc, fc = pick[(scenario, "vtc")], pick[(scenario, "faircache")]
         claims += [
-            Claim(f"VTC's max service difference is within 2U ({scenario})", "max diff / 2U",
-                  pick[(scenario, "vtc")]["max_diff"] / bound, 1.0, "<=", "<= 2U (Thm.)"),
-            Claim(f"FairCache's max service difference is within VTC's 2U ({scenario}, cache "
-                  "off)", "max diff / 2U", pick[(scenario, "faircache")]["max_diff"] / bound,
-                  1.0, "<=", "equal to VTC's, <= 2U"),
+            Claim(f"[compute] VTC's max service difference is within 2U ({scenario})",
+                  "max diff / 2U", vtc["max_diff"] / bound, 1.0, "<=", "<= 2U (VTC Thm.)"),
+            Claim(f"[compute] FairCache (cache off) is within 1.1x of VTC's max service "
+                  f"difference ({scenario})", "FC max diff / VTC max diff",
+                  fc["max_diff"] / max(vtc["max_diff"], 1e-9), 1.1, "<=",
+                  "equal to VTC's (issue: within 1.1x)"),
+            Claim(f"[unified] FairCache (cache off) is within 1.1x of VTC's max service "
+                  f"difference ({scenario})", "FC max diff / VTC max diff",
+                  fc["max_diff_unified"] / max(vtc["max_diff_unified"], 1e-9), 1.1, "<=",
+                  "equal to VTC's (issue: within 1.1x)"),
+            Claim(f"[compute] FairCache's max service difference is within VTC's 2U "
+                  f"({scenario}, cache off)", "max diff / 2U", fc["max_diff"] / bound,
+                  1.0, "<=", "<= 2U"),
         ]
     return Result(frame, claims=claims)
 
@@ -80,18 +98,24 @@ def free_riding(k: int, prefix: int, seed: int) -> Result:
                                               pl.col("faircache_share").mean()).sort("position"),
                "position", ["vtc_share", "faircache_share"], "share of the prefix paid",
                "arrival position")
+    # all of these are properties of the ledger's split rule or of who executed the prefill
+    # (computed from a FairCache run): they check the bookkeeping, they cannot fail otherwise
+    sanity = "Sanity check (by construction): "
     claims = [
-        Claim(f"Each of k={k} tenants pays 1/k of the shared prefill (max |share - 1/k|)",
-              "max deviation", fc_dev, 0.01, "<=", "about 1/k each"),
-        Claim("Shared-prefix charges do not depend on arrival order (max std over orders)",
-              "std of charge (tokens)", order_spread, 1e-6, "<=", "order-invariant",
+        Claim(f"{sanity}[unified] each of k={k} tenants is charged 1/k of the shared prefill "
+              "(max |share - 1/k|)", "max deviation", fc_dev, 0.01, "<=", "about 1/k each",
               required=True),
-        Claim("Charges sum to the prefill actually consumed", "|charged - consumed| (tokens)",
-              conservation, 1e-6, "<=", "conservation", required=True),
-        Claim("VTC + radix cache: the first tenant pays the whole prefix", "first's share",
-              float(first), 0.99, ">=", "first computer bears it all"),
-        Claim("VTC + radix cache: later tenants free-ride", "max later share", float(later),
-              0.01, "<=", "others pay ~0"),
+        Claim(f"{sanity}[unified] shared-prefix charges do not depend on arrival order (max "
+              "std over orders)", "std of charge (tokens)", order_spread, 1e-6, "<=",
+              "order-invariant", required=True),
+        Claim(f"{sanity}[unified] charges sum to the prefill actually consumed",
+              "|charged - consumed| (tokens)", conservation, 1e-6, "<=", "conservation",
+              required=True),
+        Claim(f"{sanity}[compute] with a radix cache the first tenant executes the whole "
+              "prefix (what VTC charges)", "first's share", float(first), 0.99, ">=",
+              "first computer bears it all", required=True),
+        Claim(f"{sanity}[compute] later tenants execute none of it (free-ride under VTC)",
+              "max later share", float(later), 0.01, "<=", "others pay ~0", required=True),
     ]
     return Result(frame, claims=claims, figures=[fig])
 
@@ -117,13 +141,24 @@ def hit_rate_bias(duration: float, seed: int) -> Result:
     fig = _bar(frame, "scheduler", ["unified_ratio", "compute_ratio"],
                "high-hit / low-hit service", "scheduler")
     claims = [
-        Claim("VTC over-serves the high-hit tenant (unified service ratio high/low)",
+        Claim("[unified] VTC over-serves the high-hit tenant (service ratio high/low, VTC run)",
               "unified ratio", by["vtc"]["unified_ratio"], 1.2, ">=", "> 1 (over-served)"),
-        Claim("FairCache equalises unified service (|ratio - 1|)", "|unified ratio - 1|",
-              abs(by["faircache"]["unified_ratio"] - 1.0), 0.1, "<=", "~1"),
-        Claim("FairCache's unified Jain index beats VTC's", "Jain FC - Jain VTC",
+        Claim("[compute] VTC serves both tenants equally by compute (|ratio - 1|, VTC run)",
+              "|compute ratio - 1|", abs(by["vtc"]["compute_ratio"] - 1.0), 0.1, "<=",
+              "~1 (VTC's objective)"),
+        Claim("Sanity check (by construction): [unified] FairCache equalises unified service "
+              "(its scheduling objective; |ratio - 1|)", "|unified ratio - 1|",
+              abs(by["faircache"]["unified_ratio"] - 1.0), 0.1, "<=", "~1", required=True),
+        Claim("[compute] FairCache's compute service ratio high/low (the price of unified "
+              "fairness: the high-hit tenant gets less GPU work)", "compute ratio",
+              by["faircache"]["compute_ratio"], 0.5, ">=",
+              "not given by the paper (ours: >= 0.5)"),
+        Claim("[unified] FairCache's Jain index beats VTC's", "Jain FC - Jain VTC",
               by["faircache"]["jain_unified"] - by["vtc"]["jain_unified"], 0.0, ">",
               "fairer"),
+        Claim("[compute] FairCache's Jain index is no worse than VTC's by more than 0.05",
+              "Jain FC - Jain VTC", by["faircache"]["jain_compute"]
+              - by["vtc"]["jain_compute"], -0.05, ">=", "fairer (paper: on its own cost)"),
     ]
     return Result(frame, claims=claims, figures=[fig])
 
@@ -150,15 +185,19 @@ def host_memory(duration: float, seed: int) -> Result:
         rows.append(row)
     frame = pl.DataFrame(rows)
     by = {r["manager"]: r for r in rows}
-    isolation = min(by["faircache"][f"hit_t{t}"] - by["isolated"][f"hit_t{t}"]
-                    for t in range(4))
+    # tenants with no hits even in their own 1/N cache (streaming) would make this 0 - 0
+    reuse = [t for t in range(4) if by["isolated"][f"hit_t{t}"] > 0]
+    isolation = min((by["faircache"][f"hit_t{t}"] - by["isolated"][f"hit_t{t}"]
+                     for t in reuse), default=float("nan"))
     claims = [
-        Claim("Every tenant's hit rate >= its isolated 1/N hit rate (min difference)",
+        Claim("[hit rate] every reuse tenant's hit rate >= its isolated 1/N hit rate (min "
+              f"difference over the {len(reuse)} tenants with isolated hits)",
               "min hit(FC) - hit(isolated)", isolation, 0.0, ">=", "isolation"),
-        Claim("No host memory idle while a tenant has unmet demand (2 of 4 tenants active)",
+        Claim("[host memory] no host memory idle while a tenant has unmet demand (2 of 4 "
+              "tenants active)",
               "host utilisation", by["faircache"]["util_two_active"], 0.95, ">=",
               "Pareto-efficient (ours: >= 95%)"),
-        Claim("Less host memory on low-reuse tenants than static partitioning",
+        Claim("[host memory] less host memory on low-reuse tenants than static partitioning",
               "share FC / share static", by["faircache"]["low_reuse_share"]
               / max(by["static"]["low_reuse_share"], 1e-9), 1.0, "<", "less waste"),
     ]
