@@ -39,3 +39,13 @@ def test_estimator_grid_rows_compare_the_two_engines() -> None:
         assert r["error"] == pytest.approx((r["estimate_us"] - r["simulate_us"])
                                            / r["simulate_us"])
     assert rows[1]["simulate_us"] < rows[0]["simulate_us"]  # more ADCs, faster crossbars
+
+
+@pytest.mark.parametrize(("size", "adcs", "units"), [(128, 8, 64), (64, 8, 64), (128, 1, 32)])
+def test_estimator_within_bound_where_the_first_version_missed(size, adcs, units) -> None:
+    """GPT-2 small, 128 tokens, busy digital pool: the all-stages fluid share gave +30-43 %."""
+    from schedlab.harp.experiment import STATED_ERROR, estimator_grid_rows
+
+    (row,) = estimator_grid_rows(("gpt2-small",), (size,), (adcs,), (units,))
+    assert row["digital_util"] > 0.7
+    assert abs(row["error"]) <= STATED_ERROR
