@@ -134,3 +134,10 @@ def test_bad_profile_folders_name_the_problem(tmp_path):
 def test_model_spec_without_ffn_derives_it():
     spec = get_model("llama-2-7b")
     assert spec.ffn_size == 11008
+
+
+@needs_profiles
+def test_fit_on_one_model_predicts_the_other():
+    # A100 coefficients fitted on Llama-2-7B alone, tested on Llama-3-8B (GQA, wider MLP)
+    worst = calibrate.holdout(PROFILES)
+    assert worst[1] <= 0.25 and max(worst.values()) <= 0.30

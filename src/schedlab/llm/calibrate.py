@@ -356,6 +356,34 @@ def allreduce_error_table(root: str | Path):
     return pd.DataFrame(rows)
 
 
+def holdout(root: str | Path, gpu: str = "a100", train: str = "llama-2-7b",
+            test: str = "llama-3-8b") -> dict[int, float]:
+    """Max |error| of the linear layers on ``test``'s profile when the GPU's coefficients are
+    fitted on ``train``'s alone, per TP degree (a check that the fit is not model-specific)."""
+    from schedlab.llm.costmodel import get_gpu
+
+    frame = load_compute(root)
+    part = frame[frame.vidur_gpu == gpu]
+    if not {train, test} <= set(part.model):
+        raise BadInputError(f"needs profiles of {train} and {test} on {gpu}", path=root)
+    spec = get_gpu(GPU_OF[gpu])
+    peak, hbm = spec.bf16_tflops * 1e12, spec.hbm_gbs * 1e9
+    fitted = fit_gpu(part[part.model == train], peak, hbm)
+    data = part[part.model == test]
+    shapes = _shapes(data)
+    n = data.num_tokens.to_numpy(dtype=float)
+    tps = data.num_tensor_parallel_workers.to_numpy()
+    base = _linear_base(data, shapes, peak, hbm, fitted["gemm_efficiency"],
+                        fitted["hbm_efficiency"], fitted["gemm_launch_us"],
+                        fitted["tile_tokens"])
+    knots = np.stack([np.asarray(fitted["curve_log"][str(int(t))]) for t in tps])
+    x = np.log2(n)
+    corr = np.exp([np.interp(xi, KNOTS, k) for xi, k in zip(x, knots, strict=True)])
+    y = sum(data[f"time_stats.{op}.median"].to_numpy() for op in LINEAR_OPS)
+    err = np.abs(base * corr / y - 1)
+    return {int(t): float(err[tps == t].max()) for t in np.unique(tps)}
+
+
 def fit_all(root: str | Path) -> dict:
     from schedlab.llm.costmodel import get_gpu
 
@@ -447,6 +475,11 @@ def main(argv: list[str] | None = None) -> int:
         costmodel._load_calibration.cache_clear()
         print(f"wrote {target}")
     print(summarise(error_table(root)))
+    try:
+        print("held out (A100: fitted on Llama-2-7B, tested on Llama-3-8B), linear max |err| "
+              "per tp:", {k: round(v, 3) for k, v in holdout(root).items()})
+    except BadInputError:
+        pass
     ar = allreduce_error_table(root)
     if len(ar):
         print(ar.assign(abs_err=ar.error.abs()).groupby(["gpu", "workers"]).abs_err.agg(
