@@ -168,3 +168,18 @@ def test_empty_session_id_names_line_and_field(tmp_path):
     with pytest.raises(BadInputError) as info:
         read_mooncake(bad)
     assert "bad.jsonl:2" in str(info.value) and "user_id" in str(info.value)
+
+
+def test_price_sweep_reports_both_yardsticks():
+    from schedlab.core.experiment import get_experiment
+
+    exp = get_experiment("faircache.price_sweep")
+    fn = getattr(exp.func, "__wrapped__", exp.func) if hasattr(exp, "func") else None
+    if fn is None:
+        from schedlab.faircache.experiment import price_sweep as fn
+    res = fn(duration=20.0, seed=0)
+    frame = res.frame
+    assert {"compute_ratio", "unified_ratio", "jain_compute", "jain_unified"} <= set(frame.columns)
+    fc = frame.filter(frame["scheduler"] == "faircache")
+    assert "hardware" in fc["prices"].to_list() and fc.height == 9
+    assert res.claims == []  # report only: the paper gives no prices

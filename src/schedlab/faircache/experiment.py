@@ -163,6 +163,45 @@ def hit_rate_bias(duration: float, seed: int) -> Result:
     return Result(frame, claims=claims, figures=[fig])
 
 
+@register("faircache", quick=dict(duration=60.0), full=dict(duration=300.0))
+def price_sweep(duration: float, seed: int) -> Result:
+    """The unified cost's memory prices swept on the hit-bias workload, both yardsticks.
+
+    ``hbm_share`` (the share of a GPU-second charged to its KV pool) and ``host_ratio`` (a host
+    byte-second relative to an HBM one) are our choices (0.5, 0.1). A hardware reading is also
+    run: ``hbm_share`` = the KV pool's share of GPU memory (what the weights leave), and
+    ``host_ratio`` = PCIe / HBM bandwidth (a host byte serves data that much slower). Report
+    only: the paper gives no prices, so there is no target.
+    """
+    from schedlab.llm.costmodel import CostModel
+
+    trace = workloads.hit_bias(duration=duration, rate=6.0, seed=seed)
+    base = EngineConfig(**{**BIAS.__dict__, "horizon": duration})
+    cost = CostModel.from_specs(base.model, base.gpu, base.tp)
+    kv_share = (base.kv_tokens or cost.kv_capacity_tokens()) * cost.kv_bytes_per_token / (
+        cost.gpu.memory_gb * 1e9 * cost.tp)
+    settings = [(h, r, "swept") for h in (0.0, 0.25, 0.5, 0.75, 1.0) for r in (0.1,)]
+    settings += [(0.5, r, "swept") for r in (0.0, 0.3, 1.0)]
+    settings.append((round(kv_share, 4), round(cost.gpu.pcie_gbs / cost.gpu.hbm_gbs, 4),
+                     "hardware"))
+    rows: list[dict] = []
+    vtc = simulate(trace, "vtc", "lru", base)
+    for hbm_share, host_ratio, how in settings:
+        config = EngineConfig(**{**base.__dict__, "hbm_share": hbm_share,
+                                 "host_ratio": host_ratio})
+        res = simulate(trace, "faircache", "lru", config)
+        runs = [("faircache", res)] + ([("vtc", vtc)] if not rows else [])
+        for name, run in runs:
+            unified = backlogged_window(run.samples, "unified_service")
+            compute = backlogged_window(run.samples, "compute_service")
+            rows.append(dict(hbm_share=hbm_share, host_ratio=host_ratio, prices=how,
+                             scheduler=name, compute_ratio=float(compute[0] / compute[1]),
+                             unified_ratio=float(unified[0] / unified[1]),
+                             jain_compute=jain(compute), jain_unified=jain(unified)))
+    return Result(pl.DataFrame(rows), notes="One VTC row, for reference: VTC ignores the "
+                  "prices, its unified figures use the default ones (0.5, 0.1).")
+
+
 MEMORY = EngineConfig(kv_tokens=16_384, host_gb=4)
 MANAGERS = ("lru", "static", "isolated", "lfu", "cost-aware", "faircache")
 
