@@ -172,12 +172,10 @@ def test_empty_session_id_names_line_and_field(tmp_path):
 
 def test_price_sweep_reports_both_yardsticks():
     from schedlab.core.experiment import get_experiment
+    from schedlab.faircache.experiment import price_sweep
 
-    exp = get_experiment("faircache.price_sweep")
-    fn = getattr(exp.func, "__wrapped__", exp.func) if hasattr(exp, "func") else None
-    if fn is None:
-        from schedlab.faircache.experiment import price_sweep as fn
-    res = fn(duration=20.0, seed=0)
+    assert get_experiment("faircache.price_sweep") is not None
+    res = price_sweep(duration=20.0, seed=0)
     frame = res.frame
     assert {"compute_ratio", "unified_ratio", "jain_compute", "jain_unified"} <= set(frame.columns)
     fc = frame.filter(frame["scheduler"] == "faircache")
