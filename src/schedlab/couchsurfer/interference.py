@@ -28,7 +28,6 @@ the truth is worse than predicted: the "<= 5 %" claim can fail.
 
 from __future__ import annotations
 
-import csv
 import math
 from dataclasses import dataclass
 from pathlib import Path
@@ -36,6 +35,7 @@ from pathlib import Path
 import numpy as np
 
 from schedlab.core.errors import BadInputError
+from schedlab.gpooling.alibaba import _rows  # same CSV reader (header, columns, FILE:LINE)
 
 #: ../shared/data/colocation relative to the repository root
 SHARED = Path(__file__).resolve().parents[3].parent / "shared" / "data" / "colocation"
@@ -93,38 +93,6 @@ class Measurements:
     def paired_profiles(self) -> list[int]:
         """Profiles that appear in at least one measured pair (what jobs may be assigned)."""
         return sorted({i for i, *_ in self.pairs} | {j for _, j, *_ in self.pairs})
-
-
-def _rows(path: Path, required: tuple[str, ...]):
-    if not path.is_file():
-        raise BadInputError("no such file", path=path)
-    try:
-        handle = path.open(newline="", encoding="utf-8")
-    except OSError as exc:
-        raise BadInputError(f"cannot read: {exc.strerror}", path=path) from None
-    with handle:
-        reader = csv.reader(handle)
-        try:
-            header = [h.strip() for h in next(reader)]
-        except StopIteration:
-            raise BadInputError("empty file (no header)", path=path, line=1) from None
-        except (csv.Error, UnicodeDecodeError) as exc:
-            raise BadInputError(f"not CSV: {exc}", path=path, line=1) from None
-        missing = [c for c in required if c not in header]
-        if missing:
-            raise BadInputError(f"missing column(s) {', '.join(missing)}", path=path, line=1,
-                                field=missing[0])
-        try:
-            for values in reader:
-                if not values or all(not v.strip() for v in values):
-                    continue
-                if len(values) != len(header):
-                    raise BadInputError(f"{len(values)} fields, header has {len(header)}",
-                                        path=path, line=reader.line_num)
-                yield reader.line_num, dict(zip(header, (v.strip() for v in values),
-                                                strict=True))
-        except (csv.Error, UnicodeDecodeError) as exc:
-            raise BadInputError(f"not CSV: {exc}", path=path, line=reader.line_num) from None
 
 
 def _num(row: dict, name: str, path: Path, line: int, low: float = 0.0,
