@@ -203,6 +203,8 @@ def test_install_and_helper_errors_are_one_line(tmp_path: Path) -> None:
                               str(tmp_path / "spool"), *args], capture_output=True, text=True)
         assert out.returncode == 1 and "Traceback" not in out.stdout + out.stderr
         assert len(out.stdout.strip().splitlines()) == 1, out.stdout
+    with pytest.raises(BadInputError, match="cannot read: Is a directory"):
+        fastpath.read_script(str(tmp_path))
     for size in ("inf", "1e400M", "lots"):
         with pytest.raises(BadInputError, match="cannot read capacity") as err:
             bb._slurm_size(size, "job.sh")

@@ -246,7 +246,8 @@ def read_batch(path: str | os.PathLike) -> tuple[pl.DataFrame, bool]:
     """A batch file: ``.csv``, ``.parquet`` or ``.arrow``/``.ipc``; (frame, is_csv)."""
     path = Path(path)
     if not path.is_file():
-        raise BadInputError("no such file", path=path)
+        raise BadInputError("is a directory, not a file" if path.is_dir() else "no such file",
+                            path=path)
     suffix = path.suffix.lower()
     try:
         if suffix == ".csv":

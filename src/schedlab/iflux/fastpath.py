@@ -182,6 +182,8 @@ def read_script(path: str) -> tuple[list[dict], dict[str, str]]:
         raise BadInputError("no such file", path=path) from None
     except UnicodeDecodeError:
         raise BadInputError("is not valid UTF-8 text", path=path) from None
+    except OSError as exc:  # a directory, no permission
+        raise BadInputError(f"cannot read: {exc.strerror}", path=path) from None
     intents: list[dict] = []
     request: dict[str, str] = {}
     for lineno, line in enumerate(lines, start=1):

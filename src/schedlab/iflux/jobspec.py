@@ -42,7 +42,8 @@ def load_document(path: str | Path) -> tuple[Any, dict[int, int]]:
     """Parse a JSON or YAML file; also return the line of each top-level-intent index (YAML)."""
     path = Path(path)
     if not path.is_file():
-        raise BadInputError("no such file", path=path)
+        raise BadInputError("is a directory, not a file" if path.is_dir() else "no such file",
+                            path=path)
     try:
         text = path.read_text(encoding="utf-8")
     except UnicodeDecodeError as exc:
@@ -126,7 +127,8 @@ def intents_from_slurm_script(path: str | Path) -> JobIntents:
     """Intents from a batch script's ``#IFLUX`` header lines and ``#SBATCH --comment=iflux:``."""
     path = Path(path)
     if not path.is_file():
-        raise BadInputError("no such file", path=path)
+        raise BadInputError("is a directory, not a file" if path.is_dir() else "no such file",
+                            path=path)
     try:
         lines = path.read_text(encoding="utf-8").splitlines()
     except UnicodeDecodeError as exc:
