@@ -274,3 +274,21 @@ def test_not_a_module_and_bad_configs() -> None:
     with pytest.raises(BadInputError) as info:
         from_config(bert_config(), tokens=1000)
     assert info.value.field == "tokens"
+
+
+def test_mistyped_config_field_is_one_line_naming_it(tmp_path: Path) -> None:
+    """huggingface_hub's strict-dataclass validation error is not a ValueError; a wrong type
+    in a config.json used to escape as a traceback."""
+    _hf()
+    from typer.testing import CliRunner
+
+    from schedlab.harp.cli import app
+
+    bad = tmp_path / "config.json"
+    bad.write_text(json.dumps({"model_type": "gpt2", "n_layer": "x", "n_embd": 64,
+                               "n_head": 4}))
+    result = CliRunner().invoke(app, ["estimate", "--model", str(bad), "--tokens", "8"])
+    assert result.exit_code == 2, result.output
+    assert "n_layer" in result.output and "Traceback" not in result.output
+    assert not isinstance(result.exception, Exception) or isinstance(result.exception,
+                                                                      SystemExit)

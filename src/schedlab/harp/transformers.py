@@ -9,6 +9,7 @@ the config's image size), and imports it through :func:`schedlab.harp.torch_expo
 
 from __future__ import annotations
 
+import re
 from pathlib import Path
 from typing import Any
 
@@ -36,9 +37,12 @@ def build_model(config: Any, path: str | Path | None = None) -> Any:
                                 field="model_type")
         try:
             config = hf.AutoConfig.for_model(kind, **data)
-        except (ValueError, KeyError, TypeError) as exc:
-            raise BadInputError(f"not a transformers config: {str(exc).splitlines()[0]}",
-                                path=path, field="model_type") from None
+        except Exception as exc:  # ValueError/KeyError/TypeError, huggingface_hub's strict
+            # dataclass validation errors (not ValueErrors) for a mistyped field, ...
+            lines = [ln.strip() for ln in str(exc).splitlines() if ln.strip()] or [repr(exc)]
+            bad = re.search(r"field '([^']+)'", lines[0])
+            raise BadInputError(f"not a transformers config: {' '.join(lines[:2])[:300]}",
+                                path=path, field=bad.group(1) if bad else "model_type") from None
     if hasattr(config, "use_cache"):
         config.use_cache = False  # a KV cache in the outputs is not a tensor torch.export knows
     try:
