@@ -11,11 +11,11 @@ from __future__ import annotations
 
 import os
 
-import numpy as np
 import polars as pl
 import pytest
 
 from schedlab.iflux import batch
+from schedlab.iflux.experiment import batch_frame
 from schedlab.iflux.intents import FEATURES
 from schedlab.iflux.policies import shared_mapper
 
@@ -24,18 +24,7 @@ N = 2_000_000
 
 @pytest.fixture(scope="module")
 def frame() -> pl.DataFrame:
-    rng = np.random.default_rng(0)
-    cols = {name: np.array([str(m) for m in enum])[rng.integers(0, len(enum), N)]
-            for name, enum in FEATURES[:-1]}
-    df = pl.DataFrame(cols)
-    usage, level = pl.col("usage"), pl.col("level")
-    return df.with_columns(
-        mode=pl.when(usage == "output").then(pl.lit("write-only"))
-        .otherwise(pl.lit("read-write")),
-        sharing=pl.when((usage == "temporary") & (level == "workflow"))
-        .then(pl.lit("independent")).otherwise(pl.col("sharing")),
-        path=pl.format("/pfs/job/d{}", pl.int_range(N)),
-        size=pl.Series(rng.integers(0, 1 << 40, N)))
+    return batch_frame(N, 0)  # the batch reproduce's mapping_throughput measures
 
 
 @pytest.fixture

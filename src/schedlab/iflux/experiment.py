@@ -285,24 +285,31 @@ def _plot(frame: pl.DataFrame) -> Figure:
     return Figure.from_matplotlib(fig, "iflux-speedup", "IFlux speedup per workload class")
 
 
-def batch_throughput(n: int, seed: int, mapper: IFluxMapper) -> float:
-    """Intents/s of :func:`batch.map_batch` on ``n`` string intents, pinned to one CPU."""
-    import os
-
-    from schedlab.iflux.batch import map_batch
+def batch_frame(n: int, seed: int) -> pl.DataFrame:
+    """``n`` seeded valid intents as a columnar batch: every enum column as strings (the worst
+    case for parsing), absolute paths, integer sizes (also used by the benchmark)."""
     from schedlab.iflux.intents import FEATURES
 
     rng = np.random.default_rng(seed)
     frame = pl.DataFrame({name: np.array([str(m) for m in enum])[rng.integers(0, len(enum), n)]
                           for name, enum in FEATURES[:-1]})
     usage = pl.col("usage")
-    frame = frame.with_columns(
+    return frame.with_columns(
         mode=pl.when(usage == "output").then(pl.lit("write-only"))
         .otherwise(pl.lit("read-write")),
         sharing=pl.when((usage == "temporary") & (pl.col("level") == "workflow"))
         .then(pl.lit("independent")).otherwise(pl.col("sharing")),
         path=pl.format("/pfs/job/d{}", pl.int_range(n)),
         size=pl.Series(rng.integers(0, 1 << 40, n)))
+
+
+def batch_throughput(n: int, seed: int, mapper: IFluxMapper) -> float:
+    """Intents/s of :func:`batch.map_batch` on ``n`` string intents, pinned to one CPU."""
+    import os
+
+    from schedlab.iflux.batch import map_batch
+
+    frame = batch_frame(n, seed)
     pin = hasattr(os, "sched_setaffinity")
     before = os.sched_getaffinity(0) if pin else None
     if pin:
