@@ -64,6 +64,8 @@ def test_truth_uses_the_measured_pair_in_either_order() -> None:
     (SOLO + "A,d,32,0,1.0,50,10,100,1\n",
      PAIRS + "0,A,d,1,32,0,fast,A,d,1,32,0,0.8,50,20,100\n", ("colocate_info.csv", ":2",
                                                               "speed1")),
+    (SOLO + "A,d,32,0,1.0,50,10,100,1\nA,e,32,0,1.0,60,10,100,1\n", PAIRS,
+     ("single_data.csv", ":3", "model")),
 ])
 def test_bad_measurement_files_name_file_line_field(tmp_path: Path, solo: str, pairs: str,
                                                     where: tuple[str, str, str]) -> None:

@@ -118,13 +118,19 @@ def load_measurements(folder: str | Path | None = None) -> Measurements:
     solo_path, pair_path = folder / SOLO_FILE, folder / PAIRS_FILE
     profiles: list[Profile] = []
     index: dict[tuple[str, int, int], int] = {}
+    lines: list[int] = []
     for line, row in _rows(solo_path, ("model", "batchsize", "amp", "gpu_util", "gmem_util",
                                        "gmem", "label")):
         key = (row["model"], int(_num(row, "batchsize", solo_path, line, 1)),
                int(_num(row, "amp", solo_path, line, 0, 1)))
         if not key[0]:
             raise BadInputError("missing model name", path=solo_path, line=line, field="model")
+        if key in index:  # pairs are matched on (model, batchsize, amp): one profile each
+            raise BadInputError(f"second solo profile of {key} (line "
+                                f"{lines[index[key]]} has it)", path=solo_path, line=line,
+                                field="model")
         index[key] = len(profiles)
+        lines.append(line)
         profiles.append(Profile(*key, _num(row, "gpu_util", solo_path, line, 0, 100) / 100,
                                 _num(row, "gmem_util", solo_path, line, 0, 100) / 100,
                                 _num(row, "gmem", solo_path, line) / 1024,
