@@ -73,6 +73,10 @@ def test_double_buffering_overlaps_writes_with_compute() -> None:
         max(g.compute_ns, writes[(i + 1) % len(writes)]) for i, g in enumerate(dbl.groups)))
     auto = stream(work, arch(PUMA), "area", "harp", "estimate")
     assert auto.latency_ns == min(seq.latency_ns, dbl.latency_ns)
+    # a group is written into the idle half of the chip: half the tiles write in parallel
+    half_tiles = math.ceil(17_664 // 2 / 128)
+    for g in dbl.groups:
+        assert g.write_ns >= math.ceil(g.crossbars / half_tiles) * 351_000 / 32
 
 
 def test_batching_amortises_writes_and_endurance() -> None:

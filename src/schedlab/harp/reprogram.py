@@ -13,7 +13,8 @@ written once the previous group is done with them).
 * ``double-buffered``: each group uses half the chip; while group g computes, the other half
   is written with group g+1, so per batch ``sum_g max(B * compute_g, write_{g+1 mod G})``.
 
-A write of X crossbars takes ``ceil(X / tiles) * write_ns`` (tiles in parallel, a tile's
+A write of X crossbars takes ``ceil(X / tiles) * write_ns`` (the tiles of the part of the chip
+written -- all of it for ``sequential``, half for ``double-buffered`` -- in parallel, a tile's
 crossbars one after another; PUMA ``xbar_wr_lat`` = 10.97 us per 128x128 crossbar) or the time
 to fetch the weights over ``offchip_gbps``, whichever is longer, and ``X * write_ns *
 write_power_mw`` pJ (PUMA ``xbar_wr_pow`` = 2.06 mW, 22.6 nJ per crossbar). Endurance: a
@@ -92,7 +93,8 @@ def group_workload(work: Workload, lo: int, hi: int, index: int) -> Workload:
 
 
 def write_cost(crossbars: int, weights: int, arch: ArchConfig) -> tuple[float, float]:
-    """(ns, pJ) to write ``crossbars`` holding ``weights`` weights on this chip."""
+    """(ns, pJ) to write ``crossbars`` holding ``weights`` weights into ``arch.max_crossbars``
+    (whose tiles write in parallel)."""
     xbar, mem = arch.crossbar, arch.memory
     tiles = max(1, math.ceil(arch.max_crossbars / mem.crossbars_per_tile))
     cells = math.ceil(crossbars / tiles) * xbar.write_ns
@@ -150,7 +152,9 @@ def run_groups(work: Workload, arch: ArchConfig, capacity: int, strategy: str,
         plan = make_scheduler(scheduler).plan(part, mapping, sub_arch)
         latency, busy = run_plan(plan, method)
         weights = sum(op.k * op.n * mapping.replicas_of(op.name) for op in part.static_ops)
-        w_ns, w_pj = write_cost(mapping.crossbars, weights, arch)
+        # written into the group's own share of the chip: in double-buffered mode only the
+        # half not computing, so half the tiles write in parallel
+        w_ns, w_pj = write_cost(mapping.crossbars, weights, sub_arch)
         results.append(GroupResult(
             len(part.ops), mapping.crossbars, latency, w_ns, w_pj,
             sum(b for p, b in busy.items() if p.startswith("xbar:")),
