@@ -254,3 +254,16 @@ def test_the_shell_running_a_script_is_a_container_not_the_critical_step(data, t
     d = diagnose(tmp_path / "tr")
     critical = d.analysis.dfl.tasks.filter(pl.col("critical"))["group"].to_list()
     assert critical[-1] == "sort"  # the last real step, not the waiting shell
+
+
+def test_missing_command_and_unwritable_out_are_one_line(tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    result = runner.invoke(app, ["trace", "--out", "tr", "--tracer", "untraced", "--",
+                                 "no-such-command-xyz"])
+    assert result.exit_code == 2 and "no such command" in result.output, result.output
+    assert "no I/O event" not in result.output  # not blamed on --data-dir
+    blocker = tmp_path / "file"
+    blocker.write_text("")
+    result = runner.invoke(app, ["trace", "--out", str(blocker / "tr"), "--tracer",
+                                 "untraced", "--", "true"])
+    assert result.exit_code == 2 and "field 'out'" in result.output, result.output

@@ -78,10 +78,16 @@ def trace(
     (relative names resolved against the process's working directory); child processes
     are followed. A run with no I/O event under --data-dir is an error (exit 3) unless
     --allow-empty."""
+    import shutil
+
+    from schedlab.core.errors import BadInputError
     from schedlab.dataflowdrs.runner import run_command
     from schedlab.dataflowdrs.tiers import DEFAULT_TIERS, Tier, TierLayout
     from schedlab.dataflowdrs.tracer import make_tracer
 
+    if shutil.which(command[0]) is None:  # run without a shell: a path or a name on PATH
+        raise BadInputError(f"no such command (not an executable file, not on PATH): "
+                            f"{command[0]}", field="command")
     dirs = [d.resolve() for d in (data_dir or [Path.cwd()])]
     roots = {f"dir{i}-{d.name or 'root'}": d for i, d in enumerate(dirs)}
     tiers = {name: Tier(name, None, 0.0) for name in roots}
@@ -89,7 +95,11 @@ def trace(
         roots["shared"] = shared_dir.resolve()
         tiers["shared"] = DEFAULT_TIERS["shared"]
     state = out.resolve() / ".throttle"
-    state.mkdir(parents=True, exist_ok=True)
+    try:
+        state.mkdir(parents=True, exist_ok=True)
+    except OSError as exc:
+        raise BadInputError(f"cannot create the trace directory: {exc.strerror}",
+                            path=out, field="out") from None
     layout = TierLayout(roots=roots, tiers=tiers, state_dir=state)
     record = run_command(command, make_tracer(tracer), out, layout,
                          name=Path(command[0]).name if command else "command")
@@ -107,7 +117,9 @@ def trace(
     if events == 0:
         err_console.print(
             f"[bold red]warning:[/bold red] no I/O event on files under "
-            f"{', '.join(str(d) for d in dirs)}: wrong --data-dir? (--tracer {tracer})")
+            f"{', '.join(str(d) for d in dirs)}: wrong --data-dir? (--tracer {tracer})"
+            + (f"; the command exited with {result['returncode']}"
+               if result["returncode"] not in (None, 0) else ""))
         if not allow_empty:
             raise typer.Exit(3)
 
