@@ -169,3 +169,15 @@ def test_report_says_how_io_bound_the_job_was():
     busy = diagnose(LOGS / "sample-goodost.darshan").summary()["io"]
     assert idle["scope"] == "slowest rank" and idle["io_share"] < 0.01  # 39,213 s job
     assert busy["io_share"] > 0.5  # IOR: writing is what it does
+
+
+def test_drishti_report_labels_its_order_score_not_seconds(tmp_path):
+    from typer.testing import CliRunner
+
+    from schedlab.dataflowdrs.cli import app
+
+    result = CliRunner().invoke(app, ["analyze", str(LOGS / "example.darshan"), "--no-sankey",
+                                      "--diagnoser", "drishti", "--out", str(tmp_path / "r")])
+    assert result.exit_code == 0, result.output
+    assert "order score" in result.output and "saving (s)" not in result.output
+    assert "| order score |" in (tmp_path / "r" / "report.md").read_text()

@@ -41,7 +41,9 @@ def _show_diagnosis(summary: dict) -> None:
     if io:
         out_console.print(f"I/O calls: {io['io_seconds']:.3f} s on the {io['scope']} = "
                           f"{io['io_share']:.1%} of the run")
-    table = Table("#", "kind", "target", "saving (s)", "evidence", title="bottlenecks")
+    # Drishti reports insights, not times: its "saving" is an order score (drishti.py)
+    unit = "order score" if summary.get("diagnoser") == "drishti" else "saving (s)"
+    table = Table("#", "kind", "target", unit, "evidence", title="bottlenecks")
     for i, b in enumerate(summary["bottlenecks"], 1):
         table.add_row(str(i), b["kind"], b["target"], f"{b['saving_s']:.3f}", b["evidence"])
     if summary["bottlenecks"]:
@@ -179,7 +181,7 @@ def analyze(
     out: Path = typer.Option(None, "--out", help="Report directory (default TRACE_DIR/report; "
                                                  "for a .darshan file ./<name>-report)."),
     diagnoser: str = typer.Option("dataflowdrs", "--diagnoser",
-                                  help="dataflowdrs | io-volume | io-time | task-time"),
+                                  help="dataflowdrs | io-volume | io-time | task-time | drishti"),
     sankey: bool = typer.Option(True, "--sankey/--no-sankey", help="Write the Sankey diagram."),
     png: bool = typer.Option(True, "--png/--no-png", help="Also export the Sankey as PNG."),
     json_out: bool = JSON,

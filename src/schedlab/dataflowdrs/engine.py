@@ -139,10 +139,12 @@ def write_report(diagnosis: Diagnosis, out_dir: str | Path, sankey: bool = True,
 
 
 def _markdown(summary: dict) -> str:
+    unit = "order score" if summary["diagnoser"] == "drishti" else "saving (s)"  # drishti.py
     lines = [f"# DataFlowDrs report ({summary['diagnoser']})", "",
              f"makespan {summary['makespan_s']:.3f} s, {summary['tasks']} tasks; DFL compressed "
              f"{summary['compression']['reduction']:.1f}x", "", "## Ranked bottlenecks", "",
-             "| # | kind | target | saving (s) | evidence |", "|---|---|---|---|---|"]
+             f"| # | kind | target | {unit} | evidence |",
+             "|---|---|---|---|---|"]
     for i, b in enumerate(summary["bottlenecks"], 1):
         lines.append(f"| {i} | {b['kind']} | {b['target']} | {b['saving_s']:.3f} | "
                      f"{b['evidence']} |")
