@@ -292,3 +292,23 @@ def test_cli_bad_trace_options_are_one_line(tmp_path: Path, extra: list[str],
                                       "--gpus", "12", *extra])
     assert result.exit_code != 0
     assert needle in result.output and "Traceback" not in result.output
+
+
+def test_cli_refuses_options_it_would_ignore(tmp_path: Path) -> None:
+    """A bad --predictor on a plain pod list, and Alibaba-only options on Philly or the
+    generator, used to be accepted silently."""
+    from typer.testing import CliRunner
+
+    from schedlab.couchsurfer.cli import app
+
+    runner = CliRunner()
+    pods, nodes = _alibaba(tmp_path)
+    philly = _philly(tmp_path, [_pj("a", "Pass", "2017-10-03 00:00:00", "2017-10-03 00:00:10",
+                                    "2017-10-03 01:00:10", 2)])
+    for args, needle in ((["--trace", str(pods), "--predictor", "magic"], "predictor"),
+                         (["--trace", str(philly), "--format", "philly", "--nodes", str(nodes)],
+                          "field 'nodes'"),
+                         (["--seed", "1", "--trace-load", "0.5"], "field 'trace-load'")):
+        result = runner.invoke(app, ["simulate", *args])
+        assert result.exit_code == 2, (args, result.output)
+        assert needle in result.output and "Traceback" not in result.output

@@ -35,6 +35,16 @@ def _load(trace: Path | None, seed: int | None, n_jobs: int, gpus: int, load: fl
     if fmt not in FORMATS:
         raise ConfigError(f"unknown format '{fmt}'; valid: {', '.join(FORMATS)}",
                           field="format")
+    from schedlab.couchsurfer.predict import PREDICTORS
+
+    if predictor not in PREDICTORS:  # checked here: a trace with estimate_s never asks
+        raise ConfigError(f"unknown predictor '{predictor}'; valid: {', '.join(PREDICTORS)}",
+                          field="predictor")
+    alibaba_only = [name for name, value in (("--nodes", nodes), ("--sample", sample),
+                                             ("--trace-load", trace_load)) if value is not None]
+    if alibaba_only and (trace is None or fmt != "alibaba"):
+        raise ConfigError(f"{', '.join(alibaba_only)}: only for an Alibaba pod list "
+                          f"(--trace FILE --format alibaba)", field=alibaba_only[0][2:])
     measurements = load_measurements(colocation) if colocation is not None else None
     truth = PairTruth(measurements) if measurements is not None else None
     if trace is None:
