@@ -6,8 +6,9 @@ start_time, end_time, duration, queue`` with times as ``YYYY-MM-DD HH:MM:SS``. M
 
 * GPU jobs only (``gpu_num`` > 0; CPU jobs dropped and counted); jobs that never started
   (blank ``start_time``/``end_time``) dropped and counted; run time = end - start;
-* kind: ``state`` other than COMPLETED (CANCELLED, FAILED, TIMEOUT, NODE_FAIL: stopped early)
-  -> exploratory, COMPLETED -> deterministic (``exploratory_states`` changes it);
+* kind: ``state`` in ``exploratory_states`` (default CANCELLED, FAILED, TIMEOUT, NODE_FAIL:
+  stopped early) -> exploratory, any other state (COMPLETED, and e.g. OUT_OF_MEMORY unless
+  listed) -> deterministic;
 * estimate: causal per-user history median (:mod:`.predict`).
 
 Helios nodes have 8 GPUs (V100/1080Ti); the default cluster is ``gpus`` GPUs as 8-GPU
@@ -22,9 +23,10 @@ from pathlib import Path
 
 from schedlab.core.errors import BadInputError
 from schedlab.couchsurfer.alibaba import TraceLoad
-from schedlab.couchsurfer.interference import Measurements, _rows
+from schedlab.couchsurfer.interference import Measurements
 from schedlab.couchsurfer.jobs import ClusterSpec
 from schedlab.couchsurfer.tracejobs import Run, default_cluster, parse_time, runs_to_jobs
+from schedlab.gpooling.alibaba import _rows
 
 COLUMNS = ("user", "gpu_num", "state", "submit_time", "start_time", "end_time")
 
