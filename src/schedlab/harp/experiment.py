@@ -19,6 +19,7 @@ import numpy as np
 import polars as pl
 
 from schedlab.core import Claim, Figure, Result, register
+from schedlab.core.errors import BadInputError
 from schedlab.harp.arch import ArchConfig
 from schedlab.harp.engine import evaluate
 from schedlab.harp.estimator import estimate
@@ -211,8 +212,8 @@ def sensitivity_rows(models: tuple[str, ...], tokens: int | None,
             try:
                 arch, value = (base, 1.0) if path == "default" else _scaled(base, path, factor)
                 mapping = make_mapper(strategy).map(work, arch)
-            except Exception:  # noqa: BLE001 - an invalid or unfittable variant is skipped
-                continue
+            except (ValueError, BadInputError):  # pydantic's ValidationError is a ValueError:
+                continue  # a variant the architecture rejects or the mapper cannot fit
             lat = {name: evaluate(work, arch, strategy, name, "simulate",
                                   mapping=mapping).latency_us
                    for name in ("harp", "single-vector", "non-pipelined")}
