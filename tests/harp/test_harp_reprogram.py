@@ -94,6 +94,7 @@ def test_op_too_large_even_with_reprogramming() -> None:
         evaluate(build_workload("bert-base", 16), spec.model_copy(
             update={"max_crossbars": 500}), "area", "harp")
     assert info.value.field == "max_crossbars"
+    assert "than the 500 a layer group" in str(info.value)  # the whole chip, not its half
     assert evaluate(build_workload("bert-base", 16), spec, "area", "harp").streaming == \
         "sequential"  # half a chip (500) cannot hold the FFN, the whole chip can
 

@@ -176,8 +176,8 @@ def stream(work: Workload, arch: ArchConfig, strategy: str, scheduler: str, meth
         try:
             groups = run_groups(work, arch, max(capacity, 1), strategy, scheduler, method,
                                 solver)
-        except ConfigError as exc:
-            failure = exc
+        except ConfigError as exc:  # report the whole-chip (sequential) failure, the larger
+            failure = failure or exc  # capacity: "even reprogramming cannot run" holds for it
             continue
         writes = [g.write_ns for g in groups]
         if mode == "sequential":
