@@ -416,8 +416,13 @@ def test_cancel_during_stage_in_loses_nothing_and_returns_capacity(bb_cluster) -
     pids = [int(p) for p in pid_file.read_text().split()]
     assert _mb(c.used("nvme")) == 32
     subprocess.run(["scancel", job], env=c.slurm.env, check=True)
+    # Slurm 22.05 flushes (SIGKILLs) the job's scripts and queues a hurry teardown; the two
+    # race in slurmscriptd, so either script may be killed first, or both, and a killed
+    # teardown is never rerun: then IFlux's sweep (from slurm_bb_pools, every 30 s) finishes
+    # it. The report's wait (120 s) covers that.
     report = c.report(job)
-    assert report["cancelled_stage_in"] and not report["kept"]
+    assert report["cancelled_stage_in"] and not report["kept"], report
+    assert report["finished_by"] in ("slurm", "iflux-sweep")
     assert "stage_in" not in report, "stage-in was stopped before it finished"
     for pid in pids:  # the helper and the copy it forked as the user are both gone
         assert not Path(f"/proc/{pid}").exists() or \
@@ -426,7 +431,43 @@ def test_cancel_during_stage_in_loses_nothing_and_returns_capacity(bb_cluster) -
     assert after == before, "the source data is intact"
     assert not tier.exists(), "the partly staged tier was removed"
     assert not (c.out / "ran").exists()
+    assert not (c.spool / f"job-{job}" / "teardown.json").exists(), "nothing left to sweep"
+    log = (c.slurm.dir / "slurmctld.log").read_text(errors="replace")
+    if f"teardown for JobId={job} terminated by slurmctld" in log:
+        # _start_teardown: a killed teardown skips bb_limit_rem, so Slurm itself holds the
+        # pool's capacity until slurmctld restarts; no plugin call can give it back
+        assert _mb(c.used("nvme")) == 32
+        pytest.xfail("Slurm 22.05 killed the hurry teardown with the job's scripts "
+                     "(slurmscriptd flush_job races run_script): IFlux cleaned up, but Slurm "
+                     "keeps the pool capacity until slurmctld restarts")
     c.wait(lambda: _mb(c.used("nvme")) == 0, "the pool capacity to come back")
+
+
+@slurm_test
+def test_slurm_bb_pools_sweeps_a_stage_in_whose_teardown_was_killed(bb_cluster) -> None:
+    """What Slurm leaves when it kills both data_in and the cancel's teardown: a tier, a
+    ``data_in.pid`` of dead processes, no report. slurmscriptd's periodic slurm_bb_pools
+    starts the sweep, which tears the job down as a cancelled stage-in."""
+    c = bb_cluster()
+    src = c.pfs / "in"
+    src.mkdir()
+    (src / "a").write_bytes(os.urandom(4096))
+    script = _script(c.base, [f"path={src} usage=input mode=read-only pattern=large-sequential "
+                              "size=1MiB"])
+    bb.setup(c.spool, "900", NOBODY, NOBODY, "nvme", 32 << 20, str(script))
+    tier = Path(c.site.roots["nvme"]) / "slurm-900"
+    assert tier.is_dir()
+    dead = subprocess.Popen(["true"])
+    dead.wait()
+    where = c.spool / "job-900"
+    write_text(where / "data_in.pid", f"{dead.pid}\n")
+    (where / "phase").write_text("staging-in\n")
+    report = json.loads(c.wait(lambda: (where / "report.json").is_file()
+                               and (where / "report.json").read_text(),
+                               "the sweep's report", timeout=90))
+    assert report["finished_by"] == "iflux-sweep" and report["cancelled_stage_in"], report
+    assert not tier.exists() and not (where / "data_in.pid").exists()
+    assert (src / "a").stat().st_size == 4096, "the source is untouched"
 
 
 @slurm_test
@@ -613,3 +654,48 @@ def test_stop_pids_leaves_a_process_that_reused_a_recorded_pid(tmp_path: Path) -
     finally:
         proc.kill()
         proc.wait()
+
+
+def test_sweep_finishes_what_a_killed_stage_in_or_teardown_left(tmp_path: Path) -> None:
+    """Slurm 22.05 can SIGKILL both a job's data_in and the teardown its cancel queued, and
+    never rerun that teardown: the sweep finishes it, never touches a live stage-in, and
+    waits for (skips) a teardown that holds the job's lock."""
+    site = Site.under(tmp_path / "site", ram_base=tmp_path / "ram")
+    write_text(tmp_path / "site.json", site.to_json())
+    spool = tmp_path / "spool"
+    bb.install(tmp_path, tmp_path / "site.json", spool)
+    src = Path(site.roots["pfs"]) / "in"
+    src.mkdir()
+    (src / "a").write_text("data\n")
+    me, my_group = os.getuid(), os.getgid()
+    script = _script(tmp_path, [f"path={src} usage=input mode=read-only size=1MiB"])
+    dead = subprocess.Popen(["true"])
+    dead.wait()
+    tiers = {}
+    for job in ("3", "4", "5"):
+        bb.setup(spool, job, me, my_group, "nvme", 64 << 20, str(script))
+        tiers[job] = Path(site.roots["nvme"]) / f"slurm-{job}"
+        next(tiers[job].iterdir()).joinpath("a.partial").write_text("da")
+        (spool / f"job-{job}" / "phase").write_text("staging-in\n")
+    write_text(spool / "job-3" / "data_in.pid", f"{dead.pid}\n")  # data_in killed
+    write_text(spool / "job-4" / "teardown.json", json.dumps(dict(  # teardown killed
+        cancelled_stage_in=True, hurry=True, phase="staging-in")))
+    (spool / "job-4" / "phase").write_text("tearing-down\n")
+    write_text(spool / "job-5" / "data_in.pid", f"{os.getpid()}\n")  # a live stage-in
+    held = bb._lock(spool / "job-3", wait=True)
+    try:
+        assert bb.sweep(spool) == "4: torn down", "a locked job is left to its teardown"
+    finally:
+        os.close(held)
+    assert bb.sweep(spool) == "3: torn down"
+    for job in ("3", "4"):
+        report = json.loads((spool / f"job-{job}" / "report.json").read_text())
+        assert report["finished_by"] == "iflux-sweep" and report["cancelled_stage_in"]
+        assert not tiers[job].exists() and not (spool / f"job-{job}" / "teardown.json").exists()
+    assert tiers["5"].is_dir() and not (spool / "job-5" / "report.json").exists()
+    assert bb.sweep(spool) == "nothing to finish"
+    assert bb.teardown(spool, "3", True) == "torn down", "Slurm's late teardown: a no-op"
+    assert json.loads((spool / "job-3" / "report.json").read_text())["finished_by"] == \
+        "iflux-sweep"
+    assert (src / "a").read_text() == "data\n"
+    (spool / "job-5" / "data_in.pid").unlink()

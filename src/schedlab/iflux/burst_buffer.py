@@ -13,8 +13,9 @@ slurm_bb_job_process   submission (synchronous)   parse + validate the intents, 
                                                   pool is requested (fast path; only for
                                                   jobs with a #BB_LUA line: Slurm skips
                                                   the plugin for the others)
-slurm_bb_pools         startup, periodically      tiers as pools, read from ``pools.json``
-                                                  by Lua itself (no process)
+slurm_bb_pools         startup, every 30 s        tiers as pools, read from ``pools.json``
+                                                  by Lua itself; starts :func:`sweep`
+                                                  (detached) only when a job left a marker
 slurm_bb_setup         pending, pool granted      decide, make tier dirs (owned by the user)
 slurm_bb_data_in       pending, after setup       stage inputs in (killable; source intact)
 slurm_bb_real_size     after data_in              nothing
@@ -65,6 +66,7 @@ LUA = r"""-- burst_buffer.lua for Slurm's burst_buffer/lua: IFlux, intent-driven
 local SPOOL = {spool}
 local FAST = {fast}
 local FULL = {full}
+local SWEEP = {sweep}
 
 local function q(s)
    return "'" .. string.gsub(tostring(s), "'", "'\\''") .. "'"
@@ -109,6 +111,9 @@ function slurm_bb_job_process(job_script)
 end
 
 function slurm_bb_pools()
+   -- every AGENT_INTERVAL (30 s): finish what a killed script left (see burst_buffer.sweep);
+   -- a shell test, and a detached helper only when a job left a marker
+   os.execute(SWEEP)
    local pools = slurp(SPOOL .. "/pools.json")
    if not pools then
       slurm.log_error("iflux: %s/pools.json is missing (run the installer)", SPOOL)
@@ -278,8 +283,22 @@ def install(conf_dir: str | Path, site: str | Path, spool: str | Path,
     lua = conf_dir / "burst_buffer.lua"
     write_text(lua, LUA.replace("{spool}", _lua_str(str(spool)))
                .replace("{fast}", _lua_str(_helper(spool, True)))
-               .replace("{full}", _lua_str(_helper(spool, False))))
+               .replace("{full}", _lua_str(_helper(spool, False)))
+               .replace("{sweep}", _lua_str(_sweep_command(spool))))
     return lua
+
+
+def _sweep_command(spool: Path) -> str:
+    """The shell line ``slurm_bb_pools`` runs: start :func:`sweep` in its own session
+    (``setsid -f``: slurmscriptd kills the Lua call's process group when it returns) only if
+    some job left a ``data_in.pid`` or ``teardown.json`` behind; otherwise no Python starts."""
+    import shlex
+
+    markers = " ".join(shlex.quote(str(spool)) + f"/job-*/{name}"
+                       for name in ("data_in.pid", "teardown.json"))
+    return (f"for f in {markers}; do if [ -e \"$f\" ]; then "
+            f"setsid -f {_helper(spool, False)} sweep </dev/null >/dev/null 2>&1; break; fi; "
+            "done")
 
 
 def _byte_compile() -> None:
@@ -361,7 +380,8 @@ def as_user(uid: int, gid: int, fn, pid_file: Path | None = None):
 
 
 #: files of a job's later phases, removed by setup
-STALE = ("data_in.pid", "daemons.json", "stage_in.json", "stage_out.json", "report.json")
+STALE = ("data_in.pid", "daemons.json", "stage_in.json", "stage_out.json", "report.json",
+         "teardown.json")
 
 
 def _job(spool: Path, job_id: str) -> Path:
@@ -628,8 +648,10 @@ def _plan(where: Path):
 
 
 def data_in(spool: Path, job_id: str) -> str:
-    """Stage inputs into their tiers (the job is still pending). Killed on cancel: the copy
-    only ever reads the source, and files land by rename, so nothing is lost."""
+    """Stage inputs into their tiers (the job is still pending). Killed on cancel (SIGKILL to
+    the process group: no handler runs): the copy only ever reads the source, and files land
+    by rename, so nothing is lost; ``data_in.pid`` stays behind for the teardown, or for
+    :func:`sweep` when Slurm killed that teardown too."""
     from schedlab.iflux.deploy import prepare
     from schedlab.iflux.storage import Client
 
@@ -649,14 +671,16 @@ def data_in(spool: Path, job_id: str) -> str:
         _phase(where, "stage-in-failed")
         pid_file.unlink(missing_ok=True)  # teardown must not signal these pids once reused
         raise
-    pid_file.unlink(missing_ok=True)
     write_text(where / "stage_in.json", json.dumps({**staged,
                                                     "seconds": time.perf_counter() - start}))
+    # the pid file goes last: while it exists the stage-in is running or was killed (sweep)
     if staged["failed"]:
         _phase(where, "stage-in-failed")
+        pid_file.unlink(missing_ok=True)
         raise BadInputError(f"stage-in of job {job_id} failed: {len(staged['failed'])} file(s) "
                             f"not copied (first: {staged['failed'][0]})")
     _phase(where, "staged-in")
+    pid_file.unlink(missing_ok=True)
     return f"staged {staged['files']} files"
 
 
@@ -798,22 +822,59 @@ def data_out(spool: Path, job_id: str) -> str:
     return f"flushed {stats.files} files"
 
 
-def teardown(spool: Path, job_id: str, hurry: bool) -> str:
-    """Stop a stage-in still running (cancelled job), flush what is left, remove the tier
-    directories that are fully durable and write ``report.json``."""
-    from schedlab.iflux.deploy import finish
-    from schedlab.iflux.storage import Client
-    from schedlab.iflux.transfer import TransferStats
+def _lock(where: Path, wait: bool):
+    """An exclusive flock on the job's ``teardown.lock`` (held by the open file: released when
+    the holder dies, even by SIGKILL), or None when ``wait`` is False and another holds it."""
+    import fcntl
 
+    fd = os.open(where / "teardown.lock", os.O_RDWR | os.O_CREAT, 0o600)
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX | (0 if wait else fcntl.LOCK_NB))
+    except BlockingIOError:
+        os.close(fd)
+        return None
+    return fd
+
+
+def teardown(spool: Path, job_id: str, hurry: bool, finished_by: str = "slurm") -> str:
+    """Stop a stage-in still running (cancelled job), flush what is left, remove the tier
+    directories that are fully durable and write ``report.json``.
+
+    Resumable: Slurm 22.05 may SIGKILL this call's process group (a cancel's flush of the
+    job's scripts races the teardown it queues) and then never runs it again, so the work is
+    serialized by ``teardown.lock`` and ``teardown.json`` records what a killed teardown had
+    decided; :func:`sweep` (or Slurm's own retry) finishes it.
+    """
     where = _job(spool, job_id)
     plan = _plan(where)
     if plan is None:
         return "no plan"
-    pid_file = where / "data_in.pid"
+    lock = _lock(where, wait=True)
+    try:
+        return _teardown(spool, where, job_id, plan, hurry, finished_by)
+    finally:
+        os.close(lock)
+
+
+def _teardown(spool: Path, where: Path, job_id: str, plan, hurry: bool,
+              finished_by: str) -> str:
+    from schedlab.iflux.deploy import finish
+    from schedlab.iflux.storage import Client
+    from schedlab.iflux.transfer import TransferStats
+
+    pid_file, started = where / "data_in.pid", where / "teardown.json"
     phase = (where / "phase").read_text().strip() if (where / "phase").is_file() else ""
     if phase == "torn-down" and (where / "report.json").is_file():
+        started.unlink(missing_ok=True)
         return "torn down"  # Slurm retried: keep the report (and stage-out figures) of the first
-    cancelled_stage_in = pid_file.is_file() or phase in ("staging-in", "stage-in-failed")
+    if started.is_file():  # a teardown that was killed: what it had decided still holds
+        earlier = json.loads(started.read_text(encoding="utf-8"))
+        cancelled_stage_in, hurry = earlier["cancelled_stage_in"], earlier["hurry"] or hurry
+    else:
+        cancelled_stage_in = pid_file.is_file() or phase in ("staging-in", "stage-in-failed")
+        write_text(started, json.dumps(dict(cancelled_stage_in=cancelled_stage_in,
+                                            hurry=hurry, phase=phase)))
+    _phase(where, "tearing-down")
     if pid_file.is_file():
         _stop_pids([int(p) for p in pid_file.read_text().split()], recorded=pid_file)
         pid_file.unlink(missing_ok=True)
@@ -843,13 +904,59 @@ def teardown(spool: Path, job_id: str, hurry: bool) -> str:
         except OSError:
             pass
     report = dict(ok=not kept, kept=kept, hurry=hurry, cancelled_stage_in=cancelled_stage_in,
-                  flush=stats.to_dict(), transparent=done["transparent"])
+                  finished_by=finished_by, flush=stats.to_dict(),
+                  transparent=done["transparent"])
     for name in ("stage_in", "stage_out", "decision"):
         if (where / f"{name}.json").is_file():
             report[name] = json.loads((where / f"{name}.json").read_text(encoding="utf-8"))
     write_text(where / "report.json", json.dumps(report, indent=2))
     _phase(where, "torn-down" if not kept else "torn-down, tiers kept")
+    started.unlink()
     return f"kept {kept}" if kept else "torn down"
+
+
+def _alive(pid_file: Path) -> bool:
+    """Whether a process recorded in ``pid_file`` still runs (a zombie does not; nor does a
+    process that started after the file was written: another one that reused the pid)."""
+    try:
+        pids = [int(p) for p in pid_file.read_text().split()]
+        written = pid_file.stat().st_mtime + 5.0
+    except (OSError, ValueError):
+        return False
+    return any(not _zombie(pid) and (_started_at(pid) or written + 1) <= written
+               for pid in pids)
+
+
+def sweep(spool: Path) -> str:
+    """Finish what Slurm killed and will not redo. On ``scancel`` of a job in stage-in,
+    Slurm 22.05 flushes (SIGKILLs) the job's scripts and queues a hurry teardown; the two
+    race in slurmscriptd, and a teardown killed by the flush is not retried
+    (``_start_teardown``: "terminated by slurmctld", goto fini). A job whose ``data_in.pid``
+    names only dead processes, or whose ``teardown.json`` is left with no teardown holding
+    the lock, is torn down here as a cancelled stage-in would be. Run by ``slurm_bb_pools``
+    (every 30 s) in its own session; a teardown Slurm does run later finds the report and
+    returns at once."""
+    done = []
+    for where in sorted(spool.glob("job-*")):
+        job_id = where.name[4:]
+        if not job_id.isdigit() or not (where / "plan.json").is_file():
+            continue
+        pid_file, started = where / "data_in.pid", where / "teardown.json"
+        killed_stage_in = pid_file.is_file() and not _alive(pid_file)
+        if not (killed_stage_in or started.is_file()):
+            continue
+        lock = _lock(where, wait=False)
+        if lock is None:
+            continue  # a teardown is running (Slurm's, or another sweep)
+        try:
+            if (pid_file.is_file() and not _alive(pid_file)) or started.is_file():
+                done.append(f"{job_id}: " + _teardown(spool, where, job_id, _plan(where),
+                                                      True, "iflux-sweep"))
+        except Exception as exc:  # noqa: BLE001 - one job's failure must not stop the others
+            done.append(f"{job_id}: {type(exc).__name__}: {exc}")
+        finally:
+            os.close(lock)
+    return "; ".join(done) or "nothing to finish"
 
 
 def status(spool: Path, args: list[str]) -> str:
@@ -871,7 +978,7 @@ def status(spool: Path, args: list[str]) -> str:
 
 
 OPS = dict(job_process=1, setup=6, data_in=1, pre_run=1, post_run=1, data_out=1, teardown=1,
-           status=0)
+           status=0, sweep=0)
 USAGE = f"usage: --spool DIR {{{','.join(OPS)}}} ARGS..."
 
 
@@ -905,6 +1012,8 @@ def main(argv: list[str] | None = None) -> int:
             out = data_out(spool, a[0])
         elif op == "teardown":
             out = teardown(spool, a[0], len(a) > 2 and a[2] == "true")
+        elif op == "sweep":
+            out = sweep(spool)
         else:
             out = status(spool, a)
     except SchedlabError as exc:
