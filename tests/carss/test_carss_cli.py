@@ -69,3 +69,14 @@ def test_an_overloaded_run_warns_and_a_light_one_does_not() -> None:
                                 "0.5", "--intervals", "4", "--train", "32", "--json"])
     assert light.exit_code == 0, light.output
     assert "overloaded" not in light.stderr
+
+
+def test_a_scale_that_leaves_no_task_is_one_clear_error(tmp_path: Path) -> None:
+    """--scale 0 used to run an empty window and print a NaN response time."""
+    trace = tmp_path / "arrivals.csv"
+    trace.write_text("timestamp\n" + "\n".join(str(30.0 * i) for i in range(20_000)) + "\n")
+    for command in (["simulate", "-s", "least-loaded"], ["cosim-error"]):
+        result = runner.invoke(app, [*command, "--trace", str(trace), "--scale", "0",
+                                     "--train", "32", "--intervals", "8"])
+        assert result.exit_code == 2, result.output
+        assert "no arrivals at --scale 0" in result.output

@@ -151,6 +151,7 @@ def cosim_error(
             raise ConfigError(f"trace has {counts.size} intervals after --start; need "
                               f"--train + --intervals", field="intervals")
         counts = scale_counts(counts[:train + intervals], scale)
+        _need_arrivals(counts[train:], scale)
     else:
         counts = arrival_series("mixed", train + intervals, 3.2 * hosts, seed,
                                 season=season).counts
@@ -203,6 +204,7 @@ def simulate(
         if counts.size < train + 1:
             raise ConfigError(f"trace has {counts.size} intervals; need > --train", field="train")
         counts = scale_counts(counts[:train + intervals], scale)
+        _need_arrivals(counts[train:], scale)
     else:
         counts = arrival_series("mixed", train + intervals, load * hosts, seed,
                                 season=season).counts
@@ -230,6 +232,14 @@ def simulate(
         table.add_row(*[f"{row[k]:.4g}" if isinstance(row[k], float) else str(row[k])
                         for k in keys])
     out_console.print(table)
+
+
+def _need_arrivals(window, scale: float) -> None:
+    """A simulated window without a single task has no response time to report."""
+    if int(window.sum()) == 0:
+        raise ConfigError(f"the trace window after --train has no arrivals at --scale {scale:g};"
+                          " nothing to schedule (use a larger --scale or another --start)",
+                          field="scale")
 
 
 #: above this share of SLA-violating tasks a run is reported as overloaded
