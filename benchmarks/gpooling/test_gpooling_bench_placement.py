@@ -44,18 +44,10 @@ def test_replay_1500_jobs_on_40_devices(benchmark) -> None:
 
 def _alibaba_cluster():
     """The real node and pod lists where ../shared/data has them, else the seeded generator."""
-    from schedlab.gpooling.alibaba import (
-        read_node_list,
-        read_pod_list,
-        shared_trace,
-        synthetic_nodes,
-        synthetic_pods,
-    )
+    from schedlab.gpooling.alibaba import load_cluster
 
-    found = shared_trace()
-    if found is not None:
-        return read_node_list(found[0]), read_pod_list(found[1]), "real"
-    return synthetic_nodes(1213, seed=0), synthetic_pods(8000, seed=0), "seeded"
+    nodes, pods, real = load_cluster(seed=0)
+    return nodes, pods, "real" if real else "seeded"
 
 
 @pytest.mark.parametrize("name", ["frag-aware", "fgd", "best-fit", "first-fit",

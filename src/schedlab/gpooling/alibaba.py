@@ -221,6 +221,15 @@ def shared_trace() -> tuple[Path, Path] | None:
     return (nodes, pods) if nodes.is_file() and pods.is_file() else None
 
 
+def load_cluster(seed: int = 0, pods: int = 8000) -> tuple[list, list, bool]:
+    """(nodes, pods, real): the real node and pod lists where ../shared/data has them, else
+    the seeded generator with their shape (1,213 nodes, ``pods`` pods)."""
+    found = shared_trace()
+    if found is not None:
+        return read_node_list(found[0]), read_pod_list(found[1]), True
+    return synthetic_nodes(1213, seed), synthetic_pods(pods, seed), False
+
+
 #: node kinds of the GPU 2023 cluster's shape: (model, GPUs, CPU milli, memory MiB, share)
 NODE_KINDS = (("G2", 8, 96_000, 393_216, 0.45), ("T4", 2, 104_000, 524_288, 0.32),
               ("P100", 2, 16_000, 122_880, 0.09), ("G3", 8, 128_000, 786_432, 0.04),

@@ -34,23 +34,11 @@ def _cluster(every: int, seed: int, pods: int = 8000):
     """(nodes, pods, ran_with): the real node and pod lists where ../shared/data has them,
     else a seeded generator with their shape. ``every`` > 1 keeps every ``every``-th node
     (offset by the seed), so seeds see different parts of the cluster."""
-    from schedlab.gpooling.alibaba import (
-        read_node_list,
-        read_pod_list,
-        shared_trace,
-        synthetic_nodes,
-        synthetic_pods,
-    )
+    from schedlab.gpooling.alibaba import load_cluster
 
-    found = shared_trace()
-    if found is not None:
-        nodes = read_node_list(found[0])
-        trace = read_pod_list(found[1])
-        source = "Alibaba GPU 2023 node list + pod list (real)"
-    else:
-        nodes = synthetic_nodes(1213, seed)
-        trace = synthetic_pods(pods, seed)
-        source = "seeded generator shaped like Alibaba GPU 2023"
+    nodes, trace, real = load_cluster(seed, pods)
+    source = ("Alibaba GPU 2023 node list + pod list (real)" if real
+              else "seeded generator shaped like Alibaba GPU 2023")
     if every > 1:
         nodes = nodes[seed % every::every]
     gpus = sum(n.gpus for n in nodes)
