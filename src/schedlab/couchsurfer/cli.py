@@ -87,19 +87,29 @@ def _print_summary(rows: list[dict]) -> None:
     out_console.print(table)
 
 
+# options the simulate and compare commands share (one definition each)
+_TRACE = typer.Option(None, "--trace", help="Trace file (see --format).")
+_SEED = typer.Option(None, "--seed", help="Generate a seeded workload instead.")
+_FMT = typer.Option("alibaba", "--format", help="alibaba (pod list), philly, helios.")
+_NODES = typer.Option(None, "--nodes", help="Alibaba node list: the real cluster.")
+_COLOC = typer.Option(None, "--colocation", help="Lucid's colocation folder (measured pairs).")
+_SAMPLE = typer.Option(None, "--sample", min=1, help="Pods sampled from the trace.")
+_LOAD = typer.Option(None, "--trace-load", help="Compress arrivals to it.")
+_PRED = typer.Option("history", "--predictor", help="history, noisy, oracle.")
+
+
 @app.command()
 @handle_errors
 def simulate(
-    trace: Path = typer.Option(None, "--trace", help="Trace file (see --format)."),
-    seed: int = typer.Option(None, "--seed", help="Generate a seeded workload instead."),
+    trace: Path = _TRACE,
+    seed: int = _SEED,
     scheduler: str = typer.Option("couchsurfer", "--scheduler", "-s", help="Scheduler name."),
-    fmt: str = typer.Option("alibaba", "--format", help="alibaba (pod list), philly, helios."),
-    nodes: Path = typer.Option(None, "--nodes", help="Alibaba node list: the real cluster."),
-    colocation: Path = typer.Option(None, "--colocation",
-                                    help="Lucid's colocation folder (measured pairs)."),
-    sample: int = typer.Option(None, "--sample", min=1, help="Pods sampled from the trace."),
-    trace_load: float = typer.Option(None, "--trace-load", help="Compress arrivals to it."),
-    predictor: str = typer.Option("history", "--predictor", help="history, noisy, oracle."),
+    fmt: str = _FMT,
+    nodes: Path = _NODES,
+    colocation: Path = _COLOC,
+    sample: int = _SAMPLE,
+    trace_load: float = _LOAD,
+    predictor: str = _PRED,
     n_jobs: int = typer.Option(2_000, "--n-jobs", min=1, help="Generated jobs."),
     gpus: int = typer.Option(64, "--gpus", min=1, help="GPUs (a multiple of --gpus-per-node)."),
     gpus_per_node: int = typer.Option(8, "--gpus-per-node", min=1),
@@ -144,15 +154,14 @@ def _one(args: tuple) -> dict:
 @app.command()
 @handle_errors
 def compare(
-    trace: Path = typer.Option(None, "--trace", help="Trace file (see --format)."),
-    seed: int = typer.Option(None, "--seed", help="Generate a seeded workload instead."),
-    fmt: str = typer.Option("alibaba", "--format", help="alibaba (pod list), philly, helios."),
-    nodes: Path = typer.Option(None, "--nodes", help="Alibaba node list: the real cluster."),
-    colocation: Path = typer.Option(None, "--colocation",
-                                    help="Lucid's colocation folder (measured pairs)."),
-    sample: int = typer.Option(None, "--sample", min=1, help="Pods sampled from the trace."),
-    trace_load: float = typer.Option(None, "--trace-load", help="Compress arrivals to it."),
-    predictor: str = typer.Option("history", "--predictor", help="history, noisy, oracle."),
+    trace: Path = _TRACE,
+    seed: int = _SEED,
+    fmt: str = _FMT,
+    nodes: Path = _NODES,
+    colocation: Path = _COLOC,
+    sample: int = _SAMPLE,
+    trace_load: float = _LOAD,
+    predictor: str = _PRED,
     n_jobs: int = typer.Option(2_000, "--n-jobs", min=1),
     gpus: int = typer.Option(64, "--gpus", min=1),
     gpus_per_node: int = typer.Option(8, "--gpus-per-node", min=1),
