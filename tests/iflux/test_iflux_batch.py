@@ -156,11 +156,26 @@ def test_map_batch_cli_one_line_errors(tmp_path: Path) -> None:
 
     bad = tmp_path / "bad.csv"
     bad.write_text("path,usage\n/p/a,input\nrelative,output\n")
-    result = CliRunner().invoke(app, ["map-batch", str(bad), "--out", str(tmp_path / "o.pq")])
+    result = CliRunner().invoke(app, ["map-batch", str(bad), "--out", str(tmp_path / "o.parquet")])
     assert result.exit_code == 2 and f"{bad}:3: field 'path'" in result.output
-    assert "Traceback" not in result.output and not (tmp_path / "o.pq").exists()
+    assert "Traceback" not in result.output and not (tmp_path / "o.parquet").exists()
     good = tmp_path / "good.csv"
     good.write_text("path,usage\n/p/a,input\n")
-    ok = CliRunner().invoke(app, ["map-batch", str(good), "--out", str(tmp_path / "o.pq"),
+    ok = CliRunner().invoke(app, ["map-batch", str(good), "--out", str(tmp_path / "o.parquet"),
                                   "--json"])
     assert ok.exit_code == 0 and '"rows": 1' in ok.stdout
+
+
+def test_map_file_writes_csv_when_asked_for_csv(tmp_path):
+    """--out mapped.csv used to get Parquet bytes under a .csv name."""
+    from schedlab.iflux.batch import map_file
+
+    src = tmp_path / "intents.csv"
+    src.write_text("path,usage,mode,pattern,size\n/scratch/in,input,read-only,"
+                   "large-sequential,1GiB\n")
+    out = tmp_path / "mapped.csv"
+    assert map_file(src, out) == 1
+    lines = out.read_text().splitlines()
+    assert lines[0].startswith("path,usage") and "tier" in lines[0] and len(lines) == 2
+    with pytest.raises(BadInputError, match="parquet or .csv"):
+        map_file(src, tmp_path / "mapped.txt")

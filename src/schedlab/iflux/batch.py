@@ -32,6 +32,7 @@ import numpy as np
 import polars as pl
 
 from schedlab.core.errors import BadInputError
+from schedlab.core.io import write_frame
 from schedlab.iflux.intents import FEATURES, SIZE_BOUNDS, parse_size
 from schedlab.iflux.rules import CompiledRules, Tier
 
@@ -263,14 +264,15 @@ def read_batch(path: str | os.PathLike) -> tuple[pl.DataFrame, bool]:
 
 def map_file(path: str | os.PathLike, out: str | os.PathLike, paths: bool = False) -> int:
     """Map a batch file and write its rows with ``tier``, ``chain`` and ``software`` columns
-    to ``out`` (Parquet; written to a temporary sibling and renamed). Returns the row count.
+    to ``out`` (.parquet or .csv by suffix; written to a temporary sibling and renamed).
+    Returns the row count.
     ``paths``: the batch is one job's intents, so a path declared twice differently is an
     error (:func:`check_paths`)."""
     from schedlab.iflux.rules import soft_list
 
     out = Path(out)
     if out.is_dir():
-        raise BadInputError("is a directory (give the Parquet file to write)", path=out)
+        raise BadInputError("is a directory (give the .parquet or .csv file to write)", path=out)
     if not out.parent.is_dir():
         raise BadInputError(f"no such directory: {out.parent}", path=out)
     frame, csv = read_batch(path)
@@ -285,14 +287,10 @@ def map_file(path: str | os.PathLike, out: str | os.PathLike, paths: bool = Fals
         tier=pl.Series(tiers.tolist(), dtype=pl.String),
         chain=pl.Series(np.array(chains)[result.chain_id]),
         software=pl.Series(soft).replace_strict(softs, return_dtype=pl.String))
-    tmp = out.with_name(f".{out.name}.{os.getpid()}.tmp")
-    try:
-        mapped.write_parquet(tmp)
-        os.replace(tmp, out)
+    try:  # .parquet or .csv by suffix, through a temporary sibling renamed into place
+        write_frame(mapped, out)
     except (pl.exceptions.PolarsError, OSError) as exc:
         raise BadInputError(f"cannot write: {str(exc).splitlines()[0]}", path=out) from None
-    finally:
-        tmp.unlink(missing_ok=True)
     return frame.height
 
 

@@ -175,7 +175,7 @@ def hooks(
 @handle_errors
 def map_batch_cmd(
     batch_file: Path = typer.Argument(..., help="Intents as rows: .csv, .parquet or .arrow."),
-    out: Path = typer.Option(..., "--out", help="Parquet file: the rows plus tier, chain, "
+    out: Path = typer.Option(..., "--out", help=".parquet or .csv: the rows plus tier, chain, "
                              "software."),
     one_job: bool = typer.Option(False, "--one-job", help="The rows are one job's intents: "
                                  "a path declared twice with different fields is an error."),
