@@ -25,6 +25,7 @@ from __future__ import annotations
 
 import csv
 import io
+import os
 import re
 import time
 from collections.abc import Callable, Iterator
@@ -116,7 +117,7 @@ def parse_pairs(text: str, source: Path) -> list[PairSpec]:
         pair = []
         for role, field in zip(("pattern", "target"), fields, strict=True):
             p = Path(field).expanduser()
-            p = p if p.is_absolute() else folder / p
+            p = Path(os.path.normpath(p if p.is_absolute() else folder / p))  # no a/../b rows
             if not p.is_file():
                 why = "is a directory" if p.is_dir() else "no such file"
                 raise BadInputError(f"{why}: {field}", path=source, line=number, field=role)
