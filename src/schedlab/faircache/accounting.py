@@ -14,6 +14,9 @@ byte-second of KV costs ``hbm_share · tokens_per_s / kv_capacity_bytes``; a hos
 ``host_ratio`` (default 0.1, DRAM vs HBM price per GB) of that; a PCIe byte costs the GPU time
 the transfer stalls, ``tokens_per_s / pcie_bytes_per_s``.
 
+The ledger takes ``(block_hash, computing tenant, cost)`` triples, so an engine without a radix
+tree (vLLM's hash-keyed blocks, ``schedlab.llm.engine``) uses it as it is.
+
 Shared prefixes: the first tenant to compute a block pays its full prefill cost; when a *new*
 tenant reuses it, the cost is re-split evenly over the k tenants that used it — the newcomer pays
 cost/k and each earlier payer is refunded cost/(k-1) - cost/k. The final charges are cost/k each,
@@ -22,7 +25,7 @@ whatever the arrival order, and they always sum to the cost (conservation).
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Hashable, Iterable
 from dataclasses import dataclass
 
 import numpy as np
@@ -30,6 +33,9 @@ import numpy as np
 from schedlab.core.errors import ConfigError
 from schedlab.faircache.radix import Node
 from schedlab.llm.costmodel import CostModel
+
+BlockCost = tuple[Hashable, float]  # (block hash, prefill tokens it took)
+BlockUse = tuple[Hashable, int, float]  # (block hash, computing tenant, prefill tokens)
 
 
 @dataclass(frozen=True)
@@ -73,31 +79,43 @@ class PrefixLedger:
         self.n_tenants = n_tenants
         self._payers: dict[int, list[int]] = {}
 
-    def charge(self, tenant: int, computed: Iterable[Node], reused: Iterable[Node]
-               ) -> np.ndarray:
-        """Per-tenant charges (refunds negative) for one request's prefill, in prefill tokens."""
+    def charge(self, tenant: int, computed: Iterable[Node | BlockCost],
+               reused: Iterable[Node | BlockUse]) -> np.ndarray:
+        """Per-tenant charges (refunds negative) for one request's prefill, in prefill tokens.
+
+        ``computed``: the blocks this request prefilled, as ``(block_hash, cost)``;
+        ``reused``: the cached blocks it used, as ``(block_hash, computing tenant, cost)``.
+        Radix-tree ``Node`` objects are accepted too (the simulator's; keyed by node id).
+        """
         delta = np.zeros(self.n_tenants)
-        for node in computed:
-            delta[tenant] += node.cost
-        for node in reused:
-            if node.computer == tenant or node.computer < 0:
+        for block in computed:
+            delta[tenant] += block.cost if isinstance(block, Node) else block[1]
+        for block in reused:
+            key, computer, cost = (
+                (block.uid, block.computer, block.cost) if isinstance(block, Node) else block)
+            if computer == tenant or computer < 0:
                 continue
-            payers = self._payers.get(node.uid)
+            payers = self._payers.get(key)
             if payers is None:
-                payers = self._payers[node.uid] = [node.computer]
+                payers = self._payers[key] = [computer]
             elif tenant in payers:
                 continue
             k = len(payers) + 1
-            refund = node.cost / (k - 1) - node.cost / k
+            refund = cost / (k - 1) - cost / k
             for p in payers:
                 delta[p] -= refund
-            delta[tenant] += node.cost / k
+            delta[tenant] += cost / k
             payers.append(tenant)
         return delta
 
-    def forget(self, node: Node) -> None:
+    def forget(self, block: Node | Hashable) -> None:
         """The block was removed; a recomputation starts a new split."""
-        self._payers.pop(node.uid, None)
+        self._payers.pop(block.uid if isinstance(block, Node) else block, None)
 
     def shares(self, node: Node) -> list[int]:
         return list(self._payers.get(node.uid, [node.computer]))
+
+
+def computed_cost(blocks: Iterable[Node | BlockCost]) -> float:
+    """Prefill tokens represented by ``blocks`` (nodes or ``(block_hash, cost)`` pairs)."""
+    return sum(b.cost if isinstance(b, Node) else b[1] for b in blocks)

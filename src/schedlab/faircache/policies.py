@@ -25,7 +25,7 @@ from __future__ import annotations
 
 import math
 from collections import deque
-from collections.abc import Callable
+from collections.abc import Callable, Hashable
 from dataclasses import dataclass, field
 from typing import Protocol
 
@@ -33,7 +33,13 @@ import numpy as np
 
 from schedlab.core.errors import BadInputError
 from schedlab.core.registry import lookup
-from schedlab.faircache.accounting import CostWeights, PrefixLedger
+from schedlab.faircache.accounting import (
+    BlockCost,
+    BlockUse,
+    CostWeights,
+    PrefixLedger,
+    computed_cost,
+)
 from schedlab.faircache.radix import Node
 from schedlab.llm.requests import Request
 
@@ -50,12 +56,16 @@ class EngineView(Protocol):
 
 @dataclass
 class AdmitUsage:
-    """What admitting one request cost: executed prefill, reused/computed blocks, PCIe bytes."""
+    """What admitting one request cost: executed prefill, reused/computed blocks, PCIe bytes.
+
+    ``computed``: blocks it prefilled, ``(block_hash, cost)``; ``reused``: cached blocks it used,
+    ``(block_hash, computing tenant, cost)`` (the simulator passes its radix ``Node`` objects).
+    """
 
     tenant: int
     computed_tokens: int
-    computed: list[Node] = field(default_factory=list)
-    reused: list[Node] = field(default_factory=list)
+    computed: list[Node | BlockCost] = field(default_factory=list)
+    reused: list[Node | BlockUse] = field(default_factory=list)
     load_bytes: float = 0.0
 
 
@@ -72,8 +82,9 @@ class Scheduler(Protocol):
     def on_iteration(self, out_tokens: np.ndarray, kv_byte_s: np.ndarray,
                      host_byte_s: np.ndarray, io_bytes: np.ndarray) -> None: ...
     def on_finish(self, req: Request, now: float) -> None: ...
-    def forget(self, node: Node) -> None: ...  # a cached block is gone
+    def forget(self, block: Node | Hashable) -> None: ...  # a cached block is gone
     def queued(self) -> np.ndarray: ...  # per-tenant count of waiting requests
+    def remove(self, req: Request) -> bool: ...  # an abort of a queued request
 
 
 class _PerTenantQueues:
@@ -110,6 +121,19 @@ class _PerTenantQueues:
 
     def forget(self, node: Node) -> None:
         return None
+
+    def remove(self, req: Request) -> bool:
+        """Drop a queued request (an abort); False when it is not queued."""
+        queue = self.queues[req.tenant]
+        try:
+            queue.remove(req)
+        except ValueError:
+            return False
+        if not queue:
+            self.backlogged[req.tenant] = False
+            if hasattr(self, "ring") and req.tenant in self.ring:
+                self.ring.remove(req.tenant)
+        return True
 
 
 class FCFS:
@@ -150,6 +174,14 @@ class FCFS:
 
     def queued(self) -> np.ndarray:
         return self.counts.copy()
+
+    def remove(self, req: Request) -> bool:
+        try:
+            self.queue.remove(req)
+        except ValueError:
+            return False
+        self.counts[req.tenant] -= 1
+        return True
 
 
 class LongestPrefixMatch(FCFS):
@@ -239,7 +271,7 @@ class FairCacheScheduler(VTC):
     def on_admit(self, req: Request, usage: AdmitUsage) -> None:
         delta = self.ledger.charge(req.tenant, usage.computed, usage.reused)
         # prefill not represented by cached blocks (cache off, or an engine without a tree)
-        delta[req.tenant] += usage.computed_tokens - sum(n.cost for n in usage.computed)
+        delta[req.tenant] += usage.computed_tokens - computed_cost(usage.computed)
         delta *= self.w_in
         delta[req.tenant] += self.weights.p_io * usage.load_bytes
         self._charge(delta)
@@ -249,8 +281,8 @@ class FairCacheScheduler(VTC):
         self._charge(w.w_out * out_tokens + w.p_kv * kv_byte_s + w.p_host * host_byte_s
                      + w.p_io * io_bytes)
 
-    def forget(self, node: Node) -> None:
-        self.ledger.forget(node)
+    def forget(self, block: Node | Hashable) -> None:
+        self.ledger.forget(block)
 
 
 class DeficitLPM(_PerTenantQueues):
