@@ -1,0 +1,14 @@
+"""A real serving engine on CPU torch: a transformers Llama, paged KV blocks, block-hash prefix
+caching across tenants and a host tier, driving the same Scheduler / CacheManager plug-ins as
+the simulator (``schedlab.faircache``). Needs torch and transformers (imported on first use)."""
+
+from schedlab.core.lazy import lazy_exports
+
+_EXPORTS = {
+    "BlockPool": "kv", "HostStore": "kv", "PagedLlama": "model", "SeqInput": "model",
+    "TinyLlama": "model", "EngineOptions": "serving", "EngineResult": "serving",
+    "RealEngine": "serving", "block_hashes": "serving", "request_tokens": "serving",
+    "serve": "serving",
+}
+
+__getattr__, __dir__, __all__ = lazy_exports(__name__, _EXPORTS)
