@@ -37,8 +37,7 @@ def test_paged_forward_matches_the_models_own_forward():
     table = [5, 2, 7]
     a = model.forward(pool.k, pool.v, 8, [SeqInput(toks[:13], 0, table[:2])])
     other = torch.randint(0, spec.vocab, (4,)).tolist()
-    b = model.forward(pool.k, pool.v, 8, [SeqInput(other, 0, [0]), SeqInput(toks[13:], 13,
-                                                                            table)])
+    b = model.forward(pool.k, pool.v, 8, [SeqInput(other, 0, [0]), SeqInput(toks[13:], 13, table)])
     assert torch.allclose(a[0], ref[12], atol=1e-4)
     assert torch.allclose(b[1], ref[20], atol=1e-4)
 
@@ -58,12 +57,13 @@ def test_host_store_copies_are_real():
 def test_cache_and_host_tier_give_the_same_tokens_as_recomputation():
     first = _shared_trace(n_tenants=3, per=2, inp=100).requests
     # the same six prompts again: by then a 14-block pool has evicted them to the host tier
-    again = [Request(6 + r.rid, r.tenant, 0.01 + r.arrival, r.input_len, r.output_len,
-                     r.blocks) for r in first]
+    again = [
+        Request(6 + r.rid, r.tenant, 0.01 + r.arrival, r.input_len, r.output_len, r.blocks)
+        for r in first
+    ]
     trace = Trace(first + again, 16, "repeat", ["t0", "t1", "t2"])
     off = serve(trace, "fcfs", "lru", EngineOptions(prefix_cache=False, gpu_blocks=64))
-    on = serve(trace, "fcfs", "lru", EngineOptions(gpu_blocks=14, host_blocks=64,
-                                                   max_batch=1))
+    on = serve(trace, "fcfs", "lru", EngineOptions(gpu_blocks=14, host_blocks=64, max_batch=1))
     assert off.outputs == on.outputs
     t = on.tenants
     assert t["host_hit_tokens"].sum() > 0  # reloads happened
@@ -98,8 +98,12 @@ def test_vtc_plugin_serves_an_overloaded_light_tenant_first():
 
 def test_isolated_manager_uses_per_tenant_namespaces():
     trace = _shared_trace(per=2)
-    res = serve(trace, make_scheduler("vtc"), make_manager("isolated"),
-                EngineOptions(gpu_blocks=128, host_blocks=16))
+    res = serve(
+        trace,
+        make_scheduler("vtc"),
+        make_manager("isolated"),
+        EngineOptions(gpu_blocks=128, host_blocks=16),
+    )
     shared = serve(trace, "vtc", "lru", EngineOptions(gpu_blocks=128, host_blocks=16))
     assert res.tenants["executed"].sum() > shared.tenants["executed"].sum()
 

@@ -5,9 +5,16 @@ the simulator (``schedlab.faircache``). Needs torch and transformers (imported o
 from schedlab.core.lazy import lazy_exports
 
 _EXPORTS = {
-    "BlockPool": "kv", "HostStore": "kv", "PagedLlama": "model", "SeqInput": "model",
-    "TinyLlama": "model", "EngineOptions": "serving", "EngineResult": "serving",
-    "RealEngine": "serving", "block_hashes": "serving", "request_tokens": "serving",
+    "BlockPool": "kv",
+    "HostStore": "kv",
+    "PagedLlama": "model",
+    "SeqInput": "model",
+    "TinyLlama": "model",
+    "EngineOptions": "serving",
+    "EngineResult": "serving",
+    "RealEngine": "serving",
+    "block_hashes": "serving",
+    "request_tokens": "serving",
     "serve": "serving",
 }
 

@@ -17,11 +17,20 @@ from schedlab.core.errors import ConfigError
 class BlockPool:
     """Fixed-size pool of K/V blocks with a free list."""
 
-    def __init__(self, layers: int, blocks: int, block_tokens: int, kv_heads: int,
-                 head_dim: int, dtype: torch.dtype = torch.float32) -> None:
+    def __init__(
+        self,
+        layers: int,
+        blocks: int,
+        block_tokens: int,
+        kv_heads: int,
+        head_dim: int,
+        dtype: torch.dtype = torch.float32,
+    ) -> None:
         if blocks < 0 or block_tokens < 1:
-            raise ConfigError(f"needs blocks >= 0 and block_tokens >= 1, got {blocks}, "
-                              f"{block_tokens}", field="blocks")
+            raise ConfigError(
+                f"needs blocks >= 0 and block_tokens >= 1, got {blocks}, {block_tokens}",
+                field="blocks",
+            )
         shape = (layers, blocks, block_tokens, kv_heads, head_dim)
         self.k = torch.zeros(shape, dtype=dtype)
         self.v = torch.zeros(shape, dtype=dtype)

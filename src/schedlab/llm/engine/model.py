@@ -32,13 +32,23 @@ class TinyLlama:
     seed: int = 0
 
     def __post_init__(self) -> None:
-        for name in ("layers", "hidden", "intermediate", "heads", "kv_heads", "vocab",
-                     "max_context"):
+        for name in (
+            "layers",
+            "hidden",
+            "intermediate",
+            "heads",
+            "kv_heads",
+            "vocab",
+            "max_context",
+        ):
             if getattr(self, name) < 1:
                 raise ConfigError("must be >= 1", field=name)
         if self.hidden % self.heads or self.heads % self.kv_heads:
-            raise ConfigError(f"hidden {self.hidden} must divide by heads {self.heads} and "
-                              f"heads by kv_heads {self.kv_heads}", field="heads")
+            raise ConfigError(
+                f"hidden {self.hidden} must divide by heads {self.heads} and "
+                f"heads by kv_heads {self.kv_heads}",
+                field="heads",
+            )
 
     @property
     def head_dim(self) -> int:
@@ -47,10 +57,15 @@ class TinyLlama:
     def build(self):
         from transformers import LlamaConfig, LlamaForCausalLM
 
-        cfg = LlamaConfig(vocab_size=self.vocab, hidden_size=self.hidden,
-                          intermediate_size=self.intermediate, num_hidden_layers=self.layers,
-                          num_attention_heads=self.heads, num_key_value_heads=self.kv_heads,
-                          max_position_embeddings=self.max_context)
+        cfg = LlamaConfig(
+            vocab_size=self.vocab,
+            hidden_size=self.hidden,
+            intermediate_size=self.intermediate,
+            num_hidden_layers=self.layers,
+            num_attention_heads=self.heads,
+            num_key_value_heads=self.kv_heads,
+            max_position_embeddings=self.max_context,
+        )
         torch.manual_seed(self.seed)
         return LlamaForCausalLM(cfg).eval()
 
@@ -78,15 +93,20 @@ class PagedLlama:
         self.inner = self.hf.model
 
     @torch.inference_mode()
-    def forward(self, k_pool: torch.Tensor, v_pool: torch.Tensor, block_tokens: int,
-                seqs: list[SeqInput]) -> torch.Tensor:
+    def forward(
+        self, k_pool: torch.Tensor, v_pool: torch.Tensor, block_tokens: int, seqs: list[SeqInput]
+    ) -> torch.Tensor:
         """Run one step; write new K/V into the pools; return last-position logits [B, vocab]."""
         spec, m = self.spec, self.inner
         ids = torch.tensor([t for s in seqs for t in s.tokens], dtype=torch.long)
         pos = torch.cat([torch.arange(s.start, s.start + len(s.tokens)) for s in seqs])
         tables = [torch.tensor(s.table, dtype=torch.long) for s in seqs]
-        slot_block = torch.cat([tables[i][pos_i // block_tokens] for i, pos_i in
-                                enumerate(torch.split(pos, [len(s.tokens) for s in seqs]))])
+        slot_block = torch.cat(
+            [
+                tables[i][pos_i // block_tokens]
+                for i, pos_i in enumerate(torch.split(pos, [len(s.tokens) for s in seqs]))
+            ]
+        )
         slot_off = pos % block_tokens
         h = m.embed_tokens(ids)[None]  # [1, T, hidden]
         cos, sin = m.rotary_emb(h, pos[None])
@@ -108,11 +128,15 @@ class PagedLlama:
                 ctx = s.start + n
                 keys = k_pool[li][table].reshape(-1, spec.kv_heads, hd)[:ctx]
                 vals = v_pool[li][table].reshape(-1, spec.kv_heads, hd)[:ctx]
-                qs = q[offset: offset + n].transpose(0, 1)[None]  # [1, H, n, hd]
-                mask = (torch.arange(ctx)[None, :] <= torch.arange(s.start, ctx)[:, None])
-                o = F.scaled_dot_product_attention(qs, keys.transpose(0, 1)[None],
-                                                   vals.transpose(0, 1)[None],
-                                                   attn_mask=mask, enable_gqa=True)
+                qs = q[offset : offset + n].transpose(0, 1)[None]  # [1, H, n, hd]
+                mask = torch.arange(ctx)[None, :] <= torch.arange(s.start, ctx)[:, None]
+                o = F.scaled_dot_product_attention(
+                    qs,
+                    keys.transpose(0, 1)[None],
+                    vals.transpose(0, 1)[None],
+                    attn_mask=mask,
+                    enable_gqa=True,
+                )
                 outs.append(o[0].transpose(0, 1).reshape(n, spec.hidden))
                 offset += n
             h = h + attn.o_proj(torch.cat(outs))[None]

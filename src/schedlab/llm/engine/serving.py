@@ -109,7 +109,7 @@ def block_hashes(tokens: list[int], block_tokens: int, namespace: int, n: int) -
     """Chained hashes of the first ``n`` full blocks (vLLM-style: parent hash + block tokens)."""
     out, parent = [], hash(("ns", namespace))
     for i in range(n):
-        parent = hash((parent, tuple(tokens[i * block_tokens: (i + 1) * block_tokens])))
+        parent = hash((parent, tuple(tokens[i * block_tokens : (i + 1) * block_tokens])))
         out.append(parent)
     return tuple(out)
 
@@ -117,8 +117,15 @@ def block_hashes(tokens: list[int], block_tokens: int, namespace: int, n: int) -
 class RealEngine:
     """One replica: ``run`` serves a trace with any Scheduler and CacheManager plug-ins."""
 
-    def __init__(self, trace: Trace, scheduler, manager, options: EngineOptions | None = None,
-                 model: TinyLlama | None = None, weights: CostWeights | None = None) -> None:
+    def __init__(
+        self,
+        trace: Trace,
+        scheduler,
+        manager,
+        options: EngineOptions | None = None,
+        model: TinyLlama | None = None,
+        weights: CostWeights | None = None,
+    ) -> None:
         self.opt = opt = options or EngineOptions()
         self.spec = spec = model or TinyLlama()
         if opt.threads is not None:
@@ -126,18 +133,21 @@ class RealEngine:
         self.trace, self.scheduler, self.manager = trace, scheduler, manager
         self.n_tenants = n = trace.n_tenants
         if opt.tenant_weights is not None and len(opt.tenant_weights) != n:
-            raise ConfigError(f"has {len(opt.tenant_weights)} weights for {n} tenants",
-                              field="tenant_weights")
+            raise ConfigError(
+                f"has {len(opt.tenant_weights)} weights for {n} tenants", field="tenant_weights"
+            )
         self.tenant_weights = np.asarray(opt.tenant_weights or (1.0,) * n, dtype=float)
         for req in trace.requests:
             if req.input_len < 1 or req.output_len < 1:
-                raise BadInputError(f"request {req.rid} needs input and output >= 1 token",
-                                    field="input_length")
+                raise BadInputError(
+                    f"request {req.rid} needs input and output >= 1 token", field="input_length"
+                )
             if req.input_len + req.output_len > spec.max_context:
                 raise BadInputError(
                     f"request {req.rid}: input_length {req.input_len} + output_length "
                     f"{req.output_len} exceeds the model's {spec.max_context}-token context",
-                    field="input_length")
+                    field="input_length",
+                )
         bt = opt.block_tokens
         self.model = PagedLlama(spec)
         self.pool = BlockPool(spec.layers, opt.gpu_blocks, bt, spec.kv_heads, spec.head_dim)
@@ -302,8 +312,13 @@ class RealEngine:
         hit = len(path) * bt
         executed = req.input_len - hit
         load = len(host_only) * self.block_bytes
-        usage = AdmitUsage(t, executed, [(n.key, n.cost) for n in created],
-                           [(n.key, n.computer, n.cost) for n in path], load)
+        usage = AdmitUsage(
+            t,
+            executed,
+            [(n.key, n.cost) for n in created],
+            [(n.key, n.computer, n.cost) for n in path],
+            load,
+        )
         self._timed(self.scheduler.on_admit, req, usage)
         lg = self.ledger
         lg.attributed += lg.prefix.charge(t, usage.computed, usage.reused)
@@ -331,8 +346,11 @@ class RealEngine:
             if seq is None:
                 self._timed(self.scheduler.unpick, req)
                 if not running:
-                    raise ConfigError(f"request {req.rid} needs more KV blocks than the pool "
-                                      f"({self.opt.gpu_blocks}) holds", field="gpu_blocks")
+                    raise ConfigError(
+                        f"request {req.rid} needs more KV blocks than the pool "
+                        f"({self.opt.gpu_blocks}) holds",
+                        field="gpu_blocks",
+                    )
                 break
             budget += new
             running[req.rid] = seq
@@ -350,7 +368,7 @@ class RealEngine:
         out = np.zeros(self.n_tenants)
         ctx = np.zeros(self.n_tenants)
         for t, seqs in groups.items():
-            inputs = [SeqInput(s.tokens[s.pos:], s.pos, s.table) for s in seqs]
+            inputs = [SeqInput(s.tokens[s.pos :], s.pos, s.table) for s in seqs]
             t0 = time.process_time()
             logits = self.model.forward(self.pool.k, self.pool.v, bt, inputs)
             nxt = logits.argmax(-1).tolist()
@@ -389,19 +407,30 @@ class RealEngine:
             self.pool.give(blk)
         self.ledger.finished[t] += 1
         self._timed(self.scheduler.on_finish, req, self.now)
-        self._records.append((req.rid, t, req.arrival, seq.first_token, self.now,
-                              req.input_len, req.output_len))
-        self.outputs[req.rid] = seq.tokens[req.input_len:]
+        self._records.append(
+            (req.rid, t, req.arrival, seq.first_token, self.now, req.input_len, req.output_len)
+        )
+        self.outputs[req.rid] = seq.tokens[req.input_len :]
         del self._tokens[req.rid], self._hashes[req.rid]
 
     def _sample(self) -> None:
         lg = self.ledger
-        self._samples.append((self.now, lg.compute_service(), lg.unified_service(),
-                              self.cpu_s.copy(), self.scheduler.queued() > 0, self.host_used))
+        self._samples.append(
+            (
+                self.now,
+                lg.compute_service(),
+                lg.unified_service(),
+                self.cpu_s.copy(),
+                self.scheduler.queued() > 0,
+                self.host_used,
+            )
+        )
 
     def run(self) -> EngineResult:
-        reqs = sorted((r for r in self.trace.requests if r.arrival <= self.opt.horizon),
-                      key=lambda r: (r.arrival, r.rid))
+        reqs = sorted(
+            (r for r in self.trace.requests if r.arrival <= self.opt.horizon),
+            key=lambda r: (r.arrival, r.rid),
+        )
         running: dict[int, _Seq] = {}
         self._records, self._samples = [], []
         self._step_extra = self._sched_pending = 0.0
@@ -433,31 +462,63 @@ class RealEngine:
         reqs = pl.DataFrame(self._records, schema=list(cols), orient="row").with_columns(
             ttft=pl.col("first_token") - pl.col("arrival"),
             tpot=(pl.col("finish") - pl.col("first_token"))
-            / pl.max_horizontal(pl.col("output_len") - 1, pl.lit(1)))
+            / pl.max_horizontal(pl.col("output_len") - 1, pl.lit(1)),
+        )
         rows = self.ledger.as_rows(names)
         total_cpu = float(self.cpu_s.sum()) or 1.0
         for t, row in enumerate(rows):
             mine = reqs.filter(pl.col("tenant") == t)
-            row.update(cpu_s=float(self.cpu_s[t]), cpu_share=float(self.cpu_s[t]) / total_cpu,
-                       tokens_served=float(self.ledger.decode[t]),
-                       weight=float(self.tenant_weights[t]),
-                       **{f"{m}_p{int(q * 100)}": _q(mine, m, q)
-                          for m in ("ttft", "tpot") for q in (0.5, 0.99)})
+            row.update(
+                cpu_s=float(self.cpu_s[t]),
+                cpu_share=float(self.cpu_s[t]) / total_cpu,
+                tokens_served=float(self.ledger.decode[t]),
+                weight=float(self.tenant_weights[t]),
+                **{
+                    f"{m}_p{int(q * 100)}": _q(mine, m, q)
+                    for m in ("ttft", "tpot")
+                    for q in (0.5, 0.99)
+                },
+            )
         samples = []
         for now, comp, uni, cpu, back, host_used in self._samples:
             for t, name in enumerate(names):
-                samples.append((now, name, float(comp[t]), float(uni[t]), float(cpu[t]),
-                                bool(back[t]), host_used))
-        samples = pl.DataFrame(samples, orient="row", schema=[
-            "time", "tenant", "compute_service", "unified_service", "cpu_s", "backlogged",
-            "host_used"])
+                samples.append(
+                    (
+                        now,
+                        name,
+                        float(comp[t]),
+                        float(uni[t]),
+                        float(cpu[t]),
+                        bool(back[t]),
+                        host_used,
+                    )
+                )
+        samples = pl.DataFrame(
+            samples,
+            orient="row",
+            schema=[
+                "time",
+                "tenant",
+                "compute_service",
+                "unified_service",
+                "cpu_s",
+                "backlogged",
+                "host_used",
+            ],
+        )
         wall = self.busy_s + self.sched_s
         summary = dict(
-            requests=reqs.height, steps=steps, engine_seconds=self.now, busy_s=self.busy_s,
-            scheduler_s=self.sched_s, scheduler_share=self.sched_s / max(wall, 1e-12),
+            requests=reqs.height,
+            steps=steps,
+            engine_seconds=self.now,
+            busy_s=self.busy_s,
+            scheduler_s=self.sched_s,
+            scheduler_share=self.sched_s / max(wall, 1e-12),
             tokens_per_s=float(self.ledger.decode.sum()) / max(self.now, 1e-12),
-            host_used=self.host_used, weights=self.weights.__dict__ if hasattr(
-                self.weights, "__dict__") else {}, measured=getattr(self, "measured", {}))
+            host_used=self.host_used,
+            weights=self.weights.__dict__ if hasattr(self.weights, "__dict__") else {},
+            measured=getattr(self, "measured", {}),
+        )
         return EngineResult(pl.DataFrame(rows), reqs, samples, summary, self.outputs)
 
 
@@ -467,9 +528,14 @@ def _q(frame: pl.DataFrame, column: str, q: float) -> float:
     return float(frame[column].quantile(q, interpolation="linear"))
 
 
-def serve(trace: Trace, scheduler="faircache", manager="lru",
-          options: EngineOptions | None = None, model: TinyLlama | None = None,
-          weights: CostWeights | None = None) -> EngineResult:
+def serve(
+    trace: Trace,
+    scheduler="faircache",
+    manager="lru",
+    options: EngineOptions | None = None,
+    model: TinyLlama | None = None,
+    weights: CostWeights | None = None,
+) -> EngineResult:
     """Serve ``trace`` on the real engine; policies by CLI name or as objects."""
     from schedlab.faircache.managers import make_manager
     from schedlab.faircache.policies import make_scheduler
@@ -481,5 +547,4 @@ def serve(trace: Trace, scheduler="faircache", manager="lru",
     return RealEngine(trace, scheduler, manager, options, model, weights).run()
 
 
-__all__ = ["EngineOptions", "EngineResult", "RealEngine", "block_hashes", "request_tokens",
-           "serve"]
+__all__ = ["EngineOptions", "EngineResult", "RealEngine", "block_hashes", "request_tokens", "serve"]
