@@ -108,6 +108,8 @@ class MemoryConfig(BaseModel):
     buffer_pj_per_bit: float = Field(17.2 / 256, ge=0)  # PUMA: 0.0172 nJ per 256-bit access
     interconnect_gbps: float = Field(1024.0, gt=0)  # MNSIM Intra_Tile_Bandwidth = 1024 Gbps
     activation_bits: int = Field(8, ge=1)  # (ours) activations moved as 8-bit values
+    tile_extra_area_mm2: float = Field(0.0, ge=0)  # (ours: 0) other per-tile hardware a
+    tile_extra_leak_mw: float = Field(0.0, ge=0)  # calibration adds (PUMA: memories, bus, NoC)
     offchip_gbps: float = Field(2048.0, gt=0)  # one HBM2 stack, 256 GB/s (JESD235); streamed
     # weights are fetched at this rate while crossbars are rewritten
 
@@ -162,11 +164,31 @@ class ArchConfig(BaseModel):
         return self
 
 
-def load_arch(path: str | Path | None) -> ArchConfig:
-    """Read an architecture from JSON (partial files override the defaults); None = defaults."""
+def load_arch(path: str | Path | None, calibration: str | Path | None = None) -> ArchConfig:
+    """Read an architecture from JSON (partial files override the defaults); None = defaults.
+
+    ``calibration`` (``isaac``, ``puma``, ``mnsim`` or a calibration TOML file, see
+    :mod:`schedlab.harp.calibration`) replaces the defaults first; the file overrides both.
+    """
+    base = ArchConfig()
+    if calibration is not None:
+        from schedlab.harp.calibration import load_calibration
+
+        base = load_calibration(calibration).arch()
     if path is None:
-        return ArchConfig()
-    return arch_from_dict(read_json(path, "architecture file"), path=path)
+        return base
+    data = read_json(path, "architecture file")
+    if not isinstance(data, dict):
+        raise ConfigError("an architecture must be a JSON object", path=path)
+    return arch_from_dict(_merged(base.model_dump(), data), path=path)
+
+
+def _merged(base: dict, top: dict) -> dict:
+    out = dict(base)
+    for key, value in top.items():
+        out[key] = (_merged(out[key], value) if isinstance(value, dict)
+                    and isinstance(out.get(key), dict) else value)
+    return out
 
 
 def arch_from_dict(data: object, path: str | Path | None = None) -> ArchConfig:

@@ -27,6 +27,8 @@ app = typer.Typer(
 
 MODEL_HELP = "Built-in model name (see `models`) or a JSON model config file."
 ARCH_HELP = "Architecture JSON file (partial files override the defaults)."
+CAL_HELP = ("Published parameters to start from: isaac | puma | mnsim, or a calibration .toml "
+            "(--arch then overrides them).")
 
 
 @contextlib.contextmanager
@@ -66,9 +68,11 @@ def _ints(text: str, name: str) -> list[int]:
 def estimate(
     model: str = typer.Option("bert-base", "--model", "-m", help=MODEL_HELP),
     arch: Path = typer.Option(None, "--arch", help=ARCH_HELP),
+    calibration: str = typer.Option(None, "--calibration", help=CAL_HELP),
     strategy: str = typer.Option("latency", "--strategy", help="latency | area | balanced"),
     scheduler: str = typer.Option("harp", "--scheduler",
-                                  help="harp | harp-vector | single-vector | non-pipelined"),
+                                  help="harp | harp-vector | single-vector | non-pipelined | "
+                                       "mnsim-pipeline | mnsim-nopipe"),
     method: str = typer.Option("estimate", "--method", help="estimate | simulate"),
     solver: str = typer.Option("auto", "--solver", help="auto | ilp | levels | greedy"),
     tokens: int = typer.Option(None, "--tokens", min=1, help="Override the sequence length."),
@@ -80,8 +84,8 @@ def estimate(
     from schedlab.harp.workloads import load_model
 
     with _quiet():
-        report = evaluate(load_model(model, tokens), load_arch(arch), strategy, scheduler,
-                          method, solver=solver)
+        report = evaluate(load_model(model, tokens), load_arch(arch, calibration), strategy,
+                          scheduler, method, solver=solver)
     if json_out:
         emit_json(report.__dict__)
         return
@@ -96,6 +100,7 @@ def estimate(
 def compare(
     model: str = typer.Option("bert-base", "--model", "-m", help=MODEL_HELP),
     arch: Path = typer.Option(None, "--arch", help=ARCH_HELP),
+    calibration: str = typer.Option(None, "--calibration", help=CAL_HELP),
     strategy: str = typer.Option("latency", "--strategy", help="latency | area | balanced"),
     method: str = typer.Option("simulate", "--method", help="estimate | simulate"),
     tokens: int = typer.Option(None, "--tokens", min=1, help="Override the sequence length."),
@@ -110,7 +115,7 @@ def compare(
     from schedlab.harp.workloads import load_model
 
     with _quiet():
-        work, spec = load_model(model, tokens), load_arch(arch)
+        work, spec = load_model(model, tokens), load_arch(arch, calibration)
         streamed = spec.reprogram.enabled and not fits(work, spec)
         # a model larger than the chip is streamed: each group is mapped inside evaluate
         mapping = None if streamed else make_mapper(strategy).map(work, spec)
@@ -136,6 +141,7 @@ def compare(
 def sweep(
     model: str = typer.Option("bert-base", "--model", "-m", help=MODEL_HELP),
     arch: Path = typer.Option(None, "--arch", help="Base architecture JSON file."),
+    calibration: str = typer.Option(None, "--calibration", help=CAL_HELP),
     crossbar: str = typer.Option("64,128,256", "--crossbar", help="Crossbar sizes (square)."),
     adcs: str = typer.Option("1,2,4,8", "--adcs", help="ADCs per crossbar."),
     units: str = typer.Option("8,16,32,64", "--units", help="Digital unit counts."),
@@ -161,7 +167,8 @@ def sweep(
 
     make_mapper(strategy), make_scheduler(scheduler), load_model(model, tokens)  # fail early
     points = design_points(model, _ints(crossbar, "crossbar"), _ints(adcs, "adcs"),
-                           _ints(units, "units"), strategy, scheduler, tokens, load_arch(arch))
+                           _ints(units, "units"), strategy, scheduler, tokens,
+                           load_arch(arch, calibration))
     err_console.print(f"evaluating {len(points)} designs on {executor} x{jobs}")
     with _quiet():
         frame = run_sweep(points, executor, jobs, ray_address)
@@ -202,10 +209,41 @@ def models(json_out: bool = typer.Option(False, "--json", help="Print JSON.")) -
     out_console.print(table)
 
 
+@app.command("calibration")
+@handle_errors
+def show_calibration(
+    name: str = typer.Argument(None, help="isaac | puma | mnsim or a .toml; omit for all."),
+    json_out: bool = typer.Option(False, "--json", help="Print JSON."),
+) -> None:
+    """Published parameters with their sources, and our model against the papers' figures."""
+    from schedlab.harp.calibration import CALIBRATIONS, load_calibration, validation_rows
+
+    names = (name,) if name else CALIBRATIONS
+    cals = [load_calibration(n) for n in names]
+    rows = validation_rows(tuple(str(n) for n in names))
+    if json_out:
+        emit_json({"calibrations": [{"key": c.key, "paper": c.paper, "code": c.code,
+                                     "params": [p.__dict__ for p in c.params]} for c in cals],
+                   "validation": rows})
+        return
+    for cal in cals:
+        table = Table("field", "value", "source", title=f"{cal.key}: {cal.paper}")
+        for p in cal.params:
+            table.add_row(p.field, f"{p.value:g}", p.cite)
+        out_console.print(table)
+    table = Table("source", "metric", "parameters", "ours", "paper", "error",
+                  title="our cost model against the papers' figures")
+    for r in rows:
+        table.add_row(r["source"], f"{r['metric']} ({r['unit']})", r["calibration_used"],
+                      f"{r['ours']:.4g}", f"{r['reported']:.4g}", f"{r['error']:+.1%}")
+    out_console.print(table)
+
+
 @app.command("arch")
 @handle_errors
 def show_arch(
     arch: Path = typer.Option(None, "--arch", help=ARCH_HELP),
+    calibration: str = typer.Option(None, "--calibration", help=CAL_HELP),
     out: Path = typer.Option(None, "--out", help="Write the full architecture JSON here."),
     json_out: bool = typer.Option(False, "--json", help="Print JSON."),
 ) -> None:
@@ -215,7 +253,7 @@ def show_arch(
     from schedlab.core.io import write_text
     from schedlab.harp.arch import load_arch
 
-    spec = load_arch(arch)
+    spec = load_arch(arch, calibration)
     if out is not None:
         write_text(out, spec.model_dump_json(indent=2) + "\n")
         err_console.print(f"wrote {out}")

@@ -112,7 +112,8 @@ def leakage_mw(crossbars: int, arch: ArchConfig) -> float:
     xbar, dig, mem = arch.crossbar, arch.digital, arch.memory
     tiles = math.ceil(crossbars / mem.crossbars_per_tile)
     return (crossbars * xbar.adcs * xbar.adc_leak_mw
-            + dig.count * dig.lanes * dig.alu_leak_mw + tiles * mem.buffer_leak_mw)
+            + dig.count * dig.lanes * dig.alu_leak_mw
+            + tiles * (mem.buffer_leak_mw + mem.tile_extra_leak_mw))
 
 
 def area_mm2(crossbars: int, arch: ArchConfig) -> dict[str, float]:
@@ -124,6 +125,7 @@ def area_mm2(crossbars: int, arch: ArchConfig) -> dict[str, float]:
         "adc": crossbars * xbar.adcs * xbar.adc_area_mm2,
         "digital": dig.count * dig.lanes * dig.alu_area_mm2,
         "buffer": tiles * mem.buffer_area_mm2,
+        "other": tiles * mem.tile_extra_area_mm2,
     }
 
 
