@@ -19,7 +19,7 @@ app = typer.Typer(help="Edge-cloud LLM scheduler: latency-aware routing across d
                   "and cloud.", no_args_is_help=True, add_completion=False)
 
 SUMMARY_KEYS = ("policy", "requests", "mean_e2e", "p95_e2e", "mean_ttft", "mean_tpot", "slo",
-                "goodput", "n_cloud", "n_split", "n_mix", "n_reverse", "padding_waste")
+                "goodput", "n_cloud", "n_split", "n_mix", "n_disagg", "padding_waste")
 
 
 @app.command()

@@ -9,10 +9,11 @@ evaluate in microseconds and the simulator executes exactly:
 * backhaul: a KV cache of 2·layers·kv_heads·head_dim·dtype bytes per token is serialised over
   the cloud-to-edge link (``transfer_ms`` + bytes/bandwidth, FIFO, so overlapping transfers
   queue);
-* GPU: a prefill runs in planning chunks of ``chunk_tokens``; each chunk re-reads the weights
-  (``prefill_a`` of schedlab.llm's roofline) and computes its tokens, padded to the tile's M;
-  the chosen kernel's relative efficiency divides the compute. Decode iterations are
-  schedlab.llm's memory-bound ``decode_ms``.
+* GPU: a prefill runs in planning chunks of ``chunk_tokens``, each one step of
+  schedlab.llm's calibrated cost model (per GEMM max(compute, weight traffic), fitted to
+  Vidur's profiled operators), its tokens padded to the tile's M; the chosen kernel's
+  relative efficiency and the SM share divide the compute side only. Decode iterations are
+  the same step at batch size plus the KV reads of the context.
 """
 
 from __future__ import annotations
@@ -94,7 +95,14 @@ class Link:
 
 
 class GpuTiming:
-    """Prefill/decode times of one model on one GPU with an SM budget (seconds)."""
+    """Prefill/decode step times of one model on one GPU with an SM budget (seconds).
+
+    Every step is schedlab.llm's calibrated cost (``CostModel.dense_ms``: per GEMM the maximum
+    of compute and weight traffic, fitted to Vidur's profiled operators) scaled for the SMs it
+    holds: the compute side slows by 1/(share · kernel efficiency), the weight/KV traffic only
+    once the share falls below ``decode_saturation`` (HBM saturates with a fraction of the
+    SMs). The two are combined with a max, never added: a step is bound by one or the other.
+    """
 
     def __init__(self, cost: CostModel, sm_budget: float, chunk_tokens: int,
                  decode_saturation: float) -> None:
@@ -102,37 +110,57 @@ class GpuTiming:
         self.budget = sm_budget
         self.chunk = chunk_tokens
         self.saturation = decode_saturation
+        cal, gpu, m = cost.calibration, cost.gpu, cost.model
+        # ridge point of a GEMM (tokens where 2KNT/(eff·peak) = KN·dtype/(eff_hbm·HBM))
+        self.ridge = (m.dtype_bytes * cal.gemm_efficiency * gpu.bf16_tflops * 1e12
+                      / (2.0 * cal.hbm_efficiency * gpu.hbm_gbs * 1e9))
+
+    def slowdown(self, tokens: float, share: float, efficiency: float = 1.0) -> float:
+        """Factor on the full-GPU dense time of a ``tokens``-token step run on ``share`` of the
+        GPU's SMs (after the budget) with a kernel of relative ``efficiency``."""
+        x = tokens / self.ridge
+        sms = self.budget * share
+        memory = 1.0 / min(1.0, sms / self.saturation)
+        return max(x / (efficiency * sms), memory) / max(x, 1.0)
+
+    def step_ms(self, tokens: float, seqs: int, share: float = 1.0, efficiency: float = 1.0
+                ) -> float:
+        """Dense part (weights, norms, LM head) of one step, milliseconds, incl. overhead."""
+        return (self.cost.overhead_ms + self.cost.dense_ms(tokens, seqs)
+                * self.slowdown(tokens, share, efficiency))
 
     def prefill_s(self, lengths: list[int], pad_to: int, tile_m: int, efficiency: float,
                   speed: float = 1.0) -> float:
         """A padded batch: every prompt padded to ``pad_to``; the GEMM M-dimension of each
-        planning chunk rounded up to ``tile_m``."""
+        planning chunk rounded up to ``tile_m``; each chunk is one step (re-reads the weights)."""
         n = len(lengths)
         if n == 0:
             return 0.0
         total = n * pad_to
         chunks = max(1, math.ceil(total / self.chunk))
-        m_padded = 0
+        ms = 0.0
         for c in range(chunks):
             rows = min(self.chunk, total - c * self.chunk)
-            m_padded += math.ceil(rows / tile_m) * tile_m
-        c = self.cost
-        compute_ms = (c.prefill_b * m_padded + c.prefill_c * n * pad_to * pad_to) / efficiency
-        ms = chunks * c.prefill_a + compute_ms / self.budget
+            padded = math.ceil(rows / tile_m) * tile_m
+            ms += self.step_ms(padded, 1, 1.0, efficiency)
+        attention = self.cost.prefill_attention_ms(total, n * pad_to * pad_to)
+        ms += attention / (efficiency * self.budget)
         return ms / 1e3 / speed
 
     def chunk_s(self, tile_m: int, efficiency: float) -> float:
         """One full planning chunk: the longest a time-sliced decode iteration can stall."""
         rows = math.ceil(self.chunk / tile_m) * tile_m
-        ms = self.cost.prefill_a + self.cost.prefill_b * rows / efficiency / self.budget
-        return ms / 1e3
+        return self.step_ms(rows, 1, 1.0, efficiency) / 1e3
 
     def decode_iter_s(self, batch: int, context_tokens: float, decode_share: float = 1.0
                       ) -> float:
-        """One decode iteration; memory-bound, so it only slows when the SMs it holds fall
-        below ``decode_saturation`` of the GPU."""
-        speed = min(1.0, self.budget * decode_share / self.saturation)
-        return self.cost.decode_ms(context_tokens, max(1, batch)) / 1e3 / speed
+        """One decode iteration: weight traffic (or compute for large batches) plus reading
+        every context token's KV, both at the SM share decode holds."""
+        batch = max(1, batch)
+        memory = 1.0 / min(1.0, self.budget * decode_share / self.saturation)
+        ms = (self.step_ms(batch, batch, decode_share)
+              + self.cost.decode_attention_ms(context_tokens) * memory)
+        return ms / 1e3
 
 
 class Lane:
@@ -152,6 +180,10 @@ class Lane:
         self.ends.append(end)
         self.busy_s += duration
         return start, end
+
+    def recent_starts(self, t: float, horizon: float) -> int:
+        """Prefill batches started in [t - horizon, t]."""
+        return bisect_right(self.starts, t) - bisect_left(self.starts, t - horizon)
 
     def duty(self, t: float, horizon: float) -> float:
         """Share of [t - horizon, t] this lane was busy: the recent prefill load, which is what
@@ -178,6 +210,10 @@ class DecodePool:
 
     def active(self, t: float) -> int:
         return bisect_right(self.joins, t) - bisect_right(self.finishes, t)
+
+    def recent_joins(self, t: float, horizon: float) -> int:
+        """Sequences that joined the batch in [t - horizon, t]."""
+        return bisect_right(self.joins, t) - bisect_left(self.joins, t - horizon)
 
     def mean_context(self) -> float:
         """Recent mean context per sequence (EWMA over joins, ~ the last 32)."""

@@ -5,7 +5,9 @@ Paper: "Latency-aware LLM inference scheduling across device, edge and cloud"
 
 * ``cloud``  = (cloud, cloud): mode (i), cloud-only;
 * ``split``  = (cloud, edge):  mode (ii), cloud prefill + edge decode, KV over the backhaul;
-* ``mix``    = (edge, edge):   mode (iii), edge prefill-decode mix.
+* ``mix``    = (edge, edge):   mode (iii), edge prefill-decode mix;
+* ``disagg`` = (edge, cloud):  edge prefill + cloud decode (the direction DistServe-style
+  disaggregation picks when the cloud's compute is scarce), KV over the backhaul.
 
 The online policy runs the paper's four-stage loop on each admission window: (1) windowed
 admission in earliest-deadline order, (2) delta-similar bucketing, (3) tile selection and
@@ -29,8 +31,8 @@ from schedlab.edge_llm.workloads import EdgeRequest
 
 Route = tuple[str, str]
 MODES: dict[str, Route] = {"cloud": ("cloud", "cloud"), "split": ("cloud", "edge"),
-                           "mix": ("edge", "edge")}
-MODE_OF: dict[Route, str] = {v: k for k, v in MODES.items()} | {("edge", "cloud"): "reverse"}
+                           "mix": ("edge", "edge"), "disagg": ("edge", "cloud")}
+MODE_OF: dict[Route, str] = {v: k for k, v in MODES.items()}
 #: padded tokens per prefill batch (a CUDA-graph-sized static shape)
 MAX_BATCH_TOKENS = 8192
 #: tokens an active decode is assumed to still owe when stage 4 weighs its slowdown
@@ -103,6 +105,7 @@ class Estimate:
     prefill_end: float
     join: float
     tpot: float
+    prefill: float = 0.0  # the prefill's own duration on its lane
 
 
 def estimate(view: ClusterView, req: EdgeRequest, ready: float, route: Route,
@@ -124,9 +127,11 @@ def estimate(view: ClusterView, req: EdgeRequest, ready: float, route: Route,
     if p != d:
         nbytes = ps.kv_per_token * req.input_len
         join = max(end, view.link_free) + view.link.duration(nbytes) + wan
-    tpot = ds.tpot_s(join, view.extra_decodes[d], view.extra_duty(d), plans.get(d))
+    # a prefill on the decode site is in that site's duty when this sequence joins
+    own = (end - start) / cfg.duty_horizon_s if p == d else 0.0
+    tpot = ds.tpot_s(join, view.extra_decodes[d], view.extra_duty(d) + own, plans.get(d))
     last = join + (req.output_len - 1) * tpot + (wan if d == "cloud" else 0.0) + air
-    return Estimate(first - req.arrival, last - req.arrival, end, join, tpot)
+    return Estimate(first - req.arrival, last - req.arrival, end, join, tpot, end - start)
 
 
 def commit(view: ClusterView, req: EdgeRequest, ready: float, route: Route, est: Estimate
@@ -142,12 +147,50 @@ def commit(view: ClusterView, req: EdgeRequest, ready: float, route: Route, est:
     view.extra_decodes[d] += 1
 
 
+def externality(view: ClusterView, route: Route, est: Estimate, plans: dict[str, SmPlan],
+                output_len: int = 1, mean_input: int = 512) -> float:
+    """Seconds of latency a request's prefill adds to *other* requests at its prefill site.
+
+    Two terms, both from live state (recent join/prefill rates over the duty horizon):
+    sequences that join the site's decode batch while the prefill's duty is in the horizon each
+    pay the duty's TPOT penalty on every token (time slicing or the SM split), and prefills
+    queued behind it on the lane wait its duration. Without this term a greedy per-request
+    choice overloads whichever site looks fastest to the request itself."""
+    p = route[0]
+    site = view.sites[p]
+    horizon = view.cfg.duty_horizon_s
+    now = view.now
+    duration = est.prefill
+    joins = site.pool.recent_joins(now, horizon)
+    mean_out = site.pool.tokens / max(1, len(site.pool.joins))
+    plan = plans.get(p)
+    penalty = site.tpot_s(now, 0, 1.0, plan) - site.tpot_s(now, 0, 0.0, plan)
+    decode_ext = duration / horizon * joins * mean_out * max(0.0, penalty)
+    queued = site.lane.recent_starts(now, horizon)
+    backlog = max(0.0, view.lane_free[p] - now)
+    queue_ext = duration * queued / horizon * backlog
+    # a sequence decoding on d stretches every prefill d runs meanwhile (time slicing
+    # interleaves its iterations; under a concurrent split the shares are fixed)
+    d = view.sites[route[1]]
+    active = d.pool.active(now) + view.extra_decodes[route[1]]
+    plan_d = plans.get(route[1])
+    stretch = (d.prefill_s([mean_input], mean_input, now, plan_d, active + 1)
+               - d.prefill_s([mean_input], mean_input, now, plan_d, active))
+    busy = output_len * est.tpot
+    prefills = d.lane.recent_starts(now, horizon) / horizon * busy
+    lane_ext = prefills * max(0.0, stretch)
+    return decode_ext + queue_ext + lane_ext
+
+
 class OnlineRouter:
     """The paper's method: the four-stage loop, then per-request latency-aware routing."""
 
-    def __init__(self, modes: tuple[str, ...] = ("cloud", "split", "mix"),
-                 sm_allocation: bool = True, name: str = "online") -> None:
+    def __init__(self, modes: tuple[str, ...] = ("cloud", "split", "mix", "disagg"),
+                 sm_allocation: bool = True, name: str = "online",
+                 externality: float = 1.0) -> None:
         self.routes = [MODES[m] for m in modes]
+        self.externality = externality
+        self.mean_input = 512.0  # EWMA of prompt lengths seen (for the lane externality)
         self.sm_allocation = sm_allocation
         self.name = name
 
@@ -160,10 +203,13 @@ class OnlineRouter:
         routes: list[Route] = [self.routes[0]] * len(window.requests)
         for i in order:
             req, ready = window.requests[i], window.ready[i]
+            self.mean_input = 0.97 * self.mean_input + 0.03 * req.input_len
             best, best_key = None, None
             for route in self.routes:
                 est = estimate(view, req, ready, route, plans, pad[i])
-                key = (est.e2e > req.deadline, est.e2e)
+                cost = est.e2e + self.externality * externality(
+                    view, route, est, plans, req.output_len, int(self.mean_input))
+                key = (est.e2e > req.deadline, cost)
                 if best_key is None or key < best_key:
                     best, best_key = (route, est), key
             assert best is not None
@@ -265,6 +311,7 @@ ROUTERS: dict[str, Callable[[], Router]] = {
     "cloud": lambda: FixedRouter("cloud"),
     "split": lambda: FixedRouter("split"),
     "mix": lambda: FixedRouter("mix"),
+    "disagg": lambda: FixedRouter("disagg"),
     "distserve": DistServeRouter,
 }
 

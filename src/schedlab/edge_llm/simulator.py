@@ -154,7 +154,7 @@ def summarise(frame: pl.DataFrame, sites: dict[str, Site], link: Link, stats: di
     e2e = frame["e2e"].to_numpy()
     span = float((frame["arrival"] + frame["e2e"]).max() - frame["arrival"].min())
     modes = frame["mode"].value_counts()
-    mix = {m: 0 for m in ("cloud", "split", "mix", "reverse")}
+    mix = {m: 0 for m in ("cloud", "split", "mix", "disagg")}
     mix.update(dict(zip(modes["mode"].to_list(), modes["count"].to_list(), strict=True)))
     padded = max(stats["padded"], 1)
     return dict(
