@@ -39,7 +39,7 @@ CACHE_ENV = "SCHEDLAB_HYDRA_MCS_CACHE"
 KINDS = ("auto", "aot", "jit")
 BUILD_TIMEOUT_S = 900
 _HERE = Path(__file__).resolve().parent
-_SOURCES = ("kernel.py", "layout.py", "aot.py")
+_SOURCES = ("kernel.py", "learned.py", "layout.py", "aot.py")
 # (name, dtype, ndim) of every argument of kernel.search, in order; all C-contiguous
 ARGS = (
     ("nb0", "uint64", 3), ("nb1", "uint64", 3), ("any0", "uint64", 2), ("any1", "uint64", 2),
@@ -50,6 +50,12 @@ ARGS = (
     ("trace", "float64", 2), ("obuf_l", "uint64", 2), ("obuf_r", "uint64", 2),
     ("obuf_cnt", "int32", 2), ("obuf_meta", "int64", 2), ("obuf_map", "int64", 3),
 )
+# the same for learned.search_learned (McSplit+RL / McSplitDAL branching)
+LEARNED_ARGS = (
+    *(a for a in ARGS[:9]), *(a for a in ARGS[10:18]),
+    ("vscore", "float64", 1), ("wscore", "float64", 2), ("todo", "uint64", 2),
+    ("learn", "float64", 1), ("log", "int32", 1),
+)
 
 
 _RETRY = "needs a C compiler and setuptools; `schedlab hydra-mcs build` retries"
@@ -59,9 +65,9 @@ class AotUnavailable(MissingDependencyError):
     """The ahead-of-time kernel could not be built or loaded here."""
 
 
-def signature() -> str:
-    """The Numba signature the kernel is exported with (C-contiguous arrays, int64 status)."""
-    arrays = (f"{dt}[{', '.join([':'] * (nd - 1) + ['::1'])}]" for _, dt, nd in ARGS)
+def signature(args: tuple = ARGS) -> str:
+    """The Numba signature a kernel is exported with (C-contiguous arrays, int64 status)."""
+    arrays = (f"{dt}[{', '.join([':'] * (nd - 1) + ['::1'])}]" for _, dt, nd in args)
     return f"int64({', '.join(arrays)})"
 
 
@@ -228,8 +234,9 @@ def _load_module(name: str, path: Path):
     return module
 
 
-def load(build_if_missing: bool = True) -> Callable[..., int]:
-    """The compiled ``search`` (building it first if allowed and not known to fail)."""
+def load(build_if_missing: bool = True, name_in_module: str = "search") -> Callable[..., int]:
+    """The compiled ``search`` (or ``search_learned``), building the module first if allowed
+    and not known to fail."""
     target = module_path()
     if not target.is_file():
         failed = _failed_path(target)
@@ -242,7 +249,7 @@ def load(build_if_missing: bool = True) -> Callable[..., int]:
         build()
     name = target.name.split(".", 1)[0]
     try:
-        return _load_module(name, target).search
+        return getattr(_load_module(name, target), name_in_module)
     except (ImportError, OSError, AttributeError) as exc:
         if not build_if_missing:
             raise AotUnavailable(f"cannot load {target}: {exc}",
@@ -252,7 +259,7 @@ def load(build_if_missing: bool = True) -> Callable[..., int]:
     print(f"hydra-mcs: cannot load {target} ({first}); rebuilding it", file=sys.stderr)
     build(force=True)
     try:
-        return _load_module(name, target).search
+        return getattr(_load_module(name, target), name_in_module)
     except (ImportError, OSError, AttributeError) as exc:
         raise AotUnavailable(f"cannot load {target}: {exc}",
                              hint="`schedlab hydra-mcs build --force` rebuilds it") from exc
@@ -301,6 +308,20 @@ def search_function() -> tuple[str, Callable[..., int]]:
     return chosen
 
 
+def learned_function() -> tuple[str, Callable[..., int]]:
+    """``(kind, search_learned)``: the compiled one when ``search_function`` chose the AOT
+    module, else the JIT one (same rules, same module)."""
+    kind, _ = search_function()
+    if kind == "aot":
+        try:
+            return "aot", load(name_in_module="search_learned")
+        except AotUnavailable:
+            pass
+    from schedlab.hydra_mcs.learned import search_learned
+
+    return "jit", search_learned
+
+
 def jit_search() -> Callable[..., int]:
     """The Numba JIT kernel (for arguments the compiled signature does not take)."""
     return _jit()
@@ -335,7 +356,7 @@ def _compile(out_dir: str, name: str) -> None:
     from numba.core.codegen import AOTCPUCodegen
     from numba.pycc import CC
 
-    from schedlab.hydra_mcs import kernel
+    from schedlab.hydra_mcs import kernel, learned
 
     os.environ[KIND_ENV] = "jit"  # the smoke test's searchers must not look for this module
     class _Flags(pycc_compiler.Flags):  # the exported wrapper releases the GIL (nogil=True)
@@ -354,6 +375,7 @@ def _compile(out_dir: str, name: str) -> None:
     # of its (caller-owned) arrays, which was ~25% of the search's time (perf)
     cc.use_nrt = False
     cc.export("search", signature())(kernel.search.py_func)
+    cc.export("search_learned", signature(LEARNED_ARGS))(learned.search_learned.py_func)
     cc.compile()
     built = sorted(Path(out_dir).glob(name + ".*"))
     if len(built) != 1:

@@ -25,6 +25,8 @@ from schedlab.hydra_mcs.readers import read_graph
 HEURISTICS = {"min_max": 0, "min_product": 1}
 LABELS = ("none", "vertex", "all")
 GPU_KERNELS = ("auto", "block", "thread")
+#: branching rules (learned.py): McSplit's own order, McSplit+RL's, McSplitDAL's
+BRANCHINGS = {"mcsplit": 0, "rl": 1, "dal": 2}
 
 
 @dataclass
@@ -52,14 +54,20 @@ class MCSResult:
 def solve(g0: Graph, g1: Graph, *, policy: str = "mcsplit", threads: int = 1,
           connected: bool = False, heuristic: str = "min_max", big_first: bool = False,
           timeout: float | None = None, gpu: bool = False, gpu_kernel: str = "auto",
+          branching: str = "mcsplit", prove: str | Path | None = None,
           **policy_args) -> MCSResult:
     """Maximum common induced subgraph of two graphs in McSplit's encoding.
 
     ``gpu_kernel`` (with ``gpu``): ``block`` (a 32-thread block per offloaded subproblem,
     bidomains in shared memory), ``thread`` (one thread per subproblem) or ``auto``.
+    ``branching``: ``mcsplit`` (McSplit's order, node counts equal to McSplit's), ``rl``
+    (McSplit+RL's learned vertex scores) or ``dal`` (McSplitDAL's value function); the learned
+    ones run one sequential searcher. ``prove``: write a certificate of the result to this file
+    (``proof.py``; sequential McSplit order only).
     """
     check_options(connected=connected, directed=g0.directed or g1.directed, threads=threads,
-                  heuristic=heuristic, timeout=timeout, policy=policy, gpu_kernel=gpu_kernel)
+                  heuristic=heuristic, timeout=timeout, policy=policy, gpu_kernel=gpu_kernel,
+                  branching=branching, gpu=gpu, prove=prove, big_first=big_first)
     if gpu and policy != "hydra-gpu":
         policy = "hydra-gpu"
     device = None
@@ -74,9 +82,31 @@ def solve(g0: Graph, g1: Graph, *, policy: str = "mcsplit", threads: int = 1,
                           field="policy") from None
     order0, order1 = mcsplit_order(g0, g1)
     s0, s1 = induced(g0, order0), induced(g1, order1)
-    options = Options(connected, HEURISTICS[heuristic], big_first, timeout)
-    out = search(to_bitsets(s0, s1), s0.n, work, options, device)
+    options = Options(connected, HEURISTICS[heuristic], big_first, timeout,
+                      BRANCHINGS[branching])
+    writer = None
+    if prove is not None:
+        from schedlab.hydra_mcs.proof import ProofWriter
+
+        writer = options.log_sink = ProofWriter(prove)
+    try:
+        out = search(to_bitsets(s0, s1), s0.n, work, options, device)
+    except BaseException:
+        if writer is not None:
+            writer.abort()
+        raise
     mapping = {int(order0[v]): int(order1[w]) for v, w in out.pairs}
+    if writer is not None:
+        if not out.optimal:
+            writer.abort()
+            raise ConfigError("the search stopped before the end: no certificate written",
+                              path=prove, field="prove")
+        from schedlab.hydra_mcs.proof import graph_digest
+
+        writer.finish(dict(size=len(mapping), mapping=sorted(mapping.items()),
+                           order0=[int(x) for x in order0], order1=[int(x) for x in order1],
+                           connected=connected, directed=g0.directed, nodes=out.nodes,
+                           branching=branching, graphs=[graph_digest(g0), graph_digest(g1)]))
     return MCSResult(len(mapping), mapping, out.nodes, out.seconds, out.optimal, work.name,
                      work.threads, out.tasks_shared, out.offloaded, out.device_nodes, out.kernel)
 
@@ -84,7 +114,9 @@ def solve(g0: Graph, g1: Graph, *, policy: str = "mcsplit", threads: int = 1,
 def check_options(*, fmt: str = "auto", labels: str = "none", directed: bool = False,
                   connected: bool = False, threads: int = 1, policy: str = "mcsplit",
                   heuristic: str = "min_max", timeout: float | None = None,
-                  gpu_kernel: str = "auto", **_ignored) -> None:
+                  gpu_kernel: str = "auto", branching: str = "mcsplit", gpu: bool = False,
+                  prove: str | Path | None = None, big_first: bool = False,
+                  **_ignored) -> None:
     """Refuse a bad option (one error naming it) before any graph is read or searched."""
     from schedlab.hydra_mcs.policies import POLICIES
     from schedlab.hydra_mcs.readers import FORMATS
@@ -106,6 +138,20 @@ def check_options(*, fmt: str = "auto", labels: str = "none", directed: bool = F
         raise ConfigError(f"must be an integer >= 1, got {threads!r}", field="threads")
     if timeout is not None and not (timeout > 0):  # also rejects NaN
         raise ConfigError(f"must be positive, got {timeout}", field="timeout")
+    if branching not in BRANCHINGS:
+        raise UnknownNameError("branching", branching, list(BRANCHINGS))
+    sequential = threads == 1 and not gpu and policy == "mcsplit"
+    if prove is not None and not (sequential and not big_first):
+        raise ConfigError(f"the certificate is written by one sequential searcher (policy "
+                          f"mcsplit, 1 thread, no GPU, no --big-first), not policy {policy} "
+                          f"with {threads} thread(s)"
+                          f"{' and the GPU' if gpu else ''}{' and big-first' if big_first else ''}",
+                          field="prove")
+    if branching != "mcsplit" and not sequential:
+        raise ConfigError(f"learned branching ({branching}) runs one sequential searcher "
+                          f"(policy mcsplit, 1 thread, no GPU), not policy {policy} with "
+                          f"{threads} thread(s){' and the GPU' if gpu else ''}",
+                          field="branching")
 
 
 def solve_files(path0: str | Path, path1: str | Path, *, fmt: str = "auto",

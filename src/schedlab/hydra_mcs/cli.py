@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-import os
-import sys
 from pathlib import Path
 
 import typer
@@ -31,6 +29,10 @@ def solve_cmd(
     policy: str = typer.Option(None, "--policy",
                                help="mcsplit, naive-parallel, hydra-cpu, hydra-gpu or gap-cpu."),
     heuristic: str = typer.Option("min_max", "--heuristic", help="min_max or min_product."),
+    branching: str = typer.Option("mcsplit", "--branching",
+                                  help="mcsplit (McSplit's order, its node counts), rl "
+                                       "(McSplit+RL's learned scores) or dal (McSplitDAL's "
+                                       "value function); rl/dal: one thread."),
     big_first: bool = typer.Option(False, "--big-first", help="McSplit's big-first variant."),
     gpu: bool = typer.Option(False, "--gpu", help="Offload RC-band subproblems to CUDA."),
     gpu_kernel: str = typer.Option("auto", "--gpu-kernel",
@@ -38,6 +40,9 @@ def solve_cmd(
                                         "(a thread per subproblem) or auto."),
     timeout: float = typer.Option(None, "--timeout",
                                   help="Seconds (per pair with --pairs); best so far on expiry."),
+    prove: Path = typer.Option(None, "--prove",
+                               help="Write a certificate of optimality (the search tree) to "
+                                    "this file; check it with `check-proof`. One thread."),
     no_mapping: bool = typer.Option(False, "--no-mapping",
                                     help="Leave the mapping out of the output."),
     json_out: bool = typer.Option(False, "--json",
@@ -45,81 +50,62 @@ def solve_cmd(
 ) -> None:
     """Solve one pair (or a batch with --pairs); prints size, mapping, nodes, time and whether
     it is proven optimal."""
-    if "numpy" not in sys.modules:
-        # the search uses no BLAS: OpenBLAS's pool of spinning threads, started when NumPy is
-        # imported, cost ~0.05 s of CPU per call (of ~0.27 s on a 20-vertex pair)
-        os.environ.setdefault("OPENBLAS_NUM_THREADS", "1")
-    from schedlab.core.errors import ConfigError
-    from schedlab.hydra_mcs.api import solve_files
+    from schedlab.hydra_mcs.fastcli import run_solve
 
-    chosen = policy or ("hydra-gpu" if gpu else "mcsplit" if threads == 1 else "hydra-cpu")
-    kwargs = dict(fmt=fmt, labels=labels, directed=directed, connected=connected,
-                  threads=threads, policy=chosen, heuristic=heuristic, big_first=big_first,
-                  gpu=gpu, gpu_kernel=gpu_kernel, timeout=timeout)
-    if pairs is not None:
-        if a is not None or b is not None:
-            raise ConfigError("give either two graph files or --pairs, not both", field="pairs")
-        raise typer.Exit(_batch(pairs, kwargs, json_out, not no_mapping))
-    if a is None or b is None:
-        raise ConfigError("two graph files are needed (or --pairs FILE|DIR)",
-                          field="b" if a is not None else "a")
-    result = solve_files(a, b, **kwargs)
-    if json_out:
-        doc = result.as_dict()
-        if no_mapping:
-            doc.pop("mapping")
-        emit_json(doc)
-        return
-    out_console.print(f"size {result.size}  nodes {result.nodes}  time {result.seconds:.3f}s  "
-                      f"{'optimal' if result.optimal else 'NOT proven optimal (stopped)'}")
-    if not no_mapping:
-        out_console.print(" ".join(f"({v} -> {w})" for v, w in sorted(result.mapping.items())))
+    params = dict(a=a, b=b, pairs=pairs, fmt=fmt, labels=labels, connected=connected,
+                  directed=directed, threads=threads, policy=policy, heuristic=heuristic,
+                  big_first=big_first, gpu=gpu, gpu_kernel=gpu_kernel, timeout=timeout,
+                  no_mapping=no_mapping, json_out=json_out, branching=branching, prove=prove)
+
+    def error(text: str) -> None:
+        err_console.print(f"[red]error:[/red] {escape(text)}", highlight=False, soft_wrap=True)
+
+    def note(text: str) -> None:
+        style = "yellow" if text.startswith("interrupted") else None
+        err_console.print(text, style=style, highlight=False, markup=False)
+
+    code = run_solve(params, say=out_console.print, error=error, note=note)
+    if code:
+        raise typer.Exit(code)
 
 
-def _batch(pairs: Path, kwargs: dict, json_out: bool, with_mapping: bool) -> int:
-    """Solve every pair of a list/directory, one output line each as it finishes; exit code."""
-    import json
-    import sys
+@app.command("check-proof")
+@handle_errors
+def check_proof_cmd(
+    a: Path = typer.Argument(..., help="First graph file (as given to solve)."),
+    b: Path = typer.Argument(..., help="Second graph file."),
+    proof_file: Path = typer.Argument(..., help="The certificate `solve --prove` wrote."),
+    fmt: str = typer.Option("auto", "--format", help="auto, arg, lad, dimacs or edges."),
+    labels: str = typer.Option("none", "--labels", help="none, vertex or all (vertex+edge)."),
+    directed: bool = typer.Option(False, "--directed", help="Read the graphs as directed."),
+    json_out: bool = typer.Option(False, "--json", help="Print JSON."),
+) -> None:
+    """Check a certificate independently of the search: the mapping is valid and every node
+    of the logged search tree is closed by a bound <= its size. Exit 1 when it fails."""
+    from schedlab.hydra_mcs.api import LABELS
+    from schedlab.hydra_mcs.proof import ProofError, check
+    from schedlab.hydra_mcs.readers import read_graph
 
-    from schedlab.hydra_mcs.api import check_options, solve_files
-    from schedlab.hydra_mcs.batch import read_pairs, run_pairs
+    if labels not in LABELS:
+        from schedlab.core.errors import UnknownNameError
 
-    check_options(**kwargs)  # a bad flag is one error before any pair runs
-    specs = read_pairs(pairs)
-    failed = 0
-    out = sys.stdout
-    if not json_out:
-        out.write(f"{'pattern':>24} {'target':>24} {'size':>5} {'nodes':>13} {'cpu_s':>9} "
-                  f"status\n")
-        out.flush()
-    stop = [False]
-    done = 0
-    for row in run_pairs(specs, lambda p, t: solve_files(p, t, **kwargs).as_dict(), stop):
-        done += 1
-        if row.error is not None:
-            failed += 1
-            err_console.print(f"[red]error:[/red] {escape(row.error)}", highlight=False,
-                              soft_wrap=True)
+        raise UnknownNameError("labels", labels, LABELS)
+    vertex, edge = labels in ("vertex", "all"), labels == "all"
+    g0 = read_graph(a, fmt, directed=directed, vertex_labels=vertex, edge_labels=edge)
+    g1 = read_graph(b, fmt, directed=directed, vertex_labels=vertex, edge_labels=edge)
+    try:
+        row = check(proof_file, g0, g1)
+    except ProofError as exc:
         if json_out:
-            out.write(json.dumps(row.as_dict(with_mapping)) + "\n")
-        else:
-            r = row.result or {}
-            status = ("error" if row.error else "optimal" if r.get("optimal") else "stopped")
-            out.write(f"{row.spec.pattern.name:>24} {row.spec.target.name:>24} "
-                      f"{r.get('size', '-'):>5} {r.get('nodes', '-'):>13} {row.cpu_s:>9.3f} "
-                      f"{status}\n")
-            if with_mapping and r.get("mapping"):
-                out.write("    " + " ".join(f"({v} -> {w})" for v, w in r["mapping"].items())
-                          + "\n")
-        out.flush()
-    if failed:
-        err_console.print(f"{failed} of {len(specs)} pairs failed", highlight=False)
-    if stop[0]:
-        err_console.print(f"[yellow]interrupted: {done} of {len(specs)} pairs written (the last "
-                          f"one not proven optimal if its search was cut)[/yellow]",
-                          highlight=False)
-        return 130
-    return 1 if failed else 0
+            emit_json(dict(valid=False, error=str(exc)))
+        err_console.print(f"[red]not proven:[/red] {escape(str(exc))}", highlight=False,
+                          soft_wrap=True)
+        raise typer.Exit(1) from None
+    if json_out:
+        emit_json(dict(valid=True, **row))
+        return
+    out_console.print(f"proven: size {row['size']} is the maximum ({row['nodes']} search "
+                      f"nodes checked, {row['records']} records)")
 
 
 @app.command("build")

@@ -30,6 +30,8 @@ class Options:
     heuristic: int = 0  # 0 = min_max, 1 = min_product
     big_first: bool = False
     timeout: float | None = None
+    branching: int = 0  # 0 = McSplit's order, 1 = McSplit+RL, 2 = McSplitDAL (learned.py)
+    log_sink: object = None  # proof.ProofWriter: the search tree goes there (--prove)
 
 
 @dataclass
@@ -109,7 +111,8 @@ class Engine:
     def _searcher(self, goal: int) -> Searcher:
         o = self.options
         s = Searcher(self.bits, self.n0, goal=goal, big_first=o.big_first,
-                     connected=o.connected, heuristic=o.heuristic,
+                     connected=o.connected, heuristic=o.heuristic, branching=o.branching,
+                     log_sink=o.log_sink,
                      offload_nodes=self.batch if self.device is not None else 0)
         band = self.policy.offload_band()
         if self.device is not None and band is not None:

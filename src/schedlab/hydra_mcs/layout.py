@@ -10,7 +10,7 @@ from __future__ import annotations
 import math
 
 # ctl slots (int64): the resumable scalar state of one searcher
-NODES, BEST, DEPTH, ENTER, STATUS, OFFLOADED = 0, 1, 2, 3, 4, 5
+NODES, BEST, DEPTH, ENTER, STATUS, OFFLOADED, LOGPOS = 0, 1, 2, 3, 4, 5, 6
 # lev columns (int64): per-level state
 START, COUNT, SEL, VERT, LASTW, DONE, TRACE, FRESH, SUMMIN = range(9)
 LEV_COLS = 9
@@ -20,7 +20,7 @@ N_PARAMS = 7
 # shared (int64, one array for all threads): best size any thread has proven, stop flag
 S_BEST, S_STOP = 0, 1
 # statuses
-FINISHED, BUDGET_SPENT, STOPPED = 0, 1, 2
+FINISHED, BUDGET_SPENT, STOPPED, LOG_FULL = 0, 1, 2, 3
 # trace columns (float64): entry nodes, exit nodes, depth, gap, sum_min, sum_prod, n_domains,
 # sum_log_branch
 T_ENTRY, T_EXIT, T_DEPTH, T_GAP, T_SUMMIN, T_SUMPROD, T_NDOM, T_LOGB = range(8)

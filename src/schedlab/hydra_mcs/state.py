@@ -75,7 +75,8 @@ class Searcher:
 
     def __init__(self, bits: BitsetPair, n0: int, *, goal: int = 1, big_first: bool = False,
                  connected: bool = False, heuristic: int = 0, trace_rows: int = 0,
-                 trace_depth: int = 0, offload_nodes: int = 0) -> None:
+                 trace_depth: int = 0, offload_nodes: int = 0, branching: int = 0,
+                 log_sink=None) -> None:
         self.bits = bits
         self.n0 = n0
         words = bits.words
@@ -105,7 +106,22 @@ class Searcher:
         self.band = np.array([1.0, 0.0])  # empty band: nothing is offloaded
         self.status = K.FINISHED
         # the compiled kernel (aot.py) when available, else Numba's JIT dispatcher
-        self.kernel, self._search = aot.search_function()
+        self.branching = branching
+        # the proof log (proof.py): the kernel fills self.log, log_sink(records) drains it
+        self.log_sink = log_sink
+        self.log = np.zeros(1 << 20 if log_sink is not None else 1, np.int32)
+        self.learned = bool(branching) or log_sink is not None
+        if self.learned:  # learned.py: McSplit+RL (1), McSplitDAL (2) or McSplit's order (0)
+            n1 = bits.nb1.shape[0]
+            self.vscore = np.zeros(max(1, n0), np.float64)
+            self.wscore = np.zeros((max(1, n0) if branching == 2 else 1, max(1, n1)),
+                                   np.float64)
+            self.todo = np.zeros((levels, words), np.uint64)
+            limits = (1e9, 1e9) if branching == 1 else (1e5, 1e9)
+            self.learn = np.array([float(branching), *limits])
+            self.kernel, self._search = aot.learned_function()
+        else:
+            self.kernel, self._search = aot.search_function()
         self._checked = False
 
     def root_task(self) -> Task:
@@ -147,6 +163,8 @@ class Searcher:
     def run(self, shared: np.ndarray, budget: int) -> int:
         """Advance the search by at most ``budget`` nodes (releases the GIL)."""
         self.params[K.P_BUDGET] = budget
+        if self.learned:
+            return self._run_learned(shared)
         args = (
             self.bits.nb0, self.bits.nb1, self.bits.any0, self.bits.any1, self.al, self.ar,
             self.alc, self.arc, self.aadj, self.alin, self.lev, self.cur_v, self.cur_w, self.best_v,
@@ -163,6 +181,25 @@ class Searcher:
             return self._run_jit(args)
         self.status = int(self._search(*args))
         return self.status
+
+    def _run_learned(self, shared: np.ndarray) -> int:
+        args = (
+            self.bits.nb0, self.bits.nb1, self.bits.any0, self.bits.any1, self.al, self.ar,
+            self.alc, self.arc, self.aadj, self.lev, self.cur_v, self.cur_w, self.best_v,
+            self.best_w, self.ctl, self.params, shared, self.vscore, self.wscore, self.todo,
+            self.learn, self.log)
+        if self.kernel == "aot" and not aot.args_ok(args, aot.LEARNED_ARGS):
+            from schedlab.hydra_mcs.learned import search_learned
+
+            self.kernel, self._search = "jit", search_learned
+        while True:
+            self.status = int(self._search(*args))
+            if self.log_sink is not None and (self.status == K.LOG_FULL
+                                              or self.status == K.FINISHED):
+                self.log_sink(self.log[:int(self.ctl[K.LOGPOS])])
+                self.ctl[K.LOGPOS] = 0
+            if self.status != K.LOG_FULL:
+                return self.status
 
     def _run_jit(self, args: tuple) -> int:
         self.kernel, self._search = "jit", aot.jit_search()
