@@ -265,7 +265,14 @@ _mount_system_apps_once = mount_system_apps  # the name older tests use
 
 
 def main() -> None:
-    """Console-script entry point."""
+    """Typer's entry point (the console script is ``schedlab.entry.main``, which tries
+    ``hydra-mcs solve``'s lean path first; so does this, for callers of the old name)."""
+    if sys.argv[1:3] in (["hydra-mcs", "solve"], ["hydra_mcs", "solve"]):
+        from schedlab.hydra_mcs.fastcli import main as solve
+
+        code = solve(sys.argv[3:])
+        if code is not None:
+            sys.exit(code)
     app()
 
 
