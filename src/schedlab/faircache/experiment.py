@@ -305,3 +305,5 @@ def _bar(frame: pl.DataFrame, x: str, ys: list[str], ylabel: str, xlabel: str) -
     ax.set_xlabel(xlabel)
     ax.legend(fontsize=7)
     return Figure.from_matplotlib(fig, f"faircache-{ylabel.split()[0]}-{x}", ylabel)
+
+from schedlab.faircache import engine_experiments  # noqa: E402,F401  (registers engine_vtc)

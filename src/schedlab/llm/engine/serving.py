@@ -57,6 +57,7 @@ class EngineOptions(BaseModel):
     hbm_share: float = Field(0.5, ge=0)
     host_ratio: float = Field(0.1, ge=0)
     horizon: float = math.inf  # arrivals after this engine time are ignored
+    stop_at: float = math.inf  # end the run at this engine time (unfinished work is left)
     threads: int | None = Field(1, ge=1)  # torch intra-op threads (None: leave as is)
     tenant_weights: tuple[float, ...] | None = None
 
@@ -450,6 +451,8 @@ class RealEngine:
             for seq in self._step(running):
                 self._finish(running.pop(seq.req.rid))
             steps += 1
+            if self.now >= self.opt.stop_at:
+                break
             if self.now >= next_sample:
                 self._sample()
                 next_sample = self.now + self.opt.sample_every
