@@ -18,7 +18,9 @@ _EXPORTS = {
     "simulate": "taskgraph", "BudgetExceededError": "tiers", "MemoryTier": "tiers",
     "NvmeStore": "tiers", "TrainReport": "training", "train": "training",
     "train_reference": "training", "gpt_family": "workloads", "synthetic_batches": "workloads",
-    "text_batches": "workloads",
+    "text_batches": "workloads", "initialize": "engine", "EngineConfig": "engine",
+    "SynergyEngine": "engine", "AsyncNvme": "aio", "NanoGPT": "nanogpt",
+    "NanoGPTConfig": "nanogpt",
 }
 
 __getattr__, __dir__, __all__ = lazy_exports(__name__, _EXPORTS)

@@ -1,0 +1,894 @@
+"""``synergyscale.initialize(model, optimizer, config)``: offloaded training of any ``nn.Module``.
+
+SynergyScale (11-synergyscale.md) keeps model states across device memory, host memory and NVMe
+and overlaps their movement with compute. This module does that for a model the project did not
+write, the way ZeRO-3 does it, with hooks instead of a staged model:
+
+* **Units.** Every submodule that owns parameters directly is a unit. A parameter shared by two
+  units (GPT-2's tied ``wte``/``lm_head``) is one *slot*, optimised by the first unit that owns it.
+* **Fetch before use, release after.** A forward pre-hook fetches a unit's parameters into the
+  device tier (host master → device buffer, or NVMe file → aligned staging → device) and prefetches
+  the next ``prefetch_depth`` units on an I/O thread pool. The post-hook releases them: the
+  parameter's ``.data`` becomes a one-element placeholder expanded to its shape.
+* **Backward without keeping parameters.** A ``saved_tensors_hooks`` pair replaces every tensor
+  autograd saves that lives in a fetched parameter's storage (the weight, ``weight.t()``...) by a
+  reference; unpacking it in backward fetches the parameter again (prefetched in reverse forward
+  order). Parameters that backward does not read (an embedding table, a bias) are never fetched
+  for backward. The last ``prefetch_depth + 1`` units stay fetched across the forward→backward turn.
+* **Gradient offload and an overlapped optimizer.** A post-accumulate-grad hook copies each final
+  gradient to the host, frees it on the device, and once all gradients of a unit have arrived the
+  unit's optimizer step (the user's optimizer class, same hyper-parameters, on the fp32 masters)
+  runs on a worker thread while backward continues with earlier layers. NVMe units read their
+  masters and optimizer states ahead (reader pool) and write them back asynchronously (writer
+  pool); the next forward's fetch of a unit waits only for that unit's step.
+* **Residency.** The planner keeps the units used last in forward (first in backward) wholly on
+  the device while their states fit the device budget next to the fetch window.
+* **Offload-only baseline** (``schedule="offload-only"``): same engine, no residency, no prefetch,
+  every optimizer step and NVMe transfer synchronous after backward (ZeRO-Offload-like).
+
+The device tier is CUDA memory when ``device="cuda"`` (pinned host masters and gradient buffers,
+a copy stream per direction, event waits and ``record_stream``), otherwise a separate CPU arena.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import functools
+import os
+import shutil
+import threading
+import time
+from concurrent.futures import Future, ThreadPoolExecutor
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
+
+from schedlab.core.errors import BadInputError, ConfigError, SchedlabError
+from schedlab.core.io import validate_model
+from schedlab.synergyscale.tiers import BudgetExceededError, MemoryTier
+
+__all__ = ["EngineConfig", "SynergyEngine", "initialize"]
+
+_UNITS = {
+    "": 1,
+    "B": 1,
+    "KB": 10**3,
+    "MB": 10**6,
+    "GB": 10**9,
+    "TB": 10**12,
+    "KIB": 2**10,
+    "MIB": 2**20,
+    "GIB": 2**30,
+    "TIB": 2**40,
+}
+
+
+class EngineConfig(BaseModel):
+    """How :func:`initialize` offloads. Unknown fields are refused (one line naming them)."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    device_budget: int | float | str | None = Field(
+        None,
+        description="device-tier bytes: an int, a size such as '8MB', or a fraction in "
+        "(0, 1] of the model states (16 B/param); None = unlimited",
+    )
+    tier: Literal["host", "nvme"] = "host"
+    nvme_dir: Path | None = None
+    schedule: Literal["overlap", "offload-only"] = "overlap"
+    prefetch_depth: int = Field(2, ge=0, le=16)
+    io_threads: int = Field(2, ge=1, le=64)
+    precision: Literal["fp32", "bf16"] = "fp32"
+    activation_checkpointing: list[str] = Field(default_factory=list)
+    device: str = "cpu"
+    direct_io: bool = True
+    keep_nvme_files: bool = False
+
+    @field_validator("device_budget")
+    @classmethod
+    def _budget(cls, value):
+        if value is None:
+            return None
+        if isinstance(value, str):
+            text = value.strip().upper().replace(" ", "")
+            number = text.rstrip("KMGTIB")
+            unit = text[len(number) :]
+            try:
+                if unit not in _UNITS:
+                    raise ValueError
+                return int(float(number) * _UNITS[unit])
+            except ValueError:
+                raise ValueError(f"not a size: {value!r} (use e.g. 8MB, 2GiB)") from None
+        if isinstance(value, bool) or value <= 0:
+            raise ValueError(f"must be positive, got {value!r}")
+        if isinstance(value, float) and value > 1:
+            return int(value)
+        return value
+
+    @field_validator("device")
+    @classmethod
+    def _device(cls, value: str) -> str:
+        if value != "cpu" and not value.startswith("cuda"):
+            raise ValueError(f"must be 'cpu' or 'cuda[:N]', got {value!r}")
+        return value
+
+    @model_validator(mode="after")
+    def _nvme(self):
+        if self.tier == "nvme" and self.nvme_dir is None:
+            raise ValueError("nvme_dir: tier 'nvme' needs an nvme_dir")
+        return self
+
+
+@dataclass
+class _Slot:
+    """One managed parameter."""
+
+    index: int
+    name: str
+    param: Any
+    shape: tuple[int, ...]
+    numel: int
+    owner: int = -1  # unit index whose optimizer updates it
+    resident: bool = False  # fp32 resident: states live on the device, never fetched
+    master: Any = None  # fp32 host master (its .data is a placeholder while on NVMe)
+    host_grad: Any = None
+    dev: Any = None  # the fetched device working copy
+    fetching: Future | None = None
+    saved: bool = False  # backward will read it (a saved tensor refers to it)
+    pos: int = 0  # last forward position of a unit using it
+    grad_event: Any = None
+
+
+@dataclass
+class _Unit:
+    index: int
+    name: str
+    module: Any
+    slots: list[_Slot]
+    owned: list[_Slot] = field(default_factory=list)
+    resident: bool = False
+    optimizer: Any = None
+    pending: int = 0
+    step_future: Future | None = None
+    state_reads: dict | None = None
+    submitted: bool = False
+
+
+class _Ref:
+    __slots__ = ("slot", "size", "stride", "offset")
+
+    def __init__(self, slot, size, stride, offset):
+        self.slot, self.size, self.stride, self.offset = slot, size, stride, offset
+
+
+def _placeholder(shape, dtype, device):
+    import torch
+
+    return torch.empty(1, dtype=dtype, device=device).expand(shape)
+
+
+class SynergyEngine:
+    """What :func:`initialize` returns: call it like the model, then ``backward`` and ``step``."""
+
+    def __init__(self, model, optimizer, config: EngineConfig) -> None:
+        import torch
+
+        self.torch = torch
+        self.model, self.config = model, config
+        self.cuda = config.device.startswith("cuda")
+        if self.cuda and not torch.cuda.is_available():
+            raise ConfigError("device is cuda but torch sees no GPU", field="device")
+        self.device = torch.device(config.device)
+        self.work_dtype = torch.bfloat16 if config.precision == "bf16" else torch.float32
+        self.overlap = config.schedule == "overlap"
+        self.depth = config.prefetch_depth if self.overlap else 0
+        self.phase = "idle"
+        self.step_count = 0
+        self.forward_order: list[int] = []
+        self._order_known = False
+        self._live: dict[int, _Slot] = {}  # storage data_ptr -> fetched slot
+        self._lock = threading.RLock()
+        self.timings: dict[str, float] = {"fetch_wait": 0.0, "optimizer_wait": 0.0}
+        self._build_units(optimizer)
+        self.state_bytes = 16 * sum(s.numel for s in self.slots)
+        budget = config.device_budget
+        if isinstance(budget, float):
+            budget = int(budget * self.state_bytes)
+        self.device_tier = MemoryTier("device", budget or 2**62, config.device)
+        self.host_tier = MemoryTier("host", 2**62, pinned=self.cuda)
+        self.io = ThreadPoolExecutor(config.io_threads, thread_name_prefix="ss-fetch")
+        self.opt_pool = ThreadPoolExecutor(1, thread_name_prefix="ss-optim")
+        self.nvme = None
+        if config.tier == "nvme":
+            from schedlab.synergyscale.aio import AsyncNvme
+
+            self.nvme = AsyncNvme(
+                config.nvme_dir,
+                readers=config.io_threads,
+                writers=max(1, config.io_threads // 2),
+                direct=config.direct_io,
+            )
+            self.nvme.preflight(12 * sum(s.numel for s in self.slots))
+        if self.cuda:  # pragma: no cover - needs a GPU
+            self.h2d = torch.cuda.Stream(self.device)
+            self.d2h = torch.cuda.Stream(self.device)
+        self._plan_residency()
+        if self.cuda:  # pragma: no cover - needs a GPU
+            for buffer in model.buffers():
+                buffer.data = buffer.data.to(self.device)
+            for p in model.parameters():
+                if not p.requires_grad:
+                    p.data = p.data.to(self.device)
+        self._materialise(optimizer)
+        self._install_hooks()
+
+    # ------------------------------------------------------------------ set-up
+    def _build_units(self, optimizer) -> None:
+        torch = self.torch
+        group_of: dict[int, int] = {}
+        for g, group in enumerate(optimizer.param_groups):
+            for p in group["params"]:
+                group_of[id(p)] = g
+        self.opt_class = type(optimizer)
+        self.opt_defaults = dict(optimizer.defaults)
+        self.opt_groups = [
+            {k: v for k, v in group.items() if k != "params"} for group in optimizer.param_groups
+        ]
+        self.user_state = optimizer.state
+        self.group_of = group_of
+        slots: dict[int, _Slot] = {}
+        units: list[_Unit] = []
+        names: dict[int, str] = {}
+        for n, p in self.model.named_parameters(remove_duplicate=False):
+            names.setdefault(id(p), n)
+        for mname, module in self.model.named_modules():
+            direct = [p for p in module.parameters(recurse=False) if p.requires_grad]
+            if not direct:
+                continue
+            unit = _Unit(len(units), mname or type(module).__name__, module, [])
+            for p in direct:
+                if id(p) not in group_of:
+                    raise ConfigError(
+                        f"parameter '{names.get(id(p), '?')}' requires grad but "
+                        "is not in the optimizer",
+                        field="optimizer",
+                    )
+                if p.dtype != torch.float32:
+                    raise ConfigError(
+                        f"parameter '{names.get(id(p), '?')}' is {p.dtype}; "
+                        "initialize takes an fp32 model (use precision='bf16' "
+                        "for mixed precision)",
+                        field="model",
+                    )
+                if id(p) not in slots:
+                    slots[id(p)] = _Slot(
+                        len(slots),
+                        names.get(id(p), "?"),
+                        p,
+                        tuple(p.shape),
+                        p.numel(),
+                        owner=unit.index,
+                    )
+                    unit.owned.append(slots[id(p)])
+                unit.slots.append(slots[id(p)])
+            units.append(unit)
+        if not units:
+            raise ConfigError("the model has no trainable parameters", field="model")
+        self.units, self.slots = units, list(slots.values())
+        self.unit_of_module = {id(u.module): u for u in units}
+
+    def _plan_residency(self) -> None:
+        """Keep whole units on the device, last-used-in-forward first, while the budget holds
+        them next to the fetch window ((depth + 2) × the largest unit's working params and its
+        gradient)."""
+        elem = 2 if self.work_dtype == self.torch.bfloat16 else 4
+        largest = max(sum(s.numel for s in u.slots) for u in self.units)
+        window = (self.depth + 2) * largest * elem + largest * elem
+        budget = self.device_tier.budget
+        if window > budget:
+            raise ConfigError(
+                f"device budget {budget:,} B cannot hold the fetch window "
+                f"{window:,} B ((prefetch_depth + 2) x the largest unit, "
+                f"{largest:,} params, plus its gradient)",
+                field="device_budget",
+            )
+        self.window_bytes = window
+        if not self.overlap or elem != 4:
+            return  # bf16 keeps fp32 masters off the device: no residency
+        room = budget - window
+        for unit in reversed(self.units):
+            need = 16 * sum(s.numel for s in unit.owned)
+            shared = any(s.owner != unit.index for s in unit.slots)
+            if shared:
+                continue
+            if need > room:
+                break
+            unit.resident = True
+            room -= need
+
+    def _materialise(self, optimizer) -> None:
+        torch = self.torch
+        for unit in self.units:
+            masters, groups = [], {}
+            for slot in unit.owned:
+                p = slot.param
+                if unit.resident and self.work_dtype == torch.float32:
+                    slot.resident = True
+                    self.device_tier.reserve(f"r{slot.index}", 16 * slot.numel)
+                    if p.device != self.device:
+                        p.data = p.data.to(self.device)
+                    master = p
+                else:
+                    if self.cuda:  # pragma: no cover - needs a GPU
+                        master = p.detach().to("cpu", copy=True).pin_memory()
+                        slot.host_grad = torch.empty_like(master).pin_memory()
+                    else:
+                        master = p.detach().clone()
+                        slot.host_grad = torch.empty_like(master)
+                    p.data = _placeholder(slot.shape, self.work_dtype, self.device)
+                    if self.nvme is not None:
+                        self.nvme.write(f"p{slot.index}", master, wait=True)
+                        master.data = _placeholder(slot.shape, torch.float32, "cpu")
+                slot.master = master
+                masters.append(master)
+                groups.setdefault(self.group_of[id(p)], []).append(master)
+                state = self.user_state.get(p)
+                if state:
+                    slot_state = {
+                        k: (v.detach().clone() if torch.is_tensor(v) else v)
+                        for k, v in state.items()
+                    }
+                    unit_state_target = (slot, slot_state)
+                    unit.__dict__.setdefault("_restore", []).append(unit_state_target)
+            if masters:
+                param_groups = [
+                    {"params": ps, **self.opt_groups[g]} for g, ps in sorted(groups.items())
+                ]
+                unit.optimizer = self.opt_class(param_groups, **self.opt_defaults)
+                for slot, slot_state in unit.__dict__.pop("_restore", []):
+                    unit.optimizer.state[slot.master] = slot_state
+                    self._swap_out_states(unit, wait=True)
+        optimizer.state.clear()  # the engine owns the states now
+
+    def _checkpoint_wrap(self) -> int:
+        import torch.utils.checkpoint as ckpt
+
+        wanted = set(self.config.activation_checkpointing)
+        found = {type(m).__name__ for m in self.model.modules()}
+        missing = wanted - found
+        if missing:
+            raise ConfigError(
+                f"no submodule of class {sorted(missing)[0]!r} (classes: "
+                f"{', '.join(sorted(found)[:12])}...)",
+                field="activation_checkpointing",
+            )
+        count = 0
+        for module in self.model.modules():
+            if type(module).__name__ in wanted:
+                original = module.forward
+
+                @functools.wraps(original)
+                def wrapped(*args, _f=original, **kwargs):
+                    if not self.torch.is_grad_enabled():
+                        return _f(*args, **kwargs)
+                    return ckpt.checkpoint(_f, *args, use_reentrant=False, **kwargs)
+
+                module.forward = wrapped
+                count += 1
+        return count
+
+    def _install_hooks(self) -> None:
+        self.handles = []
+        for unit in self.units:
+            m = unit.module
+            self.handles.append(
+                m.register_forward_pre_hook(functools.partial(self._pre_forward, unit))
+            )
+            self.handles.append(
+                m.register_forward_hook(functools.partial(self._post_forward, unit))
+            )
+        for slot in self.slots:
+            self.handles.append(
+                slot.param.register_post_accumulate_grad_hook(
+                    functools.partial(self._grad_ready, slot)
+                )
+            )
+        self.checkpointed = self._checkpoint_wrap() if self.config.activation_checkpointing else 0
+
+    # ------------------------------------------------------------------ fetch
+    def _fetch_job(self, slot: _Slot):
+        """Worker: bring a slot's master to a device buffer (reading NVMe first if needed)."""
+        torch = self.torch
+        nbytes = slot.numel * (2 if self.work_dtype == torch.bfloat16 else 4)
+        source = slot.master
+        if self.nvme is not None:
+            source = self.nvme.read_now(f"p{slot.index}", slot.numel).view(slot.shape)
+        if self.cuda:  # pragma: no cover - needs a GPU
+            if self.nvme is not None:
+                source = source.pin_memory()
+            with torch.cuda.stream(self.h2d):
+                dev = torch.empty(slot.shape, dtype=self.work_dtype, device=self.device)
+                dev.copy_(source, non_blocking=True)
+                event = torch.cuda.Event()
+                event.record(self.h2d)
+            return dev, event, nbytes
+        dev = torch.empty(slot.shape, dtype=self.work_dtype)
+        dev.copy_(source)
+        return dev, None, nbytes
+
+    def _start_fetch(self, slot: _Slot, prefetch: bool) -> bool:
+        """Reserve device memory and submit (or, for a prefetch that does not fit, skip)."""
+        if slot.resident or slot.dev is not None or slot.fetching is not None:
+            return True
+        owner = self.units[slot.owner]
+        if owner.step_future is not None and not owner.step_future.done():
+            if prefetch:
+                return False
+            started = time.perf_counter()
+            owner.step_future.result()
+            self.timings["optimizer_wait"] += time.perf_counter() - started
+        nbytes = slot.numel * (2 if self.work_dtype == self.torch.bfloat16 else 4)
+        try:
+            self.device_tier.reserve(f"p{slot.index}", nbytes)
+        except BudgetExceededError:
+            if prefetch:
+                return False
+            raise
+        if self.overlap:
+            slot.fetching = self.io.submit(self._fetch_job, slot)
+        else:
+            done: Future = Future()
+            done.set_result(self._fetch_job(slot))
+            slot.fetching = done
+        return True
+
+    def _ensure(self, slot: _Slot) -> None:
+        """Make ``slot.param`` usable now (waiting for its fetch)."""
+        if slot.resident:
+            owner = self.units[slot.owner]
+            if owner.step_future is not None and not owner.step_future.done():
+                started = time.perf_counter()
+                owner.step_future.result()
+                self.timings["optimizer_wait"] += time.perf_counter() - started
+            return
+        if slot.dev is not None:
+            return
+        self._start_fetch(slot, prefetch=False)
+        started = time.perf_counter()
+        dev, event, _ = slot.fetching.result()
+        self.timings["fetch_wait"] += time.perf_counter() - started
+        slot.fetching = None
+        if event is not None:  # pragma: no cover - needs a GPU
+            stream = self.torch.cuda.current_stream(self.device)
+            stream.wait_event(event)
+            dev.record_stream(stream)
+        slot.dev = dev
+        slot.param.data = dev
+        self._live[dev.untyped_storage().data_ptr()] = slot
+
+    def _release(self, slot: _Slot) -> None:
+        if slot.resident:
+            return
+        if slot.fetching is not None:  # a prefetch nobody used: finish and drop it
+            slot.fetching.result()
+            slot.fetching = None
+            self.device_tier.free(f"p{slot.index}")
+            return
+        if slot.dev is None:
+            return
+        self._live.pop(slot.dev.untyped_storage().data_ptr(), None)
+        slot.dev = None
+        slot.param.data = _placeholder(slot.shape, self.work_dtype, self.device)
+        self.device_tier.free(f"p{slot.index}")
+
+    def _prefetch(self, positions) -> None:
+        for pos in positions:
+            if not 0 <= pos < len(self.forward_order):
+                continue
+            unit = self.units[self.forward_order[pos]]
+            for slot in unit.slots:
+                if self.phase == "backward" and not slot.saved:
+                    continue
+                if not self._start_fetch(slot, prefetch=True):
+                    return
+            if self.phase == "backward":
+                self._read_states(unit)
+
+    # ------------------------------------------------------------------ hooks
+    def _pre_forward(self, unit: _Unit, module, args) -> None:
+        if self.phase == "idle":
+            raise SchedlabError(
+                "call the engine (engine(batch)), not the model, so that "
+                "offloaded parameters are fetched"
+            )
+        if self.phase == "forward":
+            if not self._order_known:
+                self.forward_order.append(unit.index)
+            pos = (
+                self._position.get(unit.index, 0)
+                if self._order_known
+                else len(self.forward_order) - 1
+            )
+            for slot in unit.slots:
+                slot.pos = pos
+            if self._order_known:
+                self._prefetch(range(pos + 1, pos + 1 + self.depth))
+        for slot in unit.slots:
+            self._ensure(slot)
+
+    def _post_forward(self, unit: _Unit, module, args, output) -> None:
+        if self.phase != "forward":
+            return  # recomputation inside backward: released when the gradient is final
+        if self._order_known and self._position.get(unit.index, 0) >= self._turn:
+            return  # stays fetched across the forward -> backward turn
+        for slot in unit.slots:
+            self._release(slot)
+
+    def _pack(self, tensor):
+        if self._live:
+            try:
+                ptr = tensor.untyped_storage().data_ptr()
+            except (RuntimeError, NotImplementedError):
+                return tensor
+            slot = self._live.get(ptr)
+            if slot is not None and tensor.dtype == slot.dev.dtype:
+                slot.saved = True
+                return _Ref(
+                    slot, tuple(tensor.size()), tuple(tensor.stride()), tensor.storage_offset()
+                )
+        return tensor
+
+    def _unpack(self, packed):
+        if isinstance(packed, _Ref):
+            slot = packed.slot
+            if slot.dev is None:
+                self._ensure(slot)
+                self._prefetch(range(slot.pos - 1, slot.pos - 1 - self.depth, -1))
+            return self.torch.as_strided(slot.dev, packed.size, packed.stride, packed.offset)
+        return packed
+
+    def _grad_ready(self, slot: _Slot, param) -> None:
+        """A parameter's gradient is final: offload it, free it, maybe start its unit's step."""
+        torch = self.torch
+        unit = self.units[slot.owner]
+        if slot.resident:
+            pass  # the gradient stays in param.grad next to the device-resident states
+        else:
+            grad = param.grad
+            if self.cuda:  # pragma: no cover - needs a GPU
+                ready = torch.cuda.Event()
+                ready.record(torch.cuda.current_stream(self.device))
+                with torch.cuda.stream(self.d2h):
+                    self.d2h.wait_event(ready)
+                    slot.host_grad.copy_(grad, non_blocking=True)
+                    grad.record_stream(self.d2h)
+                    slot.grad_event = torch.cuda.Event()
+                    slot.grad_event.record(self.d2h)
+            else:
+                slot.host_grad.copy_(grad)
+            param.grad = None
+            slot.master.grad = slot.host_grad
+            self._release(slot)
+        unit.pending -= 1
+        if self.phase == "backward" and self.overlap:
+            self._prefetch(range(slot.pos - 1, slot.pos - 1 - self.depth, -1))
+            if unit.pending == 0:
+                self._submit_step(unit)
+
+    # --------------------------------------------------------------- optimizer
+    def _state_keys(self, unit: _Unit) -> list[tuple[_Slot, str]]:
+        out = []
+        for slot in unit.owned:
+            for key, value in unit.optimizer.state.get(slot.master, {}).items():
+                if key != "step" and self.torch.is_tensor(value) and value.numel() == slot.numel:
+                    out.append((slot, key))
+        return out
+
+    def _read_states(self, unit: _Unit) -> None:
+        """Start reading an NVMe unit's masters and optimizer states (once per step)."""
+        if (
+            self.nvme is None
+            or unit.state_reads is not None
+            or unit.optimizer is None
+            or unit.resident
+        ):
+            return
+        reads = {}
+        for slot in unit.owned:
+            reads[(slot.index, "p")] = self.nvme.read(f"p{slot.index}", slot.numel)
+        for slot, key in self._state_keys(unit):
+            reads[(slot.index, key)] = self.nvme.read(f"s{slot.index}.{key}", slot.numel)
+        unit.state_reads = reads
+
+    def _swap_in(self, unit: _Unit) -> None:
+        self._read_states(unit)
+        reads, unit.state_reads = unit.state_reads, None
+        for slot in unit.owned:
+            slot.master.data = reads[(slot.index, "p")].result().view(slot.shape)
+        for slot, key in self._state_keys(unit):
+            state = unit.optimizer.state[slot.master]
+            state[key] = reads[(slot.index, key)].result().view(slot.shape)
+
+    def _swap_out_states(self, unit: _Unit, wait: bool) -> None:
+        if self.nvme is None or unit.resident:
+            return
+        torch = self.torch
+        for slot in unit.owned:
+            self.nvme.write(f"p{slot.index}", slot.master, wait=wait)
+            slot.master.data = _placeholder(slot.shape, torch.float32, "cpu")
+        for slot, key in self._state_keys(unit):
+            state = unit.optimizer.state[slot.master]
+            self.nvme.write(f"s{slot.index}.{key}", state[key], wait=wait)
+            state[key] = _placeholder(slot.shape, state[key].dtype, "cpu")
+
+    def _step_job(self, unit: _Unit) -> None:
+        for slot in unit.owned:
+            if slot.grad_event is not None:  # pragma: no cover - needs a GPU
+                slot.grad_event.synchronize()
+                slot.grad_event = None
+        if self.nvme is not None and not unit.resident:
+            self._swap_in(unit)
+        unit.optimizer.step()
+        for slot in unit.owned:
+            slot.master.grad = None
+        self._swap_out_states(unit, wait=not self.overlap)
+
+    def _submit_step(self, unit: _Unit) -> None:
+        if unit.submitted or unit.optimizer is None:
+            return
+        unit.submitted = True
+        unit.step_future = self.opt_pool.submit(self._step_job, unit)
+
+    # -------------------------------------------------------------- public API
+    def __call__(self, *args, **kwargs):
+        if self.phase == "backward":
+            raise SchedlabError("forward called during backward")
+        torch = self.torch
+        self.phase = "forward"
+        self._prepare_step()
+        try:
+            with torch.autograd.graph.saved_tensors_hooks(self._pack, self._unpack):
+                out = self.model(*args, **kwargs)
+        finally:
+            self.phase = "forward-done"
+        if not self._order_known:
+            seen, order = set(), []
+            for index in self.forward_order:
+                if index not in seen:
+                    seen.add(index)
+                    order.append(index)
+            self.forward_order = order
+            self._position = {u: i for i, u in enumerate(order)}
+            self._turn = len(order) - (self.depth + 1) if self.overlap else len(order)
+            self._order_known = True
+        if not torch.is_grad_enabled():
+            self._finish_pass()
+        return out
+
+    forward = __call__
+
+    def _prepare_step(self) -> None:
+        for unit in self.units:
+            unit.pending = len(unit.owned)
+            unit.submitted = False
+        for slot in self.slots:
+            slot.saved = False
+
+    def backward(self, loss) -> None:
+        """``loss.backward()`` with gradients offloaded and optimizer steps overlapped."""
+        if self.phase != "forward-done":
+            raise SchedlabError(
+                "backward() needs a forward through the engine first (one "
+                "backward per step; call step() after it)"
+            )
+        self.phase = "backward"
+        try:
+            if self.overlap:
+                tail = len(self.forward_order) - 1
+                self._prefetch(range(tail, tail - self.depth - 1, -1))
+            loss.backward()
+        finally:
+            self.phase = "backward-done"
+            self._finish_pass()
+
+    def _finish_pass(self) -> None:
+        for slot in self.slots:
+            if not slot.resident and slot.fetching is None and slot.dev is None:
+                continue
+            if slot.param.grad is None or slot.resident:
+                self._release(slot)
+
+    def step(self) -> None:
+        """Run the optimizer steps not yet started (all of them, for offload-only)."""
+        if self.phase not in ("backward-done", "idle"):
+            raise SchedlabError("step() before backward()")
+        for unit in self.units:
+            self._submit_step(unit)
+        if not self.overlap:
+            self.synchronize()
+        self.step_count += 1
+        self.phase = "idle"
+
+    def zero_grad(self, set_to_none: bool = True) -> None:
+        """Gradients are consumed by the offload hooks; nothing is left to clear."""
+
+    def synchronize(self) -> None:
+        """Wait for every optimizer step and NVMe write in flight."""
+        started = time.perf_counter()
+        for unit in self.units:
+            if unit.step_future is not None:
+                unit.step_future.result()
+        if self.nvme is not None:
+            self.nvme.drain()
+        self.timings["optimizer_wait"] += time.perf_counter() - started
+
+    # ------------------------------------------------------------- inspection
+    def full_state(self) -> tuple[dict[str, Any], dict[str, dict[str, Any]]]:
+        """fp32 copies of every parameter and its optimizer state, wherever they live."""
+        torch = self.torch
+        self.synchronize()
+        params, states = {}, {}
+        for unit in self.units:
+            for slot in unit.owned:
+                if self.nvme is not None and not unit.resident:
+                    value = self.nvme.read_now(f"p{slot.index}", slot.numel).view(slot.shape)
+                else:
+                    value = slot.master.detach()
+                params[slot.name] = value.to("cpu", torch.float32, copy=True)
+                entry = {}
+                for key, item in (unit.optimizer.state.get(slot.master, {}) or {}).items():
+                    if (
+                        torch.is_tensor(item)
+                        and item.numel() == slot.numel
+                        and self.nvme is not None
+                        and not unit.resident
+                    ):
+                        item = self.nvme.read_now(f"s{slot.index}.{key}", slot.numel)
+                        item = item.view(slot.shape)
+                    entry[key] = item.to("cpu", copy=True) if torch.is_tensor(item) else item
+                states[slot.name] = entry
+        return params, states
+
+    def load_full_state(self, params: dict, states: dict) -> None:
+        """Put parameters and optimizer states (from :meth:`full_state`) back on their tiers."""
+        self.synchronize()
+        by_name = {s.name: s for s in self.slots}
+        for name in params:
+            if name not in by_name:
+                raise BadInputError(
+                    f"checkpoint has a parameter '{name}' the model lacks", field="checkpoint"
+                )
+        for name in by_name:
+            if name not in params:
+                raise BadInputError(f"checkpoint lacks parameter '{name}'", field="checkpoint")
+        for unit in self.units:
+            for slot in unit.owned:
+                value = params[slot.name]
+                if tuple(value.shape) != slot.shape:
+                    raise BadInputError(
+                        f"parameter '{slot.name}' has shape "
+                        f"{tuple(value.shape)} in the checkpoint, "
+                        f"{slot.shape} in the model",
+                        field="checkpoint",
+                    )
+                if self.nvme is not None and not unit.resident:
+                    slot.master.data = value.clone()
+                else:
+                    with self.torch.no_grad():
+                        slot.master.copy_(value)
+                unit.optimizer.state[slot.master] = {
+                    k: (
+                        v.clone().to(slot.master.device)
+                        if self.torch.is_tensor(v) and v.numel() > 1
+                        else v
+                    )
+                    for k, v in states.get(slot.name, {}).items()
+                }
+            self._swap_out_states(unit, wait=True)
+
+    def stats(self) -> dict:
+        return dict(
+            device_peak=self.device_tier.peak,
+            device_budget=self.device_tier.budget,
+            model_state_bytes=self.state_bytes,
+            window_bytes=self.window_bytes,
+            resident_units=sum(u.resident for u in self.units),
+            units=len(self.units),
+            nvme_read=self.nvme.bytes_read if self.nvme else 0,
+            nvme_written=self.nvme.bytes_written if self.nvme else 0,
+            checkpointed_modules=self.checkpointed,
+            **self.timings,
+        )
+
+    def close(self) -> None:
+        with contextlib.suppress(Exception):
+            self.synchronize()
+        self.io.shutdown(wait=True)
+        self.opt_pool.shutdown(wait=True)
+        if self.nvme is not None:
+            self.nvme.close(remove=not self.config.keep_nvme_files)
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.close()
+
+    # ------------------------------------------------------------ checkpoints
+    def save_checkpoint(self, directory: str | Path, extra: dict | None = None) -> Path:
+        """Weights + optimizer states of every tier (+ ``extra``) written atomically: into a
+        temporary sibling directory, then renamed over ``directory``."""
+        torch = self.torch
+        directory = Path(directory)
+        params, states = self.full_state()
+        tmp = directory.with_name(f".{directory.name}.tmp-{os.getpid()}")
+        shutil.rmtree(tmp, ignore_errors=True)
+        tmp.mkdir(parents=True)
+        torch.save(
+            {
+                "params": params,
+                "states": states,
+                "step": self.step_count,
+                "extra": extra or {},
+                "format": "synergyscale-engine-1",
+            },
+            tmp / "state.pt",
+        )
+        with open(tmp / "state.pt", "rb") as fh:
+            os.fsync(fh.fileno())
+        old = directory.with_name(f".{directory.name}.old-{os.getpid()}")
+        if directory.exists():
+            os.rename(directory, old)
+        os.rename(tmp, directory)
+        shutil.rmtree(old, ignore_errors=True)
+        return directory
+
+    def load_checkpoint(self, directory: str | Path) -> dict:
+        """Restore a :meth:`save_checkpoint` directory; returns its ``extra``."""
+        torch = self.torch
+        path = Path(directory) / "state.pt"
+        if not path.is_file():
+            raise BadInputError("not a SynergyScale checkpoint (no state.pt)", path=directory)
+        try:
+            data = torch.load(path, map_location="cpu", weights_only=True)
+        except Exception as exc:  # noqa: BLE001 - any unreadable file is one bad-input line
+            raise BadInputError(
+                f"unreadable checkpoint: {str(exc).splitlines()[0][:120]}", path=path
+            ) from None
+        if not isinstance(data, dict) or data.get("format") != "synergyscale-engine-1":
+            raise BadInputError("not a SynergyScale engine checkpoint", path=path)
+        self.load_full_state(data["params"], data["states"])
+        self.step_count = int(data["step"])
+        return data.get("extra", {})
+
+
+def initialize(model, optimizer, config: EngineConfig | dict | None = None) -> SynergyEngine:
+    """Offload ``model``'s states under ``config`` and return the training engine.
+
+    ``optimizer`` is any ``torch.optim`` optimizer over the model's parameters; its class and
+    per-group hyper-parameters are applied to each unit's fp32 masters (its states, if any, are
+    moved over). Bad config fields raise one :class:`~schedlab.core.errors.ConfigError` line.
+    """
+    import torch
+
+    if not isinstance(model, torch.nn.Module):
+        raise ConfigError(
+            f"model must be a torch.nn.Module, got {type(model).__name__}", field="model"
+        )
+    if not isinstance(optimizer, torch.optim.Optimizer):
+        raise ConfigError(
+            f"optimizer must be a torch.optim.Optimizer, got {type(optimizer).__name__}",
+            field="optimizer",
+        )
+    if config is None:
+        config = EngineConfig()
+    elif not isinstance(config, EngineConfig):
+        config = validate_model(EngineConfig, config)
+    return SynergyEngine(model, optimizer, config)
+
+
+def model_state_bytes(model) -> int:
+    """16 B per trainable parameter: fp32 weight, gradient and two Adam moments."""
+    return 16 * sum(p.numel() for p in model.parameters() if p.requires_grad)
