@@ -12,7 +12,8 @@ bytes). Run as a script for the table in docs/systems/hydra_mcs.md::
 
     HYDRA_MCS_REF=/tmp/ref-mcsplit/mcsp python benchmarks/hydra_mcs/test_hydra_mcs_bench_batch.py
 
-or under pytest-benchmark (CPU figures in ``extra_info``). No timed assertions; sizes and node
+(add ``--single`` for one ``solve A B`` process per pair instead of one ``--pairs`` call per flag
+set), or under pytest-benchmark (CPU figures in ``extra_info``). No timed assertions; sizes and node
 counts *are* asserted equal to the reference's.
 """
 
@@ -146,6 +147,37 @@ def compare(binary: str, folder: Path, which: str = "all") -> list[dict]:
     return rows
 
 
+def compare_single(binary: str, folder: Path, which: str = "all") -> list[dict]:
+    """One ``schedlab hydra-mcs solve A B`` process per pair (how a benchmark user without
+    ``--pairs`` runs it, and how issue 27 checks) vs one reference process per pair."""
+    rows = []
+    for kind, pairs in instances(folder, which).items():
+        for name, a, b in pairs:
+            cmd = [*_schedlab(), "hydra-mcs", "solve", str(a), str(b), "--json", "--no-mapping",
+                   *OUR_FLAGS[kind]]
+            ours_cpu, out = _cpu_of(cmd)
+            o = json.loads(out)
+            cpu, size, nodes = run_ref(binary, kind, a, b)
+            rows.append(dict(kind=kind, pair=name, ref_cpu=cpu, ref_size=size, ref_nodes=nodes,
+                             size=o["size"], nodes=o["nodes"], ours_cpu=ours_cpu,
+                             ratio=ours_cpu / cpu))
+    return rows
+
+
+@pytest.mark.parametrize("which", ["gnp", "arg"])
+def test_bench_single_calls_vs_reference(benchmark, which, tmp_path):
+    binary = os.environ.get("HYDRA_MCS_REF")
+    if not binary or not Path(binary).is_file():
+        pytest.skip("set HYDRA_MCS_REF to the reference McSplit binary (mcsp)")
+    if which == "arg" and not DATA.is_dir():
+        pytest.skip("../shared/data/mcs is not present")
+    rows = benchmark.pedantic(lambda: compare_single(binary, tmp_path, which), rounds=1,
+                              iterations=1)
+    for r in rows:
+        assert (r["size"], r["nodes"]) == (r["ref_size"], r["ref_nodes"]), r
+    benchmark.extra_info["rows"] = rows
+
+
 @pytest.mark.parametrize("which", ["gnp", "arg"])
 def test_bench_batch_vs_reference(benchmark, which, tmp_path):
     binary = os.environ.get("HYDRA_MCS_REF")
@@ -160,9 +192,27 @@ def test_bench_batch_vs_reference(benchmark, which, tmp_path):
     benchmark.extra_info["rows"] = rows
 
 
+def main_single(binary: str, which: str) -> None:
+    with tempfile.TemporaryDirectory() as tmp:
+        rows = compare_single(binary, Path(tmp), which)
+    for r in rows:
+        same = ("same" if (r["size"], r["nodes"]) == (r["ref_size"], r["ref_nodes"])
+                else f"DIFFER ours {r['size']}/{r['nodes']}")
+        print(f"{r['kind']:9} {r['pair']:16} ref {r['ref_cpu']:7.3f} s  ours {r['ours_cpu']:7.3f} s"
+              f"  ({r['ratio']:.3f}x)  nodes {r['ref_nodes']:>11,}  {same}")
+    for kind in sorted({r["kind"] for r in rows}) + ["all"]:
+        sel = [r for r in rows if kind in ("all", r["kind"])]
+        ref, ours = sum(r["ref_cpu"] for r in sel), sum(r["ours_cpu"] for r in sel)
+        print(f"{kind:9} {len(sel)} single calls: ref {ref:.2f} s  ours {ours:.2f} s  -> "
+              f"{ours / ref:.3f}x")
+
+
 def main() -> None:
     binary = os.environ.get("HYDRA_MCS_REF", "/tmp/ref-mcsplit/mcsp")
     which = sys.argv[1] if len(sys.argv) > 1 else "all"
+    if "--single" in sys.argv:
+        main_single(binary, which)
+        return
     with tempfile.TemporaryDirectory() as tmp:
         rows = compare(binary, Path(tmp), which)
     for r in rows:

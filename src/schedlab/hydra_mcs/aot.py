@@ -327,7 +327,7 @@ def jit_search() -> Callable[..., int]:
     return _jit()
 
 
-def _smoke_test(search: Callable[..., int]) -> None:
+def _smoke_test(search: Callable[..., int], learned: Callable[..., int] | None = None) -> None:
     """Run the compiled kernel beside the JIT one on a few seeded pairs; exit 1 on mismatch."""
     import numpy as np
 
@@ -348,6 +348,24 @@ def _smoke_test(search: Callable[..., int]) -> None:
             seen.append((len(s.best), s.nodes))
         if seen[0] != seen[1]:
             raise SystemExit(f"compiled kernel disagrees with the JIT one: {seen}")
+    if learned is None:
+        return
+    from schedlab.hydra_mcs.learned import search_learned
+
+    for inst in gnp_pairs(2, 12, 0.4, seed=9):  # McSplit+RL and McSplitDAL's kernel
+        o0, o1 = mcsplit_order(inst.g0, inst.g1)
+        s0 = induced(inst.g0, o0)
+        bits = to_bitsets(s0, induced(inst.g1, o1))
+        for branching in (1, 2):
+            seen = []
+            for kind, fn in (("jit", search_learned), ("aot", learned)):
+                s = Searcher(bits, s0.n, branching=branching)
+                s.kernel, s._search = kind, fn
+                s.load_root()
+                s.run(np.zeros(4, np.int64), 1 << 62)
+                seen.append((len(s.best), s.nodes))
+            if seen[0] != seen[1]:
+                raise SystemExit(f"compiled learned kernel disagrees with the JIT one: {seen}")
 
 
 def _compile(out_dir: str, name: str) -> None:
@@ -380,7 +398,8 @@ def _compile(out_dir: str, name: str) -> None:
     built = sorted(Path(out_dir).glob(name + ".*"))
     if len(built) != 1:
         raise SystemExit(f"numba.pycc produced {[p.name for p in built]}")
-    _smoke_test(_load_module(name, built[0]).search)
+    module = _load_module(name, built[0])
+    _smoke_test(module.search, module.search_learned)
 
 
 if __name__ == "__main__":
