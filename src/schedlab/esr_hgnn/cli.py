@@ -50,6 +50,16 @@ def _graph_and_metapaths(graph_dir: Path | None, schema_name: str | None, scale:
     return graph, parse_metapaths(metapaths, graph)
 
 
+def _seed_batches(graph, mps, batch: int, batches: int, seed: int, fanouts: tuple[int, ...]):
+    """Seed batches of the metapaths' start type; refuse a batch or fan-outs too large up front."""
+    from schedlab.esr_hgnn.policies import check_frontier
+    from schedlab.esr_hgnn.workloads import seed_batches
+
+    seeds = seed_batches(graph, mps[0][0], batch, batches, seed)
+    check_frontier([len(mp) - 1 for mp in mps], batch, fanouts)
+    return seeds
+
+
 def _fanouts(text: str) -> tuple[int, ...]:
     try:
         values = tuple(int(v) for v in text.split(",") if v.strip())
@@ -104,12 +114,11 @@ def sample(graph_dir: Path = GRAPH, schema_name: str = SCHEMA, scale: float = SC
     from schedlab.core.io import write_frame
     from schedlab.esr_hgnn.engine import measure_sampler
     from schedlab.esr_hgnn.policies import make_sampler
-    from schedlab.esr_hgnn.workloads import seed_batches
 
     chosen = make_sampler(sampler)
     graph, mps = _graph_and_metapaths(graph_dir, schema_name, scale, metapaths, seed)
     fan = _fanouts(fanouts)
-    seeds = seed_batches(graph, mps[0][0], batch, batches, seed)
+    seeds = _seed_batches(graph, mps, batch, batches, seed, fan)
     m = measure_sampler(graph, chosen, mps, seeds, fan, seed)
     report = dict(sampler=sampler, metapaths=mps, fanouts=list(fan), batch=batch,
                   reads_per_batch=m.reads, hops_per_batch=m.hops,
@@ -162,12 +171,11 @@ def model(graph_dir: Path = GRAPH, schema_name: str = SCHEMA, scale: float = SCA
     from schedlab.esr_hgnn.grouping import make_grouper
     from schedlab.esr_hgnn.hwmodel import load_config
     from schedlab.esr_hgnn.study import hardware_comparison
-    from schedlab.esr_hgnn.workloads import seed_batches
 
     make_grouper(grouper)  # fail on a bad name before any work
     cfg = load_config(config, channels=channels)
     graph, mps = _graph_and_metapaths(graph_dir, schema_name, scale, metapaths, seed)
-    seeds = seed_batches(graph, mps[0][0], batch, batches, seed)
+    seeds = _seed_batches(graph, mps, batch, batches, seed, _fanouts(fanouts))
     rows = hardware_comparison(graph, mps, seeds, _fanouts(fanouts), cfg,
                                sorted({"round-robin", grouper}), seed)
     if json_out:
@@ -199,10 +207,9 @@ def infer(graph_dir: Path = GRAPH, schema_name: str = SCHEMA, scale: float = SCA
     """End-to-end HAN mini-batch inference time with naive, trie and modelled-unit sampling."""
     from schedlab.esr_hgnn.hwmodel import load_config
     from schedlab.esr_hgnn.study import end_to_end
-    from schedlab.esr_hgnn.workloads import seed_batches
 
     graph, mps = _graph_and_metapaths(graph_dir, schema_name, scale, metapaths, seed)
-    seeds = seed_batches(graph, mps[0][0], batch, batches, seed)
+    seeds = _seed_batches(graph, mps, batch, batches, seed, _fanouts(fanouts))
     rows = end_to_end(graph, mps, seeds, _fanouts(fanouts), load_config(), seed)
     if json_out:
         emit_json(rows)
@@ -222,7 +229,6 @@ def gpu_bench(graph_dir: Path = GRAPH, schema_name: str = SCHEMA, scale: float =
 
     from schedlab.core.errors import MissingServiceError
     from schedlab.esr_hgnn.torch_sampler import benchmark
-    from schedlab.esr_hgnn.workloads import seed_batches
 
     try:
         parsed = torch.device(device)
@@ -239,9 +245,36 @@ def gpu_bench(graph_dir: Path = GRAPH, schema_name: str = SCHEMA, scale: float =
         raise ConfigError(f"unsupported device {device!r}; valid: cpu, cuda, cuda:N",
                           field="device")
     graph, mps = _graph_and_metapaths(graph_dir, schema_name, scale, metapaths, seed)
-    seeds = seed_batches(graph, mps[0][0], batch, batches, seed)
+    seeds = _seed_batches(graph, mps, batch, batches, seed, _fanouts(fanouts))
     rows = benchmark(graph, mps, seeds, _fanouts(fanouts), device)
     if json_out:
         emit_json(rows)
     else:
         _print_rows(rows, f"tensor-op sampling on {device}")
+
+
+@app.command("han-pyg")
+@handle_errors
+def han_pyg(scale: float = typer.Option(0.25, "--scale", help="DBLP counts x scale."),
+            epochs: int = typer.Option(10, "--epochs", min=1),
+            fanout: int = typer.Option(10, "--fanout", min=1, help="Walks per seed, metapath."),
+            batch: int = typer.Option(128, "--batch", min=1),
+            seeds: int = typer.Option(1, "--seeds", min=1, help="Graphs/trainings (seeds 0..)."),
+            methods: str = typer.Option("trie,naive,pyg-walk,pyg-full,features", "--methods"),
+            json_out: bool = JSON) -> None:
+    """Train PyG's HANConv on a labelled DBLP-shaped graph with our and PyG's sampling."""
+    from schedlab.esr_hgnn.han_pyg import METHODS, compare_training
+
+    chosen = [m.strip() for m in methods.split(",") if m.strip()]
+    for m in chosen:
+        if m not in METHODS:
+            raise BadInputError(f"unknown method {m!r}; valid: {', '.join(METHODS)}",
+                                field="methods")
+    rows = []
+    for seed in range(seeds):
+        for row in compare_training(scale, epochs, fanout, batch, seed, chosen):
+            rows.append(dict(seed=seed, **row))
+    if json_out:
+        emit_json(rows)
+    else:
+        _print_rows(rows, f"HANConv test accuracy, DBLP-shaped x{scale}")

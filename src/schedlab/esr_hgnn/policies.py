@@ -32,6 +32,9 @@ from schedlab.esr_hgnn.trie import MetapathTrie
 
 _NO_TRACE = np.empty(0, dtype=np.int64)
 
+#: largest frontier (int64 entries, 400 MB) a sampler builds; beyond it the request is refused
+MAX_FRONTIER_ENTRIES = 50_000_000
+
 
 def fanout_at(fanouts: Sequence[int], hop: int) -> int:
     """Fanout of hop ``hop`` (0-based); hops past the list take 1, i.e. continue the walk."""
@@ -111,7 +114,7 @@ class NaiveSampler:
     def sample(self, graph: HeteroGraph, metapaths: Sequence[str], seeds: np.ndarray,
                fanouts: Sequence[int], rng: np.random.Generator,
                trace: bool = False) -> SampleBatch:
-        seeds = _check_seeds(graph, metapaths, seeds)
+        seeds = _check_seeds(graph, metapaths, seeds, fanouts)
         runner = _HopRunner(graph, fanouts, rng, trace)
         endpoints = {}
         for mp in metapaths:
@@ -130,7 +133,7 @@ class TrieSampler:
     def sample(self, graph: HeteroGraph, metapaths: Sequence[str], seeds: np.ndarray,
                fanouts: Sequence[int], rng: np.random.Generator,
                trace: bool = False) -> SampleBatch:
-        seeds = _check_seeds(graph, metapaths, seeds)
+        seeds = _check_seeds(graph, metapaths, seeds, fanouts)
         trie = MetapathTrie(metapaths)
         runner = _HopRunner(graph, fanouts, rng, trace)
         frontiers: dict[int, np.ndarray] = {0: seeds}
@@ -147,7 +150,28 @@ class TrieSampler:
         return runner.finish(seeds, {mp: endpoints[mp] for mp in metapaths})
 
 
-def _check_seeds(graph: HeteroGraph, metapaths: Sequence[str], seeds: np.ndarray) -> np.ndarray:
+def check_frontier(hops: Sequence[int], n_seeds: int, fanouts: Sequence[int],
+                   limit: int = MAX_FRONTIER_ENTRIES) -> None:
+    """Refuse a request whose deepest frontier (seeds x product of fan-outs) exceeds ``limit``.
+
+    ``hops`` are the hop counts of the metapaths. The frontier after hop ``h`` holds
+    ``n_seeds * fanouts[0] * ... * fanouts[h - 1]`` entries (with replacement, dead walks kept),
+    so the bound is known before any work and the error names the fan-outs that cause it.
+    """
+    deepest = max(hops) if len(hops) else 0
+    size = n_seeds
+    for hop in range(deepest):
+        size *= fanout_at(fanouts, hop)
+        if size > limit:
+            shown = ",".join(str(int(f)) for f in fanouts)
+            raise BadInputError(
+                f"fanouts {shown} with {n_seeds} seeds make a frontier of {size:.3g} entries at "
+                f"hop {hop + 1} (limit {limit:.3g}, {limit * 8 / 1e6:.0f} MB); lower the fan-outs "
+                "or the batch", field="fanouts")
+
+
+def _check_seeds(graph: HeteroGraph, metapaths: Sequence[str], seeds: np.ndarray,
+                 fanouts: Sequence[int] = ()) -> np.ndarray:
     if not metapaths:
         raise BadInputError("no metapaths given", field="metapaths")
     if len({mp[0] for mp in metapaths}) != 1 or min(len(mp) for mp in metapaths) < 2:
@@ -160,6 +184,7 @@ def _check_seeds(graph: HeteroGraph, metapaths: Sequence[str], seeds: np.ndarray
         raise BadInputError("seeds must be a non-empty 1-D array", field="seeds")
     if seeds.min() < 0 or seeds.max() >= n:
         raise BadInputError(f"seed ids must be in [0, {n}) for type {start}", field="seeds")
+    check_frontier([len(mp) - 1 for mp in metapaths], seeds.size, fanouts)
     return seeds
 
 

@@ -179,5 +179,8 @@ def seed_batches(graph: HeteroGraph, node_type: str, batch: int, n_batches: int,
     if batch <= 0 or n_batches <= 0:
         raise BadInputError("batch size and batch count must be positive", field="batch")
     n = graph.node_counts[node_type]
+    if batch > n:
+        raise BadInputError(f"batch {batch} is larger than the {n} seed nodes of type "
+                            f"{node_type}; use a batch of at most {n}", field="batch")
     rng = np.random.default_rng([seed, 0xBA7C])
-    return [rng.choice(n, size=min(batch, n), replace=False) for _ in range(n_batches)]
+    return [rng.choice(n, size=batch, replace=False) for _ in range(n_batches)]

@@ -1,0 +1,345 @@
+"""PyTorch Geometric adapter: ESR-HGNN's trie sampler on a ``HeteroData``, as a PyG loader.
+
+Paper: ESR-HGNN (../shared/papers/05-esr_hgnn.md). Needs the ``pyg`` extra
+(``pip install 'schedlab[pyg]'``); everything is imported lazily so the rest of the package works
+without it.
+
+* :func:`typed_graph` turns a ``HeteroData`` into a :class:`typed.TypedGraph`, keeping every
+  canonical edge type ``(src, rel, dst)``: two relations between the same node types stay two
+  relations, and node types keep their names.
+* :class:`MetapathSampler` samples a seed batch along metapaths given as edge-type sequences (as
+  ``MetaPath2Vec``/``AddMetaPaths`` take them) and returns ``{metapath: edge_index}`` tensors or a
+  ``HeteroData`` subgraph whose metapath edge types are named ``metapath_0``, ``metapath_1`` ...
+  exactly as ``AddMetaPaths`` names them, so a ``HANConv`` built for ``AddMetaPaths`` metadata
+  runs on it unchanged.
+* :class:`MetapathLoader` iterates seed batches the way ``NeighborLoader`` does: each batch is a
+  ``HeteroData`` whose first ``batch_size`` nodes of the seed type are the seeds, with ``n_id``
+  (global ids) per node type and ``input_id``.
+
+Edge direction follows PyG's ``source_to_target`` flow: ``edge_index[0]`` is the metapath
+neighbour (message source) and ``edge_index[1]`` the seed (target). With fan-out ``k`` every seed
+gets ``k`` walks per metapath, drawn with replacement; a walk that reaches a node without
+out-edges is dropped (PyG's ``MetaPath2Vec`` maps it to a dummy node instead).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator, Sequence
+
+import numpy as np
+
+from schedlab.core.errors import BadInputError, MissingServiceError
+from schedlab.esr_hgnn.typed import (
+    EdgeType,
+    Metapath,
+    TypedGraph,
+    check_metapaths,
+    sample_typed,
+)
+
+
+def require_pyg():
+    """Import torch_geometric or fail with one line naming the extra."""
+    try:
+        import torch_geometric
+    except ImportError:
+        raise MissingServiceError("torch_geometric is not installed",
+                                  hint="pip install 'schedlab[pyg]'") from None
+    return torch_geometric
+
+
+def typed_graph(data) -> TypedGraph:
+    """A ``HeteroData`` (anything with ``node_types``/``edge_types``/``[key]``) as a TypedGraph.
+
+    Every edge type is kept with its relation name; no reverse is added (use PyG's
+    ``ToUndirected`` or :meth:`TypedGraph.add_reverse` to walk relations backwards).
+    """
+    node_types = list(getattr(data, "node_types", []) or [])
+    if not node_types:
+        raise BadInputError("HeteroData has no node types", field="node_types")
+    counts = {}
+    for t in node_types:
+        n = getattr(data[t], "num_nodes", None)
+        if n is None:
+            raise BadInputError(f"node type {t!r} has no num_nodes (set data[{t!r}].num_nodes "
+                                "or .x)", field="num_nodes")
+        counts[t] = int(n)
+    edges = {}
+    for et in getattr(data, "edge_types", []):
+        store = data[et]
+        index = getattr(store, "edge_index", None)
+        if index is None:
+            raise BadInputError(f"edge type {et} has no edge_index", field="edge_index")
+        edges[tuple(et)] = _numpy(index)
+    if not edges:
+        raise BadInputError("HeteroData has no edge types", field="edge_types")
+    return TypedGraph.from_edge_index(counts, edges)
+
+
+def _numpy(tensor) -> np.ndarray:
+    if hasattr(tensor, "detach"):
+        return tensor.detach().cpu().numpy()
+    return np.asarray(tensor)
+
+
+def _fanouts(num_neighbors) -> tuple[int, ...]:
+    values = (num_neighbors,) if isinstance(num_neighbors, (int, np.integer)) else tuple(
+        num_neighbors)
+    if not values or any(not isinstance(v, (int, np.integer)) or v < 1 for v in values):
+        raise BadInputError(f"num_neighbors {num_neighbors!r} must be positive integers",
+                            field="num_neighbors")
+    return tuple(int(v) for v in values)
+
+
+#: ``trie`` (ESR-HGNN), ``naive`` (each metapath on its own, same kernel), ``pyg-walk`` (PyG's
+#: own ``MetaPath2Vec`` hop sampler, the library baseline)
+METHODS = ("trie", "naive", "pyg-walk")
+
+
+class PyGWalker:
+    """Metapath walks drawn by PyG's own sampler (``torch_geometric.nn.models.metapath2vec``).
+
+    Builds rowptr/col per edge type the way ``MetaPath2Vec.__init__`` does (``sort_edge_index``,
+    ``index2ptr``) and calls its ``sample`` hop function; fan-out ``k`` at hop ``h`` is
+    ``num_neighbors=k`` there. Dead walks (PyG's dummy node) come back as -1.
+    """
+
+    def __init__(self, graph: TypedGraph, seed: int = 0) -> None:
+        require_pyg()
+        import torch
+        from torch_geometric.index import index2ptr
+        from torch_geometric.utils import sort_edge_index
+
+        self.rowptr, self.col, self.rowcount = {}, {}, {}
+        for et in graph.csr:
+            index = torch.from_numpy(graph.edge_index(et))
+            n_src, n_dst = graph.num_nodes[et[0]], graph.num_nodes[et[2]]
+            row, col = sort_edge_index(index, num_nodes=max(n_src, n_dst))
+            self.rowptr[et] = index2ptr(row, size=n_src)
+            self.col[et] = col
+            self.rowcount[et] = self.rowptr[et][1:] - self.rowptr[et][:-1]
+        self.dummy = max(graph.num_nodes.values())
+        self.generator_seed = seed
+        torch.manual_seed(seed)
+
+    def walk(self, mp: Metapath, seeds, fanouts: Sequence[int]):
+        """One metapath's endpoints as a torch tensor (len(seeds) * prod(fanouts)), dummy kept."""
+        from torch_geometric.nn.models.metapath2vec import sample
+
+        batch = seeds
+        for h, et in enumerate(mp):
+            k = int(fanouts[h]) if h < len(fanouts) else 1
+            batch = sample(self.rowptr[et], self.col[et], self.rowcount[et], batch,
+                           num_neighbors=k, dummy_idx=self.dummy).view(-1)
+        return batch
+
+    def endpoints(self, metapaths: Sequence[Metapath], seeds: np.ndarray,
+                  fanouts: Sequence[int]) -> dict[Metapath, np.ndarray]:
+        import torch
+
+        t = torch.from_numpy(seeds)
+        out = {}
+        for mp in metapaths:
+            e = self.walk(mp, t, fanouts).numpy().astype(np.int64)
+            e[e >= self.dummy] = -1
+            out[mp] = e.reshape(seeds.size, -1)
+        return out
+
+
+class MetapathSampler:
+    """Metapath sampling on a ``HeteroData``; ``method`` is one of :data:`METHODS`.
+
+    ``metapaths`` are sequences of canonical edge types; ``num_neighbors`` is the fan-out of the
+    first hop (an int) or per hop (a list; hops past it draw 1, i.e. walks).
+    """
+
+    def __init__(self, data, metapaths: Sequence[Sequence[EdgeType]], num_neighbors=10,
+                 method: str = "trie", seed: int = 0) -> None:
+        if method not in METHODS:
+            raise BadInputError(f"unknown method {method!r}; valid: {', '.join(METHODS)}",
+                                field="method")
+        self.data = data
+        self.graph = typed_graph(data)
+        self.metapaths: list[Metapath] = check_metapaths(self.graph, metapaths)
+        self.fanouts = _fanouts(num_neighbors)
+        self.method = method
+        self.rng = np.random.default_rng(seed)
+        self.input_type = self.metapaths[0][0][0]
+        self.last_reads = 0
+        self._pyg = PyGWalker(self.graph, seed) if method == "pyg-walk" else None
+
+    @property
+    def metapath_edge_types(self) -> list[EdgeType]:
+        """``(start, "metapath_i", end)`` per metapath, AddMetaPaths' naming."""
+        return [(mp[0][0], f"metapath_{i}", mp[-1][2]) for i, mp in enumerate(self.metapaths)]
+
+    def sample_numpy(self, seeds) -> dict[Metapath, np.ndarray]:
+        """Raw endpoints per metapath: (len(seeds), walks), -1 for a walk that died."""
+        if self._pyg is not None:
+            return self._pyg.endpoints(self.metapaths, np.asarray(_numpy(seeds), np.int64),
+                                       self.fanouts)
+        batch = sample_typed(self.graph, self.metapaths, _numpy(seeds), self.fanouts, self.rng,
+                             self.method)
+        self.last_reads = batch.reads
+        return batch.endpoints
+
+    def sample(self, seeds) -> dict[Metapath, object]:
+        """``{metapath: edge_index}`` (torch.long [2, E]) in global ids: row 0 neighbour, row 1
+        seed; dead walks dropped, repeated draws kept (their multiplicity is the walk count)."""
+        import torch
+
+        seeds_np = np.asarray(_numpy(seeds), dtype=np.int64)
+        out = {}
+        for mp, ends in self.sample_numpy(seeds_np).items():
+            src = ends.ravel()
+            dst = np.repeat(seeds_np, ends.shape[1])
+            alive = src >= 0
+            out[mp] = torch.from_numpy(np.vstack([src[alive], dst[alive]]))
+        return out
+
+    def subgraph(self, seeds):
+        """A ``HeteroData`` batch: seeds first in their node type, metapath edges local.
+
+        Node types are the seed type and the end types of the metapaths; every node store gets
+        ``n_id`` (global ids) and the rows of every tensor attribute of the full graph's store
+        (``x``, ``y``, masks). The seed store gets ``batch_size`` and ``input_id``.
+        """
+        require_pyg()
+        import torch
+        from torch_geometric.data import HeteroData
+
+        seeds_np = np.asarray(_numpy(seeds), dtype=np.int64)
+        ends = self.sample_numpy(seeds_np)
+        node_ids: dict[str, list[np.ndarray]] = {self.input_type: [seeds_np]}
+        for mp in self.metapaths:
+            e = ends[mp].ravel()
+            node_ids.setdefault(mp[-1][2], []).append(e[e >= 0])
+        local: dict[str, tuple[np.ndarray, np.ndarray]] = {}
+        for t, parts in node_ids.items():
+            if t == self.input_type:
+                rest = np.setdiff1d(np.concatenate(parts[1:]) if len(parts) > 1
+                                    else np.empty(0, np.int64), seeds_np)
+                ids = np.concatenate([seeds_np, rest])
+            else:
+                ids = np.unique(np.concatenate(parts))
+            local[t] = (ids, _lookup(ids))
+        out = HeteroData()
+        for t, (ids, _) in local.items():
+            store = self.data[t]
+            out[t].n_id = torch.from_numpy(ids)
+            out[t].num_nodes = int(ids.size)
+            n = self.graph.num_nodes[t]
+            for key, value in store.items():
+                if isinstance(value, torch.Tensor) and value.dim() >= 1 and value.size(0) == n:
+                    out[t][key] = value[out[t].n_id]
+        out[self.input_type].batch_size = int(seeds_np.size)
+        out[self.input_type].input_id = torch.from_numpy(seeds_np)
+        for et, mp in zip(self.metapath_edge_types, self.metapaths, strict=True):
+            e = ends[mp]
+            src = e.ravel()
+            dst = np.repeat(np.arange(seeds_np.size, dtype=np.int64), e.shape[1])
+            alive = src >= 0
+            src_local = _apply(local[mp[-1][2]], src[alive])
+            out[et].edge_index = torch.from_numpy(np.vstack([src_local, dst[alive]]))
+        return out
+
+
+def _lookup(ids: np.ndarray) -> np.ndarray:
+    """Sorted ids and their positions, for global -> local relabelling."""
+    order = np.argsort(ids, kind="stable")
+    return order
+
+
+def _apply(table: tuple[np.ndarray, np.ndarray], values: np.ndarray) -> np.ndarray:
+    ids, order = table
+    pos = np.searchsorted(ids[order], values)
+    return order[pos].astype(np.int64)
+
+
+class MetapathLoader:
+    """Iterate ``HeteroData`` batches of seeds like ``NeighborLoader`` (or ``MetaPath2Vec.loader``).
+
+    ``input_nodes`` is the seed node type or ``(type, ids_or_bool_mask)``; with ``shuffle`` the
+    seed order is redrawn every epoch from ``seed``. ``batch_size`` larger than the seed set is
+    refused (the last batch is otherwise smaller unless ``drop_last``).
+    """
+
+    def __init__(self, data, metapaths: Sequence[Sequence[EdgeType]], num_neighbors=10,
+                 batch_size: int = 128, input_nodes=None, shuffle: bool = False,
+                 drop_last: bool = False, method: str = "trie", seed: int = 0) -> None:
+        self.sampler = MetapathSampler(data, metapaths, num_neighbors, method, seed)
+        start = self.sampler.input_type
+        if input_nodes is None:
+            input_nodes = start
+        if isinstance(input_nodes, str):
+            node_type, ids = input_nodes, None
+        else:
+            node_type, ids = input_nodes
+        if node_type != start:
+            raise BadInputError(f"input_nodes are of type {node_type!r} but the metapaths start "
+                                f"at {start!r}", field="input_nodes")
+        n = self.sampler.graph.num_nodes[start]
+        if ids is None:
+            ids = np.arange(n, dtype=np.int64)
+        else:
+            ids = np.asarray(_numpy(ids))
+            if ids.dtype == bool:
+                if ids.size != n:
+                    raise BadInputError(f"mask of {ids.size} entries for {n} {start!r} nodes",
+                                        field="input_nodes")
+                ids = np.flatnonzero(ids)
+            ids = ids.astype(np.int64)
+            if ids.size and (ids.min() < 0 or ids.max() >= n):
+                raise BadInputError(f"input node ids must be in [0, {n})", field="input_nodes")
+        if ids.size == 0:
+            raise BadInputError("no input nodes", field="input_nodes")
+        if not isinstance(batch_size, (int, np.integer)) or batch_size < 1:
+            raise BadInputError(f"batch_size {batch_size!r} must be a positive integer",
+                                field="batch_size")
+        if batch_size > ids.size:
+            raise BadInputError(f"batch_size {batch_size} is larger than the {ids.size} input "
+                                f"nodes of type {start!r}", field="batch_size")
+        self.input_ids, self.batch_size = ids, int(batch_size)
+        self.shuffle, self.drop_last = shuffle, drop_last
+        self._order_rng = np.random.default_rng([seed, 1])
+
+    def __len__(self) -> int:
+        full, rest = divmod(self.input_ids.size, self.batch_size)
+        return full + (1 if rest and not self.drop_last else 0)
+
+    def __iter__(self) -> Iterator:
+        ids = self._order_rng.permutation(self.input_ids) if self.shuffle else self.input_ids
+        for b in range(len(self)):
+            yield self.sampler.subgraph(ids[b * self.batch_size:(b + 1) * self.batch_size])
+
+
+def relation_edge_type(graph, src: str, dst: str) -> EdgeType:
+    """The edge type :func:`to_heterodata` gives the letter-coded relation ``src -> dst``."""
+    names = graph.type_names
+    return (names.get(src, src), f"{src}{dst}".lower(), names.get(dst, dst))
+
+
+def to_heterodata(graph):
+    """A letter-coded :class:`graph.HeteroGraph` (e.g. a generated DBLP) as a ``HeteroData``.
+
+    Every directed relation ``XY`` becomes the edge type ``(name X, "xy", name Y)``, so both
+    directions are explicit and :func:`letters_to_metapath` translates ``"APCPA"``.
+    """
+    require_pyg()
+    import torch
+    from torch_geometric.data import HeteroData
+
+    data = HeteroData()
+    for code, n in graph.node_counts.items():
+        data[graph.type_names.get(code, code)].num_nodes = int(n)
+    for rel in graph.relations.values():
+        src = np.repeat(np.arange(rel.indptr.size - 1, dtype=np.int64), rel.degrees())
+        data[relation_edge_type(graph, rel.src, rel.dst)].edge_index = torch.from_numpy(
+            np.vstack([src, rel.indices]))
+    return data
+
+
+def letters_to_metapath(graph, metapath: str) -> list[EdgeType]:
+    """``"APCPA"`` on a letter-coded graph as the edge-type sequence of :func:`to_heterodata`."""
+    return [relation_edge_type(graph, a, b) for a, b in zip(metapath, metapath[1:],
+                                                             strict=False)]
