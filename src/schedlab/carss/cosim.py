@@ -12,13 +12,20 @@ the static-arrival co-simulator the paper improves on.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 import numpy as np
 
 from schedlab.carss.forecast import Forecaster
-from schedlab.carss.placement import greedy, least_loaded
-from schedlab.carss.simulator import Cluster, IntervalStats, Tasks, Weights, objective
+from schedlab.carss.placement import spread
+from schedlab.carss.simulator import (
+    Cluster,
+    Decision,
+    IntervalStats,
+    Tasks,
+    Weights,
+    objective,
+)
 from schedlab.core.errors import BadInputError
 
 
@@ -81,7 +88,8 @@ class CoSimulator:
     """Runs the cluster forward under a forecaster's sampled arrivals to score decisions."""
 
     def __init__(self, forecaster: Forecaster, pool: TaskPool, horizon: int = 4,
-                 samples: int = 3, weights: Weights = Weights()) -> None:
+                 samples: int = 3, weights: Weights = Weights(), terminal: bool = False) -> None:
+        self.terminal = terminal  # add the tasks projected to miss their SLA at horizon end
         if horizon < 1 or samples < 1:
             raise BadInputError("horizon and samples must be >= 1", field="cosim")
         self.forecaster, self.pool = forecaster, pool
@@ -99,16 +107,20 @@ class CoSimulator:
         return [[self.pool.sample(int(paths[k, h]), cluster.now + (h + 1) * cluster.interval_s,
                                   rng) for h in range(ahead)] for k in range(self.samples)]
 
-    def rollout(self, cluster: Cluster, placement: np.ndarray,
+    def rollout(self, cluster: Cluster, placement: np.ndarray | Decision,
                 future: list[Tasks]) -> list[IntervalStats]:
-        """One what-if run: apply ``placement`` now, then least-loaded for later arrivals."""
-        twin = cluster.copy()
-        moved, refused = twin.apply(placement)
+        """One what-if run: apply the decision now, then least-loaded for later arrivals
+        (waking sleeping hosts only on demand). Trace demand is held at its current value."""
+        twin = cluster.copy(freeze=True)
+        moved, refused = twin.apply_decision(placement)
         stats = [twin.step(moved, refused)]
         for batch in future:
             twin.admit(batch.copy())
-            moved, refused = twin.apply(greedy(twin, least_loaded))
+            moved, refused = twin.apply(spread(twin))
             stats.append(twin.step(moved, refused))
+        if self.terminal:
+            last = stats[-1]
+            stats[-1] = replace(last, newly_late=last.newly_late + twin.projected_late())
         return stats
 
     def evaluate(self, cluster: Cluster, candidates: list[np.ndarray],

@@ -37,7 +37,7 @@ def run(scheduler: Scheduler, workload: Workload, hosts: Hosts, history: np.ndar
     if len(workload.batches) == 0:
         raise BadInputError("the workload has no intervals", field="workload")
     rng = np.random.default_rng(seed)
-    cluster = Cluster(hosts, workload.interval_s)
+    cluster = Cluster(hosts, workload.interval_s, traces=workload.traces)
     scheduler.prepare(np.asarray(history, dtype=float))
     rows: list[IntervalStats] = []
     decide_s: list[float] = []
@@ -48,9 +48,9 @@ def run(scheduler: Scheduler, workload: Workload, hosts: Hosts, history: np.ndar
         cluster.admit(batch.copy())
         scheduler.arrive(batch)
         start = time.perf_counter()
-        placement = scheduler.decide(cluster, rng)
+        decision = scheduler.decide(cluster, rng)
         decide_s.append(time.perf_counter() - start)
-        moved, refused = cluster.apply(placement)
+        moved, refused = cluster.apply_decision(decision)
         stats = cluster.step(moved, refused)
         scheduler.feedback(cluster, stats)
         rows.append(stats)
@@ -72,6 +72,7 @@ def _report(name: str, cluster: Cluster, rows: list[IntervalStats], decide_s: li
         sla_violation_rate=float((response > deadline).mean()) if response.size else 0.0,
         migrations=sum(r.migrations for r in rows),
         rejected=sum(r.rejected for r in rows),
+        avg_hosts_asleep=float(np.mean([r.asleep for r in rows])),
         avg_scheduling_s=float(np.mean(decide_s)),
         max_scheduling_s=float(np.max(decide_s)),
     )

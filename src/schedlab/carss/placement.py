@@ -110,6 +110,24 @@ def greedy(cluster: Cluster, score: Score, order: np.ndarray | None = None) -> n
 KERNELS: dict[Callable, int] = {least_loaded: 0, best_fit: 1}
 
 
+class WakeAware:
+    """Least-loaded over awake hosts; a sleeping host is woken only when every awake host
+    with room would be loaded above 100 % (wake on demand)."""
+
+    def __init__(self, asleep: np.ndarray) -> None:
+        self.penalty = np.where(asleep, 1.0, 0.0)
+
+    def __call__(self, load: np.ndarray, ram: np.ndarray, need: np.ndarray) -> np.ndarray:
+        return load + need + self.penalty
+
+
+def spread(cluster: Cluster, order: np.ndarray | None = None) -> np.ndarray:
+    """Least-loaded placement that respects sleeping hosts (plain least-loaded if none)."""
+    if not cluster.asleep.any():
+        return greedy(cluster, least_loaded, order)
+    return greedy(cluster, WakeAware(cluster.asleep), order)
+
+
 def rebalance(cluster: Cluster, placement: np.ndarray, threshold: float = 1.0,
               max_moves: int = 4) -> np.ndarray:
     """Add migrations: from hosts loaded above ``threshold`` move their smallest-RAM running

@@ -17,14 +17,16 @@ import numpy as np
 from schedlab.carss.cosim import CoSimulator, QoSPrediction, TaskPool
 from schedlab.carss.forecast import Forecaster, make_forecaster
 from schedlab.carss.placement import (
+    WakeAware,
     best_fit,
     efficiency,
     greedy,
     least_loaded,
     make_consolidate,
     rebalance,
+    spread,
 )
-from schedlab.carss.simulator import Cluster, IntervalStats, Tasks
+from schedlab.carss.simulator import Cluster, Decision, IntervalStats, Tasks
 from schedlab.core.registry import lookup
 
 
@@ -130,8 +132,69 @@ def edf_order(cluster: Cluster) -> np.ndarray:
     return waiting[np.argsort(slack, kind="stable")]
 
 
+class _AwakePack:
+    """Best fit over awake hosts; a sleeping host only when no awake one has room."""
+
+    def __init__(self, asleep: np.ndarray) -> None:
+        self.penalty = np.where(asleep, 5.0, 0.0)  # between a fit (<= 1) and overflow (>= 10)
+
+    def __call__(self, load: np.ndarray, ram: np.ndarray, need: np.ndarray) -> np.ndarray:
+        return best_fit(load, ram, need) + self.penalty
+
+
+def pack_and_sleep(cluster: Cluster, order: np.ndarray | None = None) -> Decision:
+    """Consolidate new tasks on awake hosts (best fit) and put every empty host to sleep."""
+    placement = greedy(cluster, _AwakePack(cluster.asleep), order)
+    return Decision(placement, sleep=_empty_after(cluster, placement))
+
+
+def _empty_after(cluster: Cluster, placement: np.ndarray) -> np.ndarray:
+    target = np.where(placement >= 0, placement, cluster.tasks.host)
+    return np.bincount(target[target >= 0], minlength=cluster.hosts.n) == 0
+
+
+class PackSleep(_Passive):
+    """Reactive power management without a forecast: best fit on awake hosts, every empty host
+    sleeps, a sleeping host wakes only when no awake host has room. Not a COSCO baseline: it
+    shows how much energy sleep alone saves, so CARSS's forecast-driven sleep is not credited
+    with it."""
+
+    name = "pack-sleep"
+
+    def decide(self, cluster: Cluster, rng: np.random.Generator) -> Decision:
+        return pack_and_sleep(cluster)
+
+
+def forecast_actions(cluster: Cluster) -> list[Decision]:
+    """Decisions whose value depends on the future, for the co-simulator to weigh over the
+    forecast horizon: consolidate and sleep empty hosts (pays off if no burst comes), wake
+    every sleeping host now (pays the wake latency before a forecast burst), pre-emptive
+    migration off hosts above 70 % (before they overload), and admission control (waiting
+    tasks start only where they keep the host at or below 100 %; the rest wait)."""
+    tk = cluster.tasks
+    base = spread(cluster)
+    consolidate = greedy(cluster, make_consolidate(efficiency(cluster)))
+    wake_all = greedy(cluster, least_loaded)
+    admit = base.copy()
+    load = cluster.host_load().copy()
+    demand = cluster.demand()
+    for i in np.flatnonzero(base >= 0):
+        h = base[i]
+        after = load[h] + demand[i] / cluster.hosts.cpu[h]
+        if after > 1.0 and load[h] > 0:
+            admit[i] = -1
+        else:
+            load[h] = after
+    del tk
+    return [pack_and_sleep(cluster),
+            Decision(consolidate, sleep=_empty_after(cluster, consolidate)),
+            Decision(wake_all, wake=cluster.asleep.copy()),
+            Decision(rebalance(cluster, base, 0.7)),
+            Decision(admit)]
+
+
 def candidate_decisions(cluster: Cluster, rng: np.random.Generator,
-                        extra: int = 2) -> list[np.ndarray]:
+                        extra: int = 2, actions: bool = False) -> list[np.ndarray | Decision]:
     """The decisions a co-simulating scheduler chooses among: spread, pack, energy-aware
     consolidation, each with and without migrations off overloaded hosts; spread in
     earliest-deadline-first and smallest-RAM-first order (which waiting tasks get the room
@@ -149,6 +212,12 @@ def candidate_decisions(cluster: Cluster, rng: np.random.Generator,
         noisy = greedy(cluster, lambda load, ram, need: load + need
                        + 0.15 * rng.random(load.size), order)
         out.append(noisy)
+    if actions:
+        if cluster.asleep.any():  # the plain candidates must not wake every sleeping host
+            awake = WakeAware(cluster.asleep)
+            out = [greedy(cluster, awake), rebalance(cluster, greedy(cluster, awake)),
+                   greedy(cluster, awake, edf_order(cluster)), *out[1:2]]
+        out.extend(forecast_actions(cluster))
     return out
 
 
@@ -163,11 +232,13 @@ class CoSimScheduler(_Passive):
 
     def __init__(self, forecaster: str = "adaptive", horizon: int = 4, samples: int = 3,
                  season: int = 48, seed: int = 0, candidates: int = 2,
-                 forecaster_kwargs: dict | None = None) -> None:
+                 forecaster_kwargs: dict | None = None, actions: bool = False) -> None:
+        self.actions = actions
         self.forecaster: Forecaster = make_forecaster(forecaster, season=season, seed=seed,
                                                       **(forecaster_kwargs or {}))
         self.pool = TaskPool()
-        self.cosim = CoSimulator(self.forecaster, self.pool, horizon, samples)
+        # with the forecast-dependent actions the horizon also scores the SLA misses it sets up
+        self.cosim = CoSimulator(self.forecaster, self.pool, horizon, samples, terminal=actions)
         self.extra = candidates
         self.last: list[QoSPrediction] = []
         self.chosen = 0
@@ -184,17 +255,32 @@ class CoSimScheduler(_Passive):
         return np.array([p.objective for p in predictions])
 
     def decide(self, cluster: Cluster, rng: np.random.Generator) -> np.ndarray:
-        candidates = candidate_decisions(cluster, rng, self.extra)
+        candidates = candidate_decisions(cluster, rng, self.extra, self.actions)
         self.last = self.cosim.evaluate(cluster, candidates, rng)
         choice = int(np.argmin(self.score(cluster, self.last, candidates)))
         self.chosen = choice
         return candidates[choice]
 
 
-def _cosim(forecaster: str) -> Callable[..., Scheduler]:
+def _cosim(forecaster: str, label: str | None = None,
+           horizon: int | None = None) -> Callable[..., Scheduler]:
     def build(**kwargs: object) -> Scheduler:
+        if horizon is not None:
+            kwargs["horizon"] = horizon
         scheduler = CoSimScheduler(forecaster=forecaster, **kwargs)  # type: ignore[arg-type]
-        scheduler.name = f"cosim-{forecaster}"
+        scheduler.name = f"cosim-{label or forecaster}"
+        return scheduler
+
+    return build
+
+
+def _cosco(kind: str, **fixed: object) -> Callable[..., Scheduler]:
+    def build(**kwargs: object) -> Scheduler:
+        from schedlab.carss import cosco
+
+        scheduler = getattr(cosco, kind)(**kwargs, **fixed)
+        if fixed:
+            scheduler.name = f"{scheduler.name}-ll"
         return scheduler
 
     return build
@@ -213,25 +299,50 @@ SCHEDULERS: dict[str, Callable[..., Scheduler]] = {
     "carss": _learned("CARSS"),
     "cosim-adaptive": _cosim("adaptive"),
     "cosim-static": _cosim("static"),
-    "gobi": _learned("GOBI"),
+    # COSCO's baselines (schedlab.carss.cosco)
+    "gobi": _cosco("GOBI"),
+    "gobi2": _cosco("GOBI2"),
+    "gobi-ll": _cosco("GOBI", start="least-loaded"),
+    "a3c": _cosco("A3C"),
+    "ga": _cosco("GA"),
+    "hgp": _cosco("HGP"),
+    "pond": _cosco("POND"),
+    "lr-mmt": _cosco("LRMMT"),
+    "mad-mmt": _cosco("MADMMT"),
+    "iqr-mmt": _cosco("IQRMMT"),
     "least-loaded": LeastLoaded,
     "edf": EarliestDeadline,
     "best-fit": BestFit,
     "round-robin": RoundRobin,
     "random": RandomScheduler,
+    "pack-sleep": PackSleep,
+    # the earlier waiting-tasks-only GOBI port (12 steps, no migrations), for comparison
+    "gobi-lite": _learned("GOBI"),
 }
+#: forecast ablations of CARSS's co-simulation (not in the default comparison)
+ABLATIONS: dict[str, Callable[..., Scheduler]] = {
+    "cosim-none": _cosim("last-value", "none", horizon=1),
+    "cosim-ets": _cosim("ets"),
+    "cosim-mstl": _cosim("sf-mstl", "mstl"),
+}
+#: COSCO's baselines
+COSCO_BASELINES = ("gobi", "gobi2", "a3c", "ga", "hgp", "pond", "lr-mmt", "mad-mmt", "iqr-mmt")
 #: the baselines (the issue's list plus edf); cosim-adaptive is our ablation of CARSS
 BASELINES = ("cosim-static", "gobi", "least-loaded", "edf", "best-fit", "round-robin", "random")
 #: keyword arguments each kind of scheduler accepts from an experiment's configuration
-COSIM_KEYS = ("horizon", "samples", "season", "seed", "candidates", "forecaster_kwargs")
+COSIM_KEYS = ("horizon", "samples", "season", "seed", "candidates", "forecaster_kwargs",
+              "actions")
+COSCO_KEYS = ("seed", "slots", "offline", "task_source")
 
 
 def make_scheduler(name: str, **kwargs: object) -> Scheduler:
     """Build a scheduler by CLI name; co-simulating ones take horizon/samples/season/seed/
     candidates/forecaster_kwargs, GOBI takes seed, heuristics ignore every keyword."""
-    factory = lookup(SCHEDULERS, "scheduler", name)
-    if name in ("carss", "cosim-adaptive", "cosim-static"):
+    factory = lookup({**SCHEDULERS, **ABLATIONS}, "scheduler", name)
+    if name == "carss" or name.startswith("cosim-"):
         return factory(**{k: v for k, v in kwargs.items() if k in COSIM_KEYS})
-    if name == "gobi":
+    if name in ("gobi-lite", "pond"):
         return factory(**{k: v for k, v in kwargs.items() if k == "seed"})
+    if name in (*COSCO_BASELINES, "gobi-ll") and name not in ("lr-mmt", "mad-mmt", "iqr-mmt"):
+        return factory(**{k: v for k, v in kwargs.items() if k in COSCO_KEYS})
     return factory()

@@ -40,6 +40,8 @@ class Tasks:
     host: np.ndarray
     mig_s: np.ndarray
     late: np.ndarray      # bool: already past its deadline
+    trace: np.ndarray     # row of the cluster's demand-trace table (-1: the sine model above)
+    cap: np.ndarray       # MIPS a task may use from a host's spare capacity (0: its demand)
 
     def __len__(self) -> int:
         return int(self.tid.shape[0])
@@ -58,18 +60,24 @@ class Tasks:
     def empty(cls) -> Tasks:
         floats = {f.name: np.zeros(0) for f in fields(cls)}
         floats.update(tid=np.zeros(0, dtype=np.int64), host=np.zeros(0, dtype=np.int64),
-                      late=np.zeros(0, dtype=bool))
+                      late=np.zeros(0, dtype=bool), trace=np.zeros(0, dtype=np.int64))
         return cls(**floats)
 
 
 def new_tasks(tid: np.ndarray, arrival: np.ndarray, work: np.ndarray, cpu: np.ndarray,
               amp: np.ndarray, period: np.ndarray, phase: np.ndarray, ram: np.ndarray,
-              disk: np.ndarray, deadline: np.ndarray) -> Tasks:
-    """Fresh (waiting, nothing done) tasks from their parameters."""
+              disk: np.ndarray, deadline: np.ndarray, trace: np.ndarray | None = None,
+              cap: np.ndarray | None = None) -> Tasks:
+    """Fresh (waiting, nothing done) tasks from their parameters; ``trace`` rows of the
+    cluster's demand table replace the sine model (Bitbrains VM traces, COSCO's workload);
+    ``cap`` lets a task use spare host capacity up to that many MIPS (COSCO's apparent IPS:
+    demand + the host's spare MIPS split equally among its containers, at most the VM's
+    provisioned maximum)."""
     n = len(tid)
+    rows = np.full(n, -1, dtype=np.int64) if trace is None else np.asarray(trace, dtype=np.int64)
     return Tasks(np.asarray(tid, dtype=np.int64), arrival, work, np.zeros(n), cpu, amp, period,
                  phase, ram, disk, deadline, np.full(n, -1, dtype=np.int64), np.zeros(n),
-                 np.zeros(n, dtype=bool))
+                 np.zeros(n, dtype=bool), rows, np.zeros(n) if cap is None else cap)
 
 
 @dataclass(frozen=True)
@@ -89,6 +97,7 @@ class IntervalStats:
     running: int
     util_mean: float
     util_max: float
+    asleep: int = 0       # hosts in the sleep state during this interval
 
 
 @dataclass(frozen=True)
@@ -109,27 +118,58 @@ def objective(stats: IntervalStats, hosts: Hosts, interval_s: float,
             + weights.sla * stats.newly_late / hosts.n)
 
 
+#: seconds between two samples of a demand trace (Bitbrains samples every 300 s)
+TRACE_STEP_S = 300.0
+#: a sleeping host draws this fraction of its idle power (ACPI S3-like; SPECpower tables have
+#: no sleep state, so this is our assumption, as is the wake latency below)
+SLEEP_FRACTION = 0.1
+#: seconds a host needs to wake; tasks placed on a waking host make no progress meanwhile
+WAKE_S = 60.0
+
+
+@dataclass
+class Decision:
+    """A placement vector plus host power states: ``sleep[h]`` puts host h to sleep if it is
+    empty after the placement (a sleeping host wakes when a task is placed on it)."""
+
+    placement: np.ndarray
+    sleep: np.ndarray | None = None
+    wake: np.ndarray | None = None  # wake these sleeping hosts now (pre-emptively)
+
+
 class Cluster:
     """The state of the cluster between intervals, and the rules that advance it."""
 
-    def __init__(self, hosts: Hosts, interval_s: float = 300.0, record: bool = True) -> None:
-        if interval_s <= 0:
-            raise BadInputError("must be positive", field="interval_s")
+    def __init__(self, hosts: Hosts, interval_s: float = 300.0, record: bool = True,
+                 traces: tuple[np.ndarray, np.ndarray] | None = None) -> None:
+        if not np.isfinite(interval_s) or interval_s <= 0:
+            raise BadInputError("must be a finite positive number", field="interval_s")
         self.hosts = hosts
         self.interval_s = float(interval_s)
         self.interval = 0
         self.tasks = Tasks.empty()
         self.record = record
         self.finished: list[np.ndarray] = []  # rows: tid, arrival, response, deadline
+        # demand traces: (table rows x samples in MIPS, length of each row); shared, read-only
+        self.traces = traces
+        self.freeze: float | None = None  # co-simulator copies hold trace demand from here on
+        self.asleep = np.zeros(hosts.n, dtype=bool)
+        self.waking = np.zeros(hosts.n)
 
     @property
     def now(self) -> float:
         return self.interval * self.interval_s
 
-    def copy(self) -> Cluster:
-        """An independent what-if copy (the co-simulator's starting point); no history."""
-        twin = Cluster(self.hosts, self.interval_s, record=False)
+    def copy(self, freeze: bool = False) -> Cluster:
+        """An independent what-if copy (the co-simulator's starting point); no history. With
+        ``freeze`` the copy does not know the future of the demand traces: every trace task
+        keeps the demand it has in the current interval (what a scheduler can observe)."""
+        twin = Cluster(self.hosts, self.interval_s, record=False, traces=self.traces)
         twin.interval, twin.tasks = self.interval, self.tasks.copy()
+        twin.asleep, twin.waking = self.asleep.copy(), self.waking.copy()
+        twin.freeze = self.freeze
+        if freeze and twin.freeze is None:
+            twin.freeze = self.now + self.interval_s / 2
         return twin
 
     def admit(self, batch: Tasks) -> None:
@@ -148,7 +188,14 @@ class Cluster:
         t = self.now + self.interval_s / 2 if at is None else at
         tk = self.tasks
         age = np.maximum(t - tk.arrival, 0.0)
-        return tk.cpu * (1.0 + tk.amp * np.sin(TWO_PI * age / tk.period + tk.phase))
+        out = tk.cpu * (1.0 + tk.amp * np.sin(TWO_PI * age / tk.period + tk.phase))
+        if self.traces is not None and (on := tk.trace >= 0).any():
+            table, lengths = self.traces
+            seen = t if self.freeze is None else min(t, self.freeze)
+            rows = tk.trace[on]
+            step = (np.maximum(seen - tk.arrival[on], 0.0) // TRACE_STEP_S).astype(np.int64)
+            out[on] = table[rows, step % lengths[rows]]
+        return out
 
     def host_load(self) -> np.ndarray:
         """Requested CPU per host as a fraction of capacity (can exceed 1)."""
@@ -171,6 +218,9 @@ class Cluster:
             if ram[target] + tk.ram[i] > self.hosts.ram[target]:
                 rejected += 1
                 continue
+            if self.asleep[target]:  # placing on a sleeping host wakes it
+                self.asleep[target] = False
+                self.waking[target] = WAKE_S
             ram[target] += tk.ram[i]
             if source >= 0:
                 ram[source] -= tk.ram[i]
@@ -179,6 +229,32 @@ class Cluster:
                 migrations += 1
             tk.host[i] = target
         return migrations, rejected
+
+    def set_sleep(self, sleep: np.ndarray | None) -> int:
+        """Put the requested hosts to sleep where no task is placed on them; returns how many
+        hosts sleep now. ``None`` leaves power states as they are."""
+        if sleep is not None:
+            sleep = np.asarray(sleep, dtype=bool)
+            if sleep.shape != (self.hosts.n,):
+                raise BadInputError(f"sleep mask has shape {sleep.shape}, expected "
+                                    f"({self.hosts.n},)", field="sleep")
+            occupied = np.bincount(self.tasks.host[self.tasks.host >= 0],
+                                   minlength=self.hosts.n) > 0
+            self.asleep |= sleep & ~occupied
+            self.waking[self.asleep] = 0.0
+        return int(self.asleep.sum())
+
+    def apply_decision(self, decision: Decision | np.ndarray) -> tuple[int, int]:
+        """Apply a :class:`Decision` (or a bare placement vector): placement, then sleep."""
+        if isinstance(decision, Decision):
+            moved = self.apply(decision.placement)
+            self.set_sleep(decision.sleep)
+            if decision.wake is not None:
+                wake = np.asarray(decision.wake, dtype=bool) & self.asleep
+                self.asleep[wake] = False
+                self.waking[wake] = WAKE_S
+            return moved
+        return self.apply(decision)
 
     def _check(self, placement: np.ndarray) -> np.ndarray:
         placement = np.asarray(placement)
@@ -189,27 +265,55 @@ class Cluster:
             raise BadInputError(f"host index outside -1..{self.hosts.n - 1}", field="placement")
         return placement.astype(np.int64, copy=False)
 
-    def step(self, migrations: int = 0, rejected: int = 0) -> IntervalStats:
-        """Run one interval: execute, complete, account energy; then advance the clock."""
-        tk, dt, t0 = self.tasks, self.interval_s, self.now
+    def rates(self) -> np.ndarray:
+        """MIPS each task gets this interval: its demand, scaled down on an oversubscribed
+        host, plus (for capped tasks) an equal share of the host's spare MIPS."""
+        tk = self.tasks
         placed = tk.host >= 0
         demand = self.demand()
         load = np.bincount(tk.host[placed], demand[placed], self.hosts.n)
         share = np.minimum(1.0, self.hosts.cpu / np.maximum(load, 1e-9))
         rate = np.where(placed, demand * share[np.maximum(tk.host, 0)], 0.0)
-        avail = np.where(placed, np.maximum(dt - tk.mig_s, 0.0), 0.0)
+        if (tk.cap > 0).any():  # spare MIPS split equally, up to each task's cap (COSCO)
+            on = np.bincount(tk.host[placed], minlength=self.hosts.n)
+            spare = np.maximum(self.hosts.cpu - load, 0.0) / np.maximum(on, 1)
+            extra = np.minimum(np.maximum(tk.cap - demand, 0.0), spare[np.maximum(tk.host, 0)])
+            rate = rate + np.where(placed, extra, 0.0)
+        return rate
+
+    def projected_late(self) -> int:
+        """Tasks not yet late that would miss their deadline at the rate they get now (waiting
+        ones at their demand from the next interval): a co-simulation horizon's terminal cost,
+        since deadlines lie well beyond a few intervals."""
+        tk = self.tasks
+        rate = self.rates()
+        rate = np.where(tk.host >= 0, rate, tk.cpu)
+        start = self.now + np.where(tk.host >= 0, 0.0, self.interval_s)
+        finish = start + (tk.work - tk.done) / np.maximum(rate, 1e-9)
+        return int((~tk.late & (finish - tk.arrival > tk.deadline)).sum())
+
+    def step(self, migrations: int = 0, rejected: int = 0) -> IntervalStats:
+        """Run one interval: execute, complete, account energy; then advance the clock."""
+        tk, dt, t0 = self.tasks, self.interval_s, self.now
+        placed = tk.host >= 0
+        rate = self.rates()
+        delay = tk.mig_s + np.where(placed, self.waking[np.maximum(tk.host, 0)], 0.0)
+        avail = np.where(placed, np.maximum(dt - delay, 0.0), 0.0)
         need = np.where(rate > 0, (tk.work - tk.done) / np.maximum(rate, 1e-9), np.inf)
         finish = placed & (need <= avail)
         busy = np.minimum(need, avail)
         busy_mips = np.bincount(tk.host[placed], (rate * busy)[placed], self.hosts.n)
         util = busy_mips / (self.hosts.cpu * dt)
-        energy = float((self.hosts.power(util) * dt).sum())
-        end = np.where(finish, t0 + np.minimum(tk.mig_s, dt) + need, t0 + dt)
+        watts = np.where(self.asleep, SLEEP_FRACTION * self.hosts.power_table[:, 0],
+                         self.hosts.power(util))
+        energy = float((watts * dt).sum())
+        end = np.where(finish, t0 + np.minimum(delay, dt) + need, t0 + dt)
         response = end - tk.arrival
         crossed = ~tk.late & (response > tk.deadline)
         tis = float((end - np.maximum(tk.arrival, t0)).sum())
         tk.done += rate * busy
         tk.mig_s = np.maximum(tk.mig_s - dt, 0.0)
+        self.waking = np.maximum(self.waking - dt, 0.0)
         tk.late |= crossed
         violations = int((finish & (response > tk.deadline)).sum())
         if self.record and finish.any():
@@ -220,7 +324,8 @@ class Cluster:
             response_sum_s=float(response[finish].sum()), violations=violations,
             newly_late=int(crossed.sum()), tis_s=tis, migrations=migrations, rejected=rejected,
             waiting=int((~placed).sum()), running=int(placed.sum()),
-            util_mean=float(util.mean()), util_max=float(util.max()))
+            util_mean=float(util.mean()), util_max=float(util.max()),
+            asleep=int(self.asleep.sum()))
         self.tasks = tk.take(~finish)
         self.interval += 1
         return stats

@@ -61,9 +61,9 @@ class CARSS(CoSimScheduler):
 
     def __init__(self, horizon: int = 4, samples: int = 3, season: int = 48, seed: int = 0,
                  candidates: int = 2, forecaster_kwargs: dict | None = None, seq_len: int = 8,
-                 risk: float = 0.5, warmup: int = 12) -> None:
+                 risk: float = 0.5, warmup: int = 12, actions: bool = False) -> None:
         super().__init__("adaptive", horizon, samples, season, seed, candidates,
-                         forecaster_kwargs)
+                         forecaster_kwargs, actions)
         self.seq_len, self.risk, self.warmup = seq_len, risk, warmup
         with torch.random.fork_rng():
             torch.manual_seed(seed)
@@ -84,7 +84,7 @@ class CARSS(CoSimScheduler):
 
     def _candidate_features(self, cluster: Cluster, p: QoSPrediction,
                             placement: np.ndarray) -> np.ndarray:
-        load, _ = _projected(cluster, placement)
+        load, _ = _projected(cluster, getattr(placement, "placement", placement))
         return np.array([p.objective, p.objective_std, p.migrations / cluster.hosts.n,
                          float(load.std()), float(load.max()), p.sla_rate])
 

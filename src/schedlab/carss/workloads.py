@@ -199,6 +199,8 @@ class Workload:
     batches: tuple[Tasks, ...]
     interval_s: float
     change_points: tuple[int, ...] = ()
+    #: demand-trace table the tasks' ``trace`` rows point into (Bitbrains), or None
+    traces: tuple[np.ndarray, np.ndarray] | None = None
 
 
 def make_workload(counts: np.ndarray, interval_s: float, seed: int,
