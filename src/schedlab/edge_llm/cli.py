@@ -26,7 +26,8 @@ SUMMARY_KEYS = ("policy", "requests", "mean_e2e", "p95_e2e", "mean_ttft", "mean_
 @handle_errors
 def simulate(
     policy: list[str] = typer.Option(["online"], "--policy",
-                                     help="online|online-nosm|cloud|split|mix|distserve "
+                                     help="online|online-nosm|cloud|split|mix|disagg|"
+                                     "distserve "
                                      "(repeat for several)."),
     requests_csv: Path = typer.Option(None, "--requests", help="CSV/Parquet: arrival,input_len,"
                                       "output_len[,snr_up_db,snr_down_db,ttft_slo,tpot_slo]."),
@@ -42,6 +43,11 @@ def simulate(
     uplink_mhz: float = typer.Option(20.0, "--uplink-mhz"),
     backhaul_gbps: float = typer.Option(10.0, "--backhaul-gbps"),
     edge_sm_budget: float = typer.Option(1.0, "--edge-sm-budget"),
+    cloud_sm_budget: float = typer.Option(1.0, "--cloud-sm-budget",
+                                          help="Share of the cloud GPU's SMs (congestion)."),
+    wan_ms: float = typer.Option(30.0, "--wan-ms", help="One-way edge<->cloud latency."),
+    alibaba: Path = typer.Option(None, "--alibaba", help="Arrivals from the Alibaba GenAI "
+                                 "trace CSV (real), rescaled to --rate; lengths generated."),
     window_ms: float = typer.Option(20.0, "--window-ms"),
     seed: int = typer.Option(0, "--seed"),
     out: Path = typer.Option(None, "--out", help="Write requests_<policy>.parquet and "
@@ -52,10 +58,20 @@ def simulate(
     from schedlab.edge_llm.config import EdgeConfig
     from schedlab.edge_llm.simulator import simulate as run
 
-    reqs = _load(requests_csv, trace, n, rate, (snr_min, snr_max), seed)
+    if alibaba is not None:
+        from schedlab.edge_llm.alibaba import replay
+
+        if requests_csv is not None or trace is not None:
+            from schedlab.core.errors import BadInputError
+
+            raise BadInputError("give one of --requests, --trace, --alibaba", field="alibaba")
+        reqs = replay(n, rate, seed, alibaba)
+    else:
+        reqs = _load(requests_csv, trace, n, rate, (snr_min, snr_max), seed)
     cfg = EdgeConfig(model=model, cloud_gpu=cloud_gpu, edge_gpu=edge_gpu,
-                     edge_sm_budget=edge_sm_budget, window_ms=window_ms).with_(
-        uplink_mhz=uplink_mhz, backhaul_gbps=backhaul_gbps).validate()
+                     edge_sm_budget=edge_sm_budget, cloud_sm_budget=cloud_sm_budget,
+                     window_ms=window_ms).with_(
+        uplink_mhz=uplink_mhz, backhaul_gbps=backhaul_gbps, wan_ms=wan_ms).validate()
     summaries = []
     for name in policy:
         err_console.print(f"replaying {len(reqs)} requests through {name} ...")
@@ -138,3 +154,52 @@ def generate(
         emit_json(dict(path=str(path), requests=n))
     else:
         out_console.print(f"wrote {n} requests to {path}")
+
+
+@app.command()
+@handle_errors
+def harness(
+    n: int = typer.Option(30, "--n", help="Requests in the stream."),
+    rate: float = typer.Option(4.0, "--rate", help="Arrival rate, req/s."),
+    backhaul_mbps: float = typer.Option(20.0, "--backhaul-mbps"),
+    backhaul_ms: float = typer.Option(5.0, "--backhaul-ms", help="One-way site<->site delay."),
+    wan_ms: float = typer.Option(40.0, "--wan-ms", help="One-way device<->cloud delay."),
+    shaping: str = typer.Option("auto", "--shaping", help="auto|tc|paced"),
+    policy: list[str] = typer.Option(["cloud", "split", "mix", "disagg", "online"], "--policy"),
+    seed: int = typer.Option(0, "--seed"),
+    out: Path = typer.Option(None, "--out", help="Write harness_requests.parquet and "
+                             "harness_summary.json here."),
+    json_out: bool = typer.Option(False, "--json", help="Print one JSON document."),
+) -> None:
+    """Real split serving: cloud and edge processes (random-init Llama on CPU), KV over a
+    shaped TCP link; every mode and the router on one stream, measured vs predicted."""
+    import polars as pl
+
+    from schedlab.core.errors import BadInputError
+    from schedlab.edge_llm.harness import MODES, LinkSpec, headline
+
+    for name in policy:
+        if name != "online" and name not in MODES:
+            raise BadInputError(f"unknown policy {name!r}; valid: online, {', '.join(MODES)}",
+                                field="policy")
+    link = LinkSpec(backhaul_mbps, backhaul_ms, wan_ms, shaping).validate()
+    if out is not None:
+        ensure_directory(out)
+    err_console.print("starting the cloud and edge processes, profiling, replaying ...")
+    results = headline(n, rate, seed, link, policies=tuple(policy))
+    rows = [dict(policy=r["policy"], **{k: v for k, v in x.items() if k != "tokens"})
+            for r in results for x in r["rows"]]
+    summaries = [{k: v for k, v in r.items() if k != "rows"} for r in results]
+    if out is not None:
+        write_frame(pl.DataFrame(rows), out / "harness_requests.parquet")
+        write_text(out / "harness_summary.json", json.dumps(summaries, indent=2))
+    if json_out:
+        emit_json(dict(link=link.__dict__, summaries=summaries))
+        return
+    keys = ("policy", "mean_e2e", "p95_e2e", "mean_ttft", "mean_kv_s", "n_cloud", "n_split",
+            "n_mix", "n_disagg", "ttft_mape", "e2e_mape", "mean_e2e_err")
+    table = Table(*keys, title=f"harness ({summaries[0]['shaping']} shaping, "
+                  f"{backhaul_mbps:g} Mbit/s backhaul, {wan_ms:g} ms WAN)")
+    for s in summaries:
+        table.add_row(*(f"{s[k]:.3g}" if isinstance(s[k], float) else str(s[k]) for k in keys))
+    out_console.print(table)

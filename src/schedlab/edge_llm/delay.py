@@ -111,6 +111,10 @@ class GpuTiming:
         self.chunk = chunk_tokens
         self.saturation = decode_saturation
         cal, gpu, m = cost.calibration, cost.gpu, cost.model
+        from schedlab.edge_llm.calibration import correction_for
+
+        # per-(GPU, model) step correction fitted to Vidur's tp=1 profiles (calibration.py)
+        self.correction = correction_for(gpu.name, m.name) if cost.tp == 1 else None
         # ridge point of a GEMM (tokens where 2KNT/(eff·peak) = KN·dtype/(eff_hbm·HBM))
         self.ridge = (m.dtype_bytes * cal.gemm_efficiency * gpu.bf16_tflops * 1e12
                       / (2.0 * cal.hbm_efficiency * gpu.hbm_gbs * 1e9))
@@ -126,8 +130,17 @@ class GpuTiming:
     def step_ms(self, tokens: float, seqs: int, share: float = 1.0, efficiency: float = 1.0
                 ) -> float:
         """Dense part (weights, norms, LM head) of one step, milliseconds, incl. overhead."""
-        return (self.cost.overhead_ms + self.cost.dense_ms(tokens, seqs)
+        return (self.cost.overhead_ms + self.dense_ms(tokens, seqs)
                 * self.slowdown(tokens, share, efficiency))
+
+    def dense_ms(self, tokens: float, seqs: int) -> float:
+        """schedlab.llm's dense step with the profiled layers' correction applied."""
+        base = self.cost.dense_ms(tokens, seqs)
+        if self.correction is None:
+            return base
+        layers = self.cost.model.layers * (self.cost.layer_linear_ms(tokens)
+                                           + self.cost.layer_norm_ms(tokens))
+        return base + layers * (self.correction.factor(tokens) - 1.0)
 
     def prefill_s(self, lengths: list[int], pad_to: int, tile_m: int, efficiency: float,
                   speed: float = 1.0) -> float:
