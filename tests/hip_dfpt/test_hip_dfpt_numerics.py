@@ -120,9 +120,9 @@ def test_bad_runtime_input(work) -> None:
         Runtime(work.composed, make_balancer("hip-dfpt"), 0, 1)
 
 
-def test_non_lda_functionals_and_bad_bases_are_rejected() -> None:
-    with pytest.raises(ConfigError, match="LDA"):
-        ground_state(builtin_molecule("h2"), "sto-3g", xc="b3lyp")
+def test_meta_gga_functionals_and_bad_bases_are_rejected() -> None:
+    with pytest.raises(ConfigError, match="LDA and GGA"):
+        ground_state(builtin_molecule("h2"), "sto-3g", xc="tpss")
     with pytest.raises(ConfigError):
         ground_state(builtin_molecule("h2"), "no-such-basis")
 

@@ -19,7 +19,8 @@ app = typer.Typer(
     add_completion=False,
 )
 
-MOLECULE_HELP = "An .xyz file (Angstrom) or a built-in molecule (see `molecules`)."
+MOLECULE_HELP = ("An .xyz file (Angstrom), a built-in molecule (see `molecules`) or alkane-N "
+                 "(C_nH_2n+2, e.g. alkane-40).")
 
 
 def _fmt(value: object) -> str:
@@ -66,9 +67,19 @@ def run(
     streams: int = typer.Option(2, "--streams", min=1, help="Streams per device."),
     balancer: str = typer.Option("hip-dfpt", "--balancer", help="hip-dfpt | round-robin | "
                                  "count-balanced | lpt-points | work-stealing"),
-    executor: str = typer.Option("local", "--executor", help="local (threads) | ray (actors)"),
+    executor: str = typer.Option("local", "--executor", help="local (threads) | process "
+                                 "(one OS process per device, shared memory) | ray (actors)"),
     grid_level: int = typer.Option(1, "--grid-level", min=0, max=9, help="PySCF grid level."),
-    xc: str = typer.Option("lda,vwn", "--xc", help="An LDA functional."),
+    xc: str = typer.Option("lda,vwn", "--xc", help="LDA, GGA or hybrid functional (PySCF "
+                           "name: lda,vwn | pbe | pbe0 | b3lyp ...)."),
+    cache_ao: bool = typer.Option(True, "--cache-ao/--ao-on-the-fly", help="Keep every "
+                                  "task's basis values, or compute them per task (memory "
+                                  "grows with the batch, not grid x basis)."),
+    replan: str = typer.Option("model", "--replan", help="model (plan once from the 5% "
+                               "sample) | measured (re-plan on the live task times)"),
+    deterministic: bool = typer.Option(True, "--deterministic/--float-sum", help="Exact "
+                                       "fixed-point reduction (bit-identical for any device "
+                                       "count) or plain float summation."),
     charge: int = typer.Option(0, "--charge", help="Molecular charge (closed shell)."),
     pool: bool = typer.Option(True, "--pool/--no-pool", help="Pooled device buffers."),
     gpu: bool = typer.Option(False, "--gpu", help="Run the kernels with CuPy on a GPU."),
@@ -81,17 +92,21 @@ def run(
     from schedlab.hip_dfpt.policies import make_balancer
     from schedlab.hip_dfpt.workloads import load_molecule
 
-    if executor not in ("local", "ray"):
-        raise ConfigError(f"unknown executor '{executor}'; valid: local, ray", field="executor")
+    if executor not in ("local", "process", "ray"):
+        raise ConfigError(f"unknown executor '{executor}'; valid: local, process, ray",
+                          field="executor")
+    if replan not in ("model", "measured"):
+        raise ConfigError(f"unknown --replan '{replan}'; valid: model, measured",
+                          field="replan")
     make_balancer(balancer)  # fail on a bad name before the SCF
     mol = load_molecule(molecule, charge)
     with err_console.status(f"SCF and task build for {mol.name}/{basis}"):
-        work = prepare(mol, basis, grid_level, xc)
+        work = prepare(mol, basis, grid_level, xc, cache_ao=cache_ao)
         reference = reference_polarizability(work.system)
     with err_console.status(f"CPHF through the runtime ({balancer}, {workers}x{streams})"):
         result = run_polarizability(work, balancer, reference, workers, streams, executor,
-                                    seed, pool, gpu)
-    summary = dict(molecule=mol.name, basis=basis, executor=executor, workers=workers,
+                                    seed, pool, gpu, replan, deterministic)
+    summary = dict(molecule=mol.name, basis=basis, xc=xc, executor=executor, workers=workers,
                    streams=streams, raw_batches=len(work.raw.tasks),
                    micro_tasks=len(work.composed.tasks), vxc_error=work.vxc_error,
                    **result.summary(), alpha=result.alpha.tolist())

@@ -47,13 +47,19 @@ class Workload:
 
 
 def prepare(molecule: Molecule, basis: str, grid_level: int = 1, xc: str = "lda,vwn",
-            composition: CompositionConfig = CPU_COMPOSITION) -> Workload:
-    """Ground state, raw batches and composed micro-tasks; checks the task data vs PySCF."""
+            composition: CompositionConfig = CPU_COMPOSITION, cache_ao: bool = True,
+            raw_store: bool = True) -> Workload:
+    """Ground state, raw batches and composed micro-tasks; checks the task data vs PySCF.
+
+    ``cache_ao=False`` keeps no basis values (computed on the fly per task); ``raw_store=False``
+    keeps only the raw batches' features, not their task data (a large molecule's memory)."""
     start = time.perf_counter()
     system = ground_state(molecule, basis, xc, grid_level)
     batches = octree_batches(system.coords, BATCH_CELL, BATCH_POINTS)
-    raw = build_store(system, batches)
-    composed = build_store(system, compose_batches(batches, raw.features, composition))
+    raw = build_store(system, batches, cache_ao)
+    composed = build_store(system, compose_batches(batches, raw.features, composition), cache_ao)
+    if not raw_store:
+        raw = TaskStore([], raw.features, raw.nao, raw.electrons, raw.vxc, cache_ao)
     vxc_error = float(np.abs(composed.vxc - reference_vxc(system)).max())
     return Workload(system, raw, composed, vxc_error, time.perf_counter() - start)
 
@@ -77,9 +83,20 @@ class PolarizabilityRun:
             mean_iteration_s=float(np.mean([x.wall for x in h])),
             live_balance=float(np.mean([x.balance for x in h])),
             live_wall_balance=float(np.mean([x.wall_balance for x in h])),
+            live_cpu_balance=_mean_after_first([x.cpu_balance for x in h]),
+            live_cpu_balance_first=float(h[0].cpu_balance) if h else float("nan"),
+            overhead_fraction=float(np.nanmean([x.overhead_fraction for x in h]))
+            if any(np.isfinite(x.overhead_fraction) for x in h) else float("nan"),
             pool_hit_rate=self.runtime.pool_stats.hit_rate,
             pool_allocations=self.runtime.pool_stats.allocations,
             steals=int(sum(x.steals for x in h)), seconds=self.seconds)
+
+
+def _mean_after_first(values: list[float]) -> float:
+    """Mean over iterations 2.. (iteration 1 runs the model's plan; later ones may re-plan on
+    the live times); the only iteration if there is one."""
+    rest = values[1:] or values
+    return float(np.mean(rest)) if rest else float("nan")
 
 
 def reference_polarizability(system: DFTSystem) -> np.ndarray:
@@ -89,11 +106,13 @@ def reference_polarizability(system: DFTSystem) -> np.ndarray:
 
 def run_polarizability(work: Workload, balancer: str, reference: np.ndarray, devices: int,
                        streams: int, backend: str = "local", seed: int = 0,
-                       pooled: bool = True, gpu: bool = False) -> PolarizabilityRun:
+                       pooled: bool = True, gpu: bool = False, replan: str = "model",
+                       deterministic: bool = True) -> PolarizabilityRun:
     """The CPHF polarisability with every grid integration done by the runtime."""
     start = time.perf_counter()
     runtime = Runtime(work.composed, make_balancer(balancer), devices, streams,
-                      pooled=pooled, backend=backend, gpu=gpu, seed=seed)
+                      pooled=pooled, backend=backend, gpu=gpu, seed=seed, replan=replan,
+                      deterministic=deterministic)
     coulomb = coulomb_response(work.system)
     try:
         alpha, calls = polarizability(work.system, lambda dm1: runtime.apply(dm1) + coulomb(dm1))

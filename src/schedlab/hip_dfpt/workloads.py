@@ -20,7 +20,7 @@ from pathlib import Path
 
 import numpy as np
 
-from schedlab.core.errors import BadInputError, UnknownNameError
+from schedlab.core.errors import BadInputError, ConfigError, UnknownNameError
 
 #: element symbols H..Xe with their atomic numbers (all-electron, light and medium elements)
 ELEMENTS: tuple[str, ...] = (
@@ -154,6 +154,44 @@ _BUILTIN: dict[str, str] = {
 }
 
 
+def _benzene() -> str:
+    angles = np.arange(6) * np.pi / 3
+    carbons = [f"C {1.39 * np.cos(a):.5f} {1.39 * np.sin(a):.5f} 0" for a in angles]
+    hydrogens = [f"H {2.47 * np.cos(a):.5f} {2.47 * np.sin(a):.5f} 0" for a in angles]
+    return "; ".join(carbons + hydrogens)
+
+
+_BUILTIN["benzene"] = _benzene()
+
+
+def alkane(carbons: int) -> Molecule:
+    """A straight-chain alkane C_nH_(2n+2), all-trans zig-zag (C-C 1.54 A, C-H 1.09 A,
+    tetrahedral angles): a scalable test molecule (``alkane-40`` is 122 atoms)."""
+    if not 1 <= carbons <= 2000:
+        raise ConfigError(f"an alkane needs 1..2000 carbons, got {carbons}", field="molecule")
+    if carbons == 1:
+        methane = builtin_molecule("methane")
+        return Molecule("alkane-1", methane.symbols, methane.coords, 0)
+    half = np.deg2rad(109.47 / 2)
+    step, rise = 1.54 * np.sin(half), 1.54 * np.cos(half)
+    symbols, coords = [], []
+    for i in range(carbons):
+        up = i % 2 == 1
+        c = np.array([i * step, rise if up else 0.0, 0.0])
+        symbols.append("C")
+        coords.append(c)
+        away = 1.0 if up else -1.0
+        for side in (1.0, -1.0):
+            symbols.append("H")
+            coords.append(c + 1.09 * np.array([0.0, away * np.cos(half), side * np.sin(half)]))
+        for end, direction in ((0, -1.0), (carbons - 1, 1.0)):
+            if i == end:  # the missing chain neighbour's direction carries one more H
+                neighbour = np.array([direction * step, (-rise if up else rise), 0.0])
+                symbols.append("H")
+                coords.append(c + 1.09 * neighbour / np.linalg.norm(neighbour))
+    return Molecule(f"alkane-{carbons}", tuple(symbols), np.array(coords), 0)
+
+
 def builtin_molecules() -> list[str]:
     return sorted(_BUILTIN)
 
@@ -161,6 +199,8 @@ def builtin_molecules() -> list[str]:
 def builtin_molecule(name: str, charge: int = 0) -> Molecule:
     """A small closed-shell molecule shipped with schedlab (geometries in Angstrom); a
     ``charge`` that leaves an open shell is refused like one in an XYZ file."""
+    if name.startswith("alkane-") and name[7:].isdigit() and not charge:
+        return alkane(int(name[7:]))
     if name not in _BUILTIN:
         raise UnknownNameError("molecule", name, builtin_molecules())
     symbols, coords = [], []
@@ -178,6 +218,8 @@ def load_molecule(spec: str | Path, charge: int = 0) -> Molecule:
     text = str(spec)
     if text in _BUILTIN:
         return builtin_molecule(text, charge)
+    if text.startswith("alkane-") and text[7:].isdigit():
+        return alkane(int(text[7:]))
     if text.endswith(".xyz") or Path(text).exists():
         return read_xyz(text, charge)
     raise UnknownNameError("molecule (or .xyz file)", text, builtin_molecules())

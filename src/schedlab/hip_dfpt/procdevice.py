@@ -1,0 +1,358 @@
+"""Devices as OS processes over shared memory (``multiprocessing`` + ``shared_memory``).
+
+Each device is a spawned process that maps, zero-copy, one shared arena holding every task's
+data (basis values when cached, else the grid points; the XC kernel; AO indices), the grid
+coordinates, the response density matrices of the current iteration, its own output slot and the
+per-task time arrays. Per iteration the parent writes the density matrices once and sends each
+device the ids of its tasks (a few kB through a pipe); the device's streams (threads) run them,
+write each task's wall and thread-CPU time into the shared time arrays at the task's id, merge
+their exact fixed-point partials into the device's output slot and answer with the iteration's
+process CPU time. Nothing per task crosses a process boundary, which keeps the backend's
+overhead (CPU outside the tasks) a small share of the task time; it is measured every
+iteration (``IterationStats.overhead_fraction``).
+
+With fixed-point accumulation (the default) every device count gives bit-identical results.
+Tasks stay with their process, so a stealing plan runs as its initial split, as on Ray.
+"""
+
+from __future__ import annotations
+
+import os
+import secrets
+import subprocess
+import sys
+import threading
+import time
+from multiprocessing import shared_memory
+from multiprocessing.connection import Client, Listener
+from typing import Any
+
+import numpy as np
+
+from schedlab.core.errors import ConfigError
+from schedlab.hip_dfpt.dft import TaskStore
+from schedlab.hip_dfpt.kernels import AoSource, StoredTask, response_task
+from schedlab.hip_dfpt.memory import BufferPool, NoPool, PoolStats, merge_stats
+from schedlab.hip_dfpt.policies import Plan
+from schedlab.hip_dfpt.reduction import FixedPoint
+
+#: the most response matrices one call may carry (the polarisability has 3)
+MAX_DMS = 3
+#: seconds a device may take to start (spawn + imports) or to finish one iteration
+START_TIMEOUT, RUN_TIMEOUT = 120.0, 3600.0
+
+Spec = dict[str, tuple[int, tuple[int, ...], str]]  # name -> (offset, shape, dtype)
+
+
+class Arena:
+    """Named arrays packed into one ``SharedMemory`` block (64-byte aligned)."""
+
+    def __init__(self, arrays: dict[str, np.ndarray]) -> None:
+        self.spec: Spec = {}
+        offset = 0
+        for name, array in arrays.items():
+            self.spec[name] = (offset, tuple(array.shape), array.dtype.str)
+            offset += -(-max(array.nbytes, 8) // 64) * 64
+        self.shm = shared_memory.SharedMemory(create=True, size=max(offset, 64))
+        self.name = self.shm.name
+        views = attach_views(self.shm, self.spec)
+        for name, array in arrays.items():
+            views[name][...] = array
+        self.views = views
+
+    def close(self) -> None:
+        self.views = {}
+        self.shm.close()
+        self.shm.unlink()
+
+
+def attach_views(shm: shared_memory.SharedMemory, spec: Spec) -> dict[str, np.ndarray]:
+    return {name: np.ndarray(shape, dtype=np.dtype(dt), buffer=shm.buf, offset=off)
+            for name, (off, shape, dt) in spec.items()}
+
+
+def pack_tasks(store: TaskStore, coords: np.ndarray | None) -> dict[str, np.ndarray]:
+    """Flatten every task into a few arrays plus an int64 table of offsets and shapes."""
+    tasks = store.tasks
+    gga = bool(tasks and tasks[0].gga)
+    # table columns: ao offset, fxc offset, idx offset, points offset, n_points, n_cols, branch
+    table = np.zeros((len(tasks), 7), dtype=np.int64)
+    ao_total = fxc_total = idx_total = pts_total = 0
+    for i, t in enumerate(tasks):
+        n_g, n_c = t.n_points, len(t.idx)
+        table[i] = (ao_total, fxc_total, idx_total, pts_total, n_g, n_c, t.branch)
+        ao_total += t.ao.size if t.ao is not None else 0
+        fxc_total += t.fxc_w.size
+        idx_total += n_c
+        pts_total += len(t.points) if t.points is not None else 0
+    ao = np.empty(ao_total)
+    fxc, idx, pts = np.empty(fxc_total), np.empty(idx_total, np.int64), np.empty(pts_total,
+                                                                               np.int64)
+    for i, t in enumerate(tasks):
+        a, f, x, p, n_g, n_c, _ = table[i]
+        if t.ao is not None:
+            ao[a:a + t.ao.size] = t.ao.ravel()
+        fxc[f:f + t.fxc_w.size] = t.fxc_w.ravel()
+        idx[x:x + n_c] = t.idx
+        if t.points is not None:
+            pts[p:p + len(t.points)] = t.points
+    arrays = dict(table=table, ao=ao, fxc=fxc, idx=idx, points=pts,
+                  gga=np.array([int(gga), int(store.cached)], dtype=np.int64))
+    if coords is not None:
+        arrays["coords"] = np.ascontiguousarray(coords, dtype=np.float64)
+    return arrays
+
+
+def unpack_tasks(views: dict[str, np.ndarray]) -> list[StoredTask]:
+    """Zero-copy task views over the shared arena."""
+    gga, cached = (bool(v) for v in views["gga"])
+    nd = 4 if gga else 1
+    tasks = []
+    for a, f, x, p, n_g, n_c, branch in views["table"].tolist():
+        ao = None
+        if cached:
+            flat = views["ao"][a:a + nd * n_g * n_c]
+            ao = flat.reshape((4, n_g, n_c) if gga else (n_g, n_c))
+        fflat = views["fxc"][f:f + (16 if gga else 1) * n_g]
+        fxc = fflat.reshape((4, 4, n_g)) if gga else fflat
+        points = views["points"][p:p + n_g] if not cached else None
+        tasks.append(StoredTask(ao, views["idx"][x:x + n_c], fxc, int(branch), points))
+    return tasks
+
+
+def _attach(name: str) -> shared_memory.SharedMemory:
+    """Map the parent's block without adopting it: before Python 3.13 every attaching process
+    registers the block with its own resource tracker, which unlinks it when that process
+    exits; the parent owns (and unlinks) it."""
+    shm = shared_memory.SharedMemory(name=name)
+    from multiprocessing import resource_tracker
+
+    try:
+        resource_tracker.unregister(shm._name, "shared_memory")  # type: ignore[attr-defined]
+    except Exception:  # noqa: BLE001 - tracker absent or already unregistered
+        pass
+    return shm
+
+
+def _worker(device: int, streams: int, pooled: bool, deterministic: bool, arena: tuple,
+            io: tuple, mol_dump: str | None, conn: Any) -> None:
+    """A device process: map the arenas, then run ("run", ndm, task ids) until "stop"."""
+    try:
+        from threadpoolctl import threadpool_limits
+
+        threadpool_limits(limits=1, user_api="blas")
+    except ImportError:
+        pass
+    from pyscf import lib
+
+    lib.num_threads(1)
+    data_shm, io_shm = _attach(arena[0]), _attach(io[0])
+    try:
+        views, iov = attach_views(data_shm, arena[1]), attach_views(io_shm, io[1])
+        tasks = unpack_tasks(views)
+        source = None
+        if mol_dump is not None:
+            from pyscf import gto
+
+            source = AoSource(gto.loads(mol_dump), views["coords"], tasks[0].gga)
+        allocs = [BufferPool() for _ in range(1)] * streams if pooled else [
+            NoPool() for _ in range(streams)]
+        nao = iov["dms"].shape[1]
+        conn.send(("ready", device))
+        while True:
+            message = conn.recv()
+            if message[0] == "stop":
+                break
+            _, ndm, ids = message
+            conn.send(("done", _run(device, streams, deterministic, tasks, ids,
+                                    iov, ndm, nao, allocs, source)))
+    except Exception as exc:  # noqa: BLE001 - reported to the parent as one line
+        conn.send(("error", f"device {device}: {type(exc).__name__}: {exc}"))
+    finally:
+        data_shm.close()
+        io_shm.close()
+
+
+def _run(device: int, streams: int, deterministic: bool, tasks: list[StoredTask],
+         ids: np.ndarray, iov: dict[str, np.ndarray], ndm: int, nao: int, allocs: list,
+         source: AoSource | None) -> dict[str, Any]:
+    start, cpu0 = time.perf_counter(), time.process_time()
+    dms = iov["dms"][:ndm]
+    wall, cpu = iov["task_wall"], iov["task_cpu"]
+    order = ids.tolist()
+    cursor = [0]
+    lock = threading.Lock()
+    parts = [FixedPoint((ndm, nao, nao)) if deterministic else np.zeros((ndm, nao, nao))
+             for _ in range(streams)]
+
+    def stream(s: int) -> None:
+        while True:
+            with lock:
+                k = cursor[0]
+                cursor[0] += 1
+            if k >= len(order):
+                return
+            task = order[k]
+            t0, c0 = time.perf_counter(), time.thread_time()
+            response_task(tasks[task], dms, parts[s], allocs[s], np, source)
+            cpu[task] = time.thread_time() - c0
+            wall[task] = time.perf_counter() - t0
+
+    if streams == 1:
+        stream(0)
+    else:
+        threads = [threading.Thread(target=stream, args=(s,)) for s in range(streams)]
+        for t in threads:
+            t.start()
+        for t in threads:
+            t.join()
+    hi, lo = iov["out_hi"][device, :ndm], iov["out_lo"][device, :ndm]
+    if deterministic:
+        total = parts[0]
+        for part in parts[1:]:
+            total.merge(part)
+        total.carry()
+        hi[...], lo[...] = total.hi, total.lo
+    else:
+        iov["out_float"][device, :ndm] = sum(parts[1:], parts[0])
+    end = time.perf_counter()
+    pool = merge_stats(list({id(a): a.stats for a in allocs}.values()))
+    return dict(start=start, end=end, process_cpu=time.process_time() - cpu0,
+                pool=(pool.requests, pool.hits, pool.allocations, pool.bytes_allocated,
+                      pool.peak_in_use))
+
+
+class ProcessBackend:
+    """D device processes (spawned), each with S stream threads, over shared memory."""
+
+    def __init__(self, store: TaskStore, devices: int, streams: int, pooled: bool, xp: Any,
+                 deterministic: bool = True) -> None:
+        if xp is not np:
+            raise ConfigError("the process backend runs on CPU (use --executor local with "
+                              "--gpu)", field="executor")
+        self.devices, self.nao, self.ntasks = devices, store.nao, len(store.tasks)
+        coords = mol_dump = None
+        if not store.cached:
+            source = store.ao_source
+            coords, mol_dump = source.coords, source.mol.dumps()  # type: ignore[union-attr]
+        self.arena = Arena(pack_tasks(store, coords))
+        shape = (devices, MAX_DMS, store.nao, store.nao)
+        self.io = Arena(dict(
+            dms=np.zeros((MAX_DMS, store.nao, store.nao)),
+            out_hi=np.zeros(shape, np.int64), out_lo=np.zeros(shape, np.int64),
+            out_float=np.zeros(shape) if not deterministic else np.zeros(1),
+            task_wall=np.full(self.ntasks, np.nan), task_cpu=np.full(self.ntasks, np.nan)))
+        self.deterministic = deterministic
+        self.conns, self.procs = [], []
+        key = secrets.token_bytes(32)
+        listener = Listener(family="AF_UNIX", authkey=key)
+        env = dict(os.environ, HIP_DFPT_AUTHKEY=key.hex(), OMP_NUM_THREADS="1",
+                   OPENBLAS_NUM_THREADS="1", MKL_NUM_THREADS="1")
+        try:
+            for _ in range(devices):
+                # a fresh interpreter per device (not fork: PySCF's OpenMP is not fork-safe;
+                # not multiprocessing's spawn: that re-imports the caller's main script)
+                self.procs.append(subprocess.Popen(
+                    [sys.executable, "-m", "schedlab.hip_dfpt.procdevice", listener.address],
+                    env=env, stdin=subprocess.DEVNULL))
+            for d in range(devices):
+                conn = self._accept(listener)
+                conn.send((d, streams, pooled, deterministic, (self.arena.name, self.arena.spec),
+                           (self.io.name, self.io.spec), mol_dump))
+                self.conns.append(conn)
+            for conn in self.conns:
+                self._receive(conn, START_TIMEOUT, "ready")
+        except BaseException:
+            self.close()
+            raise
+        finally:
+            listener.close()
+
+    def _accept(self, listener: Listener) -> Any:
+        box: list[Any] = []
+        thread = threading.Thread(target=lambda: box.append(listener.accept()), daemon=True)
+        thread.start()
+        deadline = time.monotonic() + START_TIMEOUT
+        while thread.is_alive() and time.monotonic() < deadline:
+            thread.join(0.2)
+            dead = [p.returncode for p in self.procs if p.poll() is not None]
+            if dead and not box:
+                raise ConfigError(f"a device process exited at start (code {dead[0]})",
+                                  field="executor")
+        if not box:
+            raise ConfigError(f"no device process connected in {START_TIMEOUT:.0f} s",
+                              field="executor")
+        return box[0]
+
+    def _receive(self, conn: Any, timeout: float, expect: str) -> Any:
+        if not conn.poll(timeout):
+            raise ConfigError(f"a device process gave no '{expect}' in {timeout:.0f} s",
+                              field="executor")
+        try:
+            kind, payload = conn.recv()
+        except EOFError:
+            raise ConfigError(f"a device process died before '{expect}'",
+                              field="executor") from None
+        if kind == "error":
+            raise ConfigError(str(payload), field="executor")
+        return payload
+
+    def execute(self, plan: Plan, dms: Any, seed: int) -> list[Any]:
+        from schedlab.hip_dfpt.runtime import DeviceResult
+
+        ndm = dms.shape[0]
+        if ndm > MAX_DMS:
+            raise ConfigError(f"the process backend takes at most {MAX_DMS} response matrices "
+                              f"per call, got {ndm}", field="dms")
+        views = self.io.views
+        views["dms"][:ndm] = dms
+        views["task_wall"][...] = np.nan
+        views["task_cpu"][...] = np.nan
+        assignment = [plan.device_tasks(d) for d in range(plan.devices)]
+        for conn, ids in zip(self.conns, assignment, strict=True):
+            conn.send(("run", ndm, ids))
+        replies = [self._receive(conn, RUN_TIMEOUT, "done") for conn in self.conns]
+        results = []
+        for d, (ids, reply) in enumerate(zip(assignment, replies, strict=True)):
+            wall, cpu = views["task_wall"][ids], views["task_cpu"][ids]
+            if self.deterministic:
+                out = FixedPoint((ndm, self.nao, self.nao), np, views["out_hi"][d, :ndm].copy(),
+                                 views["out_lo"][d, :ndm].copy())
+            else:
+                out = views["out_float"][d, :ndm].copy()
+            results.append(DeviceResult(
+                out=out, task_seconds=dict(zip(ids.tolist(), wall.tolist(), strict=True)),
+                start=reply["start"], end=reply["end"], steals=0,
+                pool=PoolStats(*reply["pool"]),
+                task_cpu=dict(zip(ids.tolist(), cpu.tolist(), strict=True)),
+                overhead_cpu=float(reply["process_cpu"] - cpu.sum())))
+        return results
+
+    def close(self) -> None:
+        for conn in self.conns:
+            try:
+                conn.send(("stop",))
+            except (BrokenPipeError, OSError):
+                pass
+        for proc in self.procs:
+            try:
+                proc.wait(timeout=10)
+            except subprocess.TimeoutExpired:
+                proc.terminate()
+                proc.wait(timeout=10)
+        self.conns, self.procs = [], []
+        for arena in ("arena", "io"):
+            if hasattr(self, arena):
+                getattr(self, arena).close()
+
+
+def main(address: str) -> None:
+    """Entry point of a device process: connect back, take the configuration, serve."""
+    conn = Client(address, authkey=bytes.fromhex(os.environ["HIP_DFPT_AUTHKEY"]))
+    config = conn.recv()
+    _worker(*config, conn)
+    conn.close()
+
+
+if __name__ == "__main__":
+    main(sys.argv[1])

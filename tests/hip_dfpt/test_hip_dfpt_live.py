@@ -1,0 +1,156 @@
+"""Issue 38: live measured balance over OS processes, exact reductions, GGA/hybrid kernels
+and on-the-fly basis values. Real PySCF molecules, real device processes over shared memory."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from schedlab.core.errors import ConfigError, UnknownNameError
+from schedlab.hip_dfpt.reduction import FixedPoint
+from schedlab.hip_dfpt.workloads import alkane, load_molecule
+
+pytest.importorskip("pyscf")
+
+from schedlab.hip_dfpt.dft import coulomb_response, pyscf_response  # noqa: E402
+from schedlab.hip_dfpt.pipeline import (  # noqa: E402
+    prepare,
+    reference_polarizability,
+    run_polarizability,
+)
+from schedlab.hip_dfpt.policies import make_balancer  # noqa: E402
+from schedlab.hip_dfpt.runtime import Runtime  # noqa: E402
+
+
+def _random_dms(nao: int, seed: int = 0) -> np.ndarray:
+    dms = np.random.default_rng(seed).standard_normal((3, nao, nao))
+    return dms + dms.transpose(0, 2, 1)
+
+
+@pytest.fixture(scope="module")
+def pbe():
+    return prepare(load_molecule("water"), "sto-3g", 1, "pbe", cache_ao=False)
+
+
+@pytest.fixture(scope="module")
+def pbe_reference(pbe):
+    return reference_polarizability(pbe.system)
+
+
+@settings(max_examples=30, deadline=None)
+@given(st.integers(0, 2**32 - 1), st.integers(1, 6), st.floats(-12, 3))
+def test_fixed_point_sum_is_exact_and_partition_free(seed: int, parts: int, scale: float):
+    import math
+
+    rng = np.random.default_rng(seed)
+    blocks = [rng.standard_normal((2, 3, 3)) * 10 ** rng.uniform(scale - 3, scale)
+              for _ in range(40)]
+    whole = FixedPoint((2, 3, 3))
+    for b in blocks:
+        whole.add_block(b)
+    split = [FixedPoint((2, 3, 3)) for _ in range(parts)]
+    for k in rng.permutation(len(blocks)):
+        split[k % parts].add_block(blocks[k])
+    total = split[0]
+    for other in split[1:]:
+        total.merge(other)
+    a, b = whole.value(), total.value()
+    assert np.array_equal(a, b)
+    exact = np.array([math.fsum(x.flat[j] for x in blocks) for j in range(18)]).reshape(2, 3, 3)
+    assert np.allclose(a, exact, rtol=0, atol=1e-21 + 1e-15 * np.abs(exact))
+
+
+def test_fixed_point_refuses_out_of_range_blocks():
+    with pytest.raises(ConfigError, match="fixed-point range"):
+        FixedPoint((1, 1, 1)).add_block(np.full((1, 1, 1), 2.0**45))
+    with pytest.raises(ConfigError):
+        FixedPoint((1, 1, 1)).add_block(np.full((1, 1, 1), np.nan))
+
+
+def test_pbe_response_and_polarisability_match_pyscf(pbe, pbe_reference):
+    assert pbe.vxc_error < 1e-10
+    dms = _random_dms(pbe.system.nao)
+    ours = Runtime(pbe.composed, make_balancer("hip-dfpt"), 2, 2).apply(dms)
+    ours = ours + coulomb_response(pbe.system)(dms)
+    theirs = pyscf_response(pbe.system)(dms)
+    assert np.abs(ours - theirs).max() / np.abs(theirs).max() <= 1e-10
+    run = run_polarizability(pbe, "hip-dfpt", pbe_reference, 2, 1)
+    assert run.relative_error <= 1e-10
+
+
+@pytest.mark.parametrize("xc", ["pbe0", "b3lyp", "camb3lyp"])
+def test_hybrid_response_uses_pyscf_exchange_and_matches(xc: str):
+    work = prepare(load_molecule("h2"), "6-31g", 1, xc)
+    dms = _random_dms(work.system.nao, 1)
+    ours = Runtime(work.composed, make_balancer("hip-dfpt"), 1, 2).apply(dms)
+    ours = ours + coulomb_response(work.system)(dms)
+    theirs = pyscf_response(work.system)(dms)
+    assert np.abs(ours - theirs).max() / np.abs(theirs).max() <= 1e-10
+
+
+def test_bit_identical_polarisability_1x1_vs_2x2_processes(pbe, pbe_reference):
+    one = run_polarizability(pbe, "hip-dfpt", pbe_reference, 1, 1)
+    two = run_polarizability(pbe, "hip-dfpt", pbe_reference, 2, 2, backend="process")
+    steal = run_polarizability(pbe, "work-stealing", pbe_reference, 3, 2)
+    assert np.array_equal(one.alpha.view(np.int64), two.alpha.view(np.int64))
+    assert np.array_equal(one.alpha.view(np.int64), steal.alpha.view(np.int64))
+    assert two.relative_error <= 1e-10
+
+
+def test_float_summation_is_the_order_dependent_baseline(pbe):
+    """Sanity check that the test above can fail: plain float sums differ in the last bits."""
+    dms = _random_dms(pbe.system.nao, 5)
+    outs = [Runtime(pbe.composed, make_balancer(b), d, s, deterministic=False).apply(dms)
+            for b, d, s in (("round-robin", 1, 1), ("hip-dfpt", 3, 2))]
+    assert np.allclose(outs[0], outs[1], rtol=1e-13, atol=1e-13)
+    assert not np.array_equal(outs[0], outs[1])
+
+
+def test_live_times_measured_in_place_over_four_processes(pbe):
+    runtime = Runtime(pbe.composed, make_balancer("hip-dfpt"), 4, 1, backend="process",
+                      replan="measured")
+    try:
+        dms = _random_dms(pbe.system.nao, 2)
+        first = runtime.apply(dms)
+        plan_before = [q.copy() for q in (runtime.plan.device_tasks(d) for d in range(4))]
+        second = runtime.apply(dms)
+        with pytest.raises(ConfigError, match="at most 3"):
+            runtime.apply(_random_dms(pbe.system.nao)[[0, 1, 2, 0]])
+    finally:
+        runtime.close()
+    assert np.array_equal(first, second)
+    for h in runtime.history:
+        assert np.isfinite(h.task_cpu).all() and (h.task_cpu > 0).all()
+        assert np.isfinite(h.task_seconds).all()
+        assert 1.0 <= h.cpu_balance < 2.0
+        assert 0.0 <= h.overhead_fraction < 1.0
+    # the plan was rebuilt from live times: every task still runs exactly once
+    assert sorted(np.concatenate(plan_before).tolist()) == list(range(len(pbe.composed.tasks)))
+
+
+def test_on_the_fly_basis_values_equal_cached_and_store_less(pbe):
+    cached = prepare(load_molecule("water"), "sto-3g", 1, "pbe", cache_ao=True)
+    dms = _random_dms(pbe.system.nao, 3)
+    a = Runtime(cached.composed, make_balancer("hip-dfpt"), 1, 1).apply(dms)
+    b = Runtime(pbe.composed, make_balancer("hip-dfpt"), 1, 1).apply(dms)
+    assert np.array_equal(a, b)
+    assert all(t.ao is None for t in pbe.composed.tasks)
+    ao_bytes = sum(t.ao.nbytes for t in cached.composed.tasks)
+    assert cached.composed.nbytes - pbe.composed.nbytes == ao_bytes > 0
+
+
+def test_alkane_geometry_and_names():
+    mol = alkane(10)
+    assert mol.symbols.count("C") == 10 and mol.symbols.count("H") == 22
+    d = np.linalg.norm(mol.coords[:, None] - mol.coords[None], axis=2) + np.eye(32) * 9
+    assert d.min() == pytest.approx(1.09, abs=1e-6)
+    assert load_molecule("alkane-3").symbols.count("H") == 8
+    with pytest.raises(ConfigError):
+        alkane(0)
+
+
+def test_bad_replan_name(pbe):
+    with pytest.raises(UnknownNameError, match="valid: model, measured"):
+        Runtime(pbe.composed, make_balancer("hip-dfpt"), 1, 1, replan="sometimes")
