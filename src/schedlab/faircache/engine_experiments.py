@@ -9,7 +9,11 @@ stays within 2U (Theorem 4.4, U = max(w_in·L_in, w_out·M), M the batch's token
 does not grow with time, while FCFS's grows with the backlog (the faster client gets twice the
 service); in on/off, the returning client is neither starved nor compensated.
 
-Every figure is measured on ``schedlab.llm.engine``: tokens served, **measured CPU time per
+The engine clock is a model of this machine's forward time fitted once per run
+(``fit_step_time``), so the schedulers' decisions are reproducible and differences between them
+are not run-to-run timing noise (with the measured clock, two runs of the *same* algorithm
+differed by 0.5-2.5x in max service difference on 2-second runs). Every other figure is
+measured on ``schedlab.llm.engine``: tokens served, **measured CPU time per
 tenant** (each tenant's forwards are timed separately), TTFT/TPOT; service difference and Jain
 on three yardsticks: *compute* (VTC's token units), *unified* (FairCache's cost) and *cpu*
 (seconds of measured CPU time: independent of both schedulers' counters). Arrival times are in
@@ -39,13 +43,26 @@ def _engine():
     return EngineOptions, TinyLlama, serve
 
 
-def capacity(model=None) -> float:
-    """Requests per engine-second the engine serves when saturated (measured)."""
-    EngineOptions, TinyLlama, serve = _engine()
-    model = model or TinyLlama(**MODEL)
+def calibrate(model) -> tuple[dict, object]:
+    """Fit this machine's forward time once (the engine clock of every run, so decisions are
+    reproducible) and price KV memory from it as the simulator does (``hbm_share`` of a
+    CPU-second's prefill tokens per byte of the KV pool)."""
+    from schedlab.faircache.accounting import CostWeights
+    from schedlab.llm.engine import fit_step_time
+
+    step = fit_step_time(model, OPTS["block_tokens"])
+    tokens_per_s = 1.0 / max(step[1], 1e-12)
+    block_bytes = 2 * model.layers * OPTS["block_tokens"] * model.kv_heads * model.head_dim * 4
+    p_kv = 0.5 * tokens_per_s / (OPTS["gpu_blocks"] * block_bytes)
+    return dict(OPTS, step_time=step), CostWeights(p_kv=p_kv, p_host=0.1 * p_kv)
+
+
+def capacity(model, opts: dict, weights) -> float:
+    """Requests per engine-second the engine serves when saturated."""
+    EngineOptions, _, serve = _engine()
     reqs = [Request(i, 0, 0.0, IN, OUT, ()) for i in range(2 * BATCH)]
-    res = serve(Trace(reqs, 16, "cap", ["t0"]), "fcfs", "lru", EngineOptions(**OPTS),
-                model=model)
+    res = serve(Trace(reqs, 16, "cap", ["t0"]), "fcfs", "lru", EngineOptions(**opts),
+                model=model, weights=weights)
     return len(reqs) / res.summary["engine_seconds"]
 
 
@@ -79,7 +96,7 @@ def vtc_workload(kind: str, cap: float, duration: float, seed: int) -> Trace:
     return Trace(reqs, 16, kind, ["t0", "t1"])
 
 
-def _row(kind, sched, label, res, u2) -> dict:
+def _row(kind, label, res, u2) -> dict:
     s = res.samples
     row = dict(scenario=kind, scheduler=label, bound_2u=u2,
                scheduler_share=res.summary["scheduler_share"],
@@ -112,26 +129,31 @@ def _both_backlogged_service(samples: pl.DataFrame, column: str) -> np.ndarray:
 
 def run_vtc_experiments(duration: float, seed: int, model=None) -> pl.DataFrame:
     EngineOptions, TinyLlama, serve = _engine()
+    from schedlab.faircache.accounting import CostWeights
+    from schedlab.faircache.policies import FairCacheScheduler
+
     model = model or TinyLlama(**MODEL)
-    cap = capacity(model)
+    base, weights = calibrate(model)
+    cap = capacity(model, base, weights)
     u2 = 2.0 * max(1.0 * IN, 2.0 * OPTS["gpu_blocks"] * OPTS["block_tokens"])
+    opts = EngineOptions(**base, stop_at=duration)
+    variants = [("vtc", "vtc", weights), (FairCacheScheduler, "faircache-cache-off", weights),
+                ("fcfs", "fcfs", weights),
+                # diagnosis: memory charged as it accrues (no prepayment), and not at all
+                (lambda: FairCacheScheduler(prepay_memory=False),
+                 "faircache-cache-off-in-arrears", weights),
+                (FairCacheScheduler, "faircache-cache-off-no-memory-price", CostWeights())]
     rows = []
     for kind in ("overload", "on-off"):
         trace = vtc_workload(kind, cap, duration, seed)
-        opts = EngineOptions(**OPTS, stop_at=duration)
-        for sched, label in (("vtc", "vtc"), ("faircache", "faircache-cache-off"),
-                             ("fcfs", "fcfs")):
-            res = serve(trace, sched, "lru", opts, model=model)
-            rows.append(_row(kind, sched, label, res, u2) | dict(capacity_rps=cap))
-        # diagnosis: the same FairCache with the running-KV memory price at zero
-        res = serve(trace, "faircache", "lru",
-                    EngineOptions(**{**OPTS, "hbm_share": 0.0}, stop_at=duration), model=model)
-        rows.append(_row(kind, "faircache", "faircache-cache-off-no-memory-price", res, u2)
-                    | dict(capacity_rps=cap))
+        for sched, label, w in variants:
+            res = serve(trace, sched if isinstance(sched, str) else sched(), "lru", opts,
+                        model=model, weights=w)
+            rows.append(_row(kind, label, res, u2) | dict(capacity_rps=cap))
     return pl.DataFrame(rows)
 
 
-@register("faircache", quick=dict(duration=2.0), full=dict(duration=6.0))
+@register("faircache", quick=dict(duration=4.0), full=dict(duration=12.0))
 def engine_vtc(duration: float, seed: int) -> Result:
     """VTC's overload and on/off experiments on the real engine, three yardsticks."""
     frame = run_vtc_experiments(duration, seed)

@@ -16,6 +16,7 @@ _EXPORTS = {
     "block_hashes": "serving",
     "request_tokens": "serving",
     "serve": "serving",
+    "fit_step_time": "serving",
 }
 
 __getattr__, __dir__, __all__ = lazy_exports(__name__, _EXPORTS)

@@ -15,9 +15,11 @@ fed ``(block_hash, computing tenant, cost)`` triples.
 
 Per-tenant time is measured, not modelled: each step runs one forward per tenant present in the
 batch (the tenant's prefills and decodes packed together), and the CPU time of that call is the
-tenant's. The engine clock is the sum of measured busy time (plus idle gaps to the next arrival),
-so a trace's arrival times are read in engine CPU-seconds, which keeps runs comparable on a
-loaded machine.
+tenant's. The engine clock (``step_time=None``) is the sum of measured busy time (plus idle
+gaps to the next arrival), so a trace's arrival times are read in engine CPU-seconds, which
+keeps runs comparable on a loaded machine; with ``step_time`` (fitted by ``fit_step_time``)
+the clock is that fitted model instead, which makes every scheduling decision reproducible
+(the per-tenant CPU time is still measured).
 """
 
 from __future__ import annotations
@@ -60,6 +62,10 @@ class EngineOptions(BaseModel):
     stop_at: float = math.inf  # end the run at this engine time (unfinished work is left)
     threads: int | None = Field(1, ge=1)  # torch intra-op threads (None: leave as is)
     tenant_weights: tuple[float, ...] | None = None
+    # engine clock: None = measured busy time; (c0, c_token, c_seq) = a fitted model of this
+    # machine's forward time (``fit_step_time``), so scheduling decisions are reproducible
+    # while per-tenant CPU time is still measured
+    step_time: tuple[float, float, float] | None = None
 
     @field_validator("tenant_weights")
     @classmethod
@@ -366,6 +372,7 @@ class RealEngine:
         for seq in running.values():
             groups.setdefault(seq.req.tenant, []).append(seq)
         busy = self._step_extra
+        modelled = 0.0
         out = np.zeros(self.n_tenants)
         ctx = np.zeros(self.n_tenants)
         for t, seqs in groups.items():
@@ -376,6 +383,10 @@ class RealEngine:
             dt = time.process_time() - t0
             self.cpu_s[t] += dt
             busy += dt
+            if self.opt.step_time is not None:
+                c0, c_tok, c_seq = self.opt.step_time
+                n_tok = sum(len(i.tokens) for i in inputs)
+                modelled += c0 + c_tok * n_tok + c_seq * len(inputs)
             for s, tok in zip(seqs, nxt, strict=True):
                 s.pos = len(s.tokens)
                 s.tokens.append(tok)
@@ -383,8 +394,9 @@ class RealEngine:
             out[t] = len(seqs)
             ctx[t] = sum(s.pos for s in seqs)
         s0 = self.sched_s
-        kv = ctx * self.kv_bytes_per_token * busy
-        host = self.host_owned * self.block_bytes * busy
+        clock = busy if self.opt.step_time is None else modelled
+        kv = ctx * self.kv_bytes_per_token * clock
+        host = self.host_owned * self.block_bytes * clock
         self._timed(self.scheduler.on_iteration, out, kv, host, self.offload_now)
         lg = self.ledger
         lg.decode += out
@@ -392,7 +404,10 @@ class RealEngine:
         lg.host_byte_s += host
         lg.offload_bytes += self.offload_now
         self.offload_now = np.zeros(self.n_tenants)
-        self.now += busy + (self.sched_s - s0) + self._sched_pending
+        if self.opt.step_time is None:
+            self.now += busy + (self.sched_s - s0) + self._sched_pending
+        else:
+            self.now += modelled
         self.busy_s += busy
         self._step_extra = self._sched_pending = 0.0
         done = [s for s in running.values() if s.generated >= s.req.output_len]
@@ -525,6 +540,33 @@ class RealEngine:
         return EngineResult(pl.DataFrame(rows), reqs, samples, summary, self.outputs)
 
 
+def fit_step_time(
+    model: TinyLlama, block_tokens: int = 16, repeats: int = 3, threads: int | None = 1
+) -> tuple[float, float, float]:
+    """Least-squares fit of one forward's CPU time as c0 + c_token·tokens + c_seq·sequences,
+    from timed prefills (16-256 tokens) and decode batches (1-32 sequences) of ``model``."""
+    if threads is not None:
+        torch.set_num_threads(threads)
+    paged = PagedLlama(model)
+    blocks = 64
+    pool = BlockPool(model.layers, blocks, block_tokens, model.kv_heads, model.head_dim)
+    rows, times = [], []
+    shapes = [(n, 1) for n in (16, 64, 128, 256)] + [(1, b) for b in (1, 4, 16, 32)]
+    for n_tok, n_seq in shapes * repeats:
+        need = math.ceil(max(n_tok, 65) / block_tokens)
+        seqs = [
+            SeqInput(list(range(n_tok)), 0 if n_tok > 1 else 64, list(range(need)))
+            for _ in range(n_seq)
+        ]
+        paged.forward(pool.k, pool.v, block_tokens, seqs)  # warm
+        t0 = time.process_time()
+        paged.forward(pool.k, pool.v, block_tokens, seqs)
+        times.append(time.process_time() - t0)
+        rows.append((1.0, n_tok * n_seq, n_seq))
+    coef, *_ = np.linalg.lstsq(np.asarray(rows), np.asarray(times), rcond=None)
+    return tuple(float(max(c, 0.0)) for c in coef)
+
+
 def _q(frame: pl.DataFrame, column: str, q: float) -> float:
     if frame.height == 0:
         return float("nan")
@@ -550,4 +592,12 @@ def serve(
     return RealEngine(trace, scheduler, manager, options, model, weights).run()
 
 
-__all__ = ["EngineOptions", "EngineResult", "RealEngine", "block_hashes", "request_tokens", "serve"]
+__all__ = [
+    "EngineOptions",
+    "EngineResult",
+    "RealEngine",
+    "block_hashes",
+    "request_tokens",
+    "serve",
+    "fit_step_time",
+]
