@@ -3,7 +3,8 @@
 Run once, niced: ``nice python benchmarks/hip_dfpt/memory_large.py [--carbons 40] [--basis sto-3g]
 [--devices 2] [--out result.json]``. Builds the ground state with PySCF, composes micro-tasks
 with no cached basis values (each task evaluates its own batch's basis functions), runs the CPHF
-cycle through the process backend and reports the peak resident memory of this process and of
+cycle through the process backend (PySCF's Coulomb part density-fitted, for the SCF and the
+response alike) and reports the peak resident memory of this process and of
 the device processes (``getrusage``), next to what caching every basis value would take. PySCF's
 own polarisability is computed afterwards (its memory is reported separately) to check the
 result. Not a pytest benchmark: it takes minutes.
@@ -42,7 +43,8 @@ def main() -> None:
 
     mol = alkane(args.carbons)
     t0 = time.perf_counter()
-    work = prepare(mol, args.basis, args.grid_level, args.xc, cache_ao=False, raw_store=False)
+    work = prepare(mol, args.basis, args.grid_level, args.xc, cache_ao=False, raw_store=False,
+                   density_fit=True)
     t_prep = time.perf_counter() - t0
     system, store = work.system, work.composed
     n_grid, nao = len(system.weights), system.nao

@@ -157,6 +157,50 @@ def tasks(
         out_console.print(_vertical(row, f"task costs ({row['tasks_of']}): {molecule}/{basis}"))
 
 
+@app.command()
+@handle_errors
+def calibrate(
+    train: str = typer.Option("water,ammonia,ethane,alkane-3,alkane-5", "--train",
+                              help="Comma-separated molecules (names or .xyz) to fit on."),
+    held_out: str = typer.Option("butane,benzene", "--held-out",
+                                 help="Comma-separated molecules to validate on."),
+    basis: str = typer.Option("6-31g", "--basis", "-b"),
+    atoms: int = typer.Option(2000, "--atoms", min=1, help="Synthetic atoms (simulated)."),
+    devices: int = typer.Option(64, "--devices", min=1, help="Simulated CPU-calibrated devices."),
+    seed: int = typer.Option(0, "--seed"),
+    json_out: bool = typer.Option(False, "--json", help="Print JSON."),
+) -> None:
+    """Fit the simulator's cost parameters on measured micro-task times, validate on held-out
+    molecules, then a SIMULATED scale balance on the calibrated devices."""
+    from schedlab.hip_dfpt.calibrate import calibrate as run_calibration
+    from schedlab.hip_dfpt.calibrate import calibrated_scale, measure_tasks
+
+    names = [tuple(n.strip() for n in v.split(",") if n.strip()) for v in (train, held_out)]
+    for label, group in zip(("--train", "--held-out"), names, strict=True):
+        if not group:
+            raise ConfigError(f"{label} names no molecule", field=label.lstrip("-"))
+    with err_console.status("SCF and timing every micro-task of the training molecules"):
+        tr = measure_tasks(names[0], basis, seed=seed)
+    with err_console.status("SCF and timing every micro-task of the held-out molecules"):
+        ho = measure_tasks(names[1], basis, seed=seed)
+    cal = run_calibration(tr, ho, seed)
+    d = cal.device
+    row = dict(train=",".join(names[0]), held_out=",".join(names[1]), train_tasks=tr.height,
+               held_out_tasks=ho.height, launch_us=d.launch_overhead * 1e6,
+               dense_gflops=d.gemm_flops / 1e9, sparse_gflops=d.loop_flops / 1e9,
+               memory_gbs=d.memory_bandwidth / 1e9, noise_sigma=d.noise_sigma,
+               train_mape=cal.train_mape, held_out_mape=cal.held_out_mape,
+               held_out_total_error=cal.held_out_total_error,
+               held_out_model_mape=cal.held_out_model_mape,
+               **{f"held_out_mape_{k}": v for k, v in cal.per_molecule.items()},
+               **{f"sim_{k}": v for k, v in calibrated_scale(cal, tr, atoms, devices,
+                                                             seed).items()})
+    if json_out:
+        emit_json(row)
+        return
+    out_console.print(_vertical(row, "calibrated simulator (fit: measured; scale: SIMULATED)"))
+
+
 def _simulate_one(args: tuple) -> list[dict]:
     """Module-level so process pools and Ray can run seeds in parallel."""
     from schedlab.hip_dfpt.scale import scale_study

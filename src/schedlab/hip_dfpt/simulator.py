@@ -40,6 +40,9 @@ class DeviceModel:
     link_bandwidth: float = 10.0e9
     ndm: int = 3
     merge_growth: float = 0.05  # union of k merged batches' basis: max x (1 + growth (k-1))
+    #: effective bytes/s for the kernel's n_g x n_b x n_dm element traffic (staging, gathers,
+    #: element-wise passes); infinite in the GPU-like default, fitted by calibrate.py on CPU
+    memory_bandwidth: float = float("inf")
 
     def composition(self, features: TaskFeatures, devices: int, streams: int,
                     ) -> CompositionConfig:
@@ -77,7 +80,8 @@ def task_costs(features: TaskFeatures, device: DeviceModel, seed: int) -> TaskCo
     rng = np.random.default_rng(seed)
     rate = np.where(features.branch == DENSE, device.gemm_flops, device.loop_flops)
     noise = rng.lognormal(0.0, device.noise_sigma, len(features))
-    full = useful_flops(features, device) / rate * noise
+    traffic = 8.0 * features.n_points * features.n_basis * device.ndm / device.memory_bandwidth
+    full = (useful_flops(features, device) / rate + traffic) * noise
     occupancy = np.minimum(1.0, features.parallelism / device.lanes)
     kernel = device.launch_overhead + full / occupancy
     data = 8.0 * features.n_points * (4 + features.n_basis)  # coords, weight, basis values
