@@ -165,3 +165,52 @@ def policies(json_out: bool = typer.Option(False, "--json", help="Print JSON."))
         return
     for row in rows:
         out_console.print(f"[bold]{row['name']}[/bold]  {row['doc']}")
+
+
+@app.command()
+@handle_errors
+def fit(
+    model: str = typer.Option("nanogpt", "--model", "-m", help="nanogpt | gpt2 (transformers)"),
+    config: Path = typer.Option(None, "--config", "-c",
+                                help="Engine config JSON (EngineConfig fields)."),
+    size: Path = typer.Option(None, "--size", help="Model shape JSON (NanoGPTConfig or "
+                              "GPT2Config fields)."),
+    steps: int = typer.Option(20, "--steps", min=1, help="Training steps."),
+    lr: float = typer.Option(1e-3, "--lr", help="Adam learning rate."),
+    seed: int = typer.Option(0, "--seed", help="Initialisation and data seed."),
+    batch_size: int = typer.Option(4, "--batch", min=1, help="Sequences per step."),
+    checkpoint: Path = typer.Option(None, "--checkpoint", help="Checkpoint directory, written "
+                                    "atomically after every step."),
+    resume: bool = typer.Option(False, "--resume", help="Continue from --checkpoint."),
+    reference: bool = typer.Option(False, "--reference", help="Also train plain torch + Adam "
+                                   "and report the largest loss gap."),
+    json_out: bool = typer.Option(False, "--json", help="Print JSON."),
+) -> None:
+    """Train a model the project did not write through synergyscale.initialize."""
+    from schedlab.core.io import read_json, validate_model
+    from schedlab.synergyscale.engine import EngineConfig
+    from schedlab.synergyscale.examples import fit as run_fit
+    from schedlab.synergyscale.examples import fit_reference
+
+    cfg = validate_model(EngineConfig, read_json(config, "engine config") if config else {},
+                         path=config)
+    shape = read_json(size, "model size") if size else None
+    if resume and checkpoint is None:
+        raise ConfigError("--resume needs --checkpoint", field="resume")
+    err_console.print(f"training {model} for {steps} steps ({cfg.tier} tier, {cfg.schedule})")
+    result = run_fit(model, steps, cfg, size=shape, lr=lr, seed=seed, batch_size=batch_size,
+                     checkpoint=checkpoint, resume=resume)
+    doc = dict(model=model, steps=steps, resumed_from=result.resumed_from,
+               losses=result.losses, step_seconds=result.step_seconds, stats=result.stats)
+    if reference:
+        ref = fit_reference(model, steps, size=shape, lr=lr, seed=seed, batch_size=batch_size)
+        doc["max_loss_gap_vs_torch_adam"] = max(abs(a - b) for a, b in
+                                                zip(ref, result.losses, strict=True))
+    if json_out:
+        emit_json(doc)
+        return
+    row = dict(first_loss=result.losses[0], last_loss=result.losses[-1],
+               resumed_from=result.resumed_from, **result.stats)
+    if reference:
+        row["max_loss_gap_vs_torch_adam"] = doc["max_loss_gap_vs_torch_adam"]
+    out_console.print(_table(f"{model} · synergyscale.initialize", row))

@@ -35,7 +35,6 @@ from __future__ import annotations
 import contextlib
 import functools
 import os
-import shutil
 import threading
 import time
 from concurrent.futures import Future, ThreadPoolExecutor
@@ -818,14 +817,13 @@ class SynergyEngine:
 
     # ------------------------------------------------------------ checkpoints
     def save_checkpoint(self, directory: str | Path, extra: dict | None = None) -> Path:
-        """Weights + optimizer states of every tier (+ ``extra``) written atomically: into a
-        temporary sibling directory, then renamed over ``directory``."""
+        """Weights + optimizer states of every tier (+ ``extra``) as ``directory/state.pt``,
+        written atomically (a temporary file, fsync, then rename over the previous one)."""
         torch = self.torch
         directory = Path(directory)
         params, states = self.full_state()
-        tmp = directory.with_name(f".{directory.name}.tmp-{os.getpid()}")
-        shutil.rmtree(tmp, ignore_errors=True)
-        tmp.mkdir(parents=True)
+        directory.mkdir(parents=True, exist_ok=True)
+        tmp = directory / f".state.pt.tmp-{os.getpid()}"
         torch.save(
             {
                 "params": params,
@@ -834,15 +832,11 @@ class SynergyEngine:
                 "extra": extra or {},
                 "format": "synergyscale-engine-1",
             },
-            tmp / "state.pt",
+            tmp,
         )
-        with open(tmp / "state.pt", "rb") as fh:
+        with open(tmp, "rb") as fh:
             os.fsync(fh.fileno())
-        old = directory.with_name(f".{directory.name}.old-{os.getpid()}")
-        if directory.exists():
-            os.rename(directory, old)
-        os.rename(tmp, directory)
-        shutil.rmtree(old, ignore_errors=True)
+        os.replace(tmp, directory / "state.pt")  # atomic: the old checkpoint or the new one
         return directory
 
     def load_checkpoint(self, directory: str | Path) -> dict:

@@ -1,0 +1,257 @@
+"""synergyscale.initialize on models the project did not write, against plain torch + Adam."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+torch = pytest.importorskip("torch")
+
+from schedlab.core.errors import ConfigError, SchedlabError  # noqa: E402
+from schedlab.synergyscale import initialize  # noqa: E402
+from schedlab.synergyscale.examples import fit, fit_reference  # noqa: E402
+
+SMALL = dict(vocab=128, seq=16, d_model=32, n_layer=2, n_head=2)
+GPT2_SMALL = dict(vocab_size=128, n_positions=16, n_embd=32, n_layer=2, n_head=2)
+
+
+def _gap(a: list[float], b: list[float]) -> float:
+    assert len(a) == len(b)
+    return max(abs(x - y) for x, y in zip(a, b, strict=True))
+
+
+@pytest.mark.parametrize(
+    "config",
+    [
+        dict(device_budget=0.35),
+        dict(device_budget=0.35, schedule="offload-only"),
+        dict(device_budget=0.6, tier="nvme"),
+        dict(device_budget=0.35, tier="nvme", activation_checkpointing=["Block"]),
+    ],
+    ids=["host", "host-offload-only", "nvme", "nvme-checkpointed"],
+)
+def test_nanogpt_losses_match_torch_adam_20_steps(tmp_path, config) -> None:
+    config = dict(config, nvme_dir=tmp_path / "nvme")
+    ref = fit_reference("nanogpt", 20, size=SMALL, lr=3e-3, batch_size=2)
+    got = fit("nanogpt", 20, config, size=SMALL, lr=3e-3, batch_size=2)
+    assert _gap(ref, got.losses) <= 1e-6
+    assert got.losses[-1] < got.losses[0]  # it trains
+    assert got.stats["device_peak"] <= got.stats["device_budget"]
+    if config.get("tier") == "nvme":
+        assert got.stats["nvme_read"] > 0 and got.stats["nvme_written"] > 0
+    if "activation_checkpointing" in config:
+        assert got.stats["checkpointed_modules"] == SMALL["n_layer"]
+
+
+def test_gpt2_from_transformers_matches_torch_adam(tmp_path) -> None:
+    pytest.importorskip("transformers", reason="the gpt2 example needs transformers")
+    config = dict(device_budget=0.3, tier="nvme", nvme_dir=tmp_path)
+    ref = fit_reference("gpt2", 20, size=GPT2_SMALL, batch_size=2)
+    got = fit("gpt2", 20, config, size=GPT2_SMALL, batch_size=2)
+    assert _gap(ref, got.losses) <= 1e-6
+    assert got.stats["device_peak"] <= got.stats["device_budget"]
+
+
+def test_offloading_really_releases_parameters() -> None:
+    from schedlab.synergyscale.nanogpt import NanoGPT
+
+    model = NanoGPT(SMALL)
+    engine = initialize(model, torch.optim.Adam(model.parameters()), {"device_budget": 0.35})
+    offloaded = [p for p in model.parameters() if p.data.stride() and 0 in p.data.stride()]
+    assert offloaded, "no parameter was offloaded"
+    with pytest.raises(SchedlabError, match="call the engine"):
+        model(torch.zeros(1, 4, dtype=torch.long))
+    engine.close()
+
+
+def test_bf16_mixed_precision_tracks_fp32() -> None:
+    ref = fit_reference("nanogpt", 8, size=SMALL, lr=3e-3, batch_size=2)
+    got = fit(
+        "nanogpt", 8, dict(device_budget=0.35, precision="bf16"), size=SMALL, lr=3e-3, batch_size=2
+    )
+    assert got.losses[-1] < got.losses[0]
+    assert _gap(ref, got.losses) < 0.05  # bf16 working copies, fp32 masters
+    assert _gap(ref, got.losses) > 0  # it really ran in bf16
+
+
+@pytest.mark.parametrize(
+    ("config", "field"),
+    [
+        ({"n_kv_head": 2}, "n_kv_head"),
+        ({"tier": "nvme"}, "nvme_dir"),
+        ({"device_budget": "lots"}, "device_budget"),
+        ({"device_budget": -3}, "device_budget"),
+        ({"prefetch_depth": 99}, "prefetch_depth"),
+        ({"device": "tpu"}, "device"),
+        ({"schedule": "fast"}, "schedule"),
+        ({"device_budget": 100}, "device_budget"),
+        ({"activation_checkpointing": ["NoSuchBlock"]}, "activation_checkpointing"),
+    ],
+)
+def test_bad_config_is_one_line_naming_the_field(config, field) -> None:
+    from schedlab.synergyscale.nanogpt import NanoGPT
+
+    model = NanoGPT(SMALL)
+    with pytest.raises(ConfigError) as info:
+        initialize(model, torch.optim.Adam(model.parameters()), config)
+    assert info.value.field == field
+    assert "\n" not in str(info.value)
+
+
+def test_bad_model_and_optimizer_arguments() -> None:
+    from schedlab.synergyscale.nanogpt import NanoGPT
+
+    model = NanoGPT(SMALL)
+    with pytest.raises(ConfigError, match="nn.Module"):
+        initialize("model", torch.optim.Adam(model.parameters()))
+    with pytest.raises(ConfigError, match="torch.optim.Optimizer"):
+        initialize(model, "adam")
+    partial = torch.optim.Adam(list(model.parameters())[:2])
+    with pytest.raises(ConfigError, match="not in the optimizer"):
+        initialize(model, partial)
+
+
+def test_nvme_dir_that_is_a_file(tmp_path) -> None:
+    from schedlab.synergyscale.nanogpt import NanoGPT
+
+    path = tmp_path / "file"
+    path.write_text("x")
+    model = NanoGPT(SMALL)
+    with pytest.raises(SchedlabError, match="not a directory"):
+        initialize(model, torch.optim.Adam(model.parameters()), {"tier": "nvme", "nvme_dir": path})
+
+
+def test_checkpoint_is_atomic_and_restores_every_tier(tmp_path) -> None:
+    ck = tmp_path / "ck"
+    config = dict(device_budget=0.6, tier="nvme", nvme_dir=tmp_path / "nv")
+    full = fit("nanogpt", 6, config, size=SMALL, batch_size=2)
+    first = fit("nanogpt", 3, config, size=SMALL, batch_size=2, checkpoint=ck)
+    assert [p.name for p in ck.iterdir()] == ["state.pt"]  # no temporary left behind
+    rest = fit("nanogpt", 6, config, size=SMALL, batch_size=2, checkpoint=ck, resume=True)
+    assert rest.resumed_from == 3
+    assert first.losses == full.losses[:3]
+    assert rest.losses == full.losses
+
+
+def test_bad_checkpoint_is_one_line(tmp_path) -> None:
+    from schedlab.core.errors import BadInputError
+
+    ck = tmp_path / "ck"
+    ck.mkdir()
+    (ck / "state.pt").write_text("not a checkpoint")
+    with pytest.raises(BadInputError, match="unreadable checkpoint"):
+        fit("nanogpt", 2, {}, size=SMALL, checkpoint=ck, resume=True)
+
+
+def test_killed_run_resumes_with_identical_losses(tmp_path) -> None:
+    """SIGKILL a real training process mid-run, resume it, compare with an unkilled run."""
+    cfg = tmp_path / "engine.json"
+    cfg.write_text(
+        json.dumps(
+            dict(
+                device_budget=0.35, tier="nvme", nvme_dir=str(tmp_path / "nv"), keep_nvme_files=True
+            )
+        )
+    )
+    size = tmp_path / "size.json"
+    size.write_text(json.dumps(SMALL))
+    ck = tmp_path / "ck"
+    steps = 12
+    cmd = [
+        sys.executable,
+        "-m",
+        "schedlab",
+        "synergyscale",
+        "fit",
+        "--config",
+        str(cfg),
+        "--size",
+        str(size),
+        "--steps",
+        str(steps),
+        "--batch",
+        "2",
+        "--checkpoint",
+        str(ck),
+        "--json",
+    ]
+    proc = subprocess.Popen(
+        [*cmd],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.DEVNULL,
+        env={**os.environ, "PYTHONUNBUFFERED": "1"},
+    )
+    deadline = time.monotonic() + 120
+    while time.monotonic() < deadline:
+        state = ck / "state.pt"
+        if state.exists() and torch.load(state, weights_only=True)["step"] >= 4:
+            break
+        time.sleep(0.05)
+    proc.send_signal(signal.SIGKILL)
+    proc.wait()
+    killed_at = torch.load(ck / "state.pt", weights_only=True)["step"]
+    assert 4 <= killed_at < steps, "the run was not killed mid-way"
+    out = subprocess.run([*cmd, "--resume"], capture_output=True, text=True, check=True)
+    resumed = json.loads(out.stdout)
+    assert resumed["resumed_from"] == killed_at
+    whole = fit("nanogpt", steps, dict(device_budget=0.35), size=SMALL, batch_size=2)
+    assert resumed["losses"] == whole.losses
+
+
+def test_fit_cli_bad_config_file(tmp_path) -> None:
+    cfg = tmp_path / "engine.json"
+    cfg.write_text(json.dumps({"device_budget": 0.35, "n_kv_head": 4}))
+    out = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "schedlab",
+            "synergyscale",
+            "fit",
+            "--config",
+            str(cfg),
+            "--steps",
+            "1",
+        ],
+        capture_output=True,
+        text=True,
+    )
+    assert out.returncode == 2
+    assert "n_kv_head" in out.stderr and str(cfg.name) in out.stderr
+    assert "Traceback" not in out.stderr
+
+
+def test_overlapped_step_runs_on_a_worker_thread() -> None:
+    """The optimizer step of an offloaded unit starts during backward (overlap, not a model)."""
+    from schedlab.synergyscale.nanogpt import NanoGPT
+
+    model = NanoGPT(SMALL)
+    engine = initialize(model, torch.optim.Adam(model.parameters()), {"device_budget": 0.35})
+    x = torch.randint(0, SMALL["vocab"], (2, SMALL["seq"]))
+    _, loss = engine(x, x)
+    engine.backward(loss)
+    started = [u for u in engine.units if u.submitted]
+    assert started, "no optimizer step was submitted during backward"
+    engine.step()
+    engine.close()
+
+
+def test_path_from_other_directory(tmp_path) -> None:
+    """A relative nvme_dir resolves against the working directory, like any path."""
+    os.chdir(tmp_path)
+    got = fit(
+        "nanogpt",
+        2,
+        {"tier": "nvme", "nvme_dir": "rel/nvme", "device_budget": 0.5},
+        size=SMALL,
+        batch_size=2,
+    )
+    assert len(got.losses) == 2
+    assert Path("rel/nvme").is_dir()
