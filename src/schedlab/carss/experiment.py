@@ -32,9 +32,12 @@ LOAD_PER_HOST = 2.6  # mean arrivals per host per interval (moderate congestion,
 
 
 def _reduction(ours: float, theirs: float) -> float:
-    """Percent by which ``ours`` is below ``theirs``."""
-    if theirs <= 0 or math.isnan(theirs) or math.isnan(ours):
-        return 0.0 if ours <= 0 else float("nan")
+    """Percent by which ``ours`` is below ``theirs``; against a baseline at zero (no SLA
+    violation at all) any positive figure of ours counts as -100 %."""
+    if math.isnan(theirs) or math.isnan(ours):
+        return float("nan")
+    if theirs <= 0:
+        return 0.0 if ours <= 0 else -100.0
     return 100.0 * (1.0 - ours / theirs)
 
 
