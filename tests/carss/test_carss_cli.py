@@ -80,3 +80,31 @@ def test_a_scale_that_leaves_no_task_is_one_clear_error(tmp_path: Path) -> None:
                                      "--train", "32", "--intervals", "8"])
         assert result.exit_code == 2, result.output
         assert "no arrivals at --scale 0" in result.output
+
+
+def test_simulate_on_bitbrains_with_cosco_fleet(tmp_path: Path) -> None:
+    """Bitbrains demand from a directory of traces, COSCO's fleet, a bad directory rejected."""
+    import shutil
+
+    from schedlab.carss.bitbrains import bitbrains_dir
+
+    source = bitbrains_dir()
+    if source is None:
+        import pytest
+
+        pytest.skip("../shared/data/bitbrains is absent")
+    traces = tmp_path / "vms"
+    traces.mkdir()
+    for name in ("9.csv.gz", "21.csv.gz"):
+        shutil.copy(source / name, traces / name)
+    args = ["simulate", "-s", "least-loaded", "-s", "pack-sleep", "-s", "lr-mmt", "--hosts",
+            "4", "--intervals", "6", "--train", "40", "--load", "0.3", "--fleet", "cosco",
+            "--bitbrains", str(traces), "--drain", "30", "--json"]
+    result = runner.invoke(app, args)
+    assert result.exit_code == 0, result.output
+    rows = json.loads(result.stdout)
+    assert [r["scheduler"] for r in rows] == ["least-loaded", "pack-sleep", "lr-mmt"]
+    assert all(r["completed"] + r["unfinished"] == r["arrived"] for r in rows)
+    assert rows[1]["avg_hosts_asleep"] > 0 and rows[0]["avg_hosts_asleep"] == 0
+    bad = runner.invoke(app, [*args[:-4], "--bitbrains", str(tmp_path / "nope")])
+    assert bad.exit_code != 0 and "not a directory" in bad.output

@@ -180,6 +180,13 @@ def simulate(
     start: int = typer.Option(0, "--start", min=0, help="First trace interval to use."),
     season: int = typer.Option(48, "--season", min=2, help="Intervals per day (288 = 5-min)."),
     seed: int = typer.Option(0, "--seed"),
+    bitbrains: Path = typer.Option(None, "--bitbrains", help="Directory of Bitbrains VM "
+                                   "traces (*.csv[.gz]): task demand as in COSCO's BWGD2."),
+    fleet_name: str = typer.Option("cloudsim", "--fleet", help="cloudsim or cosco (COSCO's "
+                                   "Azure B2s/B4ms/B8ms fleet and power tables)."),
+    actions: bool = typer.Option(False, "--actions", help="Co-simulating schedulers may also "
+                                 "sleep/wake hosts, defer and migrate pre-emptively."),
+    drain: int = typer.Option(12, "--drain", min=0, help="Intervals without arrivals at the end."),
     out: Path = typer.Option(None, "--out", help="Per-interval results (.parquet/.csv)."),
     json_out: bool = JSON,
 ) -> None:
@@ -208,13 +215,27 @@ def simulate(
     else:
         counts = arrival_series("mixed", train + intervals, load * hosts, seed,
                                 season=season).counts
-    fleet = make_hosts(hosts)
-    workload = make_workload(counts[train:], 300.0, seed + 1)
+    from schedlab.carss.hosts import CLOUDSIM_FLEET, COSCO_FLEET
+
+    fleets = {"cloudsim": CLOUDSIM_FLEET, "cosco": COSCO_FLEET}
+    if fleet_name not in fleets:
+        raise ConfigError(f"unknown fleet '{fleet_name}'; valid: cloudsim, cosco", field="fleet")
+    fleet = make_hosts(hosts, fleets[fleet_name])
+    sampler = None
+    if bitbrains is not None:
+        from schedlab.carss.bitbrains import bitbrains_workload, read_vm_traces, sampler_for
+
+        vms = read_vm_traces(bitbrains)
+        workload = bitbrains_workload(counts[train:], vms, 300.0, seed + 1)
+        sampler = sampler_for(workload, vms)
+    else:
+        workload = make_workload(counts[train:], 300.0, seed + 1)
     rows, frames = [], []
     for name in scheduler:
-        policy = make_scheduler(name, seed=seed, season=season)
+        policy = make_scheduler(name, seed=seed, season=season, actions=actions,
+                                task_source=sampler)
         err_console.print(f"simulating {name} on {hosts} hosts, {len(workload.batches)} intervals")
-        report = run(policy, workload, fleet, counts[:train], seed=seed)
+        report = run(policy, workload, fleet, counts[:train], seed=seed, drain=drain)
         rows.append(report.summary)
         _warn_overload(name, report.summary)
         frames.append(report.intervals.with_columns(pl.lit(name).alias("scheduler")))
