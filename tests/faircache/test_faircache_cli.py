@@ -3,6 +3,7 @@
 import json
 from pathlib import Path
 
+import pytest
 from typer.testing import CliRunner
 
 from schedlab.core.experiment import get_experiment
@@ -73,3 +74,32 @@ def test_non_finite_or_empty_durations_and_host_sizes_are_one_error_line():
         assert result.exit_code == 2, (args, result.output)
         assert f"field '{field}'" in result.output, (args, result.output)
         assert "Traceback" not in result.output
+
+
+def test_serve_on_the_real_engine_then_report(tmp_path):
+    pytest.importorskip("torch")
+    pytest.importorskip("transformers")
+    data = Path(__file__).parents[1] / "llm" / "data" / "sample_mooncake.jsonl"
+    out = tmp_path / "res"
+    # blocks go to the host tier and are reclaimed from it while a new request matches them
+    # (this run once crashed on a matched block whose host copy was evicted)
+    result = runner.invoke(app, ["serve", "--trace", str(data), "--assign", "prefix",
+                                 "--tenants", "3", "--max-requests", "40", "--time-scale",
+                                 "0.001", "--context", "truncate", "--out", str(out), "--json"])
+    assert result.exit_code == 0, result.output
+    doc = json.loads(result.stdout[result.stdout.index("{"):])
+    assert doc["summary"]["requests"] == 40
+    assert sum(t["cpu_share"] for t in doc["tenants"]) == pytest.approx(1.0)
+    rep = runner.invoke(app, ["report", str(out), "--json"])
+    assert rep.exit_code == 0, rep.output
+    fairness = json.loads(rep.stdout[rep.stdout.index("{"):])["fairness"]
+    assert set(fairness) == {"compute", "unified", "cpu"}
+
+
+def test_serve_refuses_a_prompt_beyond_the_engine_context():
+    pytest.importorskip("torch")
+    data = Path(__file__).parents[1] / "llm" / "data" / "sample_mooncake.jsonl"
+    result = runner.invoke(app, ["serve", "--trace", str(data), "--max-requests", "4",
+                                 "--max-context", "64"])
+    assert result.exit_code != 0
+    assert "context" in result.output and "Traceback" not in result.output

@@ -82,6 +82,88 @@ def simulate(
                       f"{s['host_util']:.2f}")
 
 
+@app.command()
+@handle_errors
+def serve(
+    trace: Path = typer.Option(None, "--trace", help="Mooncake JSONL, Azure or BurstGPT CSV."),
+    fmt: str = typer.Option(None, "--format", help="mooncake|azure|burstgpt (default: guess)."),
+    block_tokens: int = typer.Option(None, "--block-tokens", min=1,
+                                     help="Tokens per hash block of the trace."),
+    workload: str = typer.Option(None, "--workload", help="A generated workload by name."),
+    tenants: int = typer.Option(4, "--tenants", min=1, help="Tenants (workload / mapping)."),
+    assign: str = typer.Option("keep", "--assign", help="keep|prefix|session|round-robin."),
+    weights: str = typer.Option(None, "--weights", help="'name=w,...' or 'w0,w1,...'."),
+    context: str = typer.Option("refuse", "--context",
+                                help="refuse|truncate requests beyond the model's context."),
+    scheduler: str = typer.Option("faircache", "--scheduler", help="fcfs|vtc|lpm|dlpm|faircache"),
+    cache: str = typer.Option("lru", "--cache",
+                              help="lru|lfu|static|isolated|cost-aware|faircache"),
+    max_requests: int = typer.Option(200, "--max-requests", min=1,
+                                     help="Serve the first N requests (CPU engine: keep small)."),
+    time_scale: float = typer.Option(1.0, "--time-scale", min=0,
+                                     help="Multiply arrival times (engine CPU-seconds)."),
+    layers: int = typer.Option(2, "--layers", min=1),
+    hidden: int = typer.Option(64, "--hidden", min=1),
+    max_context: int = typer.Option(2048, "--max-context", min=2),
+    page_tokens: int = typer.Option(16, "--page-tokens", min=1, help="Tokens per KV block."),
+    gpu_blocks: int = typer.Option(512, "--gpu-blocks", min=1, help="Device KV pool, blocks."),
+    host_blocks: int = typer.Option(256, "--host-blocks", min=0, help="Host tier, blocks."),
+    max_batch: int = typer.Option(32, "--max-batch", min=1),
+    no_cache: bool = typer.Option(False, "--no-prefix-cache", help="Disable prefix caching."),
+    duration: float = typer.Option(10.0, "--duration", help="Workload length, seconds."),
+    seed: int = typer.Option(0, "--seed"),
+    out: Path = typer.Option(None, "--out", help="Write tenants.csv, requests.parquet, "
+                             "samples.parquet, summary.json here (read by report)."),
+    json_out: bool = typer.Option(False, "--json", help="Print one JSON document."),
+) -> None:
+    """Serve a trace on the real CPU engine (a transformers Llama, paged KV, prefix cache,
+    host tier) and print per-tenant measured CPU time, service and latency."""
+    import dataclasses
+
+    from schedlab.llm.engine import EngineOptions, TinyLlama
+    from schedlab.llm.engine import serve as run
+    from schedlab.llm.requests import Trace, fit_context
+
+    loaded = _load(trace, fmt, block_tokens, workload, tenants, assign, duration, seed)
+    reqs = sorted(loaded.requests, key=lambda r: r.arrival)[:max_requests]
+    reqs = [dataclasses.replace(r, arrival=r.arrival * time_scale) for r in reqs]
+    loaded = Trace(reqs, loaded.block_tokens, loaded.name, loaded.tenant_names)
+    heads = 4 if hidden % 4 == 0 else 1
+    model = TinyLlama(layers=layers, hidden=hidden, intermediate=2 * hidden, heads=heads,
+                      kv_heads=heads // 2 or 1, max_context=max_context)
+    truncated = fit_context(loaded, max_context, f"the engine's {max_context}-token model",
+                            context)
+    if truncated:
+        err_console.print(f"warning: {truncated} requests truncated to {max_context} tokens")
+    options = EngineOptions(block_tokens=page_tokens, gpu_blocks=gpu_blocks,
+                            host_blocks=host_blocks, max_batch=max_batch,
+                            prefix_cache=not no_cache,
+                            tenant_weights=_parse_weights(weights, loaded.tenant_names))
+    err_console.print(f"serving {len(loaded)} requests, {loaded.n_tenants} tenants on a "
+                      f"{layers}-layer, {hidden}-wide Llama (CPU) ...")
+    result = run(loaded, scheduler, cache, options, model)
+    summary = dict(result.summary, truncated=truncated,
+                   tenant_weights=[float(w) for w in result.tenants["weight"]])
+    if out is not None:
+        ensure_directory(out)
+        write_frame(result.tenants, out / "tenants.csv")
+        write_frame(result.requests, out / "requests.parquet")
+        write_frame(result.samples, out / "samples.parquet")
+        write_text(out / "summary.json", json.dumps(summary, indent=2, default=str))
+    if json_out:
+        emit_json(dict(summary=summary, tenants=result.tenants.to_dicts()))
+        return
+    cols = ("tenant", "finished", "cpu_s", "cpu_share", "tokens_served", "compute_service",
+            "unified_service", "hit_rate", "ttft_p50", "ttft_p99", "tpot_p50", "tpot_p99")
+    table = Table(*cols, title=f"{scheduler} + {cache} on {loaded.name} (real CPU engine)")
+    for row in result.tenants.select(cols).iter_rows():
+        table.add_row(*(f"{v:.3g}" if isinstance(v, float) else str(v) for v in row))
+    out_console.print(table)
+    out_console.print(f"{summary['requests']} requests in {summary['engine_seconds']:.2f} "
+                      f"engine CPU-s, {summary['tokens_per_s']:.0f} tokens/s, scheduler "
+                      f"{100 * summary['scheduler_share']:.2f}% of step time")
+
+
 def _load(trace: Path | None, fmt: str | None, block_tokens: int | None, workload: str | None,
           tenants: int, assign: str, duration: float, seed: int):
     from schedlab.faircache.workloads import make_workload

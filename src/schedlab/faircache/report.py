@@ -23,6 +23,13 @@ from schedlab.core.errors import BadInputError
 from schedlab.faircache.metrics import jain, service_difference
 
 YARDSTICKS = {"compute": "compute_service", "unified": "unified_service"}
+MEASURED = {"cpu": "cpu_s"}  # measured CPU seconds per tenant (``faircache serve`` folders)
+
+
+def yardsticks(tenants: pl.DataFrame, samples: pl.DataFrame) -> dict[str, str]:
+    """Both service yardsticks, plus measured CPU time when the run was on the real engine."""
+    extra = {k: c for k, c in MEASURED.items() if c in tenants.columns and c in samples.columns}
+    return {**YARDSTICKS, **extra}
 
 
 def load_result(folder: str | Path) -> tuple[pl.DataFrame, pl.DataFrame, pl.DataFrame, dict]:
@@ -74,7 +81,7 @@ def build_report(tenants: pl.DataFrame, requests: pl.DataFrame, samples: pl.Data
     for i, name in enumerate(names):
         mine = by_tenant.filter(pl.col("tenant") == name)
         row: dict[str, Any] = dict(tenant=name, weight=float(weights[i]), finished=mine.height)
-        for key, col in YARDSTICKS.items():
+        for key, col in yardsticks(tenants, samples).items():
             row[f"{key}_service"] = float(tenants[col][i])
         for col in ("ttft", "tpot"):
             for q in (0.5, 0.99):
@@ -82,7 +89,7 @@ def build_report(tenants: pl.DataFrame, requests: pl.DataFrame, samples: pl.Data
                                                  if mine.height else float("nan"))
         rows.append(row)
     fairness = {}
-    for key, col in YARDSTICKS.items():
+    for key, col in yardsticks(tenants, samples).items():
         served = tenants[col].to_numpy() / weights
         scaled = samples.with_columns(pl.col(col) / pl.col("tenant").replace_strict(
             dict(zip(names, weights.tolist(), strict=True)), return_dtype=pl.Float64))
@@ -93,7 +100,8 @@ def build_report(tenants: pl.DataFrame, requests: pl.DataFrame, samples: pl.Data
             shares=[float(v / total) if total else 0.0 for v in served])
     return dict(tenants=rows, fairness=fairness, summary={
         k: summary.get(k) for k in ("requests", "sim_seconds", "throughput_rps", "ttft_p50",
-                                    "ttft_p99", "tpot_p50", "tpot_p99", "truncated")})
+                                    "ttft_p99", "tpot_p50", "tpot_p99", "truncated",
+                                    "engine_seconds", "scheduler_share") if k in summary})
 
 
 def difference_over_time(samples: pl.DataFrame, column: str, weights: dict[str, float],

@@ -207,7 +207,7 @@ class RealEngine:
     # --- the EngineView a scheduler sees ------------------------------------------------------
     def _prep(self, req: Request) -> None:
         bt = self.opt.block_tokens
-        tokens = request_tokens(req, bt, self.spec.vocab)
+        tokens = request_tokens(req, self.trace.block_tokens, self.spec.vocab)
         self._tokens[req.rid] = tokens
         ns = self.manager.namespace(req.tenant)
         self._hashes[req.rid] = block_hashes(tokens, bt, ns, (req.input_len - 1) // bt)
@@ -227,11 +227,15 @@ class RealEngine:
         self.sched_s += time.process_time() - t0
         return out
 
-    def _make_room(self, need: int) -> bool:
-        if self.pool.n_free() + self.cache.evictable_gpu() < need:
+    def _make_room(self, need) -> bool:
+        """Evict until ``need()`` blocks are free (it may shrink as matched host blocks are
+        copied back while their host slots are reclaimed)."""
+        if self.pool.n_free() + self.cache.evictable_gpu() < need():
             return False
-        while self.pool.n_free() < need:
+        while self.pool.n_free() < need():
             node = self.cache.pop_gpu_lru()
+            if node is None:
+                return False
             self._demote(node)
         return True
 
@@ -246,12 +250,19 @@ class RealEngine:
             node.gpu = True
             self._drop(node)
             return
+        t0 = time.process_time()
         for victim in victims:
+            if victim.pins > 0 and victim.uid not in self.gpu_of and self.pool.n_free():
+                # a block the admission in progress has matched: copy it back before its
+                # host slot goes (it then lives on the device, pinned)
+                blk = self.pool.take()
+                self.host.reload(self.pool, self.host_of[victim.uid], blk)
+                self.gpu_of[victim.uid] = blk
+                self.cache.load_to_gpu(victim)
             victim.host = False
             self.host.give(self.host_of.pop(victim.uid))
             self.host_used -= 1
             self.host_owned[victim.howner] -= 1
-        t0 = time.process_time()
         self.host_of[node.uid] = self.host.offload(self.pool, self.gpu_of[node.uid])
         dt = time.process_time() - t0
         self.pool.give(self.gpu_of.pop(node.uid))
@@ -262,7 +273,7 @@ class RealEngine:
         self.host_owned[node.howner] += 1
         self.offload_now[node.howner] += self.block_bytes
         for victim in victims:
-            if victim.alive and not victim.gpu:
+            if victim.alive and victim.uid not in self.gpu_of:
                 self._drop(victim)
 
     def _drop(self, node: Node) -> None:
@@ -288,14 +299,23 @@ class RealEngine:
         path = self.cache.match(ns, hashes) if opt.prefix_cache else []
         for node in path:
             self.cache.pin(node)
-        host_only = [node for node in path if node.uid not in self.gpu_of]
         total = math.ceil((req.input_len + req.output_len) / bt)
         shared = len(hashes) if opt.prefix_cache else 0
         new_shared = shared - len(path)
         private = total - shared
-        if not self._make_room(len(host_only) + new_shared + private):
+
+        def need() -> int:
+            return sum(n.uid not in self.gpu_of for n in path) + new_shared + private
+
+        if not self._make_room(need):
             self.cache.unpin(path, self.now)
             return None
+        if any(
+            not n.alive or (n.uid not in self.gpu_of and n.uid not in self.host_of) for n in path
+        ):  # the host tier dropped a matched block while making room
+            self.cache.unpin(path, self.now)
+            return None
+        host_only = [node for node in path if node.uid not in self.gpu_of]
         t0 = time.process_time()
         for node in host_only:
             blk = self.pool.take()
