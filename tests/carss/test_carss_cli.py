@@ -106,5 +106,5 @@ def test_simulate_on_bitbrains_with_cosco_fleet(tmp_path: Path) -> None:
     assert [r["scheduler"] for r in rows] == ["least-loaded", "pack-sleep", "lr-mmt"]
     assert all(r["completed"] + r["unfinished"] == r["arrived"] for r in rows)
     assert rows[1]["avg_hosts_asleep"] > 0 and rows[0]["avg_hosts_asleep"] == 0
-    bad = runner.invoke(app, [*args[:-4], "--bitbrains", str(tmp_path / "nope")])
+    bad = runner.invoke(app, [*args[:-5], "--bitbrains", str(tmp_path / "nope")])
     assert bad.exit_code != 0 and "not a directory" in bad.output
