@@ -154,3 +154,42 @@ def test_alkane_geometry_and_names():
 def test_bad_replan_name(pbe):
     with pytest.raises(UnknownNameError, match="valid: model, measured"):
         Runtime(pbe.composed, make_balancer("hip-dfpt"), 1, 1, replan="sometimes")
+
+
+def test_calibration_recovers_known_cost_parameters_and_validates():
+    import polars as pl
+
+    from schedlab.hip_dfpt.calibrate import calibrate, calibrated_scale
+
+    rng = np.random.default_rng(0)
+
+    def frame(name: str, n: int, bmax: int) -> pl.DataFrame:
+        g = rng.integers(20, 400, n)
+        b = rng.integers(4, bmax, n)
+        branch = (b > bmax * 0.6).astype(np.int64)
+        flops = 4.0 * g * b * b * 3
+        t = 30e-6 + np.where(branch == 1, flops / 40e9, flops / 8e9) + 24.0 * g * b / 4e9
+        return pl.DataFrame(dict(molecule=[name] * n, n_points=g, n_basis=b,
+                                 n_atoms=np.ones(n, np.int64), branch=branch,
+                                 key=np.zeros(n, np.int64),
+                                 seconds=t * rng.lognormal(0, 0.02, n)))
+
+    cal = calibrate(frame("small", 400, 40), frame("large", 300, 90))
+    assert cal.device.launch_overhead == pytest.approx(30e-6, rel=0.2)
+    assert cal.device.gemm_flops == pytest.approx(40e9, rel=0.2)
+    assert cal.device.loop_flops == pytest.approx(8e9, rel=0.2)
+    assert cal.held_out_mape < 0.05 and cal.device.noise_sigma < 0.05
+    sim = calibrated_scale(cal, frame("small", 400, 40), atoms=300, devices=8)
+    assert sim["simulated"] == 1.0 and sim["balance_hip-dfpt"] >= 1.0
+
+
+@pytest.mark.gpu
+def test_gpu_streams_are_bit_identical_and_match_cpu():
+    pytest.importorskip("cupy")
+    cached = prepare(load_molecule("water"), "sto-3g", 1, "pbe", cache_ao=True)
+    dms = _random_dms(cached.system.nao, 6)
+    cpu = Runtime(cached.composed, make_balancer("hip-dfpt"), 1, 1).apply(dms)
+    one = Runtime(cached.composed, make_balancer("hip-dfpt"), 1, 1, gpu=True).apply(dms)
+    four = Runtime(cached.composed, make_balancer("hip-dfpt"), 2, 4, gpu=True).apply(dms)
+    assert np.array_equal(one, four)  # exact fixed point on the device too
+    assert np.allclose(cpu, one, rtol=1e-12, atol=1e-14)  # cuBLAS vs OpenBLAS rounding

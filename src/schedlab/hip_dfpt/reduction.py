@@ -40,6 +40,7 @@ class FixedPoint:
         self.hi = xp.zeros(shape, dtype=np.int64) if hi is None else hi
         self.lo = xp.zeros(shape, dtype=np.int64) if lo is None else lo
         self.pending = 0
+        self.peak = None if xp is np else xp.zeros((), dtype=np.float64)  # GPU: checked late
 
     def zero(self) -> None:
         self.hi[...] = 0
@@ -51,9 +52,11 @@ class FixedPoint:
         xp = self.xp
         v = block * _HI_SCALE
         h = xp.floor(v)
-        if not float(xp.abs(h).max(initial=0.0)) < _LIMIT:
-            raise ConfigError("response block outside the fixed-point range (|x| >= 2^39) or "
-                              "not finite", field="dms")
+        if self.peak is None:
+            if not float(xp.abs(h).max(initial=0.0)) < _LIMIT:
+                _out_of_range()
+        elif h.size:  # on a GPU a host check would synchronise every task: keep it on device
+            self.peak = xp.maximum(self.peak, xp.abs(h).max())
         v -= h
         v *= _LO_SCALE
         return h.astype(np.int64), xp.rint(v).astype(np.int64)
@@ -82,6 +85,8 @@ class FixedPoint:
         """self += other, leaving ``other`` untouched (it may be a read-only view): its ``lo``
         holds fewer than 1,025 uncarried words, so the sum cannot overflow int64."""
         self.carry()
+        if self.peak is not None and other.peak is not None:
+            self.peak = self.xp.maximum(self.peak, other.peak)
         self.hi += other.hi
         self.lo += other.lo
         self.carry()
@@ -89,8 +94,15 @@ class FixedPoint:
 
     def value(self) -> Any:
         """The accumulated sum as float64 (one rounding, the same for every partition)."""
+        if self.peak is not None and not float(self.peak) < _LIMIT:
+            _out_of_range()
         self.carry()
         return self.hi * (1.0 / _HI_SCALE) + self.lo * (1.0 / (_HI_SCALE * _LO_SCALE))
+
+
+def _out_of_range() -> None:
+    raise ConfigError("response block outside the fixed-point range (|x| >= 2^39) or not "
+                      "finite", field="dms")
 
 
 def reduce_exact(parts: list[FixedPoint]) -> Any:

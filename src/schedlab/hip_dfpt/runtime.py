@@ -297,8 +297,8 @@ def pin_store(tasks: list[StoredTask], xp: Any) -> list[StoredTask]:
         if task.ao is None:
             raise ConfigError("GPU runs need cached basis values (cache_ao=True)",
                               field="gpu")
-        pinned.append(StoredTask(_pinned(task.ao, xp), task.idx, _pinned(task.fxc_w, xp),
-                                 task.branch, task.points))
+        pinned.append(StoredTask(_pinned(task.ao, xp), _pinned(task.idx, xp),
+                                 _pinned(task.fxc_w, xp), task.branch, task.points))
     return pinned
 
 
