@@ -201,3 +201,46 @@ def test_usage_objects_are_usable_outside_the_engine():
     sched.on_iteration(np.ones(8), np.zeros(8), np.zeros(8), np.zeros(8))
     sched.on_finish(req, 1.0)
     assert sched.charged[req.tenant] >= 100
+
+
+def test_memory_prepayment_moves_charges_to_admission_and_keeps_totals():
+    """Prepaid running-KV memory: counters are ahead while requests run, equal at the end."""
+    from schedlab.faircache.accounting import CostWeights
+    from schedlab.faircache.policies import AdmitUsage, FairCacheScheduler
+    from schedlab.llm import Request
+
+    class View:
+        n_tenants = 2
+        weights = CostWeights(p_kv=1e-3)
+
+        def cached_tokens(self, req):
+            return 0
+
+    scheds = {p: FairCacheScheduler(prepay_memory=p) for p in (True, False)}
+    for s in scheds.values():
+        s.bind(View())
+    kv = np.array([500.0, 300.0])
+    for s in scheds.values():  # a first request each, to learn the KV charge per token
+        for t in (0, 1):
+            r = Request(t, t, 0.0, 8, 4, ())
+            s.on_arrival(r, 0.0)
+            s.on_admit(s.pick(0.0), AdmitUsage(t, 8))
+        for _ in range(4):
+            s.on_iteration(np.ones(2), kv, np.zeros(2), np.zeros(2))
+        for t in (0, 1):
+            s.on_finish(Request(t, t, 0.0, 8, 4, ()), 1.0)
+    before = {p: s.counters.copy() for p, s in scheds.items()}
+    assert before[True] == pytest.approx(before[False])
+    for s in scheds.values():
+        r = Request(9, 0, 2.0, 8, 4, ())
+        s.on_arrival(r, 2.0)
+        s.on_admit(s.pick(2.0), AdmitUsage(0, 8))
+    # at admission the prepaid counter already holds the request's expected memory
+    assert scheds[True].counters[0] > scheds[False].counters[0]
+    for s in scheds.values():
+        for _ in range(4):
+            s.on_iteration(np.array([1.0, 0.0]), np.array([700.0, 0.0]), np.zeros(2),
+                           np.zeros(2))
+        s.on_finish(Request(9, 0, 2.0, 8, 4, ()), 3.0)
+    assert scheds[True].counters == pytest.approx(scheds[False].counters)
+    assert scheds[True].charged == pytest.approx(scheds[False].charged)
