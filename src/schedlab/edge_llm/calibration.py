@@ -79,6 +79,12 @@ def _step_table(root: str | Path):
 
 def fit(root: str | Path) -> tuple[dict[str, dict], list[dict]]:
     """Fit a correction per profiled (GPU, model); return (coefficients, per-shape rows)."""
+    coeffs, rows = _fit(str(Path(root).resolve()))
+    return {k: dict(v) for k, v in coeffs.items()}, [dict(r) for r in rows]
+
+
+@lru_cache(maxsize=2)
+def _fit(root: str) -> tuple[dict[str, dict], list[dict]]:
     table = _step_table(root)
     if table.empty:
         raise BadInputError("no tp=1 Vidur compute profiles found", path=root)

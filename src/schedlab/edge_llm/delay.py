@@ -115,6 +115,7 @@ class GpuTiming:
 
         # per-(GPU, model) step correction fitted to Vidur's tp=1 profiles (calibration.py)
         self.correction = correction_for(gpu.name, m.name) if cost.tp == 1 else None
+        self._dense: dict[tuple[int, int], float] = {}
         # ridge point of a GEMM (tokens where 2KNT/(eff·peak) = KN·dtype/(eff_hbm·HBM))
         self.ridge = (m.dtype_bytes * cal.gemm_efficiency * gpu.bf16_tflops * 1e12
                       / (2.0 * cal.hbm_efficiency * gpu.hbm_gbs * 1e9))
@@ -135,12 +136,18 @@ class GpuTiming:
 
     def dense_ms(self, tokens: float, seqs: int) -> float:
         """schedlab.llm's dense step with the profiled layers' correction applied."""
-        base = self.cost.dense_ms(tokens, seqs)
-        if self.correction is None:
-            return base
-        layers = self.cost.model.layers * (self.cost.layer_linear_ms(tokens)
-                                           + self.cost.layer_norm_ms(tokens))
-        return base + layers * (self.correction.factor(tokens) - 1.0)
+        key = (int(math.ceil(tokens)), int(seqs))
+        hit = self._dense.get(key)
+        if hit is not None:
+            return hit
+        value = self.cost.dense_ms(tokens, seqs)
+        if self.correction is not None:
+            layers = self.cost.model.layers * (self.cost.layer_linear_ms(tokens)
+                                               + self.cost.layer_norm_ms(tokens))
+            value += layers * (self.correction.factor(tokens) - 1.0)
+        if len(self._dense) < 100_000:
+            self._dense[key] = value
+        return value
 
     def prefill_s(self, lengths: list[int], pad_to: int, tile_m: int, efficiency: float,
                   speed: float = 1.0) -> float:

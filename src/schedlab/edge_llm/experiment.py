@@ -1,10 +1,12 @@
-"""Headline experiments: heterogeneous replays over load/uplink/backhaul/edge SMs, and the
-joint-residency table.
+"""Headline experiments: the paper's Llama-3/Qwen3 replays, the regime sweep where routing
+matters, the step-time calibration against Vidur, and the joint-residency table.
 
 Paper: "Latency-aware LLM inference scheduling across device, edge and cloud"
 (../shared/papers/04-edge_llm.md). Targets are the paper's figures; our testbed is modelled
-(schedlab.llm roofline A800/A6000, OFDMA cell, 10 Gbit/s backhaul), so magnitudes differ and the
-claims table says whether the *shape* holds.
+(schedlab.llm's Vidur-calibrated cost model for A800/A6000, OFDMA cell, 10 Gbit/s backhaul), so
+magnitudes differ and the claims table says whether the *shape* holds. Every comparison's
+yardstick is a baseline replayed on the same requests (each fixed mode, DistServe-style), never
+the router's own estimate. Claims that hold by construction are labelled sanity checks.
 """
 
 from __future__ import annotations
@@ -19,18 +21,15 @@ from schedlab.edge_llm.residency import analyse, summary
 from schedlab.edge_llm.simulator import simulate
 from schedlab.edge_llm.workloads import generate
 
-POLICIES = ("cloud", "split", "mix", "distserve", "online", "online-nosm")
-FIXED = ("cloud", "split", "mix")
+POLICIES = ("cloud", "split", "mix", "disagg", "distserve", "online", "online-nosm")
+FIXED = ("cloud", "split", "mix", "disagg")
+PAPER_MODES = ("cloud", "split", "mix")
+SANITY = "Sanity check (holds by construction or for every policy, not evidence): "
 BASE_RATE = 1.5
 #: the four primary regimes: (name, config changes)
 REGIMES: dict[str, dict] = {
     "base": {}, "low-uplink": dict(uplink_mhz=5.0), "low-backhaul": dict(backhaul_gbps=1.0),
     "small-edge": dict(edge_sm_budget=0.5),
-}
-SWEEPS: dict[str, tuple[str, tuple[float, ...]]] = {
-    "uplink_mhz": ("uplink_mhz", (1.4, 5.0, 20.0)),
-    "backhaul_gbps": ("backhaul_gbps", (1.0, 5.0, 25.0)),
-    "edge_sm_budget": ("edge_sm_budget", (0.25, 0.5, 1.0)),
 }
 
 
@@ -46,7 +45,7 @@ def run_scenario(model: str, scenario: str, axis: str, value: float, rate: float
                  changes: dict, requests: int, seed: int) -> list[dict]:
     """Every policy on one workload and deployment; one row per policy."""
     cfg = EdgeConfig(model=model).with_(**changes)
-    reqs = generate(requests, rate, seed)
+    reqs = workload(requests, rate, seed)
     rng = np.random.default_rng(seed)
     rows = []
     for policy in POLICIES:
@@ -57,15 +56,33 @@ def run_scenario(model: str, scenario: str, axis: str, value: float, rate: float
     return rows
 
 
-def _scenarios(model: str, loads: tuple[float, ...], sweeps: bool):
+def workload(requests: int, rate: float, seed: int):
+    """Real arrivals (the Alibaba GenAI trace, rescaled to ``rate``) with seeded lengths when
+    ``../shared/data`` has the trace; seeded Poisson arrivals otherwise."""
+    from schedlab.edge_llm.alibaba import default_path, replay
+
+    if default_path().is_file():
+        return replay(requests, rate, seed)
+    return generate(requests, rate, seed)
+
+
+def _data_note() -> str:
+    from schedlab.edge_llm.alibaba import default_path
+
+    if default_path().is_file():
+        return ("arrivals: real (Alibaba GenAI production trace, rescaled); lengths/SNRs/SLOs: "
+                "seeded class model")
+    return "arrivals and lengths: seeded generator (Alibaba GenAI trace not found)"
+
+
+def _scenarios(model: str, loads: tuple[float, ...], full: bool):
+    """Llama-3 (full): the four primary regimes and the offered-load points; Qwen3: the base
+    regime its claims use. The wider sweeps are ``routing_regimes``'."""
     for name, changes in REGIMES.items():
-        yield model, f"regime:{name}", "regime", 0.0, BASE_RATE, changes
-    for rate in loads:
+        if full or name == "base":
+            yield model, f"regime:{name}", "regime", 0.0, BASE_RATE, changes
+    for rate in loads if full else ():
         yield model, "load", "rate", rate, rate, {}
-    if sweeps:
-        for axis, (field, values) in SWEEPS.items():
-            for value in values:
-                yield model, f"sweep:{axis}", axis, value, BASE_RATE, {field: value}
 
 
 @register("edge_llm", quick=dict(requests=250, loads=(0.5, 1.0, 2.0, 3.0)),
@@ -73,12 +90,13 @@ def _scenarios(model: str, loads: tuple[float, ...], sweeps: bool):
 def heterogeneous_replay(requests: int, loads: tuple[float, ...], seed: int) -> Result:
     """Online routing vs fixed modes and DistServe on Llama-3-8B and Qwen3-8B replays."""
     rows = []
-    for model, sweeps in (("llama-3-8b", True), ("qwen3-8b", False)):
-        for args in _scenarios(model, loads, sweeps):
+    for model, full in (("llama-3-8b", True), ("qwen3-8b", False)):
+        for args in _scenarios(model, loads, full):
             rows.extend(run_scenario(*args, requests=requests, seed=seed))
     frame = pl.DataFrame(rows)
     return Result(frame, claims=replay_claims(frame), figures=[latency_figure(frame)],
-                  notes="Modelled A800 (cloud) + A6000 (edge); see docs/systems/edge_llm.md.")
+                  notes="Modelled A800 (cloud) + A6000 (edge); " + _data_note()
+                  + "; see docs/systems/edge_llm.md.")
 
 
 def _pick(frame: pl.DataFrame, model: str, scenario: str, policy: str, value: float | None = None
@@ -92,7 +110,7 @@ def _pick(frame: pl.DataFrame, model: str, scenario: str, policy: str, value: fl
 
 def reduction_vs_best_fixed(frame: pl.DataFrame, model: str, scenario: str,
                             value: float | None = None) -> float:
-    """(best fixed mean - online mean) / best fixed mean, in percent."""
+    """(best fixed mean - online mean) / best fixed mean, in percent (all four fixed modes)."""
     best = min(_pick(frame, model, scenario, p, value)["mean_e2e"] for p in FIXED)
     online = _pick(frame, model, scenario, "online", value)["mean_e2e"]
     return 100.0 * (best - online) / best
@@ -110,29 +128,44 @@ def replay_claims(frame: pl.DataFrame) -> list[Claim]:
     regimes = online.filter(pl.col("axis") == "regime")
     loads = online.filter(pl.col("scenario") == "load")
     base = _pick(frame, llama, "regime:base", "online")
-    modes_used = sum(base[f"n_{m}"] > 0 for m in FIXED)
+    modes_used = sum(base[f"n_{m}"] > 0 for m in PAPER_MODES)
     worst_waste = float(frame["padding_waste"].max()) / waste_bound(EdgeConfig().delta)
+    # discriminating SLO yardstick: the best baseline's SLO on the same replay
+    slo_gap = []
+    for row in frame.filter((pl.col("model") == llama) & (pl.col("policy") == "online")
+                            & (pl.col("axis") == "regime")).iter_rows(named=True):
+        best = max(_pick(frame, llama, row["scenario"], p)["slo"] for p in (*FIXED,
+                                                                           "distserve"))
+        slo_gap.append(100.0 * (row["slo"] - best))
+    cloud_regimes = frame.filter((pl.col("policy") == "cloud") & (pl.col("model") == llama)
+                                 & (pl.col("axis") == "regime"))
     return [
-        Claim("Qwen3-8B replay: online lowers mean E2E latency vs the best fixed mode",
-              metric="reduction vs best fixed (%)",
+        Claim("Qwen3-8B replay: online lowers mean E2E latency vs the best fixed mode "
+              "(of cloud/split/mix/disagg)", metric="reduction vs best fixed (%)",
               measured=reduction_vs_best_fixed(frame, qwen, "regime:base"), target=6.4,
               paper_figure="6.4%"),
         Claim("Qwen3-8B replay: online P95 CI overlaps fixed Cloud's and edge-local's",
               metric="CIs overlapping (of 2)", measured=float(overlaps), target=2.0,
               paper_figure="both overlap"),
-        Claim("Llama-3 replay: online attains 100% SLO in the four primary regimes",
+        Claim("Llama-3 replay: online SLO attainment >= the best baseline's (fixed modes, "
+              "DistServe) in each of the four primary regimes",
+              metric="min online - best baseline SLO (pp)", measured=min(slo_gap), target=0.0,
+              paper_figure="100% in all four"),
+        Claim(f"{SANITY}Llama-3 replay: online attains 100% SLO in the four primary regimes "
+              f"(fixed cloud-only: {100.0 * float(cloud_regimes['slo'].min()):.1f}%)",
               metric="min SLO attainment (%)", measured=100.0 * float(regimes["slo"].min()),
-              target=100.0, paper_figure="100%"),
-        Claim("Llama-3 replay: online SLO attainment across offered-load points",
+              target=100.0, paper_figure="(sanity check, not evidence)"),
+        Claim(f"{SANITY}Llama-3 replay: online SLO attainment across offered-load points",
               metric="min SLO attainment over loads (%)",
               measured=100.0 * float(loads["slo"].min()), target=95.6,
-              paper_figure="95.6-100%"),
-        Claim("Llama-3 replay: every routing mode (Cloud/Split/Mix) is used",
+              paper_figure="(sanity check, not evidence) 95.6-100%"),
+        Claim("Llama-3 replay: every paper routing mode (Cloud/Split/Mix) is used",
               metric="modes used (of 3)", measured=float(modes_used), target=3.0,
               paper_figure="18/21/6 of 45"),
-        Claim("delta-bucketing padding waste stays within delta/(1+delta) in every replay",
+        Claim(f"{SANITY}delta-bucketing padding waste stays within delta/(1+delta) (the bound "
+              "the bucketing is built to respect)",
               metric="max waste / bound", measured=worst_waste, target=1.0, comparison="<=",
-              paper_figure="bounded padding waste", required=True),
+              paper_figure="(sanity check, not evidence)", required=True),
     ]
 
 
@@ -153,7 +186,7 @@ def latency_figure(frame: pl.DataFrame) -> Figure:
     online = frame.filter((pl.col("policy") == "online") & (pl.col("model") == "llama-3-8b"))
     labels = [f"{s}:{v:g}" for s, v in zip(online["scenario"], online["value"], strict=True)]
     bottom = np.zeros(online.height)
-    for mode in ("cloud", "split", "mix"):
+    for mode in FIXED:
         counts = online[f"n_{mode}"].to_numpy()
         ax2.bar(range(online.height), counts, bottom=bottom, label=mode)
         bottom += counts
@@ -176,10 +209,111 @@ def joint_residency(seed: int) -> Result:
     gap = 100.0 * (stats["a800"]["guarded_weight_share"] - stats["a6000"]["guarded_weight_share"])
     return Result(frame, claims=[
         Claim("The dominant prefill/decode pair fails joint residency on every Llama shape, "
-              "on both GPUs", metric="min share of shapes failing (%)",
+              "on both GPUs (ASSUMED register counts and SMEM from kernel names, "
+              "llm/kernels.toml; no GPU profiled them)", metric="min share of shapes failing (%)",
               measured=100.0 * worst, target=100.0, paper_figure="37/37 shapes, both GPUs"),
         Claim("Guarded alternative pairs cover more pair weight on A800 than on A6000 "
-              "(FLOP-weighted shapes, not the paper's profiled weights)",
+              "(FLOP-weighted shapes, not the paper's profiled weights; ASSUMED register "
+              "counts)",
               metric="A800 - A6000 guarded weight (pp)", measured=gap, target=0.0,
               comparison=">", paper_figure="41.4% vs 26.9%"),
     ], notes=f"per GPU: {stats}")
+
+
+@register("edge_llm", quick=dict(requests=200, congested=2000),
+          full=dict(requests=2000, congested=2000))
+def routing_regimes(requests: int, congested: int, seed: int) -> Result:
+    """Online routing vs every fixed mode and DistServe across cloud SM share, WAN RTT,
+    backhaul, edge GPU class, length mix and load; plus the 30%-cloud-SM 2,000-request regime."""
+    from schedlab.edge_llm.sweep import BASELINES, frontier_figure, sweep, versus_best
+
+    frame = sweep(requests, seed, extra=())
+    hot = sweep(congested, seed, axes=("cloud_sm",)).filter(pl.col("value") == "0.3")
+    hot = hot.with_columns(pl.lit("congested-2000").alias("axis"))
+    frame = pl.concat([frame, hot], how="diagonal_relaxed")
+    vs = versus_best(frame)
+    sweep_vs = vs.filter(pl.col("axis") != "congested-2000")
+    hot_row = vs.filter(pl.col("axis") == "congested-2000").row(0, named=True)
+    pick = {p: hot.filter(pl.col("policy") == p).row(0, named=True) for p in BASELINES}
+    ds = pick["distserve"]
+    worst = sweep_vs.sort("gain_pct").row(0, named=True)
+    fixed_best = {}
+    for row in frame.filter(pl.col("policy").is_in(list(FIXED))).iter_rows(named=True):
+        key = (row["axis"], row["value"])
+        fixed_best[key] = min(fixed_best.get(key, float("inf")), row["mean_e2e"])
+    online = {(r["axis"], r["value"]): r["mean_e2e"]
+              for r in frame.filter(pl.col("policy") == "online").iter_rows(named=True)}
+    gain_fixed = {k: 100.0 * (fixed_best[k] - online[k]) / fixed_best[k] for k in online}
+    best_point = max(gain_fixed, key=gain_fixed.get)
+    best_hot = min(pick[p]["mean_e2e"] for p in FIXED)
+    notes = (f"worst sweep point: {worst['axis']}={worst['value']} "
+             f"({worst['gain_pct']:.2f}% vs {worst['best_e2e_policy']}); largest gain vs best "
+             f"fixed at {best_point[0]}={best_point[1]} ({gain_fixed[best_point]:.2f}%); "
+             f"30% cloud SMs: online {hot_row['online_e2e']:.3f} s, DistServe "
+             f"{ds['mean_e2e']:.3f} s, best fixed {best_hot:.3f} s. ")
+    claims = [
+        Claim("Online mean E2E is no worse than the best of every fixed mode and DistServe-"
+              "style at every sweep point",
+              metric="min reduction vs best baseline (%)",
+              measured=float(sweep_vs["gain_pct"].min()), target=0.0,
+              paper_figure="never worse than a fixed mode"),
+        Claim("Online SLO attainment is no worse than the best baseline's at every sweep point",
+              metric="min online - best baseline SLO (pp)",
+              measured=float(sweep_vs["slo_pp"].min()), target=0.0,
+              paper_figure="100% SLO in primary regimes"),
+        Claim(f"Cloud at 30% of its SMs, {congested} requests: online mean E2E vs DistServe-"
+              "style",
+              metric="reduction vs DistServe (%)",
+              measured=100.0 * (ds["mean_e2e"] - hot_row["online_e2e"]) / ds["mean_e2e"],
+              target=0.0, paper_figure="(issue 26: was -142%, 7.59 s vs 3.13 s)"),
+        Claim(f"Cloud at 30% of its SMs, {congested} requests: online mean E2E vs the best "
+              "fixed mode", metric="reduction vs best fixed (%)",
+              measured=100.0 * (best_hot - hot_row["online_e2e"]) / best_hot, target=0.0,
+              paper_figure="(issue 26: fixed split was 7.70 s)"),
+        Claim(f"Cloud at 30% of its SMs, {congested} requests: online SLO vs DistServe-style",
+              metric="online - DistServe SLO (pp)",
+              measured=100.0 * (hot_row["online_slo"] - ds["slo"]), target=0.0,
+              paper_figure="(issue 26: was 95.0% vs 99.9%)"),
+        Claim("Routing pays where the regime rewards it: the largest reduction of mean E2E vs "
+              "the best fixed mode over the sweep",
+              metric="max reduction vs best fixed (%)", measured=gain_fixed[best_point],
+              target=6.4, paper_figure="6.4% (Qwen3-8B replay)"),
+    ]
+    return Result(frame.join(vs.select("axis", "value", "seed", "gain_pct", "slo_pp",
+                                       "best_e2e_policy"),
+                             on=["axis", "value", "seed"], how="left"),
+                  claims=claims,
+                  figures=[Figure.from_matplotlib(frontier_figure(frame), "edge_llm_frontier",
+                                                  "Mean E2E per policy along each regime axis; "
+                                                  "online's mode histogram")],
+                  notes=notes + "seeded generator (Poisson arrivals, class-model lengths); "
+                        "Llama-3-8B on modelled A800 cloud + A6000 edge unless the axis says")
+
+
+@register("edge_llm", quick=dict(), full=dict())
+def step_calibration(seed: int) -> Result:
+    """Prefill/decode step times vs Vidur's profiled operators (tp=1), per shape."""
+    from schedlab.edge_llm.alibaba import DEFAULT
+    from schedlab.edge_llm.calibration import fit, summary
+
+    root = DEFAULT.resolve().parents[1] / "vidur_profiles"
+    _, rows = fit(root)
+    table = pl.DataFrame(rows)
+    stats = summary(rows)
+    executed = table.filter(pl.col("tokens").is_in([1, 2, 4, 8, 16, 32, 64, 128, 256, 384,
+                                                     512]))
+    held = table.filter(pl.col("held_out"))
+    return Result(table, claims=[
+        Claim("Step time (layers x profiled operators + embedding) within 10% of Vidur's "
+              "profile on every held-out shape, every profiled GPU/model at tp=1",
+              metric="max |error| over held-out shapes (%)",
+              measured=100.0 * float(held["error"].abs().max()), target=10.0,
+              comparison="<=", paper_figure="(issue 26: error <= 10%)"),
+        Claim("Step time within 10% on the shapes the delay model runs (decode batches 1-64, "
+              "prefill chunks 128-512 tokens)", metric="max |error| (%)",
+              measured=100.0 * float(executed["error"].abs().max()), target=10.0,
+              comparison="<=", paper_figure="(issue 26: error <= 10%)"),
+        Claim("Share of held-out shapes within 10%", metric="share (%)",
+              measured=100.0 * float((held["error"].abs() <= 0.10).mean()), target=100.0,
+              paper_figure="(issue 26: error <= 10%)"),
+    ], notes=f"real data: Vidur profiles; per set: {stats}")

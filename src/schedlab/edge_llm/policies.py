@@ -37,6 +37,8 @@ MODE_OF: dict[Route, str] = {v: k for k, v in MODES.items()}
 MAX_BATCH_TOKENS = 8192
 #: tokens an active decode is assumed to still owe when stage 4 weighs its slowdown
 DECODE_TOKENS_AHEAD = 64
+#: weight of the duty term of the externality (see externality())
+DUTY_WEIGHT = 1.0
 
 
 @dataclass
@@ -165,7 +167,7 @@ def externality(view: ClusterView, route: Route, est: Estimate, plans: dict[str,
     mean_out = site.pool.tokens / max(1, len(site.pool.joins))
     plan = plans.get(p)
     penalty = site.tpot_s(now, 0, 1.0, plan) - site.tpot_s(now, 0, 0.0, plan)
-    decode_ext = duration / horizon * joins * mean_out * max(0.0, penalty)
+    decode_ext = DUTY_WEIGHT * duration / horizon * joins * mean_out * max(0.0, penalty)
     queued = site.lane.recent_starts(now, horizon)
     backlog = max(0.0, view.lane_free[p] - now)
     queue_ext = duration * queued / horizon * backlog
@@ -179,7 +181,13 @@ def externality(view: ClusterView, route: Route, est: Estimate, plans: dict[str,
     busy = output_len * est.tpot
     prefills = d.lane.recent_starts(now, horizon) / horizon * busy
     lane_ext = prefills * max(0.0, stretch)
-    return decode_ext + queue_ext + lane_ext
+    # sequences joining d while this one decodes run one sequence larger a batch
+    joins_d = d.pool.recent_joins(now, horizon) / horizon * busy
+    mean_out_d = d.pool.tokens / max(1, len(d.pool.joins))
+    grow = (d.tpot_s(now, view.extra_decodes[route[1]] + 1, 0.0, plan_d)
+            - d.tpot_s(now, view.extra_decodes[route[1]], 0.0, plan_d))
+    batch_ext = joins_d * mean_out_d * max(0.0, grow)
+    return decode_ext + queue_ext + lane_ext + batch_ext
 
 
 class OnlineRouter:
