@@ -16,7 +16,9 @@ def test_experiments_are_registered():
 
 def test_hardware_experiment_tiny():
     result = experiment.hardware_speedup(scale=0.1, batch=32, batches=1, channels=4, seed=0)
-    assert result.frame.height == 3 * 8
+    assert result.frame.height == 3 * 9  # 8 platforms + the unit with replicated graph copies
+    repl = result.frame.filter(result.frame["platform"] == "esr-trie-replicated")
+    assert repl.height == 3 and (repl["graph_copies"] == 4).all()
     required = [c for c in result.claims if c.required]
     assert required and all(c.holds for c in required)
     assert all(math.isfinite(c.measured) for c in result.claims)

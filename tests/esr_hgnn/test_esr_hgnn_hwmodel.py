@@ -94,7 +94,7 @@ def _unit(grouper: str, channels: int, cfg: HardwareConfig):
 def test_unit_estimate_is_consistent():
     cfg = load_config(channels=4)
     est = _unit("optimal", 4, cfg)
-    assert est.reads == est.row_hits + est.row_misses
+    assert est.reads == est.row_hits + est.row_misses + est.merged_reads
     assert est.seconds == max(est.channel_seconds) > 0
     assert est.energy_j > 0
 

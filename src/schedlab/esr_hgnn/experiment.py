@@ -57,10 +57,13 @@ def sampling_redundancy(scales: tuple[float, ...], batch: int, batches: int, run
         return float(dblp.filter(pl.col("metapaths") == which)[column][0])
 
     claims = [
-        Claim("Trie sampling removes redundant reads (DBLP-like, 7 symmetric metapaths)",
+        Claim("Sanity check (by construction: the trie walks a shared prefix once, so it never "
+              "reads more): trie sampling removes redundant reads (DBLP-like, 7 symmetric "
+              "metapaths)",
               metric="% of naive reads removed", measured=100 * pick("sym6", "saving"),
               target=0.0, comparison=">", paper_figure="eliminates redundant traversals"),
-        Claim("Trie sampling removes redundant reads (DBLP-like, HAN's APA/APCPA/APTPA)",
+        Claim("Sanity check (by construction): trie sampling removes redundant reads "
+              "(DBLP-like, HAN's APA/APCPA/APTPA)",
               metric="% of naive reads removed", measured=100 * pick("han", "saving"),
               target=0.0, comparison=">", paper_figure="eliminates redundant traversals"),
         Claim("Software trie sampling is >= 3x faster than naive on DBLP-like (issue goal; "
@@ -175,24 +178,30 @@ def _hardware_claims(frame: pl.DataFrame) -> list[Claim]:
     time_rr = _geomean(_column(frame, s, "esr-trie", "round-robin", "seconds")
                        / unit[s] for s in names)
     return [
-        Claim("ESR-HGNN unit is ~10x faster than CPU sampling (modelled unit vs measured naive "
-              "CPU, geomean of 3 schemas)", metric="speedup", measured=vs_cpu, target=10.0,
+        Claim("ESR-HGNN unit is ~10x faster than CPU sampling (modelled unit: 4 sampling "
+              "channels on 4 shared HBM2 channels, graph partitioned; vs measured naive CPU, "
+              "geomean of 3 schemas)", metric="speedup", measured=vs_cpu, target=10.0,
               paper_figure="~10x over CPU (avg)"),
         Claim("ESR-HGNN unit vs CPU running our own trie sampler (stricter baseline)",
               metric="speedup", measured=vs_cpu_trie, target=10.0,
               paper_figure="~10x over CPU (avg)"),
-        Claim("ESR-HGNN unit is ~10x faster than GPU sampling (both modelled)", metric="speedup",
+        Claim("ESR-HGNN unit is ~10x faster than GPU sampling (both modelled: the GPU is a "
+              "formula, no GPU measured here)", metric="speedup",
               measured=vs_gpu, target=10.0, paper_figure="~10x over GPU (avg)"),
-        Claim("ESR-HGNN saves energy vs CPU sampling (paper gives no figure)",
+        Claim("Sanity check (output of the model's own energy parameters, not evidence): "
+              "the unit uses less energy than CPU sampling",
               metric="CPU J / unit J", measured=energy_cpu, target=1.0, comparison=">",
               paper_figure="significant energy savings"),
-        Claim("ESR-HGNN saves energy vs GPU sampling (paper gives no figure)",
+        Claim("Sanity check (output of the model's own parameters; GPU modelled): the unit "
+              "uses less energy than GPU sampling",
               metric="GPU J / unit J", measured=energy_gpu, target=1.0, comparison=">",
               paper_figure="significant energy savings"),
-        Claim("Reusability-driven grouping cuts DRAM reads vs round-robin channel assignment",
+        Claim("Sanity check (reads are the grouping's own objective): reusability-driven "
+              "grouping cuts DRAM reads vs round-robin channel assignment",
               metric="round-robin reads / optimal reads", measured=reads_rr, target=1.0,
               comparison=">", paper_figure="maximises reusable traversals"),
-        Claim("Reusability-driven grouping speeds the unit up vs round-robin",
+        Claim("Reusability-driven grouping speeds the modelled unit up vs round-robin (model "
+              "output: fewer reads through the shared-channel DRAM replay)",
               metric="round-robin time / optimal time", measured=time_rr, target=1.0,
               comparison=">", paper_figure="enhances efficiency"),
     ]

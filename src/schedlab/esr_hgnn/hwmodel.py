@@ -17,14 +17,14 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Literal
 
-import numpy as np
 from pydantic import BaseModel, ConfigDict, Field
 
 from schedlab.core.errors import BadInputError, ConfigError
 from schedlab.core.io import read_json, validate_model
 from schedlab.esr_hgnn.graph import WORD_BYTES
-from schedlab.esr_hgnn.kernels import replay_dram
+from schedlab.esr_hgnn.memsys import preset, replay_channels
 from schedlab.esr_hgnn.policies import SampleBatch
 
 
@@ -36,14 +36,10 @@ class HardwareConfig(BaseModel):
     clock_ghz: float = Field(1.0, gt=0)
     channels: int = Field(8, ge=1, le=64)
     trie_buffer_kib: float = Field(64.0, ge=0)
-    row_bytes: int = Field(1024, ge=64)
-    banks: int = Field(16, ge=1)
-    t_cl: int = Field(14, ge=1)
-    t_rcd: int = Field(14, ge=1)
-    t_rp: int = Field(14, ge=1)
-    t_burst: int = Field(2, ge=1)
-    t_ccd: int = Field(2, ge=1)
-    burst_bytes: int = Field(32, ge=4)
+    memory: Literal["hbm2", "ddr4"] = "hbm2"
+    placement: Literal["partitioned", "replicated"] = "partitioned"
+    memory_channels: int = Field(0, ge=0, le=256)
+    interleave_bytes: int = Field(256, ge=4)
     mlp: int = Field(32, ge=1)
     hop_setup_cycles: int = Field(20, ge=0)
     dram_pj_per_bit: float = Field(3.9, ge=0)
@@ -63,14 +59,16 @@ SOURCES: dict[str, str] = {
     "channels": "8 sampling channels, one per HBM2 pseudo-channel group (paper: multi-channel)",
     "trie_buffer_kib": "64 KiB on-chip trie buffer per channel (assumption; SRAM size of GNN "
                        "accelerator buffers is tens to hundreds of KiB)",
-    "row_bytes": "HBM2 page size 1 KiB per pseudo-channel (JEDEC JESD235)",
-    "banks": "16 banks per HBM2 pseudo-channel (JESD235)",
-    "t_cl": "tCL ~14 ns (HBM2 datasheets, e.g. Samsung Aquabolt), in 1 GHz cycles",
-    "t_rcd": "tRCD ~14 ns (HBM2 datasheets)",
-    "t_rp": "tRP ~14 ns (HBM2 datasheets)",
-    "t_burst": "32 B burst on a 64-bit pseudo-channel at 2 Gb/s/pin = 2 ns",
-    "t_ccd": "tCCD 2 ns (column-to-column, HBM2)",
-    "burst_bytes": "32 B access granularity of an HBM2 pseudo-channel (BL4 x 64 bit)",
+    "memory": "DRAM timing preset: hbm2 = DRAMsim3 configs/HBM2_8Gb_x128.ini (CL/tRCD/tRP 14 "
+              "ns, tRAS 34, tFAW 30, 64 B per access, 32 GB/s per channel; Ramulator HBM.h has "
+              "the same 14 ns), ddr4 = DRAMsim3 configs/DDR4_8Gb_x8_3200.ini (22 clocks of "
+              "625 ps, 8 KiB rows, 25.6 GB/s); see memsys.PRESETS",
+    "placement": "partitioned: one copy of the graph interleaved over all memory channels, "
+                 "every sampling channel contends for every memory channel; replicated: a full "
+                 "copy per sampling channel in its own memory channel",
+    "memory_channels": "memory channels behind the unit (0 = as many as sampling channels)",
+    "interleave_bytes": "address interleaving granule across memory channels (256 B, a "
+                        "typical controller mapping; assumption)",
     "mlp": "32 outstanding reads per channel (assumption, typical MSHR count of an accelerator "
            "memory interface)",
     "hop_setup_cycles": "pipeline fill when a channel starts a trie edge (assumption)",
@@ -110,41 +108,49 @@ class UnitEstimate:
     row_misses: int
     spill_bytes: float
     channel_seconds: tuple[float, ...]
-
-
-def _channel_cycles(batch: SampleBatch, cfg: HardwareConfig) -> tuple[int, int, int, float]:
-    """Cycles, hits, misses and spilled bytes of one channel's batch."""
-    if batch.trace is None:
-        raise BadInputError("the hardware model needs a sampled trace (trace=True)", field="trace")
-    cycles, hits, misses = replay_dram(batch.trace, cfg.row_bytes, cfg.banks, cfg.t_cl,
-                                       cfg.t_rcd, cfg.t_rp, cfg.t_burst, cfg.t_ccd, cfg.mlp)
-    buffer = cfg.trie_buffer_kib * 1024
-    # a frontier larger than the buffer is written out and read back, sequentially
-    spill = sum(max(0.0, n * WORD_BYTES - buffer) for n in batch.frontier_entries) * 2
-    spill_cycles = spill / cfg.burst_bytes * cfg.t_burst
-    total = int(cycles) + int(np.ceil(spill_cycles)) + cfg.hop_setup_cycles * batch.hops
-    return total, int(hits), int(misses), spill
+    placement: str = "partitioned"
+    graph_copies: int = 1
+    merged_reads: int = 0
 
 
 def estimate_unit(channel_batches: Sequence[SampleBatch], cfg: HardwareConfig) -> UnitEstimate:
-    """Time and energy of the unit for one mini-batch whose channels sampled ``channel_batches``."""
+    """Time and energy of the unit for one mini-batch whose channels sampled ``channel_batches``.
+
+    All channels' traces are replayed together on the memory channels (``cfg.placement``), so a
+    channel's time includes waiting for banks and buses other channels hold; then each channel
+    adds its trie-buffer spills and per-hop set-up. The unit finishes with its slowest channel.
+    """
     if len(channel_batches) > cfg.channels:
         raise ConfigError(f"{len(channel_batches)} channel groups but the unit has "
                           f"{cfg.channels} channels", field="channels")
-    results = [_channel_cycles(b, cfg) for b in channel_batches]
-    seconds = tuple(c / (cfg.clock_ghz * 1e9) for c, _, _, _ in results)
+    for b in channel_batches:
+        if b.trace is None:
+            raise BadInputError("the hardware model needs a sampled trace (trace=True)",
+                                field="trace")
+    timing = preset(cfg.memory)
+    mem = replay_channels([b.trace for b in channel_batches], timing, cfg.placement,
+                          cfg.memory_channels or cfg.channels, cfg.interleave_bytes,
+                          round(1000 / cfg.clock_ghz), cfg.mlp)
+    buffer = cfg.trie_buffer_kib * 1024
+    cycle_s = 1 / (cfg.clock_ghz * 1e9)
+    seconds, spill_total = [], 0.0
+    for b, dram_s in zip(channel_batches, mem["channel_seconds"], strict=True):
+        # a frontier larger than the buffer is written out and read back, sequentially
+        spill = sum(max(0.0, n * WORD_BYTES - buffer) for n in b.frontier_entries) * 2
+        spill_total += spill
+        seconds.append(dram_s + spill / (timing.peak_gbs * 1e9)
+                       + cfg.hop_setup_cycles * b.hops * cycle_s)
     unit_seconds = max(seconds) if seconds else 0.0
     reads = sum(b.reads for b in channel_batches)
-    hits = sum(h for _, h, _, _ in results)
-    misses = sum(m for _, _, m, _ in results)
-    spill = sum(s for _, _, _, s in results)
-    bursts = reads + spill / cfg.burst_bytes
+    bursts = mem["row_hits"] + mem["row_misses"] + spill_total / timing.burst_bytes
     sram = sum(2 * sum(b.frontier_entries) for b in channel_batches)  # write, then read
-    energy = (bursts * cfg.burst_bytes * 8 * cfg.dram_pj_per_bit * 1e-12
-              + misses * cfg.activate_nj * 1e-9
+    energy = (bursts * timing.burst_bytes * 8 * cfg.dram_pj_per_bit * 1e-12
+              + mem["row_misses"] * cfg.activate_nj * 1e-9
               + sram * cfg.sram_pj_per_access * 1e-12
               + cfg.channels * cfg.channel_static_mw * 1e-3 * unit_seconds)
-    return UnitEstimate(unit_seconds, energy, reads, hits, misses, spill, seconds)
+    return UnitEstimate(unit_seconds, energy, reads, mem["row_hits"], mem["row_misses"],
+                        spill_total, tuple(seconds), cfg.placement, mem["copies"],
+                        mem["merged"])
 
 
 def gpu_seconds(reads: float, hops: float, cfg: HardwareConfig) -> float:

@@ -71,7 +71,20 @@ def hardware_comparison(graph: HeteroGraph, metapaths: Sequence[str],
                 energy_j=float(np.mean([e.energy_j for e in estimates])),
                 row_hit_rate=float(np.mean([e.row_hits / max(1, e.reads) for e in estimates])),
                 expected_cost=total_cost(grouping, hop_cost),
+                placement=cfg.placement, graph_copies=estimates[0].graph_copies,
                 grouping=" | ".join(",".join(g) for g in grouping if g)))
+    if "optimal" in groupers:  # the same unit with a private graph copy per sampling channel
+        other = "replicated" if cfg.placement == "partitioned" else "partitioned"
+        alt = cfg.model_copy(update={"placement": other})
+        grouping = make_grouper("optimal").group(metapaths, cfg.channels, hop_cost, seed)
+        estimates = [estimate_unit(sample_channels(graph, make_sampler("trie"), grouping, seeds,
+                                                   fanouts, seed + i), alt)
+                     for i, seeds in enumerate(batches)]
+        rows.append(dict(platform=f"esr-trie-{other}", kind="modelled", grouper="optimal",
+                         reads=float(np.mean([e.reads for e in estimates])),
+                         seconds=float(np.median([e.seconds for e in estimates])),
+                         energy_j=float(np.mean([e.energy_j for e in estimates])),
+                         placement=other, graph_copies=estimates[0].graph_copies))
     return rows
 
 
