@@ -47,3 +47,25 @@ def test_simulate_rejects_bad_options() -> None:
     result = runner.invoke(app, ["simulate", "--executor", "mpi", "--devices", "2",
                                  "--atoms", "10"])
     assert result.exit_code == 2
+
+
+def test_run_own_xyz_on_processes_with_pbe(tmp_path) -> None:
+    pytest.importorskip("pyscf")
+    path = tmp_path / "mine.xyz"
+    path.write_text("2\nmy molecule\nH 0 0 0\nH 0 0 0.74\n")
+    result = runner.invoke(app, ["run", "-m", str(path), "-b", "sto-3g", "--xc", "pbe",
+                                 "--executor", "process", "--workers", "2", "--streams", "1",
+                                 "--replan", "measured", "--ao-on-the-fly", "--json"])
+    assert result.exit_code == 0, result.output
+    doc = json.loads(result.stdout)
+    assert doc["relative_error"] < 1e-10 and doc["xc"] == "pbe"
+    assert doc["live_cpu_balance"] >= 1.0 and 0.0 <= doc["overhead_fraction"] < 1.0
+
+
+def test_new_options_fail_in_one_line() -> None:
+    for args, field in ((["run", "--replan", "often"], "replan"),
+                        (["run", "--executor", "mpi"], "executor"),
+                        (["calibrate", "--train", " , "], "train")):
+        result = runner.invoke(app, args)
+        assert result.exit_code == 2 and field in result.output
+        assert "Traceback" not in result.output

@@ -168,6 +168,8 @@ def calibrate(
     atoms: int = typer.Option(2000, "--atoms", min=1, help="Synthetic atoms (simulated)."),
     devices: int = typer.Option(64, "--devices", min=1, help="Simulated CPU-calibrated devices."),
     seed: int = typer.Option(0, "--seed"),
+    save_times: str = typer.Option(None, "--save-times", help="Write every measured task "
+                                   "(features, seconds, molecule, split) to this .parquet/.csv."),
     json_out: bool = typer.Option(False, "--json", help="Print JSON."),
 ) -> None:
     """Fit the simulator's cost parameters on measured micro-task times, validate on held-out
@@ -184,6 +186,13 @@ def calibrate(
     with err_console.status("SCF and timing every micro-task of the held-out molecules"):
         ho = measure_tasks(names[1], basis, seed=seed)
     cal = run_calibration(tr, ho, seed)
+    if save_times:
+        import polars as pl
+
+        from schedlab.core.io import write_frame
+
+        write_frame(pl.concat([tr.with_columns(pl.lit("train").alias("split")),
+                               ho.with_columns(pl.lit("held_out").alias("split"))]), save_times)
     d = cal.device
     row = dict(train=",".join(names[0]), held_out=",".join(names[1]), train_tasks=tr.height,
                held_out_tasks=ho.height, launch_us=d.launch_overhead * 1e6,
