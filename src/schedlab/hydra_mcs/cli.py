@@ -50,21 +50,15 @@ def solve_cmd(
 ) -> None:
     """Solve one pair (or a batch with --pairs); prints size, mapping, nodes, time and whether
     it is proven optimal."""
-    from schedlab.hydra_mcs.fastcli import run_solve
+    from schedlab.hydra_mcs.fastcli import rich_writers, run_solve
 
     params = dict(a=a, b=b, pairs=pairs, fmt=fmt, labels=labels, connected=connected,
                   directed=directed, threads=threads, policy=policy, heuristic=heuristic,
                   big_first=big_first, gpu=gpu, gpu_kernel=gpu_kernel, timeout=timeout,
                   no_mapping=no_mapping, json_out=json_out, branching=branching, prove=prove)
 
-    def error(text: str) -> None:
-        err_console.print(f"[red]error:[/red] {escape(text)}", highlight=False, soft_wrap=True)
-
-    def note(text: str) -> None:
-        style = "yellow" if text.startswith("interrupted") else None
-        err_console.print(text, style=style, highlight=False, markup=False)
-
-    code = run_solve(params, say=out_console.print, error=error, note=note)
+    say, error, note, _ = rich_writers(out_console, err_console)
+    code = run_solve(params, say=say, error=error, note=note)
     if code:
         raise typer.Exit(code)
 

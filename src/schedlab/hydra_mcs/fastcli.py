@@ -9,11 +9,12 @@ the same byte for byte as the Typer command's:
 * every argument is one the Typer command defines, written the plain way (``--opt value`` or
   ``--opt=value``, flags without a value, at most two file arguments), with a value Click would
   accept (``--threads`` an integer ≥ 1, ``--timeout`` a float, no empty strings);
-* neither stdout nor stderr is a terminal, and no variable asks Rich for colour: Rich then
-  prints exactly the plain text written here (no colour, no wrapping).
+* output then goes through Rich consoles made as ``core.clitools`` makes them (colour and
+  wrapping on a terminal) or, when neither stdout nor stderr is a terminal and no variable
+  asks Rich for colour, as the plain lines Rich would print there (without importing Rich).
 
-Anything else (``--help``, a typo, a bad value, ``--``, a terminal) returns ``None`` and the
-Typer command runs as before, so its help, usage errors and colours are unchanged.
+Anything else (``--help``, a typo, a bad value, ``--``) returns ``None`` and the Typer command
+runs as before, so its help and usage errors are unchanged.
 
 :func:`run_solve` is the command's body, shared by both paths.
 """
@@ -100,13 +101,8 @@ def _plain_terminal_free() -> bool:
     return True
 
 
-def main(argv: list[str]) -> int | None:
-    """Run ``solve`` on ``argv`` (after ``hydra-mcs solve``) and return the exit code, or
-    ``None`` when the call must go to the Typer command (see the module's docstring)."""
-    params = parse(argv)
-    if params is None or not _plain_terminal_free():
-        return None
-    from schedlab.core.errors import SchedlabError
+def plain_writers() -> tuple[Callable[[str], None], ...]:
+    """(say, error, note, interrupted) as Rich prints them off a terminal: plain lines."""
 
     def say(text: str) -> None:
         sys.stdout.write(text + "\n")
@@ -119,13 +115,56 @@ def main(argv: list[str]) -> int | None:
         sys.stderr.write(text + "\n")
         sys.stderr.flush()
 
+    return say, error, note, lambda: note("interrupted; nothing half-written was left behind")
+
+
+def rich_writers(out_console=None, err_console=None) -> tuple[Callable[[str], None], ...]:
+    """(say, error, note, interrupted) through Rich consoles, as the Typer command and
+    ``core.clitools.handle_errors`` print them. Without consoles, two are made exactly as
+    ``core.clitools`` makes its own (that module imports Typer)."""
+    from rich.console import Console
+    from rich.markup import escape
+
+    if out_console is None or err_console is None:
+        def width(stream):  # core.clitools._width: no width limit off a terminal
+            try:
+                return None if stream.isatty() else 100_000
+            except (AttributeError, ValueError):
+                return 100_000
+
+        err_console = Console(stderr=True, width=width(sys.stderr))
+        out_console = Console(width=width(sys.stdout))
+
+    def error(text: str) -> None:
+        err_console.print(f"[red]error:[/red] {escape(text)}", highlight=False, soft_wrap=True)
+
+    def note(text: str) -> None:
+        style = "yellow" if text.startswith("interrupted") else None
+        err_console.print(text, style=style, highlight=False, markup=False)
+
+    def interrupted() -> None:
+        err_console.print("[yellow]interrupted; nothing half-written was left behind[/yellow]")
+
+    return out_console.print, error, note, interrupted
+
+
+def main(argv: list[str]) -> int | None:
+    """Run ``solve`` on ``argv`` (after ``hydra-mcs solve``) and return the exit code, or
+    ``None`` when the call must go to the Typer command (see the module's docstring)."""
+    params = parse(argv)
+    if params is None:
+        return None
+    from schedlab.core.errors import SchedlabError
+
+    say, error, note, interrupted = (plain_writers() if _plain_terminal_free()
+                                     else rich_writers())
     try:
         code = run_solve(params, say=say, error=error, note=note)
-    except SchedlabError as exc:  # what handle_errors prints off a terminal
+    except SchedlabError as exc:  # what handle_errors prints
         error(str(exc))
         return 2
     except KeyboardInterrupt:
-        note("interrupted; nothing half-written was left behind")
+        interrupted()
         return 130
     sys.stdout.flush()
     return code
