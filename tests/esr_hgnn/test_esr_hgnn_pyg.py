@@ -226,3 +226,33 @@ def test_guards_name_the_batch_and_the_fanouts():
     with pytest.raises(BadInputError, match="field 'fanouts'|fanouts 1000,1000,1000"):
         sample_typed(typed, check_metapaths(typed, MPS), np.arange(60), (1000, 1000, 1000),
                      np.random.default_rng(0))
+
+
+def test_typed_trie_is_the_letter_trie_on_a_converted_graph():
+    """The edge-type sampler on to_heterodata(graph) draws exactly what the letter-coded
+    sampler draws on graph (same reads, same endpoints from the same generator)."""
+    from schedlab.esr_hgnn.policies import make_sampler
+    from schedlab.esr_hgnn.pyg import letters_to_metapath, to_heterodata
+    from schedlab.esr_hgnn.workloads import generate, metapath_set
+
+    g = generate("dblp", 0.1, 0)
+    letters = metapath_set(g, "dblp", "sym6")
+    typed = typed_graph(to_heterodata(g))
+    mps = check_metapaths(typed, [letters_to_metapath(g, m) for m in letters])
+    seeds = np.arange(64)
+    for method in ("trie", "naive"):
+        a = sample_typed(typed, mps, seeds, (5, 2), np.random.default_rng(3), method)
+        b = make_sampler(method).sample(g, letters, seeds, (5, 2), np.random.default_rng(3))
+        assert a.reads == b.reads and a.hops == b.hops
+        for t, m in zip(mps, letters, strict=True):
+            np.testing.assert_array_equal(a.endpoints[t], b.endpoints[m])
+
+
+def test_gpu_bench_path_includes_pygs_sampler_on_cpu():
+    from schedlab.esr_hgnn.torch_sampler import benchmark
+    from schedlab.esr_hgnn.workloads import generate, metapath_set
+
+    g = generate("acm", 0.05, 0)
+    rows = benchmark(g, metapath_set(g, "acm", "han"), [np.arange(16)], (4,), "cpu", repeats=1)
+    assert [r["sampler"] for r in rows] == ["naive", "trie", "pyg-metapath2vec-hop"]
+    assert all(r["seconds"] > 0 for r in rows)

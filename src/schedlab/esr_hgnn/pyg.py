@@ -104,7 +104,7 @@ class PyGWalker:
     ``num_neighbors=k`` there. Dead walks (PyG's dummy node) come back as -1.
     """
 
-    def __init__(self, graph: TypedGraph, seed: int = 0) -> None:
+    def __init__(self, graph: TypedGraph, seed: int = 0, device: str = "cpu") -> None:
         require_pyg()
         import torch
         from torch_geometric.index import index2ptr
@@ -118,6 +118,8 @@ class PyGWalker:
             self.rowptr[et] = index2ptr(row, size=n_src)
             self.col[et] = col
             self.rowcount[et] = self.rowptr[et][1:] - self.rowptr[et][:-1]
+            for table in (self.rowptr, self.col, self.rowcount):
+                table[et] = table[et].to(device)
         self.dummy = max(graph.num_nodes.values())
         self.generator_seed = seed
         torch.manual_seed(seed)
@@ -137,10 +139,10 @@ class PyGWalker:
                   fanouts: Sequence[int]) -> dict[Metapath, np.ndarray]:
         import torch
 
-        t = torch.from_numpy(seeds)
+        t = torch.from_numpy(seeds).to(self.col[metapaths[0][0]].device)
         out = {}
         for mp in metapaths:
-            e = self.walk(mp, t, fanouts).numpy().astype(np.int64)
+            e = self.walk(mp, t, fanouts).cpu().numpy().astype(np.int64)
             e[e >= self.dummy] = -1
             out[mp] = e.reshape(seeds.size, -1)
         return out

@@ -95,4 +95,34 @@ def benchmark(graph: HeteroGraph, metapaths: Sequence[str], batches: Sequence[np
             times.append(best)
         rows.append(dict(sampler=name, device=str(sampling.device), kind="measured",
                          seconds=float(np.median(times))))
+    rows += _pyg_rows(graph, metapaths, batches, fanouts, sampling.device, sync, repeats)
     return rows
+
+
+def _pyg_rows(graph, metapaths, batches, fanouts, device, sync, repeats) -> list[dict]:
+    """PyG's own MetaPath2Vec hop sampler on ``device``, the library baseline (pyg extra)."""
+    from schedlab.core.errors import MissingServiceError
+    from schedlab.esr_hgnn.pyg import PyGWalker, letters_to_metapath, to_heterodata, typed_graph
+
+    try:
+        data = to_heterodata(graph)
+    except MissingServiceError:  # torch_geometric not installed: no library row
+        return []
+    walker = PyGWalker(typed_graph(data), device=str(device))
+    mps = [tuple(letters_to_metapath(graph, mp)) for mp in metapaths]
+    times = []
+    for seeds in batches:
+        seeds_t = torch.as_tensor(seeds, device=device)
+        for mp in mps:  # warm
+            walker.walk(mp, seeds_t, fanouts)
+        best = float("inf")
+        for _ in range(repeats):
+            sync()
+            start = time.perf_counter()
+            for mp in mps:
+                walker.walk(mp, seeds_t, fanouts)
+            sync()
+            best = min(best, time.perf_counter() - start)
+        times.append(best)
+    return [dict(sampler="pyg-metapath2vec-hop", device=str(device), kind="measured",
+                 seconds=float(np.median(times)))]
