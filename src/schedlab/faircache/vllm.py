@@ -201,7 +201,11 @@ class FairQueue:
         self._restore_peek()
         ours = self._wrap(request)
         self._settle(request.request_id, ours.tenant)  # popped but not scheduled
-        if self.sched.backlogged[ours.tenant] or request.request_id in self._admitted:
+        if request.request_id in self._admitted:
+            # preempted (vLLM frees its KV): its prefill will run again and is charged again
+            self._admitted.discard(request.request_id)
+            self.sched.unpick(ours)
+        elif self.sched.backlogged[ours.tenant]:
             self.sched.unpick(ours)  # back at the head of its tenant's queue
         else:
             self.sched.on_arrival(ours, ours.arrival)
