@@ -220,3 +220,39 @@ def test_vllm_queue_rejects_bad_configuration(monkeypatch):
         q.add_request(SimpleNamespace(request_id="b", t="y", num_prompt_tokens=4))
     with pytest.raises(ImportError, match="needs vLLM"):
         from schedlab.faircache.vllm import FairCacheVLLMScheduler  # noqa: F401
+
+
+def test_vllm_queue_charges_a_preempted_request_again_and_peeks_without_charging():
+    q = FairQueue("vtc", max_tenants=2, tenant_of=lambda r: r.t)
+    a = SimpleNamespace(
+        request_id="a",
+        t="x",
+        num_prompt_tokens=40,
+        num_computed_tokens=0,
+        num_cached_tokens=0,
+        sampling_params=None,
+    )
+    b = SimpleNamespace(
+        request_id="b",
+        t="y",
+        num_prompt_tokens=10,
+        num_computed_tokens=0,
+        num_cached_tokens=0,
+        sampling_params=None,
+    )
+    q.add_request(a)
+    q.add_request(b)
+    assert len(q) == 2 and {r.request_id for r in q} == {"a", "b"}
+    assert q.peek_request() is a and q.counters()["x"] == 0.0  # a peek charges nothing
+    assert q.pop_request() is a and q.counters()["x"] == 40.0  # provisional, at pop
+    a.num_computed_tokens = 40
+    q.on_step({"a": 40}, {"a": a})  # settled: 40 prefill + 1 token (w_out 2)
+    assert q.counters()["x"] == 42.0
+    q.prepend_request(a)  # preempted: its KV is freed, the prefill will run again
+    a.num_computed_tokens = 0
+    assert q.pop_request() is b  # y has the smaller counter now
+    assert q.pop_request() is a
+    a.num_computed_tokens = 40
+    q.on_step({"a": 40, "b": 10}, {"a": a, "b": b})
+    assert q.counters()["x"] == 42.0 + 40.0 + 2.0
+    assert not q
