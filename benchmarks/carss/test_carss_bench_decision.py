@@ -32,7 +32,7 @@ def loaded():
     return cluster, series.counts[:120], workload.batches[20]
 
 
-@pytest.mark.parametrize("name", ["carss", "cosim-static", "gobi", "least-loaded"])
+@pytest.mark.parametrize("name", ["carss", "cosim-static", "gobi-lite", "least-loaded"])
 def test_one_decision_50_hosts(benchmark, loaded, name: str) -> None:
     cluster, history, batch = loaded
     policy = make_scheduler(name, seed=0, season=48)
