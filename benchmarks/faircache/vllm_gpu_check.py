@@ -26,8 +26,9 @@ def run(model: str, scheduler_cls: str | None) -> dict:
     for i in range(48):
         tenant = "light" if i % 12 == 11 else "heavy"
         prompts.append(f"Request {i} from {tenant}: write a long story about the sea.")
-        params.append(SamplingParams(max_tokens=128, ignore_eos=True,
-                                     extra_args={"tenant": tenant}))
+        params.append(
+            SamplingParams(max_tokens=128, ignore_eos=True, extra_args={"tenant": tenant})
+        )
     outputs = llm.generate(prompts, params)  # returned in finishing order is not guaranteed:
     order = sorted(outputs, key=lambda o: o.metrics.finished_time if o.metrics else 0.0)
     report: dict = {}
@@ -47,8 +48,10 @@ def main() -> int:
         report = run(sys.argv[1], cls)
         for tenant, row in report.items():
             mean = sum(row["positions"]) / len(row["positions"])
-            print(f"{cls or 'fcfs'}: {tenant}: {row['tokens']} tokens, mean finishing "
-                  f"position {mean:.1f}")
+            print(
+                f"{cls or 'fcfs'}: {tenant}: {row['tokens']} tokens, mean finishing "
+                f"position {mean:.1f}"
+            )
     return 0
 
 

@@ -33,8 +33,14 @@ from schedlab.llm.requests import BlockIds, Request, Trace
 # torch and transformers are imported on first use (``schedlab.llm.engine``), not at discovery
 MODEL = dict(layers=4, hidden=256, intermediate=512, heads=8, kv_heads=4, vocab=512)
 IN, OUT, BATCH = 64, 64, 16
-OPTS = dict(block_tokens=16, gpu_blocks=BATCH * (IN + OUT) // 16 + 8, max_batch=BATCH,
-            token_budget=4 * IN, prefix_cache=False, sample_every=0.02)
+OPTS = dict(
+    block_tokens=16,
+    gpu_blocks=BATCH * (IN + OUT) // 16 + 8,
+    max_batch=BATCH,
+    token_budget=4 * IN,
+    prefix_cache=False,
+    sample_every=0.02,
+)
 
 
 def _engine():
@@ -61,8 +67,14 @@ def capacity(model, opts: dict, weights) -> float:
     """Requests per engine-second the engine serves when saturated."""
     EngineOptions, _, serve = _engine()
     reqs = [Request(i, 0, 0.0, IN, OUT, ()) for i in range(2 * BATCH)]
-    res = serve(Trace(reqs, 16, "cap", ["t0"]), "fcfs", "lru", EngineOptions(**opts),
-                model=model, weights=weights)
+    res = serve(
+        Trace(reqs, 16, "cap", ["t0"]),
+        "fcfs",
+        "lru",
+        EngineOptions(**opts),
+        model=model,
+        weights=weights,
+    )
     return len(reqs) / res.summary["engine_seconds"]
 
 
@@ -98,11 +110,19 @@ def vtc_workload(kind: str, cap: float, duration: float, seed: int) -> Trace:
 
 def _row(kind, label, res, u2) -> dict:
     s = res.samples
-    row = dict(scenario=kind, scheduler=label, bound_2u=u2,
-               scheduler_share=res.summary["scheduler_share"],
-               steps=res.summary["steps"], requests=res.summary["requests"])
-    for col, name in (("compute_service", "compute"), ("unified_service", "unified"),
-                      ("cpu_s", "cpu")):
+    row = dict(
+        scenario=kind,
+        scheduler=label,
+        bound_2u=u2,
+        scheduler_share=res.summary["scheduler_share"],
+        steps=res.summary["steps"],
+        requests=res.summary["requests"],
+    )
+    for col, name in (
+        ("compute_service", "compute"),
+        ("unified_service", "unified"),
+        ("cpu_s", "cpu"),
+    ):
         worst, mean = service_difference(s, col)
         row[f"max_diff_{name}"], row[f"avg_diff_{name}"] = worst, mean
         both = _both_backlogged_service(s, col)
@@ -137,18 +157,30 @@ def run_vtc_experiments(duration: float, seed: int, model=None) -> pl.DataFrame:
     cap = capacity(model, base, weights)
     u2 = 2.0 * max(1.0 * IN, 2.0 * OPTS["gpu_blocks"] * OPTS["block_tokens"])
     opts = EngineOptions(**base, stop_at=duration)
-    variants = [("vtc", "vtc", weights), (FairCacheScheduler, "faircache-cache-off", weights),
-                ("fcfs", "fcfs", weights),
-                # diagnosis: memory charged as it accrues (no prepayment), and not at all
-                (lambda: FairCacheScheduler(prepay_memory=False),
-                 "faircache-cache-off-in-arrears", weights),
-                (FairCacheScheduler, "faircache-cache-off-no-memory-price", CostWeights())]
+    variants = [
+        ("vtc", "vtc", weights),
+        (FairCacheScheduler, "faircache-cache-off", weights),
+        ("fcfs", "fcfs", weights),
+        # diagnosis: memory charged as it accrues (no prepayment), and not at all
+        (
+            lambda: FairCacheScheduler(prepay_memory=False),
+            "faircache-cache-off-in-arrears",
+            weights,
+        ),
+        (FairCacheScheduler, "faircache-cache-off-no-memory-price", CostWeights()),
+    ]
     rows = []
     for kind in ("overload", "on-off"):
         trace = vtc_workload(kind, cap, duration, seed)
         for sched, label, w in variants:
-            res = serve(trace, sched if isinstance(sched, str) else sched(), "lru", opts,
-                        model=model, weights=w)
+            res = serve(
+                trace,
+                sched if isinstance(sched, str) else sched(),
+                "lru",
+                opts,
+                model=model,
+                weights=w,
+            )
             rows.append(_row(kind, label, res, u2) | dict(capacity_rps=cap))
     return pl.DataFrame(rows)
 
@@ -162,28 +194,66 @@ def engine_vtc(duration: float, seed: int) -> Result:
     for kind in ("overload", "on-off"):
         vtc, fc, fcfs = (by[(kind, s)] for s in ("vtc", "faircache-cache-off", "fcfs"))
         claims += [
-            Claim(f"[compute] VTC's max service difference is within 2U on the real engine "
-                  f"({kind})", "max diff / 2U", vtc["max_diff_compute"] / vtc["bound_2u"],
-                  1.0, "<=", "<= 2U (VTC Thm. 4.4)"),
-            Claim(f"[cpu time] FCFS's max service difference exceeds VTC's ({kind}; VTC: "
-                  "FCFS grows with the backlog, VTC stays bounded)", "FCFS / VTC",
-                  fcfs["max_diff_cpu"] / max(vtc["max_diff_cpu"], 1e-12), 2.0, ">=",
-                  "FCFS unbounded, VTC bounded"),
-            Claim(f"[compute] FairCache (cache off) within 1.1x of VTC's max service "
-                  f"difference ({kind})", "FC / VTC",
-                  fc["max_diff_compute"] / max(vtc["max_diff_compute"], 1e-12), 1.1, "<=",
-                  "issue: within 1.1x"),
-            Claim(f"[cpu time] FairCache (cache off) within 1.1x of VTC's max service "
-                  f"difference ({kind})", "FC / VTC",
-                  fc["max_diff_cpu"] / max(vtc["max_diff_cpu"], 1e-12), 1.1, "<=",
-                  "issue: within 1.1x"),
-            Claim(f"[cpu time] VTC splits measured CPU time evenly while both are backlogged "
-                  f"({kind}; Jain)", "Jain", vtc["jain_cpu"], 0.99, ">=", "equal service"),
-            Claim(f"[cpu time] FairCache (cache off) splits measured CPU time evenly while both "
-                  f"are backlogged ({kind}; Jain)", "Jain", fc["jain_cpu"], 0.99, ">=",
-                  "equal service"),
-            Claim(f"[time] scheduler + cache manager share of engine step time, FairCache "
-                  f"({kind})", "share", fc["scheduler_share"], 0.02, "<=",
-                  "issue: <= 2% of step time"),
+            Claim(
+                f"[compute] VTC's max service difference is within 2U on the real engine ({kind})",
+                "max diff / 2U",
+                vtc["max_diff_compute"] / vtc["bound_2u"],
+                1.0,
+                "<=",
+                "<= 2U (VTC Thm. 4.4)",
+            ),
+            Claim(
+                f"[cpu time] FCFS's max service difference exceeds VTC's ({kind}; VTC: "
+                "FCFS grows with the backlog, VTC stays bounded)",
+                "FCFS / VTC",
+                fcfs["max_diff_cpu"] / max(vtc["max_diff_cpu"], 1e-12),
+                2.0,
+                ">=",
+                "FCFS unbounded, VTC bounded",
+            ),
+            Claim(
+                f"[compute] FairCache (cache off) within 1.1x of VTC's max service "
+                f"difference ({kind})",
+                "FC / VTC",
+                fc["max_diff_compute"] / max(vtc["max_diff_compute"], 1e-12),
+                1.1,
+                "<=",
+                "issue: within 1.1x",
+            ),
+            Claim(
+                f"[cpu time] FairCache (cache off) within 1.1x of VTC's max service "
+                f"difference ({kind})",
+                "FC / VTC",
+                fc["max_diff_cpu"] / max(vtc["max_diff_cpu"], 1e-12),
+                1.1,
+                "<=",
+                "issue: within 1.1x",
+            ),
+            Claim(
+                f"[cpu time] VTC splits measured CPU time evenly while both are backlogged "
+                f"({kind}; Jain)",
+                "Jain",
+                vtc["jain_cpu"],
+                0.99,
+                ">=",
+                "equal service",
+            ),
+            Claim(
+                f"[cpu time] FairCache (cache off) splits measured CPU time evenly while both "
+                f"are backlogged ({kind}; Jain)",
+                "Jain",
+                fc["jain_cpu"],
+                0.99,
+                ">=",
+                "equal service",
+            ),
+            Claim(
+                f"[time] scheduler + cache manager share of engine step time, FairCache ({kind})",
+                "share",
+                fc["scheduler_share"],
+                0.02,
+                "<=",
+                "issue: <= 2% of step time",
+            ),
         ]
     return Result(frame, claims=claims)
