@@ -50,8 +50,13 @@ def main() -> int:
     dms = dms + dms.transpose(0, 2, 1)
     cpu = Runtime(work.composed, make_balancer("hip-dfpt"), 1, 1).apply(dms)
     theirs = pyscf_response(work.system)(dms)
-    report: dict = dict(molecule=args.molecule, basis=args.basis, xc=args.xc, nao=nao,
-                        tasks=len(work.composed.tasks))
+    report: dict = dict(
+        molecule=args.molecule,
+        basis=args.basis,
+        xc=args.xc,
+        nao=nao,
+        tasks=len(work.composed.tasks),
+    )
     for streams in (1, 2, 4):
         rt = Runtime(work.composed, make_balancer("hip-dfpt"), 1, streams, gpu=True)
         gpu = rt.apply(dms)
@@ -64,8 +69,10 @@ def main() -> int:
         report[f"streams_{streams}"] = dict(
             bit_identical_to_cpu=bool(np.array_equal(gpu, cpu)),
             response_error=float(np.abs(total - theirs).max() / np.abs(theirs).max()),
-            iteration_min_s=min(walls), iteration_mean_s=float(np.mean(walls)),
-            task_kernel_s=float(np.nansum(rt.history[-1].task_seconds)))
+            iteration_min_s=min(walls),
+            iteration_mean_s=float(np.mean(walls)),
+            task_kernel_s=float(np.nansum(rt.history[-1].task_seconds)),
+        )
     reference = reference_polarizability(work.system)
     run = run_polarizability(work, "hip-dfpt", reference, 1, 4, gpu=True)
     report["runtime_alpha_error_vs_pyscf"] = run.relative_error
@@ -82,8 +89,9 @@ def main() -> int:
         start = time.perf_counter()
         alpha_g = np.asarray(polarizability.eval_polarizability(mf))
         report["gpu4pyscf_s"] = time.perf_counter() - start
-        report["alpha_error_vs_gpu4pyscf"] = float(np.abs(run.alpha - alpha_g).max()
-                                                   / np.abs(alpha_g).max())
+        report["alpha_error_vs_gpu4pyscf"] = float(
+            np.abs(run.alpha - alpha_g).max() / np.abs(alpha_g).max()
+        )
     text = json.dumps(report, indent=1)
     print(text)
     if args.out:

@@ -43,16 +43,18 @@ def main() -> None:
 
     mol = alkane(args.carbons)
     t0 = time.perf_counter()
-    work = prepare(mol, args.basis, args.grid_level, args.xc, cache_ao=False, raw_store=False,
-                   density_fit=True)
+    work = prepare(
+        mol, args.basis, args.grid_level, args.xc, cache_ao=False, raw_store=False, density_fit=True
+    )
     t_prep = time.perf_counter() - t0
     system, store = work.system, work.composed
     n_grid, nao = len(system.weights), system.nao
     compact_cache = sum(len(t.idx) * t.n_points * 8 for t in store.tasks)
     rss_prepare = peak_mib(resource.RUSAGE_SELF)
     t0 = time.perf_counter()
-    runtime = Runtime(store, make_balancer("hip-dfpt"), args.devices, 1, backend="process",
-                      replan="measured")
+    runtime = Runtime(
+        store, make_balancer("hip-dfpt"), args.devices, 1, backend="process", replan="measured"
+    )
     coulomb = coulomb_response(system)
     try:
         alpha, calls = polarizability(system, lambda d: runtime.apply(d) + coulomb(d))
@@ -61,11 +63,21 @@ def main() -> None:
     t_run = time.perf_counter() - t0
     hist = runtime.history
     result = dict(
-        molecule=mol.name, atoms=len(mol.symbols), basis=args.basis, nao=nao, xc=args.xc,
-        grid_points=n_grid, micro_tasks=len(store.tasks), devices=args.devices,
-        full_ao_cache_mib=n_grid * nao * 8 / 2**20, compact_ao_cache_mib=compact_cache / 2**20,
-        task_store_mib=store.nbytes / 2**20, vxc_error=work.vxc_error,
-        prepare_s=t_prep, cphf_s=t_run, response_calls=calls,
+        molecule=mol.name,
+        atoms=len(mol.symbols),
+        basis=args.basis,
+        nao=nao,
+        xc=args.xc,
+        grid_points=n_grid,
+        micro_tasks=len(store.tasks),
+        devices=args.devices,
+        full_ao_cache_mib=n_grid * nao * 8 / 2**20,
+        compact_ao_cache_mib=compact_cache / 2**20,
+        task_store_mib=store.nbytes / 2**20,
+        vxc_error=work.vxc_error,
+        prepare_s=t_prep,
+        cphf_s=t_run,
+        response_calls=calls,
         alpha_iso=float(np.trace(alpha) / 3),
         peak_rss_parent_after_prepare_mib=rss_prepare,
         peak_rss_parent_after_cphf_mib=peak_mib(resource.RUSAGE_SELF),
@@ -77,9 +89,11 @@ def main() -> None:
     if not args.no_reference:
         t0 = time.perf_counter()
         ref = reference_polarizability(system)
-        result.update(reference_s=time.perf_counter() - t0,
-                      relative_error=float(np.abs(alpha - ref).max() / np.abs(ref).max()),
-                      peak_rss_parent_with_pyscf_reference_mib=peak_mib(resource.RUSAGE_SELF))
+        result.update(
+            reference_s=time.perf_counter() - t0,
+            relative_error=float(np.abs(alpha - ref).max() / np.abs(ref).max()),
+            peak_rss_parent_with_pyscf_reference_mib=peak_mib(resource.RUSAGE_SELF),
+        )
     text = json.dumps(result, indent=1)
     print(text)
     if args.out:

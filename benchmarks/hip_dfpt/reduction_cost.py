@@ -28,16 +28,20 @@ def main() -> None:
         nao = work.composed.nao
         dms = np.random.default_rng(0).standard_normal((3, nao, nao))
         dms = dms + dms.transpose(0, 2, 1)
-        runtimes = {k: Runtime(work.composed, make_balancer("hip-dfpt"), 1, 1, deterministic=k)
-                    for k in (True, False)}
+        runtimes = {
+            k: Runtime(work.composed, make_balancer("hip-dfpt"), 1, 1, deterministic=k)
+            for k in (True, False)
+        }
         cpu: dict[bool, list[float]] = {True: [], False: []}
         for _ in range(args.rounds):
             for k, rt in runtimes.items():
                 rt.apply(dms)
                 cpu[k].append(float(np.nansum(rt.history[-1].task_cpu)))
         fixed, plain = np.median(cpu[True]), np.median(cpu[False])
-        print(f"{'cached' if cache else 'on-the-fly'}: fixed-point {fixed * 1e3:.1f} ms, float "
-              f"{plain * 1e3:.1f} ms task CPU per iteration, ratio {fixed / plain:.3f}")
+        print(
+            f"{'cached' if cache else 'on-the-fly'}: fixed-point {fixed * 1e3:.1f} ms, float "
+            f"{plain * 1e3:.1f} ms task CPU per iteration, ratio {fixed / plain:.3f}"
+        )
 
 
 if __name__ == "__main__":

@@ -26,8 +26,7 @@ def ethane(request):
 
 @pytest.mark.parametrize("deterministic", [True, False], ids=["fixed-point", "float"])
 def test_hip_dfpt_bench_reduction(benchmark, ethane, deterministic: bool) -> None:
-    runtime = Runtime(ethane.composed, make_balancer("hip-dfpt"), 1, 1,
-                      deterministic=deterministic)
+    runtime = Runtime(ethane.composed, make_balancer("hip-dfpt"), 1, 1, deterministic=deterministic)
     benchmark(runtime.apply, _dms(ethane.composed.nao))
 
 

@@ -45,8 +45,9 @@ def test_fixed_point_sum_is_exact_and_partition_free(seed: int, parts: int, scal
     import math
 
     rng = np.random.default_rng(seed)
-    blocks = [rng.standard_normal((2, 3, 3)) * 10 ** rng.uniform(scale - 3, scale)
-              for _ in range(40)]
+    blocks = [
+        rng.standard_normal((2, 3, 3)) * 10 ** rng.uniform(scale - 3, scale) for _ in range(40)
+    ]
     whole = FixedPoint((2, 3, 3))
     for b in blocks:
         whole.add_block(b)
@@ -102,15 +103,18 @@ def test_bit_identical_polarisability_1x1_vs_2x2_processes(pbe, pbe_reference):
 def test_float_summation_is_the_order_dependent_baseline(pbe):
     """Sanity check that the test above can fail: plain float sums differ in the last bits."""
     dms = _random_dms(pbe.system.nao, 5)
-    outs = [Runtime(pbe.composed, make_balancer(b), d, s, deterministic=False).apply(dms)
-            for b, d, s in (("round-robin", 1, 1), ("hip-dfpt", 3, 2))]
+    outs = [
+        Runtime(pbe.composed, make_balancer(b), d, s, deterministic=False).apply(dms)
+        for b, d, s in (("round-robin", 1, 1), ("hip-dfpt", 3, 2))
+    ]
     assert np.allclose(outs[0], outs[1], rtol=1e-13, atol=1e-13)
     assert not np.array_equal(outs[0], outs[1])
 
 
 def test_live_times_measured_in_place_over_four_processes(pbe):
-    runtime = Runtime(pbe.composed, make_balancer("hip-dfpt"), 4, 1, backend="process",
-                      replan="measured")
+    runtime = Runtime(
+        pbe.composed, make_balancer("hip-dfpt"), 4, 1, backend="process", replan="measured"
+    )
     try:
         dms = _random_dms(pbe.system.nao, 2)
         first = runtime.apply(dms)
@@ -169,10 +173,17 @@ def test_calibration_recovers_known_cost_parameters_and_validates():
         branch = (b > bmax * 0.6).astype(np.int64)
         flops = 4.0 * g * b * b * 3
         t = 30e-6 + np.where(branch == 1, flops / 40e9, flops / 8e9) + 24.0 * g * b / 4e9
-        return pl.DataFrame(dict(molecule=[name] * n, n_points=g, n_basis=b,
-                                 n_atoms=np.ones(n, np.int64), branch=branch,
-                                 key=np.zeros(n, np.int64),
-                                 seconds=t * rng.lognormal(0, 0.02, n)))
+        return pl.DataFrame(
+            dict(
+                molecule=[name] * n,
+                n_points=g,
+                n_basis=b,
+                n_atoms=np.ones(n, np.int64),
+                branch=branch,
+                key=np.zeros(n, np.int64),
+                seconds=t * rng.lognormal(0, 0.02, n),
+            )
+        )
 
     cal = calibrate(frame("small", 400, 40), frame("large", 300, 90))
     assert cal.device.launch_overhead == pytest.approx(30e-6, rel=0.2)

@@ -67,8 +67,10 @@ class Arena:
 
 
 def attach_views(shm: shared_memory.SharedMemory, spec: Spec) -> dict[str, np.ndarray]:
-    return {name: np.ndarray(shape, dtype=np.dtype(dt), buffer=shm.buf, offset=off)
-            for name, (off, shape, dt) in spec.items()}
+    return {
+        name: np.ndarray(shape, dtype=np.dtype(dt), buffer=shm.buf, offset=off)
+        for name, (off, shape, dt) in spec.items()
+    }
 
 
 def pack_tasks(store: TaskStore, coords: np.ndarray | None) -> dict[str, np.ndarray]:
@@ -86,18 +88,27 @@ def pack_tasks(store: TaskStore, coords: np.ndarray | None) -> dict[str, np.ndar
         idx_total += n_c
         pts_total += len(t.points) if t.points is not None else 0
     ao = np.empty(ao_total)
-    fxc, idx, pts = np.empty(fxc_total), np.empty(idx_total, np.int64), np.empty(pts_total,
-                                                                               np.int64)
+    fxc, idx, pts = (
+        np.empty(fxc_total),
+        np.empty(idx_total, np.int64),
+        np.empty(pts_total, np.int64),
+    )
     for i, t in enumerate(tasks):
         a, f, x, p, n_g, n_c, _ = table[i]
         if t.ao is not None:
-            ao[a:a + t.ao.size] = t.ao.ravel()
-        fxc[f:f + t.fxc_w.size] = t.fxc_w.ravel()
-        idx[x:x + n_c] = t.idx
+            ao[a : a + t.ao.size] = t.ao.ravel()
+        fxc[f : f + t.fxc_w.size] = t.fxc_w.ravel()
+        idx[x : x + n_c] = t.idx
         if t.points is not None:
-            pts[p:p + len(t.points)] = t.points
-    arrays = dict(table=table, ao=ao, fxc=fxc, idx=idx, points=pts,
-                  gga=np.array([int(gga), int(store.cached)], dtype=np.int64))
+            pts[p : p + len(t.points)] = t.points
+    arrays = dict(
+        table=table,
+        ao=ao,
+        fxc=fxc,
+        idx=idx,
+        points=pts,
+        gga=np.array([int(gga), int(store.cached)], dtype=np.int64),
+    )
     if coords is not None:
         arrays["coords"] = np.ascontiguousarray(coords, dtype=np.float64)
     return arrays
@@ -111,12 +122,12 @@ def unpack_tasks(views: dict[str, np.ndarray]) -> list[StoredTask]:
     for a, f, x, p, n_g, n_c, branch in views["table"].tolist():
         ao = None
         if cached:
-            flat = views["ao"][a:a + nd * n_g * n_c]
+            flat = views["ao"][a : a + nd * n_g * n_c]
             ao = flat.reshape((4, n_g, n_c) if gga else (n_g, n_c))
-        fflat = views["fxc"][f:f + (16 if gga else 1) * n_g]
+        fflat = views["fxc"][f : f + (16 if gga else 1) * n_g]
         fxc = fflat.reshape((4, 4, n_g)) if gga else fflat
-        points = views["points"][p:p + n_g] if not cached else None
-        tasks.append(StoredTask(ao, views["idx"][x:x + n_c], fxc, int(branch), points))
+        points = views["points"][p : p + n_g] if not cached else None
+        tasks.append(StoredTask(ao, views["idx"][x : x + n_c], fxc, int(branch), points))
     return tasks
 
 
@@ -134,8 +145,16 @@ def _attach(name: str) -> shared_memory.SharedMemory:
     return shm
 
 
-def _worker(device: int, streams: int, pooled: bool, deterministic: bool, arena: tuple,
-            io: tuple, mol_dump: str | None, conn: Any) -> None:
+def _worker(
+    device: int,
+    streams: int,
+    pooled: bool,
+    deterministic: bool,
+    arena: tuple,
+    io: tuple,
+    mol_dump: str | None,
+    conn: Any,
+) -> None:
     """A device process: map the arenas, then run ("run", ndm, task ids) until "stop"."""
     try:
         from threadpoolctl import threadpool_limits
@@ -155,8 +174,11 @@ def _worker(device: int, streams: int, pooled: bool, deterministic: bool, arena:
             from pyscf import gto
 
             source = AoSource(gto.loads(mol_dump), views["coords"], tasks[0].gga)
-        allocs = [BufferPool() for _ in range(1)] * streams if pooled else [
-            NoPool() for _ in range(streams)]
+        allocs = (
+            [BufferPool() for _ in range(1)] * streams
+            if pooled
+            else [NoPool() for _ in range(streams)]
+        )
         nao = iov["dms"].shape[1]
         conn.send(("ready", device))
         while True:
@@ -164,8 +186,12 @@ def _worker(device: int, streams: int, pooled: bool, deterministic: bool, arena:
             if message[0] == "stop":
                 break
             _, ndm, ids = message
-            conn.send(("done", _run(device, streams, deterministic, tasks, ids,
-                                    iov, ndm, nao, allocs, source)))
+            conn.send(
+                (
+                    "done",
+                    _run(device, streams, deterministic, tasks, ids, iov, ndm, nao, allocs, source),
+                )
+            )
     except Exception as exc:  # noqa: BLE001 - reported to the parent as one line
         conn.send(("error", f"device {device}: {type(exc).__name__}: {exc}"))
     finally:
@@ -173,17 +199,28 @@ def _worker(device: int, streams: int, pooled: bool, deterministic: bool, arena:
         io_shm.close()
 
 
-def _run(device: int, streams: int, deterministic: bool, tasks: list[StoredTask],
-         ids: np.ndarray, iov: dict[str, np.ndarray], ndm: int, nao: int, allocs: list,
-         source: AoSource | None) -> dict[str, Any]:
+def _run(
+    device: int,
+    streams: int,
+    deterministic: bool,
+    tasks: list[StoredTask],
+    ids: np.ndarray,
+    iov: dict[str, np.ndarray],
+    ndm: int,
+    nao: int,
+    allocs: list,
+    source: AoSource | None,
+) -> dict[str, Any]:
     start, cpu0 = time.perf_counter(), time.process_time()
     dms = iov["dms"][:ndm]
     wall, cpu = iov["task_wall"], iov["task_cpu"]
     order = ids.tolist()
     cursor = [0]
     lock = threading.Lock()
-    parts = [FixedPoint((ndm, nao, nao)) if deterministic else np.zeros((ndm, nao, nao))
-             for _ in range(streams)]
+    parts = [
+        FixedPoint((ndm, nao, nao)) if deterministic else np.zeros((ndm, nao, nao))
+        for _ in range(streams)
+    ]
 
     def stream(s: int) -> None:
         while True:
@@ -217,19 +254,31 @@ def _run(device: int, streams: int, deterministic: bool, tasks: list[StoredTask]
         iov["out_float"][device, :ndm] = sum(parts[1:], parts[0])
     end = time.perf_counter()
     pool = merge_stats(list({id(a): a.stats for a in allocs}.values()))
-    return dict(start=start, end=end, process_cpu=time.process_time() - cpu0,
-                pool=(pool.requests, pool.hits, pool.allocations, pool.bytes_allocated,
-                      pool.peak_in_use))
+    return dict(
+        start=start,
+        end=end,
+        process_cpu=time.process_time() - cpu0,
+        pool=(pool.requests, pool.hits, pool.allocations, pool.bytes_allocated, pool.peak_in_use),
+    )
 
 
 class ProcessBackend:
     """D device processes (spawned), each with S stream threads, over shared memory."""
 
-    def __init__(self, store: TaskStore, devices: int, streams: int, pooled: bool, xp: Any,
-                 deterministic: bool = True) -> None:
+    def __init__(
+        self,
+        store: TaskStore,
+        devices: int,
+        streams: int,
+        pooled: bool,
+        xp: Any,
+        deterministic: bool = True,
+    ) -> None:
         if xp is not np:
-            raise ConfigError("the process backend runs on CPU (use --executor local with "
-                              "--gpu)", field="executor")
+            raise ConfigError(
+                "the process backend runs on CPU (use --executor local with --gpu)",
+                field="executor",
+            )
         self.devices, self.nao, self.ntasks = devices, store.nao, len(store.tasks)
         coords = mol_dump = None
         if not store.cached:
@@ -237,28 +286,51 @@ class ProcessBackend:
             coords, mol_dump = source.coords, source.mol.dumps()  # type: ignore[union-attr]
         self.arena = Arena(pack_tasks(store, coords))
         shape = (devices, MAX_DMS, store.nao, store.nao)
-        self.io = Arena(dict(
-            dms=np.zeros((MAX_DMS, store.nao, store.nao)),
-            out_hi=np.zeros(shape, np.int64), out_lo=np.zeros(shape, np.int64),
-            out_float=np.zeros(shape) if not deterministic else np.zeros(1),
-            task_wall=np.full(self.ntasks, np.nan), task_cpu=np.full(self.ntasks, np.nan)))
+        self.io = Arena(
+            dict(
+                dms=np.zeros((MAX_DMS, store.nao, store.nao)),
+                out_hi=np.zeros(shape, np.int64),
+                out_lo=np.zeros(shape, np.int64),
+                out_float=np.zeros(shape) if not deterministic else np.zeros(1),
+                task_wall=np.full(self.ntasks, np.nan),
+                task_cpu=np.full(self.ntasks, np.nan),
+            )
+        )
         self.deterministic = deterministic
         self.conns, self.procs = [], []
         key = secrets.token_bytes(32)
         listener = Listener(family="AF_UNIX", authkey=key)
-        env = dict(os.environ, HIP_DFPT_AUTHKEY=key.hex(), OMP_NUM_THREADS="1",
-                   OPENBLAS_NUM_THREADS="1", MKL_NUM_THREADS="1")
+        env = dict(
+            os.environ,
+            HIP_DFPT_AUTHKEY=key.hex(),
+            OMP_NUM_THREADS="1",
+            OPENBLAS_NUM_THREADS="1",
+            MKL_NUM_THREADS="1",
+        )
         try:
             for _ in range(devices):
                 # a fresh interpreter per device (not fork: PySCF's OpenMP is not fork-safe;
                 # not multiprocessing's spawn: that re-imports the caller's main script)
-                self.procs.append(subprocess.Popen(
-                    [sys.executable, "-m", "schedlab.hip_dfpt.procdevice", listener.address],
-                    env=env, stdin=subprocess.DEVNULL))
+                self.procs.append(
+                    subprocess.Popen(
+                        [sys.executable, "-m", "schedlab.hip_dfpt.procdevice", listener.address],
+                        env=env,
+                        stdin=subprocess.DEVNULL,
+                    )
+                )
             for d in range(devices):
                 conn = self._accept(listener)
-                conn.send((d, streams, pooled, deterministic, (self.arena.name, self.arena.spec),
-                           (self.io.name, self.io.spec), mol_dump))
+                conn.send(
+                    (
+                        d,
+                        streams,
+                        pooled,
+                        deterministic,
+                        (self.arena.name, self.arena.spec),
+                        (self.io.name, self.io.spec),
+                        mol_dump,
+                    )
+                )
                 self.conns.append(conn)
             for conn in self.conns:
                 self._receive(conn, START_TIMEOUT, "ready")
@@ -277,22 +349,26 @@ class ProcessBackend:
             thread.join(0.2)
             dead = [p.returncode for p in self.procs if p.poll() is not None]
             if dead and not box:
-                raise ConfigError(f"a device process exited at start (code {dead[0]})",
-                                  field="executor")
+                raise ConfigError(
+                    f"a device process exited at start (code {dead[0]})", field="executor"
+                )
         if not box:
-            raise ConfigError(f"no device process connected in {START_TIMEOUT:.0f} s",
-                              field="executor")
+            raise ConfigError(
+                f"no device process connected in {START_TIMEOUT:.0f} s", field="executor"
+            )
         return box[0]
 
     def _receive(self, conn: Any, timeout: float, expect: str) -> Any:
         if not conn.poll(timeout):
-            raise ConfigError(f"a device process gave no '{expect}' in {timeout:.0f} s",
-                              field="executor")
+            raise ConfigError(
+                f"a device process gave no '{expect}' in {timeout:.0f} s", field="executor"
+            )
         try:
             kind, payload = conn.recv()
         except EOFError:
-            raise ConfigError(f"a device process died before '{expect}'",
-                              field="executor") from None
+            raise ConfigError(
+                f"a device process died before '{expect}'", field="executor"
+            ) from None
         if kind == "error":
             raise ConfigError(str(payload), field="executor")
         return payload
@@ -302,8 +378,11 @@ class ProcessBackend:
 
         ndm = dms.shape[0]
         if ndm > MAX_DMS:
-            raise ConfigError(f"the process backend takes at most {MAX_DMS} response matrices "
-                              f"per call, got {ndm}", field="dms")
+            raise ConfigError(
+                f"the process backend takes at most {MAX_DMS} response matrices "
+                f"per call, got {ndm}",
+                field="dms",
+            )
         views = self.io.views
         views["dms"][:ndm] = dms
         views["task_wall"][...] = np.nan
@@ -316,16 +395,26 @@ class ProcessBackend:
         for d, (ids, reply) in enumerate(zip(assignment, replies, strict=True)):
             wall, cpu = views["task_wall"][ids], views["task_cpu"][ids]
             if self.deterministic:
-                out = FixedPoint((ndm, self.nao, self.nao), np, views["out_hi"][d, :ndm].copy(),
-                                 views["out_lo"][d, :ndm].copy())
+                out = FixedPoint(
+                    (ndm, self.nao, self.nao),
+                    np,
+                    views["out_hi"][d, :ndm].copy(),
+                    views["out_lo"][d, :ndm].copy(),
+                )
             else:
                 out = views["out_float"][d, :ndm].copy()
-            results.append(DeviceResult(
-                out=out, task_seconds=dict(zip(ids.tolist(), wall.tolist(), strict=True)),
-                start=reply["start"], end=reply["end"], steals=0,
-                pool=PoolStats(*reply["pool"]),
-                task_cpu=dict(zip(ids.tolist(), cpu.tolist(), strict=True)),
-                overhead_cpu=float(reply["process_cpu"] - cpu.sum())))
+            results.append(
+                DeviceResult(
+                    out=out,
+                    task_seconds=dict(zip(ids.tolist(), wall.tolist(), strict=True)),
+                    start=reply["start"],
+                    end=reply["end"],
+                    steals=0,
+                    pool=PoolStats(*reply["pool"]),
+                    task_cpu=dict(zip(ids.tolist(), cpu.tolist(), strict=True)),
+                    overhead_cpu=float(reply["process_cpu"] - cpu.sum()),
+                )
+            )
         return results
 
     def close(self) -> None:

@@ -101,8 +101,9 @@ class FixedPoint:
 
 
 def _out_of_range() -> None:
-    raise ConfigError("response block outside the fixed-point range (|x| >= 2^39) or not "
-                      "finite", field="dms")
+    raise ConfigError(
+        "response block outside the fixed-point range (|x| >= 2^39) or not finite", field="dms"
+    )
 
 
 def reduce_exact(parts: list[FixedPoint]) -> Any:
