@@ -278,3 +278,30 @@ def han_pyg(scale: float = typer.Option(0.25, "--scale", help="DBLP counts x sca
         emit_json(rows)
     else:
         _print_rows(rows, f"HANConv test accuracy, DBLP-shaped x{scale}")
+
+
+@app.command()
+@handle_errors
+def dataset(path: Path = typer.Argument(..., help="HGB or MAGNN dataset directory."),
+            fmt: str = typer.Option(..., "--format", help="hgb (node.dat/link.dat/...) or "
+                                    "magnn (adjM.npz/node_types.npy/...)."),
+            names: str = typer.Option(None, "--names", help="Node type names, comma-separated "
+                                      "in type-id order (default: type_0, ... or MAGNN's)."),
+            name: str = typer.Option(None, "--dataset", help="MAGNN: dblp, imdb or acm names."),
+            json_out: bool = JSON) -> None:
+    """Read an HGB or MAGNN preprocessed DBLP/ACM/IMDB directory; print what it holds."""
+    from schedlab.esr_hgnn.hgb import read_hgb
+    from schedlab.esr_hgnn.magnn import read_magnn
+
+    listed = [n.strip() for n in names.split(",")] if names else None
+    if fmt == "hgb":
+        data = read_hgb(path, listed)
+    elif fmt == "magnn":
+        data = read_magnn(path, name, listed)
+    else:
+        raise BadInputError(f"unknown format {fmt!r}; valid: hgb, magnn", field="format")
+    summary = data.summary()
+    if json_out:
+        emit_json(summary)
+    else:
+        out_console.print(summary)
