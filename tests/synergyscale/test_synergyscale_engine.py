@@ -18,8 +18,20 @@ from schedlab.core.errors import ConfigError, SchedlabError  # noqa: E402
 from schedlab.synergyscale import initialize  # noqa: E402
 from schedlab.synergyscale.examples import fit, fit_reference  # noqa: E402
 
+CLI = [sys.executable, "-c", "from schedlab.entry import main; main()"]
+ENV = {**os.environ, "OMP_NUM_THREADS": "1"}
 SMALL = dict(vocab=128, seq=16, d_model=32, n_layer=2, n_head=2)
 GPT2_SMALL = dict(vocab_size=128, n_positions=16, n_embd=32, n_layer=2, n_head=2)
+
+
+@pytest.fixture(autouse=True)
+def _one_torch_thread():
+    """One intra-op thread: the engine's own worker threads provide the overlap, and OpenMP
+    spinning on a loaded 2-core machine makes two threads many times slower."""
+    from schedlab.synergyscale.training import torch_threads
+
+    with torch_threads(1):
+        yield
 
 
 def _gap(a: list[float], b: list[float]) -> float:
@@ -153,21 +165,16 @@ def test_bad_checkpoint_is_one_line(tmp_path) -> None:
 def test_killed_run_resumes_with_identical_losses(tmp_path) -> None:
     """SIGKILL a real training process mid-run, resume it, compare with an unkilled run."""
     cfg = tmp_path / "engine.json"
-    cfg.write_text(
-        json.dumps(
-            dict(
-                device_budget=0.35, tier="nvme", nvme_dir=str(tmp_path / "nv"), keep_nvme_files=True
-            )
-        )
+    engine = dict(
+        device_budget=0.35, tier="nvme", nvme_dir=str(tmp_path / "nv"), keep_nvme_files=True
     )
+    cfg.write_text(json.dumps(engine))
     size = tmp_path / "size.json"
     size.write_text(json.dumps(SMALL))
     ck = tmp_path / "ck"
     steps = 12
     cmd = [
-        sys.executable,
-        "-m",
-        "schedlab",
+        *CLI,
         "synergyscale",
         "fit",
         "--config",
@@ -182,23 +189,18 @@ def test_killed_run_resumes_with_identical_losses(tmp_path) -> None:
         str(ck),
         "--json",
     ]
-    proc = subprocess.Popen(
-        [*cmd],
-        stdout=subprocess.PIPE,
-        stderr=subprocess.DEVNULL,
-        env={**os.environ, "PYTHONUNBUFFERED": "1"},
-    )
-    deadline = time.monotonic() + 120
-    while time.monotonic() < deadline:
-        state = ck / "state.pt"
+    proc = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, env=ENV)
+    deadline = time.monotonic() + 300
+    state = ck / "state.pt"
+    while time.monotonic() < deadline and proc.poll() is None:
         if state.exists() and torch.load(state, weights_only=True)["step"] >= 4:
             break
-        time.sleep(0.05)
+        time.sleep(0.02)
     proc.send_signal(signal.SIGKILL)
     proc.wait()
-    killed_at = torch.load(ck / "state.pt", weights_only=True)["step"]
+    killed_at = torch.load(state, weights_only=True)["step"]
     assert 4 <= killed_at < steps, "the run was not killed mid-way"
-    out = subprocess.run([*cmd, "--resume"], capture_output=True, text=True, check=True)
+    out = subprocess.run([*cmd, "--resume"], capture_output=True, text=True, check=True, env=ENV)
     resumed = json.loads(out.stdout)
     assert resumed["resumed_from"] == killed_at
     whole = fit("nanogpt", steps, dict(device_budget=0.35), size=SMALL, batch_size=2)
@@ -210,9 +212,7 @@ def test_fit_cli_bad_config_file(tmp_path) -> None:
     cfg.write_text(json.dumps({"device_budget": 0.35, "n_kv_head": 4}))
     out = subprocess.run(
         [
-            sys.executable,
-            "-m",
-            "schedlab",
+            *CLI,
             "synergyscale",
             "fit",
             "--config",
