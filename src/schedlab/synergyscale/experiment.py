@@ -50,13 +50,18 @@ def memory_wall(gpus: tuple[str, ...], seed: int) -> Result:
     ratio = a100["synergyscale"] / max(a100["no-offload"], 1.0)
     prior = max(a100["zero-offload"], a100["no-offload"], 1.0)
     claims = [
-        Claim("trains >= 114.41B parameters on one A100-80GB (512 GiB DRAM, one 3.84 TB NVMe)",
+        Claim("plans >= 114.41B parameters on one A100-80GB (512 GiB DRAM, one 3.84 TB NVMe; "
+              "a capacity bound set by the assumed SSD, not a throughput)",
               "max params on a100-80g", a100["synergyscale"], PAPER_MAX_PARAMS, ">=",
               "114.41B"),
         Claim("models 29.5x larger than without offloading (A100-80GB)",
               "max params ratio vs no-offload", ratio, PAPER_SIZE_RATIO, ">=", "29.5x"),
-        Claim("larger models than host-only offloading (ZeRO-Offload-like)",
-              "max params ratio vs zero-offload", a100["synergyscale"] / prior, 1.0, ">",
+        Claim("29.5x larger than host-only offloading (ZeRO-Offload-like, same server)",
+              "max params ratio vs zero-offload", a100["synergyscale"] / prior,
+              PAPER_SIZE_RATIO, ">=", "29.5x over prior approaches"),
+        Claim("29.5x larger than a ZeRO-Infinity-like planner (same server, same NVMe)",
+              "max params ratio vs zero-infinity",
+              a100["synergyscale"] / max(a100["zero-infinity"], 1.0), PAPER_SIZE_RATIO, ">=",
               "29.5x over prior approaches"),
     ]
     return Result(frame, claims=claims, figures=[_size_figure(frame)])
@@ -98,7 +103,8 @@ def throughput(layers: tuple[int, ...], cpu_model: str, cpu_steps: int, seed: in
         Claim("up to 4.5x the throughput of offloading-only (A100 model)",
               "max speedup vs zero-offload", max(speedups, default=float("nan")),
               PAPER_SPEEDUP, ">=", "4.5x"),
-        Claim("never slower than offloading-only (A100 model, every size)",
+        Claim("sanity check (holds by construction: the tuner searches a superset of the "
+              "baseline, judged by the same model): never slower than offloading-only",
               "min speedup vs zero-offload", min(speedups, default=float("nan")), 1.0, ">=",
               "higher throughput"),
         Claim("faster than offloading-only on this CPU (real runtime, 2 cores)",
@@ -191,13 +197,14 @@ def correctness(model: str, steps: int, seed: int) -> Result:
     within = frame.filter((pl.col("device_peak") <= pl.col("device_budget"))
                           & (pl.col("model_state_bytes") > pl.col("device_budget"))).height
     claims = [
-        Claim(f"offloaded losses and weights bit-identical to in-memory training ({steps} steps)",
+        Claim(f"sanity check (the reference shares the stage code and the Adam): offloaded "
+              f"losses and weights bit-identical to in-memory training ({steps} steps)",
               "identical runs", float(frame["identical"].sum()), float(len(cases)), ">=",
               "same training semantics", required=True),
-        Claim("device tier stays within its budget, below the model states (offloading happens)",
+        Claim("sanity check: device tier stays within its budget, below the model states",
               "runs within budget", float(within), float(len(cases)), ">=",
               "beyond the memory wall", required=True),
-        Claim("no offloading fails past the device budget", "no-offload refused",
+        Claim("sanity check: no offloading fails past the device budget", "no-offload refused",
               no_offload_failed, 1.0, ">=", "memory wall", required=True),
         Claim("training makes progress (last loss below first)", "loss drop",
               reference[0] - reference[-1], 0.0, ">", "trains"),
