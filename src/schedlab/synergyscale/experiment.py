@@ -29,6 +29,19 @@ from schedlab.synergyscale.workloads import synthetic_batches  # noqa: E402
 PAPER_MAX_PARAMS = 114.41e9
 PAPER_SIZE_RATIO = 29.5
 PAPER_SPEEDUP = 4.5
+MIN_TOKENS_PER_S = 1000
+
+
+def _ratio_at_throughput(seed: int) -> float:
+    """Largest SynergyScale model at >= MIN_TOKENS_PER_S over the largest of any baseline."""
+    hw = NAMED_HARDWARE["a100-80g"]
+    sizes = {}
+    for policy in POLICIES:
+        _, est = largest_model(hw, policy, batch=4 + seed % 2 * 4,
+                               min_tokens_per_s=MIN_TOKENS_PER_S)
+        sizes[policy] = float(est.params) if est else 0.0
+    prior = max(v for k, v in sizes.items() if k != "synergyscale")
+    return sizes["synergyscale"] / max(prior, 1.0)
 
 
 @register("synergyscale", quick=dict(gpus=("a100-80g",)),
@@ -63,6 +76,10 @@ def memory_wall(gpus: tuple[str, ...], seed: int) -> Result:
               "max params ratio vs zero-infinity",
               a100["synergyscale"] / max(a100["zero-infinity"], 1.0), PAPER_SIZE_RATIO, ">=",
               "29.5x over prior approaches"),
+        Claim(f"29.5x larger than the best prior approach at >= {MIN_TOKENS_PER_S:,} tokens/s "
+              "(A100 model; largest model at a minimum throughput)",
+              "max params ratio at a minimum throughput", _ratio_at_throughput(seed),
+              PAPER_SIZE_RATIO, ">=", "29.5x over prior approaches"),
     ]
     return Result(frame, claims=claims, figures=[_size_figure(frame)])
 

@@ -27,23 +27,30 @@ def plan_for_params(params: float, hardware: Hardware, policy: str = "synergysca
     return best, estimate(problem, make_policy(policy).plan(problem))
 
 
-def trainable(layers: int, hardware: Hardware, policy: str, batch: int, seq: int) -> \
-        Estimate | None:
+def trainable(layers: int, hardware: Hardware, policy: str, batch: int, seq: int,
+              min_tokens_per_s: float = 0.0) -> Estimate | None:
+    """The plan's estimate if it fits every tier and trains at least ``min_tokens_per_s``."""
     problem = problem_for(gpt_family(layers, batch=batch, seq=seq), hardware)
     try:
-        return estimate(problem, make_policy(policy).plan(problem))
+        est = estimate(problem, make_policy(policy).plan(problem))
     except SchedlabError:
         return None
+    if min_tokens_per_s and batch * seq / est.iteration_s < min_tokens_per_s:
+        return None
+    return est
 
 
 def largest_model(hardware: Hardware, policy: str, batch: int = 4, seq: int = 2048,
-                  max_layers: int = 512) -> tuple[int, Estimate | None]:
-    """Bisection for the most layers ``policy`` can train on ``hardware`` (0 if none)."""
+                  max_layers: int = 512, min_tokens_per_s: float = 0.0
+                  ) -> tuple[int, Estimate | None]:
+    """Bisection for the most layers ``policy`` can train on ``hardware`` (0 if none); with
+    ``min_tokens_per_s``, only plans at least that fast count (the largest model *at a minimum
+    throughput*, rather than the one the SSD's capacity allows)."""
     low, best = 0, None
     high = max_layers + 1
     while high - low > 1:
         mid = (low + high) // 2
-        result = trainable(mid, hardware, policy, batch, seq)
+        result = trainable(mid, hardware, policy, batch, seq, min_tokens_per_s)
         if result is None:
             high = mid
         else:
