@@ -86,7 +86,7 @@ def _forecast_claims(frame: pl.DataFrame, where: str) -> list[Claim]:
     ]
 
 
-@register("carss", quick=dict(intervals=220, train=110, horizon=6),
+@register("carss", quick=dict(intervals=260, train=110, horizon=6),
           full=dict(intervals=900, train=300, horizon=8))
 def forecast_accuracy(intervals: int, train: int, horizon: int, seed: int) -> Result:
     """Arrival forecasting error: adaptive transformer vs traditional models and static replay."""
@@ -113,14 +113,14 @@ def genai_trace() -> Path | None:
     return path if path.is_file() else None
 
 
-@register("carss", quick=dict(intervals=240, train_share=0.35, horizon=6),
+@register("carss", quick=dict(intervals=336, train_share=0.35, horizon=6),
           full=dict(intervals=0, train_share=0.35, horizon=8))
 def forecast_accuracy_real(intervals: int, train_share: float, horizon: int,
                            seed: int) -> Result:
     """The same walk-forward comparison on the real Alibaba GenAI trace (hourly arrivals).
 
     The trace is fixed, so seeds vary only the neural models' initialisation. ``intervals``
-    keeps the first hours (quick: ten days; 0 = all 553). Without the trace the experiment
+    keeps the first hours (quick: two weeks; 0 = all 553). Without the trace the experiment
     runs on a seeded series of the same length and says so.
     """
     _threads()
@@ -297,8 +297,8 @@ def _conserving(rows: dict) -> Claim:
                  target=float(len(rows)), comparison="==")
 
 
-@register("carss", quick=dict(hosts=8, intervals=10, train=300, samples=1, offline=20,
-                              drain=30),
+@register("carss", quick=dict(hosts=8, intervals=8, train=300, samples=1, offline=20,
+                              drain=24),
           full=dict(hosts=20, intervals=60, train=300, samples=2, offline=200, drain=40))
 def cosco_qos(hosts: int, intervals: int, train: int, samples: int, offline: int,
               drain: int, seed: int) -> Result:
