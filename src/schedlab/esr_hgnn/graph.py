@@ -277,7 +277,9 @@ def from_heterodata(data, type_codes: Mapping[str, str] | None = None) -> Hetero
 
     Duck-typed so torch_geometric is not a dependency: each edge type ``(src, rel, dst)`` needs an
     ``edge_index`` of shape ``[2, E]`` and each node type a ``num_nodes``. Type codes default to
-    the upper-cased first letter of each type name and must be unique.
+    the upper-cased first letter of each type name and must be unique. Relations between the
+    same two node types are merged into one (letter codes cannot tell them apart): to keep
+    ``writes`` and ``reviews`` separate use :func:`schedlab.esr_hgnn.pyg.typed_graph`.
     """
     node_types = list(getattr(data, "node_types", []))
     if not node_types:
