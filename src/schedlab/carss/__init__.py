@@ -3,7 +3,8 @@
 Paper 07 (../shared/papers/07-carss.md). Public API: the interval-based cluster simulator with
 SPECpower host models, arrival generators and trace reader, forecasters (adaptive transformer
 and baselines), change-point detectors, the co-simulator, schedulers (CARSS and baselines) and
-the scheduling engine. PyTorch-backed classes are built through the registries, which import it
+the scheduling engine; Bitbrains VM traces (COSCO's workload) and COSCO's baseline schedulers
+(``cosco``). PyTorch-backed classes are built through the registries, which import it
 lazily.
 """
 
@@ -23,7 +24,10 @@ _EXPORTS = {
     "Tasks": "simulator", "Weights": "simulator", "objective": "simulator",
     "ArrivalSeries": "workloads", "ArrivalTrace": "workloads", "TaskModel": "workloads",
     "Workload": "workloads", "arrival_series": "workloads", "make_tasks": "workloads",
-    "make_workload": "workloads", "read_arrivals": "workloads",
+    "make_workload": "workloads", "read_arrivals": "workloads", "Decision": "simulator",
+    "COSCO_FLEET": "hosts", "COSCO_BASELINES": "policies", "VMTrace": "bitbrains",
+    "read_vm_trace": "bitbrains", "read_vm_traces": "bitbrains",
+    "bitbrains_workload": "bitbrains", "sampler_for": "bitbrains",
 }
 
 __getattr__, __dir__, __all__ = lazy_exports(__name__, _EXPORTS)
