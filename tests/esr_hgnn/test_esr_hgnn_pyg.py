@@ -256,3 +256,15 @@ def test_gpu_bench_path_includes_pygs_sampler_on_cpu():
     rows = benchmark(g, metapath_set(g, "acm", "han"), [np.arange(16)], (4,), "cpu", repeats=1)
     assert [r["sampler"] for r in rows] == ["naive", "trie", "pyg-metapath2vec-hop"]
     assert all(r["seconds"] > 0 for r in rows)
+
+
+def test_compare_with_pyg_reports_pvalues_and_times():
+    from schedlab.esr_hgnn.pyg import compare_with_pyg
+
+    rows = compare_with_pyg(two_relation_graph(seed=4), MPS, np.arange(0, 60, 4), walks=200,
+                            repeats=2)
+    assert [r["metapath"] for r in rows][:2] == [
+        "researcher-writes-article-rev_writes-researcher",
+        "researcher-reviews-article-rev_reviews-researcher"]
+    assert min(r["pvalue"] for r in rows) * len(rows) > 0.001
+    assert all(r["ours_cpu_s"] > 0 and r["pyg_cpu_s"] > 0 for r in rows)

@@ -62,7 +62,7 @@ SOURCES: dict[str, str] = {
     "memory": "DRAM timing preset: hbm2 = DRAMsim3 configs/HBM2_8Gb_x128.ini (CL/tRCD/tRP 14 "
               "ns, tRAS 34, tFAW 30, 64 B per access, 32 GB/s per channel; Ramulator HBM.h has "
               "the same 14 ns), ddr4 = DRAMsim3 configs/DDR4_8Gb_x8_3200.ini (22 clocks of "
-              "625 ps, 8 KiB rows, 25.6 GB/s); see memsys.PRESETS",
+              "625 ps, 8 KiB rows, 25.6 GB/s bus, tCCD_L 8); see memsys.PRESETS",
     "placement": "partitioned: one copy of the graph interleaved over all memory channels, "
                  "every sampling channel contends for every memory channel; replicated: a full "
                  "copy per sampling channel in its own memory channel",
