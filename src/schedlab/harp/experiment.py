@@ -398,7 +398,7 @@ def calibration_validation(grid_models: tuple[str, ...], tokens: int | None, see
 
 
 def noise_rows(points: tuple[tuple[int | None, float, float, bool], ...], tokens: int,
-               seeds: int = 1, layers: int = 2) -> list[dict]:
+               seeds: int = 1, layers: int = 2, first_seed: int = 0) -> list[dict]:
     """Relative output error of a small BERT (HF config, random weights) under analog noise.
 
     Each point is (ADC bits or None, programming-noise scale, seconds after programming, global
@@ -410,7 +410,7 @@ def noise_rows(points: tuple[tuple[int | None, float, float, bool], ...], tokens
     from schedlab.harp.noise import NoiseConfig, analog_model, relative_error
 
     rows = []
-    for seed in range(seeds):
+    for seed in range(first_seed, first_seed + seeds):
         torch.manual_seed(seed)
         config = transformers.BertConfig(hidden_size=128, num_hidden_layers=layers,
                                          num_attention_heads=2, intermediate_size=512,
@@ -444,7 +444,7 @@ NOISE_POINTS: tuple[tuple[int | None, float, float, bool], ...] = (
 @register("harp", quick=dict(tokens=16, seeds=1), full=dict(tokens=32, seeds=2))
 def noise_fidelity(tokens: int, seeds: int, seed: int) -> Result:
     """ADC bits, PCM programming noise and drift against a small BERT's output (no paper claim)."""
-    frame = pl.DataFrame(noise_rows(NOISE_POINTS, tokens, seeds))
+    frame = pl.DataFrame(noise_rows(NOISE_POINTS, tokens, seeds, first_seed=seed * seeds))
     table = frame.group_by("adc_bits", "prog_noise_scale", "t_inference_s",
                            "drift_compensation", maintain_order=True).agg(
         pl.col("relative_error").mean().alias("mean"), pl.col("relative_error").max().alias("max"))
