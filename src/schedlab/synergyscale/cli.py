@@ -195,6 +195,14 @@ def fit(
     cfg = validate_model(EngineConfig, read_json(config, "engine config") if config else {},
                          path=config)
     shape = read_json(size, "model size") if size else None
+    from schedlab.synergyscale.examples import build_model
+
+    try:
+        build_model(model, shape)  # check the shape before any engine is set up
+    except ConfigError as exc:
+        if size is not None and exc.field != "model":
+            exc.path = exc.path or size
+        raise
     if resume and checkpoint is None:
         raise ConfigError("--resume needs --checkpoint", field="resume")
     err_console.print(f"training {model} for {steps} steps ({cfg.tier} tier, {cfg.schedule})")

@@ -72,6 +72,8 @@ def build_model(kind: str, size: dict | None = None, seed: int = 0):
         torch.manual_seed(seed)
         try:
             return GPT2LMHeadModel(cfg)
+        except (TypeError, ValueError) as exc:
+            raise ConfigError(str(exc).splitlines()[0], field="size") from None
         finally:
             torch.random.set_rng_state(state)
     raise ConfigError(f"unknown model {kind!r} (known: {', '.join(MODELS)})", field="model")
