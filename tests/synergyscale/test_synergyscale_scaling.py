@@ -46,3 +46,15 @@ def test_bytes_moved_match_the_plan() -> None:
     assert est.h2d_bytes == (2 * sum(numel) - sum(kept)) * st.dev_param
     assert est.d2h_bytes == sum(numel) * st.dev_grad
     assert est.nvme_read_bytes == 0
+
+
+def test_largest_model_at_a_minimum_throughput_is_smaller() -> None:
+    """The throughput floor binds: the capacity-bound largest plan is far too slow for it."""
+    from schedlab.synergyscale.hardware import NAMED_HARDWARE
+    from schedlab.synergyscale.scaling import largest_model
+
+    hw = NAMED_HARDWARE["a100-80g"]
+    _, capacity = largest_model(hw, "synergyscale", batch=4)
+    _, floor = largest_model(hw, "synergyscale", batch=4, min_tokens_per_s=1000)
+    assert floor is not None and floor.params < capacity.params
+    assert 4 * 2048 / floor.iteration_s >= 1000
