@@ -14,8 +14,10 @@ graph lives in DRAM. Two placements are modelled, stated in every result:
 :func:`replay_shared` replays all sampling channels' read traces together on the memory channels,
 in issue order: each sampling channel issues one read per unit cycle with at most ``mlp`` in
 flight; each read waits for its bank (open-page: row hit = CL, closed = tRCD + CL, conflict =
-precharge, respecting tRAS, + tRCD + CL), activates obey tRRD and tFAW per channel, and the burst
-holds the channel's data bus. Timings come from DRAM simulators' configuration files (presets
+precharge, respecting tRAS, + tRCD + CL), each activate takes the earliest time that keeps tRRD
+to the channel's recent activates and at most four in any tFAW before it (so a read stuck behind
+a busy bank does not hold back activates of other banks), and the burst holds the channel's
+data bus. Timings come from DRAM simulators' configuration files (presets
 below, cited), in picoseconds.
 
 A read of a 64 B line that one of the same channel's in-flight reads already fetches is merged
@@ -112,9 +114,9 @@ def replay_shared(addresses, offsets, home, n_mem, interleave, row_bytes, banks,
     open_row = np.full(n_banks, -1, dtype=np.int64)
     bank_ready = np.zeros(n_banks, dtype=np.int64)
     act_time = np.zeros(n_banks, dtype=np.int64)
-    last_act = np.full(n_mem, -(1 << 40), dtype=np.int64)
-    faw_ring = np.full((n_mem, 4), -(1 << 40), dtype=np.int64)
-    faw_ptr = np.zeros(n_mem, dtype=np.int64)
+    acts = 64  # recent activates per channel, the window tRRD/tFAW are checked against
+    act_ring = np.full((n_mem, acts), -(1 << 40), dtype=np.int64)
+    act_ptr = np.zeros(n_mem, dtype=np.int64)
     bus_free = np.zeros(n_mem, dtype=np.int64)
     bus_busy = np.zeros(n_mem, dtype=np.int64)
     hits = 0
@@ -167,10 +169,40 @@ def replay_shared(addresses, offsets, home, n_mem, interleave, row_bytes, banks,
                 ready = max(start, act_time[b] + ras) + rp
             else:
                 ready = start
-            act = max(ready, last_act[m] + rrd, faw_ring[m, faw_ptr[m]] + faw)
-            last_act[m] = act
-            faw_ring[m, faw_ptr[m]] = act
-            faw_ptr[m] = (faw_ptr[m] + 1) % 4
+            # earliest activate >= ready that keeps tRRD to every recent activate and at most
+            # four activates in every tFAW window (activates may be placed out of order)
+            act = ready
+            near = np.empty(acts + 1, dtype=np.int64)
+            for _ in range(8 * acts):
+                moved = False
+                for j in range(acts):
+                    e = act_ring[m, j]
+                    if act - rrd < e < act + rrd:
+                        act = e + rrd
+                        moved = True
+                if faw > 0:
+                    n_near = 0
+                    for j in range(acts):
+                        e = act_ring[m, j]
+                        if act - faw < e < act + faw:
+                            near[n_near] = e
+                            n_near += 1
+                    if n_near >= 4:
+                        near[n_near] = act
+                        window_sorted = np.sort(near[:n_near + 1])
+                        for i in range(n_near - 3):
+                            lo_e = window_sorted[i]
+                            hi_e = window_sorted[i + 4]
+                            if hi_e - lo_e < faw and lo_e <= act <= hi_e:
+                                # five activates within tFAW: move past the first one's window
+                                act = max(act + 1, window_sorted[i + 4 - 4] + faw) \
+                                    if lo_e != act else window_sorted[i + 1] + faw
+                                moved = True
+                                break
+                if not moved:
+                    break
+            act_ring[m, act_ptr[m]] = act
+            act_ptr[m] = (act_ptr[m] + 1) % acts
             act_time[b] = act
             open_row[b] = row
             col = act + rcd
