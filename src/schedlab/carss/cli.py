@@ -285,9 +285,9 @@ def list_names(json_out: bool = JSON) -> None:
     from schedlab.carss.changepoint import DETECTORS
     from schedlab.carss.forecast import FORECASTERS
     from schedlab.carss.hosts import HOST_MODELS
-    from schedlab.carss.policies import SCHEDULERS
+    from schedlab.carss.policies import ABLATIONS, SCHEDULERS
 
-    doc = dict(schedulers=list(SCHEDULERS), forecasters=list(FORECASTERS),
+    doc = dict(schedulers=[*SCHEDULERS, *ABLATIONS], forecasters=list(FORECASTERS),
                detectors=list(DETECTORS), host_models=list(HOST_MODELS))
     if json_out:
         emit_json(doc)
