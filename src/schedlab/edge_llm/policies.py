@@ -151,43 +151,52 @@ def commit(view: ClusterView, req: EdgeRequest, ready: float, route: Route, est:
 
 def externality(view: ClusterView, route: Route, est: Estimate, plans: dict[str, SmPlan],
                 output_len: int = 1, mean_input: int = 512) -> float:
-    """Seconds of latency a request's prefill adds to *other* requests at its prefill site.
+    """Seconds of latency a request's choice adds to *other* requests, from live state.
 
-    Two terms, both from live state (recent join/prefill rates over the duty horizon):
-    sequences that join the site's decode batch while the prefill's duty is in the horizon each
-    pay the duty's TPOT penalty on every token (time slicing or the SM split), and prefills
-    queued behind it on the lane wait its duration. Without this term a greedy per-request
-    choice overloads whichever site looks fastest to the request itself."""
-    p = route[0]
-    site = view.sites[p]
+    Four terms, each a recent rate over the duty horizon times this request's own work:
+
+    * duty: sequences joining the prefill site's decode batch while this prefill is in the
+      duty window pay the duty's TPOT penalty on every token (time slicing or the SM split);
+    * queue: prefills queued behind it on the lane wait its duration;
+    * lane: a sequence decoding on d stretches every prefill d runs meanwhile;
+    * batch: sequences joining d while it decodes run a batch one sequence larger.
+
+    Without it a greedy per-request choice overloads whichever site looks fastest to the
+    request itself. The per-site rates are computed once per window (``_rates``), so a
+    decision costs a few multiplications per mode."""
+    p, d = route
+    rp = _rates(view, p, plans, mean_input)
+    rd = _rates(view, d, plans, mean_input)
+    backlog = max(0.0, view.lane_free[p] - view.now)
+    busy = output_len * est.tpot
+    return (est.prefill * (DUTY_WEIGHT * rp[0] + rp[1] * backlog)
+            + busy * (rd[2] + rd[3]))
+
+
+def _rates(view: ClusterView, name: str, plans: dict[str, SmPlan], mean_input: int
+           ) -> tuple[float, float, float, float]:
+    """(duty cost per prefill second, queued prefills per second, lane cost per decode second,
+    batch cost per decode second) of one site, memoised on the view for its window."""
+    cache = view.__dict__.setdefault("_ext_rates", {})
+    found = cache.get(name)
+    if found is not None:
+        return found
+    site = view.sites[name]
     horizon = view.cfg.duty_horizon_s
     now = view.now
-    duration = est.prefill
-    joins = site.pool.recent_joins(now, horizon)
+    plan = plans.get(name)
+    joins = site.pool.recent_joins(now, horizon) / horizon
     mean_out = site.pool.tokens / max(1, len(site.pool.joins))
-    plan = plans.get(p)
     penalty = site.tpot_s(now, 0, 1.0, plan) - site.tpot_s(now, 0, 0.0, plan)
-    decode_ext = DUTY_WEIGHT * duration / horizon * joins * mean_out * max(0.0, penalty)
-    queued = site.lane.recent_starts(now, horizon)
-    backlog = max(0.0, view.lane_free[p] - now)
-    queue_ext = duration * queued / horizon * backlog
-    # a sequence decoding on d stretches every prefill d runs meanwhile (time slicing
-    # interleaves its iterations; under a concurrent split the shares are fixed)
-    d = view.sites[route[1]]
-    active = d.pool.active(now) + view.extra_decodes[route[1]]
-    plan_d = plans.get(route[1])
-    stretch = (d.prefill_s([mean_input], mean_input, now, plan_d, active + 1)
-               - d.prefill_s([mean_input], mean_input, now, plan_d, active))
-    busy = output_len * est.tpot
-    prefills = d.lane.recent_starts(now, horizon) / horizon * busy
-    lane_ext = prefills * max(0.0, stretch)
-    # sequences joining d while this one decodes run one sequence larger a batch
-    joins_d = d.pool.recent_joins(now, horizon) / horizon * busy
-    mean_out_d = d.pool.tokens / max(1, len(d.pool.joins))
-    grow = (d.tpot_s(now, view.extra_decodes[route[1]] + 1, 0.0, plan_d)
-            - d.tpot_s(now, view.extra_decodes[route[1]], 0.0, plan_d))
-    batch_ext = joins_d * mean_out_d * max(0.0, grow)
-    return decode_ext + queue_ext + lane_ext + batch_ext
+    duty = joins * mean_out * max(0.0, penalty)
+    starts = site.lane.recent_starts(now, horizon) / horizon
+    active = site.pool.active(now)
+    stretch = (site.prefill_s([mean_input], mean_input, now, plan, active + 1)
+               - site.prefill_s([mean_input], mean_input, now, plan, active))
+    grow = site.tpot_s(now, 1, 0.0, plan) - site.tpot_s(now, 0, 0.0, plan)
+    found = (duty, starts, starts * max(0.0, stretch), joins * mean_out * max(0.0, grow))
+    cache[name] = found
+    return found
 
 
 class OnlineRouter:

@@ -54,6 +54,8 @@ def simulate(requests: list[EdgeRequest], router: Router | str, cfg: EdgeConfig 
     i = 0
     while i < len(reqs):
         end = (np.floor(reqs[i].arrival / width) + 1) * width
+        while end <= reqs[i].arrival:  # float rounding (e.g. 8.26 / 0.02 = 412.999...)
+            end += width
         j = i
         while j < len(reqs) and reqs[j].arrival < end:
             j += 1
