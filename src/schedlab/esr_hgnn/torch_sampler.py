@@ -16,7 +16,7 @@ import numpy as np
 import torch
 
 from schedlab.esr_hgnn.graph import HeteroGraph
-from schedlab.esr_hgnn.policies import fanout_at
+from schedlab.esr_hgnn.policies import check_frontier, fanout_at
 from schedlab.esr_hgnn.trie import MetapathTrie
 
 
@@ -75,6 +75,8 @@ class TorchSampling:
 def benchmark(graph: HeteroGraph, metapaths: Sequence[str], batches: Sequence[np.ndarray],
               fanouts: Sequence[int], device: str = "cpu", repeats: int = 5) -> list[dict]:
     """Median seconds per batch of naive and trie sampling on ``device`` (synchronised)."""
+    for seeds in batches:  # refuse a frontier that cannot fit before touching the device
+        check_frontier([len(mp) - 1 for mp in metapaths], len(seeds), fanouts)
     sampling = TorchSampling(graph, device)
     sync = torch.cuda.synchronize if sampling.device.type == "cuda" else (lambda: None)
     gen = torch.Generator(device=sampling.device).manual_seed(0)
