@@ -618,10 +618,9 @@ class Harness:
                 repeats: int = 3) -> dict[str, StepFit]:
         if getattr(self, "_queue", None) is not None:
             raise ConfigError("profile before the first replay", field="harness")
-        for sock in self.conns.values():
+        for role, sock in self.conns.items():  # one site at a time: no mutual contention
             send_msg(sock, dict(op="profile", lengths=list(lengths), contexts=list(contexts),
                                 repeats=repeats))
-        for role, sock in self.conns.items():
             header, _ = recv_msg(sock)
             if header.get("ev") != "profile":
                 raise ConfigError(f"{role} profile failed: {header}", field="harness")
