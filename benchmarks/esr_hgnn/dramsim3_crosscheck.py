@@ -19,19 +19,17 @@ from __future__ import annotations
 
 import argparse
 import json
-import re
-import subprocess
 import tempfile
 from pathlib import Path
 
 import numpy as np
 
+from schedlab.core.errors import SchedlabError
+from schedlab.esr_hgnn import dramsim3
 from schedlab.esr_hgnn.engine import sample_channels
 from schedlab.esr_hgnn.memsys import PRESETS, replay_channels
 from schedlab.esr_hgnn.policies import make_sampler
 from schedlab.esr_hgnn.workloads import generate, metapath_set, seed_batches
-
-CONFIGS = {"hbm2": "HBM2_8Gb_x128.ini", "ddr4": "DDR4_8Gb_x8_3200.ini"}
 
 
 def traces(n: int, seed: int = 0) -> dict[str, np.ndarray]:
@@ -45,46 +43,24 @@ def traces(n: int, seed: int = 0) -> dict[str, np.ndarray]:
             "esr-trie-trace": (sampled[:n] // 64) * 64}
 
 
-def one_channel_config(src: Path, out: Path) -> Path:
-    text = re.sub(r"(?m)^channels\s*=\s*\d+", "channels = 1", src.read_text())
-    out.write_text(text)
-    return out
-
-
-def run_dramsim3(binary: Path, config: Path, addresses: np.ndarray, cycles: int,
-                 spacing: int, work: Path) -> dict:
-    trace = work / "trace.txt"
-    with open(trace, "w") as fh:
-        for i, a in enumerate(addresses):
-            fh.write(f"{int(a):#x} READ {i * spacing}\n")
-    out = work / "out"
-    out.mkdir(exist_ok=True)
-    subprocess.run([str(binary), str(config), "-c", str(cycles), "-t", str(trace), "-o",
-                    str(out)], check=True, capture_output=True, timeout=600)
-    stats = json.loads((out / "dramsim3.json").read_text())["0"]
-    return dict(reads_done=int(stats["num_reads_done"]),
-                latency=float(stats["average_read_latency"]),
-                row_hits=int(stats["num_read_row_hits"]), cycles=int(stats["num_cycles"]),
-                read_cmds=int(stats["num_read_cmds"]))
-
-
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--dramsim3", type=Path, required=True, help="DRAMsim3 source directory")
     ap.add_argument("--reads", type=int, default=40000)
     args = ap.parse_args()
-    binary = args.dramsim3 / "build" / "dramsim3main"
-    if not binary.is_file():
-        raise SystemExit(f"{binary}: not built (see this script's docstring)")
+    try:
+        dramsim3.binary(args.dramsim3)
+    except SchedlabError as exc:  # one line, not a traceback
+        raise SystemExit(f"error: {exc}") from None
     rows = []
     with tempfile.TemporaryDirectory() as tmp:
         work = Path(tmp)
-        for mem, ini in CONFIGS.items():
+        for mem in dramsim3.CONFIGS:
             timing = PRESETS[mem]
-            config = one_channel_config(args.dramsim3 / "configs" / ini, work / ini)
+            config = dramsim3.one_channel_config(args.dramsim3, mem, work / f"{mem}.ini")
             for name, addrs in traces(args.reads).items():
                 window = 20000  # DRAMsim3 clocks; every trace here keeps its queue full
-                ds = run_dramsim3(binary, config, addrs, window, 0, work)
+                ds = dramsim3.run(args.dramsim3, config, addrs, window, 0, work)
                 done = ds["reads_done"]
                 ours = replay_channels([addrs[:done]], timing, "partitioned", 1,
                                        timing.row_bytes, 1000, 32)
@@ -102,7 +78,7 @@ def main() -> None:
                                                                             + ours["row_misses"]),
                                                     3)))
             sparse = np.random.default_rng(1).integers(0, (256 << 20) // 64, 200) * 64
-            ds = run_dramsim3(binary, config, sparse, 200 * 400 + 1000, 400, work)
+            ds = dramsim3.run(args.dramsim3, config, sparse, 200 * 400 + 1000, 400, work)
             t = timing
             rows.append(dict(memory=mem, trace="idle latency (1 read / 400 clocks)",
                              dramsim3_latency_clocks=ds["latency"],
