@@ -85,7 +85,7 @@ def _scenarios(model: str, loads: tuple[float, ...], full: bool):
         yield model, "load", "rate", rate, rate, {}
 
 
-@register("edge_llm", quick=dict(requests=250, loads=(0.5, 1.0, 2.0, 3.0)),
+@register("edge_llm", quick=dict(requests=250, loads=(0.5, 3.0)),
           full=dict(requests=2000, loads=(0.5, 1.0, 1.5, 2.0, 3.0, 4.0)))
 def heterogeneous_replay(requests: int, loads: tuple[float, ...], seed: int) -> Result:
     """Online routing vs fixed modes and DistServe on Llama-3-8B and Qwen3-8B replays."""
@@ -220,7 +220,7 @@ def joint_residency(seed: int) -> Result:
     ], notes=f"per GPU: {stats}")
 
 
-@register("edge_llm", quick=dict(requests=200, congested=2000),
+@register("edge_llm", quick=dict(requests=150, congested=2000),
           full=dict(requests=2000, congested=2000))
 def routing_regimes(requests: int, congested: int, seed: int) -> Result:
     """Online routing vs every fixed mode and DistServe across cloud SM share, WAN RTT,
