@@ -84,6 +84,11 @@ class EngineConfig(BaseModel):
     device: str = "cpu"
     direct_io: bool = True
     keep_nvme_files: bool = False
+    async_fetch: bool | None = Field(
+        None,
+        description="fetch on the I/O pool (True) or inline (False); None = pool for NVMe or "
+        "CUDA, inline for a host tier on CPU, where a memcpy is cheaper than a thread hand-off",
+    )
 
     @field_validator("device_budget")
     @classmethod
@@ -183,6 +188,9 @@ class SynergyEngine:
         self.work_dtype = torch.bfloat16 if config.precision == "bf16" else torch.float32
         self.overlap = config.schedule == "overlap"
         self.depth = config.prefetch_depth if self.overlap else 0
+        self.async_fetch = config.async_fetch
+        if self.async_fetch is None:
+            self.async_fetch = config.tier == "nvme" or self.cuda
         self.phase = "idle"
         self.step_count = 0
         self.forward_order: list[int] = []
@@ -435,7 +443,7 @@ class SynergyEngine:
             if prefetch:
                 return False
             raise
-        if self.overlap:
+        if self.overlap and self.async_fetch:
             slot.fetching = self.io.submit(self._fetch_job, slot)
         else:
             done: Future = Future()
