@@ -5,7 +5,8 @@ Prediction, from micro-measurements that never run the engine:
     step = fwd+bwd (plain torch, no optimizer) + Adam (torch.optim.Adam step alone)
          + 3 x offloaded parameter bytes / memcpy bandwidth   (fetch for forward and for
            backward, gradient offload)
-         + hand-offs x thread hand-off latency                (one fetch + one step per unit)
+         + hand-offs x thread hand-off latency                (one optimizer step per unit,
+                                                                plus one fetch if pooled)
 
 This serial sum is the right model for this CPU runtime, where the "device", the host and the
 worker threads share the same two cores (overlap cannot hide CPU work there). The engine's
@@ -87,9 +88,13 @@ def measure(fraction: float, steps: int) -> dict:
         times.append(time.perf_counter() - began)
     offloaded = sum(s.numel * 4 for s in engine.slots if not s.resident)
     units = sum(1 for u in engine.units if not u.resident)
+    handoffs = units * (2 if engine.async_fetch else 1)  # fetch (if pooled) + optimizer step
     engine.close()
     return dict(
-        measured_s=statistics.median(times[2:]), offloaded_bytes=offloaded, offloaded_units=units
+        measured_s=statistics.median(times[2:]),
+        offloaded_bytes=offloaded,
+        offloaded_units=units,
+        handoffs=handoffs,
     )
 
 
@@ -119,7 +124,7 @@ def main(argv: list[str] | None = None) -> int:
             rates["compute_s"]
             + rates["adam_s"]
             + 3 * got["offloaded_bytes"] / rates["memcpy_Bps"]
-            + 2 * got["offloaded_units"] * rates["handoff_s"]
+            + got["handoffs"] * rates["handoff_s"]
         )
         rows.append(
             dict(
