@@ -54,3 +54,28 @@ def test_bench_nvme_roundtrip_16mib(benchmark, tmp_path) -> None:
 
     benchmark.pedantic(roundtrip, rounds=5, warmup_rounds=1)
     store.cleanup()
+
+
+@pytest.mark.parametrize("tier", ["host", "nvme"])
+@pytest.mark.parametrize("schedule", ["overlap", "offload-only"])
+def test_bench_initialize_step_nanogpt(benchmark, tmp_path, tier: str, schedule: str) -> None:
+    """One step of synergyscale.initialize on the nanoGPT-style 3.70M model (35 % budget)."""
+    import torch
+
+    from schedlab.synergyscale import initialize
+    from schedlab.synergyscale.nanogpt import NanoGPT
+
+    model = NanoGPT(dict(tie_weights=False))
+    x = torch.randint(0, 1024, (4, 64))
+    with torch_threads(1):
+        engine = initialize(model, torch.optim.Adam(model.parameters(), lr=1e-3),
+                            dict(device_budget=0.35, tier=tier, nvme_dir=tmp_path,
+                                 schedule=schedule))
+
+        def step() -> None:
+            engine.backward(engine(x, x)[1])
+            engine.step()
+            engine.synchronize()
+
+        benchmark.pedantic(step, rounds=5, warmup_rounds=1)
+        engine.close()
