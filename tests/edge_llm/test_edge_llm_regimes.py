@@ -94,3 +94,29 @@ def test_an_arrival_on_a_window_boundary_does_not_stall_the_replay():
     for r, t in zip(reqs, (8.24, 8.26, 8.28), strict=True):
         r.arrival = t
     assert simulate(reqs, "cloud", EdgeConfig()).summary["requests"] == 3
+
+
+def test_paced_sender_holds_the_rate_without_tc():
+    """The fallback shaping (no root/tc): a paced sender keeps the link rate."""
+    import socket
+    import threading
+    import time
+
+    from schedlab.edge_llm.harness import recv_msg, send_msg
+
+    a, b = socket.socketpair()
+    got = {}
+
+    def read():
+        got["msg"] = recv_msg(b)
+
+    reader = threading.Thread(target=read)
+    reader.start()
+    payload = bytes(100_000)
+    t0 = time.monotonic()
+    send_msg(a, dict(op="kv", rid=1), payload, pace_bps=8e6)  # 100 kB at 8 Mbit/s = 0.1 s
+    reader.join(10)
+    assert time.monotonic() - t0 >= 0.09
+    assert got["msg"] == (dict(op="kv", rid=1), payload)
+    a.close()
+    b.close()
