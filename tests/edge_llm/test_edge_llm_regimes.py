@@ -120,3 +120,18 @@ def test_paced_sender_holds_the_rate_without_tc():
     assert got["msg"] == (dict(op="kv", rid=1), payload)
     a.close()
     b.close()
+
+
+def test_hopper_sites_launch_hopper_kernels_with_derived_smem():
+    from schedlab.edge_llm.hopper import BARRIER_BYTES, get_kernel, kernels
+    from schedlab.edge_llm.sites import make_sites
+    from schedlab.llm import occupancy as occ
+
+    site = make_sites(EdgeConfig(cloud_gpu="h100"))["cloud"]
+    assert site.arch.name == "sm90"
+    assert all(k.name.startswith("sm90_") for k in site.prefill_kernels + site.decode_kernels)
+    big = get_kernel(site.prefill_kernels[0].name)
+    assert big.smem == 4 * (128 + 256) * 64 * 2 + 4 * BARRIER_BYTES and big.threads == 384
+    assert kernels("sm80", "prefill", "gemm") == occ.kernels("sm80", "prefill", "gemm")
+    with pytest.raises(BadInputError, match="kernel"):
+        get_kernel("no_such_kernel")

@@ -16,6 +16,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from schedlab.edge_llm.hopper import kernels
 from schedlab.llm.costmodel import get_model
 from schedlab.llm.occupancy import (
     KernelDesc,
@@ -23,7 +24,6 @@ from schedlab.llm.occupancy import (
     frontier,
     gpu_arch,
     jointly_resident,
-    kernels,
 )
 
 PREFILL_TOKENS = (128, 256, 512, 1024, 2048, 4096, 8192)

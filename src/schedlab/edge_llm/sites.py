@@ -14,15 +14,9 @@ from dataclasses import dataclass
 
 from schedlab.edge_llm.config import EdgeConfig
 from schedlab.edge_llm.delay import DecodePool, GpuTiming, Lane, Link
+from schedlab.edge_llm.hopper import get_kernel, kernels
 from schedlab.llm.costmodel import CostModel
-from schedlab.llm.occupancy import (
-    KernelDesc,
-    frontier,
-    get_kernel,
-    gpu_arch,
-    jointly_resident,
-    kernels,
-)
+from schedlab.llm.occupancy import KernelDesc, frontier, gpu_arch, jointly_resident
 
 SITES = ("cloud", "edge")
 #: mean context per request used to size the decode batch by KV memory
