@@ -206,8 +206,13 @@ def fit(
     if resume and checkpoint is None:
         raise ConfigError("--resume needs --checkpoint", field="resume")
     err_console.print(f"training {model} for {steps} steps ({cfg.tier} tier, {cfg.schedule})")
-    result = run_fit(model, steps, cfg, size=shape, lr=lr, seed=seed, batch_size=batch_size,
-                     checkpoint=checkpoint, resume=resume)
+    try:
+        result = run_fit(model, steps, cfg, size=shape, lr=lr, seed=seed,
+                         batch_size=batch_size, checkpoint=checkpoint, resume=resume)
+    except ConfigError as exc:
+        if config is not None and exc.path is None and exc.field in EngineConfig.model_fields:
+            exc.path = config  # e.g. a budget below the fetch window: name the config file
+        raise
     doc = dict(model=model, steps=steps, resumed_from=result.resumed_from,
                losses=result.losses, step_seconds=result.step_seconds, stats=result.stats)
     if reference:
