@@ -255,3 +255,17 @@ def test_path_from_other_directory(tmp_path) -> None:
     )
     assert len(got.losses) == 2
     assert Path("rel/nvme").is_dir()
+
+
+def test_real_bytes_from_shared_data_match_torch_adam(tmp_path) -> None:
+    """Byte-level training on a real file (the darshan data set's README) through the engine."""
+    path = Path("/work/shared/data/darshan/README.md")
+    if not path.is_file():
+        pytest.skip("no /work/shared/data/darshan/README.md here")
+    size = dict(SMALL, vocab=256)
+    config = dict(device_budget=0.35, tier="nvme", nvme_dir=tmp_path)
+    ref = fit_reference("nanogpt", 10, size=size, batch_size=2, data=path)
+    got = fit("nanogpt", 10, config, size=size, batch_size=2, data=path)
+    assert _gap(ref, got.losses) <= 1e-6
+    with pytest.raises(SchedlabError, match="vocabulary >= 256"):
+        fit("nanogpt", 1, {}, size=SMALL, data=path)

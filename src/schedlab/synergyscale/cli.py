@@ -184,6 +184,8 @@ def fit(
     resume: bool = typer.Option(False, "--resume", help="Continue from --checkpoint."),
     reference: bool = typer.Option(False, "--reference", help="Also train plain torch + Adam "
                                    "and report the largest loss gap."),
+    data: Path = typer.Option(None, "--data", help="Train on this file's bytes (byte-level "
+                              "tokens; the model's vocabulary must be >= 256)."),
     json_out: bool = typer.Option(False, "--json", help="Print JSON."),
 ) -> None:
     """Train a model the project did not write through synergyscale.initialize."""
@@ -208,7 +210,8 @@ def fit(
     err_console.print(f"training {model} for {steps} steps ({cfg.tier} tier, {cfg.schedule})")
     try:
         result = run_fit(model, steps, cfg, size=shape, lr=lr, seed=seed,
-                         batch_size=batch_size, checkpoint=checkpoint, resume=resume)
+                         batch_size=batch_size, checkpoint=checkpoint, resume=resume,
+                         data=data)
     except ConfigError as exc:
         if config is not None and exc.path is None and exc.field in EngineConfig.model_fields:
             exc.path = config  # e.g. a budget below the fetch window: name the config file
@@ -216,7 +219,8 @@ def fit(
     doc = dict(model=model, steps=steps, resumed_from=result.resumed_from,
                losses=result.losses, step_seconds=result.step_seconds, stats=result.stats)
     if reference:
-        ref = fit_reference(model, steps, size=shape, lr=lr, seed=seed, batch_size=batch_size)
+        ref = fit_reference(model, steps, size=shape, lr=lr, seed=seed, batch_size=batch_size,
+                            data=data)
         doc["max_loss_gap_vs_torch_adam"] = max(abs(a - b) for a, b in
                                                 zip(ref, result.losses, strict=True))
     if json_out:

@@ -85,13 +85,42 @@ def _vocab_seq(kind: str, model) -> tuple[int, int]:
     return model.config.vocab, model.config.seq
 
 
-def batch(kind: str, model, step: int, seed: int, batch_size: int):
-    """Batch ``step`` of a seeded random-token stream (inputs, next-token targets)."""
+def load_bytes(path: str | Path, kind: str, model):
+    """A file's bytes as a token stream (byte-level: the vocabulary must cover 256)."""
+    import torch
+
+    from schedlab.core.errors import BadInputError
+
+    path = Path(path)
+    if not path.is_file():
+        raise BadInputError("no such data file", path=path, field="data")
+    vocab, seq = _vocab_seq(kind, model)
+    if vocab < 256:
+        raise BadInputError(
+            f"byte-level data needs a vocabulary >= 256, the model has {vocab}",
+            path=path,
+            field="data",
+        )
+    raw = path.read_bytes()
+    if len(raw) < seq + 1:
+        raise BadInputError(
+            f"has {len(raw)} bytes; one sequence needs {seq + 1}", path=path, field="data"
+        )
+    return torch.frombuffer(bytearray(raw), dtype=torch.uint8).long()
+
+
+def batch(kind: str, model, step: int, seed: int, batch_size: int, stream=None):
+    """Batch ``step`` (inputs, next-token targets): seeded random tokens, or windows of
+    ``stream`` at seeded offsets; depends only on ``(seed, step)``."""
     import torch
 
     vocab, seq = _vocab_seq(kind, model)
     g = torch.Generator().manual_seed(seed * 1_000_003 + step)
-    tokens = torch.randint(0, vocab, (batch_size, seq + 1), generator=g)
+    if stream is None:
+        tokens = torch.randint(0, vocab, (batch_size, seq + 1), generator=g)
+    else:
+        starts = torch.randint(0, len(stream) - seq, (batch_size,), generator=g)
+        tokens = torch.stack([stream[i : i + seq + 1] for i in starts.tolist()])
     return tokens[:, :-1].contiguous(), tokens[:, 1:].contiguous()
 
 
@@ -114,6 +143,7 @@ def fit(
     checkpoint: str | Path | None = None,
     resume: bool = False,
     on_step=None,
+    data: str | Path | None = None,
 ) -> FitResult:
     """Train ``steps`` steps with the engine; checkpoint after each step when asked."""
     import time
@@ -125,6 +155,7 @@ def fit(
     if steps < 1:
         raise ConfigError("must be at least 1", field="steps")
     model = build_model(kind, size, seed)
+    stream = load_bytes(data, kind, model) if data is not None else None
     engine = initialize(model, torch.optim.Adam(model.parameters(), lr=lr), config)
     losses: list[float] = []
     start = 0
@@ -135,7 +166,7 @@ def fit(
     seconds = []
     try:
         for step in range(start, steps):
-            x, y = batch(kind, model, step, seed, batch_size)
+            x, y = batch(kind, model, step, seed, batch_size, stream)
             began = time.perf_counter()
             loss = loss_of(kind, engine, x, y)
             engine.backward(loss)
@@ -160,15 +191,17 @@ def fit_reference(
     lr: float = 1e-3,
     seed: int = 0,
     batch_size: int = 4,
+    data: str | Path | None = None,
 ) -> list[float]:
     """The same run with plain PyTorch and ``torch.optim.Adam`` (the yardstick)."""
     import torch
 
     model = build_model(kind, size, seed)
+    stream = load_bytes(data, kind, model) if data is not None else None
     opt = torch.optim.Adam(model.parameters(), lr=lr)
     losses = []
     for step in range(steps):
-        x, y = batch(kind, model, step, seed, batch_size)
+        x, y = batch(kind, model, step, seed, batch_size, stream)
         loss = loss_of(kind, model, x, y)
         opt.zero_grad()
         loss.backward()
