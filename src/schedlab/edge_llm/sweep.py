@@ -43,12 +43,13 @@ AXES: dict[str, tuple[str, tuple]] = {
 }
 
 
-def points(axes: tuple[str, ...] | None = None) -> Iterator[tuple[str, object, dict, float,
-                                                                 str | None]]:
-    """(axis, value, config changes, rate, length mix) for every sweep point."""
-    for axis in axes or tuple(AXES):
+def points(axes: tuple[str, ...] | None = None, only: tuple | None = None
+           ) -> Iterator[tuple[str, object, dict, float, str | None]]:
+    """(axis, value, config changes, rate, length mix) for every sweep point (of ``axes``, all
+    when None; only the values in ``only`` when given)."""
+    for axis in tuple(AXES) if axes is None else axes:
         field, values = AXES[axis]
-        for value in values:
+        for value in values if only is None else [v for v in values if v in only]:
             if field == "rate":
                 yield axis, value, {}, float(value), None
             elif field == "mix":
@@ -62,10 +63,12 @@ def run_point(requests: list[EdgeRequest], cfg: EdgeConfig, policies=POLICIES) -
 
 
 def sweep(n: int, seed: int, model: str = "llama-3-8b", axes: tuple[str, ...] | None = None,
-          extra: tuple[tuple[str, object, dict, float, str | None], ...] = ()) -> pl.DataFrame:
-    """Every point of the sweep: one row per (point, policy) with the replay's summary."""
+          extra: tuple[tuple[str, object, dict, float, str | None], ...] = (),
+          only: tuple | None = None) -> pl.DataFrame:
+    """Every point of the sweep (restricted to the values in ``only`` when given): one row per
+    (point, policy) with the replay's summary."""
     rows = []
-    for axis, value, changes, rate, mix in (*points(axes), *extra):
+    for axis, value, changes, rate, mix in (*points(axes, only), *extra):
         cfg = EdgeConfig(model=model).with_(**changes)
         reqs = generate(n, rate, seed, classes=MIXES[mix] if mix else None)
         for s in run_point(reqs, cfg):
