@@ -2,7 +2,13 @@
 caching across tenants and a host tier, driving the same Scheduler / CacheManager plug-ins as
 the simulator (``schedlab.faircache``). Needs torch and transformers (imported on first use)."""
 
+import importlib.util
+
 from schedlab.core.lazy import lazy_exports
+
+for _mod in ("torch", "transformers"):
+    if importlib.util.find_spec(_mod) is None:
+        raise ImportError(f"schedlab.llm.engine needs {_mod}: pip install 'schedlab[hf]'")
 
 _EXPORTS = {
     "BlockPool": "kv",
