@@ -153,14 +153,32 @@ def compare_single(binary: str, folder: Path, which: str = "all") -> list[dict]:
     rows = []
     for kind, pairs in instances(folder, which).items():
         for name, a, b in pairs:
-            cmd = [*_schedlab(), "hydra-mcs", "solve", str(a), str(b), "--json", "--no-mapping",
-                   *OUR_FLAGS[kind]]
+            cmd = [
+                *_schedlab(),
+                "hydra-mcs",
+                "solve",
+                str(a),
+                str(b),
+                "--json",
+                "--no-mapping",
+                *OUR_FLAGS[kind],
+            ]
             ours_cpu, out = _cpu_of(cmd)
             o = json.loads(out)
             cpu, size, nodes = run_ref(binary, kind, a, b)
-            rows.append(dict(kind=kind, pair=name, ref_cpu=cpu, ref_size=size, ref_nodes=nodes,
-                             size=o["size"], nodes=o["nodes"], ours_cpu=ours_cpu,
-                             ratio=ours_cpu / cpu))
+            rows.append(
+                dict(
+                    kind=kind,
+                    pair=name,
+                    ref_cpu=cpu,
+                    ref_size=size,
+                    ref_nodes=nodes,
+                    size=o["size"],
+                    nodes=o["nodes"],
+                    ours_cpu=ours_cpu,
+                    ratio=ours_cpu / cpu,
+                )
+            )
     return rows
 
 
@@ -171,8 +189,9 @@ def test_bench_single_calls_vs_reference(benchmark, which, tmp_path):
         pytest.skip("set HYDRA_MCS_REF to the reference McSplit binary (mcsp)")
     if which == "arg" and not DATA.is_dir():
         pytest.skip("../shared/data/mcs is not present")
-    rows = benchmark.pedantic(lambda: compare_single(binary, tmp_path, which), rounds=1,
-                              iterations=1)
+    rows = benchmark.pedantic(
+        lambda: compare_single(binary, tmp_path, which), rounds=1, iterations=1
+    )
     for r in rows:
         assert (r["size"], r["nodes"]) == (r["ref_size"], r["ref_nodes"]), r
     benchmark.extra_info["rows"] = rows
@@ -196,15 +215,22 @@ def main_single(binary: str, which: str) -> None:
     with tempfile.TemporaryDirectory() as tmp:
         rows = compare_single(binary, Path(tmp), which)
     for r in rows:
-        same = ("same" if (r["size"], r["nodes"]) == (r["ref_size"], r["ref_nodes"])
-                else f"DIFFER ours {r['size']}/{r['nodes']}")
-        print(f"{r['kind']:9} {r['pair']:16} ref {r['ref_cpu']:7.3f} s  ours {r['ours_cpu']:7.3f} s"
-              f"  ({r['ratio']:.3f}x)  nodes {r['ref_nodes']:>11,}  {same}")
+        same = (
+            "same"
+            if (r["size"], r["nodes"]) == (r["ref_size"], r["ref_nodes"])
+            else f"DIFFER ours {r['size']}/{r['nodes']}"
+        )
+        print(
+            f"{r['kind']:9} {r['pair']:16} ref {r['ref_cpu']:7.3f} s  ours {r['ours_cpu']:7.3f} s"
+            f"  ({r['ratio']:.3f}x)  nodes {r['ref_nodes']:>11,}  {same}"
+        )
     for kind in sorted({r["kind"] for r in rows}) + ["all"]:
         sel = [r for r in rows if kind in ("all", r["kind"])]
         ref, ours = sum(r["ref_cpu"] for r in sel), sum(r["ours_cpu"] for r in sel)
-        print(f"{kind:9} {len(sel)} single calls: ref {ref:.2f} s  ours {ours:.2f} s  -> "
-              f"{ours / ref:.3f}x")
+        print(
+            f"{kind:9} {len(sel)} single calls: ref {ref:.2f} s  ours {ours:.2f} s  -> "
+            f"{ours / ref:.3f}x"
+        )
 
 
 def main() -> None:

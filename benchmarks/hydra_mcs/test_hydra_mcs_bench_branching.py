@@ -29,8 +29,20 @@ RULES = ("mcsplit", "rl", "dal")
 def run_rule(rule: str, kind: str, pairs, folder: Path, timeout: float) -> dict[str, dict]:
     listing = folder / f"pairs-{kind}.txt"
     listing.write_text("".join(f"{a} {b}\n" for _, a, b in pairs))
-    cmd = [*_schedlab(), "hydra-mcs", "solve", "--pairs", str(listing), "--json",
-           "--no-mapping", "--branching", rule, "--timeout", str(timeout), *OUR_FLAGS[kind]]
+    cmd = [
+        *_schedlab(),
+        "hydra-mcs",
+        "solve",
+        "--pairs",
+        str(listing),
+        "--json",
+        "--no-mapping",
+        "--branching",
+        rule,
+        "--timeout",
+        str(timeout),
+        *OUR_FLAGS[kind],
+    ]
     done = subprocess.run(cmd, capture_output=True, text=True, check=True)
     rows = [json.loads(line) for line in done.stdout.splitlines() if line.strip()]
     return {name: row for (name, _, _), row in zip(pairs, rows, strict=True)}
@@ -44,8 +56,9 @@ def compare(folder: Path, which: str = "all", timeout: float = 120.0) -> list[di
             row = dict(kind=kind, pair=name)
             for rule in RULES:
                 r = by_rule[rule][name]
-                row[rule] = dict(size=r["size"], nodes=r["nodes"], cpu_s=r["cpu_s"],
-                                 optimal=r["optimal"])
+                row[rule] = dict(
+                    size=r["size"], nodes=r["nodes"], cpu_s=r["cpu_s"], optimal=r["optimal"]
+                )
             out.append(row)
     return out
 
@@ -63,8 +76,11 @@ def main() -> None:
     timeout = float(sys.argv[2]) if len(sys.argv) > 2 else 120.0
     with tempfile.TemporaryDirectory() as tmp:
         rows = compare(Path(tmp), which, timeout)
-    print(f"{'kind':9} {'pair':16} " + " ".join(f"{r + ' nodes':>16} {'cpu_s':>7}"
-                                                 for r in RULES) + "  size")
+    print(
+        f"{'kind':9} {'pair':16} "
+        + " ".join(f"{r + ' nodes':>16} {'cpu_s':>7}" for r in RULES)
+        + "  size"
+    )
     totals = {r: [0, 0.0] for r in RULES}
     for row in rows:
         cells = []
@@ -75,8 +91,11 @@ def main() -> None:
             totals[r][0] += x["nodes"]
             totals[r][1] += x["cpu_s"]
         sizes = {row[r]["size"] for r in RULES if row[r]["optimal"]}
-        print(f"{row['kind']:9} {row['pair']:16} " + " ".join(cells)
-              + f"  {'/'.join(map(str, sorted(sizes)))}{'' if len(sizes) == 1 else ' DIFFER'}")
+        print(
+            f"{row['kind']:9} {row['pair']:16} "
+            + " ".join(cells)
+            + f"  {'/'.join(map(str, sorted(sizes)))}{'' if len(sizes) == 1 else ' DIFFER'}"
+        )
     print(f"{'total':26} " + " ".join(f"{t[0]:>15,}  {t[1]:>7.2f}" for t in totals.values()))
     print("(* = stopped at the timeout, not proven optimal)")
 

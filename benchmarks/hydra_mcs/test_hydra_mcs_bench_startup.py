@@ -67,6 +67,7 @@ def test_bench_reference_mcsplit_process(benchmark, pair):
     cmd = [binary, "min_max", a, b]
     _child_cpu(cmd, dict(os.environ))
     cpu: list[float] = []
-    benchmark.pedantic(lambda: cpu.append(_child_cpu(cmd, dict(os.environ))), rounds=ROUNDS,
-                       iterations=1)
+    benchmark.pedantic(
+        lambda: cpu.append(_child_cpu(cmd, dict(os.environ))), rounds=ROUNDS, iterations=1
+    )
     benchmark.extra_info.update(cpu_median_s=statistics.median(cpu), cpu_s=cpu)

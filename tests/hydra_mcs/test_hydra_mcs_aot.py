@@ -48,13 +48,22 @@ def test_exported_arguments_are_the_kernels():
     assert aot.signature().startswith("int64(uint64[:, :, ::1], uint64[:, :, ::1], ")
 
 
-FLAGS = [{}, {"labels": "all"}, {"labels": "vertex"}, {"connected": True}, {"directed": True},
-         {"directed": True, "labels": "all"}, {"big_first": True}, {"heuristic": "min_product"}]
+FLAGS = [
+    {},
+    {"labels": "all"},
+    {"labels": "vertex"},
+    {"connected": True},
+    {"directed": True},
+    {"directed": True, "labels": "all"},
+    {"big_first": True},
+    {"heuristic": "min_product"},
+]
 
 
 @pytest.mark.parametrize("pair", ["s20.?00", "s20.?02"])
-@pytest.mark.parametrize("flags", FLAGS, ids=lambda f: "-".join(f"{k}={v}" for k, v in f.items())
-                         or "plain")
+@pytest.mark.parametrize(
+    "flags", FLAGS, ids=lambda f: "-".join(f"{k}={v}" for k, v in f.items()) or "plain"
+)
 def test_aot_and_jit_agree_on_arg_pairs(shared_data, aot_ready, monkeypatch, pair, flags):
     a, b = (shared_data / "mcs" / pair.replace("?", x) for x in "AB")
     seen = {}
@@ -147,8 +156,11 @@ def test_wrong_array_types_go_to_the_jit(aot_ready, monkeypatch):
 def test_build_failure_falls_back_to_jit_with_one_note(tmp_path, monkeypatch, capsys):
     monkeypatch.setenv(aot.CACHE_ENV, str(tmp_path / "cache"))
     monkeypatch.setattr(aot, "_CHOSEN", {})
-    monkeypatch.setattr(aot, "_build_command", lambda out, name: [
-        sys.executable, "-c", "import sys; sys.exit('cc: command not found')"])
+    monkeypatch.setattr(
+        aot,
+        "_build_command",
+        lambda out, name: [sys.executable, "-c", "import sys; sys.exit('cc: command not found')"],
+    )
     _with(monkeypatch, "auto")
     inst = gnp_pairs(1, 10, 0.4, seed=5)[0]
     first = solve(inst.g0, inst.g1)
@@ -173,9 +185,17 @@ def test_damaged_cache_file_is_rebuilt_not_left_to_jit(tmp_path, aot_ready, monk
     monkeypatch.setattr(aot, "_CHOSEN", {})
     target = aot.module_path()
     target.write_bytes(b"garbage\n")  # a truncated copy, a full disk, ...
-    monkeypatch.setattr(aot, "_build_command", lambda out, name: [
-        sys.executable, "-c", "import shutil, sys; shutil.copy(sys.argv[1], sys.argv[2])",
-        str(aot_ready), str(out / aot_ready.name)])
+    monkeypatch.setattr(
+        aot,
+        "_build_command",
+        lambda out, name: [
+            sys.executable,
+            "-c",
+            "import shutil, sys; shutil.copy(sys.argv[1], sys.argv[2])",
+            str(aot_ready),
+            str(out / aot_ready.name),
+        ],
+    )
     _with(monkeypatch, "auto")
     inst = gnp_pairs(1, 10, 0.4, seed=5)[0]
     assert solve(inst.g0, inst.g1).kernel == "aot"
@@ -207,12 +227,18 @@ print("MODULES " + json.dumps(heavy), file=sys.stderr)
 def test_solve_process_imports_no_numba_scipy_polars(shared_data, aot_ready):
     a, b = (shared_data / "mcs" / f"s20.{x}00" for x in "AB")
     env = {k: v for k, v in os.environ.items() if k != aot.KIND_ENV}
-    done = subprocess.run([sys.executable, "-c", _PROBE.format(heavy=HEAVY), str(a), str(b)],
-                          capture_output=True, text=True, env=env, timeout=120, check=True)
+    done = subprocess.run(
+        [sys.executable, "-c", _PROBE.format(heavy=HEAVY), str(a), str(b)],
+        capture_output=True,
+        text=True,
+        env=env,
+        timeout=120,
+        check=True,
+    )
     result = json.loads(done.stdout)
     assert (result["size"], result["nodes"], result["kernel"]) == (12, 261018, "aot")
     line = [ln for ln in done.stderr.splitlines() if ln.startswith("MODULES ")]
-    assert json.loads(line[0][len("MODULES "):]) == []
+    assert json.loads(line[0][len("MODULES ") :]) == []
 
 
 def test_build_command_reports_the_module(aot_ready):
@@ -239,8 +265,16 @@ def test_concurrent_builders_share_one_build(tmp_path):
     """Two processes building into an empty cache at once: one compiles, the other waits."""
     env = {**os.environ, aot.CACHE_ENV: str(tmp_path)}
     code = "from schedlab.hydra_mcs import aot; print(aot.build())"
-    procs = [subprocess.Popen([sys.executable, "-c", code], stdout=subprocess.PIPE,
-                              stderr=subprocess.PIPE, text=True, env=env) for _ in range(2)]
+    procs = [
+        subprocess.Popen(
+            [sys.executable, "-c", code],
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            text=True,
+            env=env,
+        )
+        for _ in range(2)
+    ]
     outs = [p.communicate(timeout=900) for p in procs]
     if any(p.returncode for p in procs):
         if "failed" in outs[0][1]:
@@ -248,8 +282,9 @@ def test_concurrent_builders_share_one_build(tmp_path):
         raise AssertionError(outs)
     paths = {o[0].strip() for o in outs}
     assert len(paths) == 1
-    assert [p.name for p in tmp_path.iterdir() if not p.name.endswith(".lock")] == \
-        [os.path.basename(paths.pop())]
+    assert [p.name for p in tmp_path.iterdir() if not p.name.endswith(".lock")] == [
+        os.path.basename(paths.pop())
+    ]
 
 
 def test_prune_removes_only_stale_leftovers(tmp_path):
@@ -260,9 +295,16 @@ def test_prune_removes_only_stale_leftovers(tmp_path):
     fresh_dir.mkdir()
     for name in ("hmk_aaaa.lock", "hmk_keep.lock", "hmk_cccc.cpython-311-x86_64-linux-gnu.so"):
         (tmp_path / name).write_text("")
-    for p in (stale_dir, tmp_path / "hmk_aaaa.lock", tmp_path / "hmk_keep.lock",
-              tmp_path / "hmk_cccc.cpython-311-x86_64-linux-gnu.so"):
+    for p in (
+        stale_dir,
+        tmp_path / "hmk_aaaa.lock",
+        tmp_path / "hmk_keep.lock",
+        tmp_path / "hmk_cccc.cpython-311-x86_64-linux-gnu.so",
+    ):
         os.utime(p, (old, old))
     aot._prune(tmp_path, keep="hmk_keep")
     assert sorted(p.name for p in tmp_path.iterdir()) == [
-        "hmk_bbbb.z3w4", "hmk_cccc.cpython-311-x86_64-linux-gnu.so", "hmk_keep.lock"]
+        "hmk_bbbb.z3w4",
+        "hmk_cccc.cpython-311-x86_64-linux-gnu.so",
+        "hmk_keep.lock",
+    ]

@@ -24,11 +24,48 @@ from hypothesis import strategies as st
 from schedlab.hydra_mcs import fastcli
 from schedlab.hydra_mcs.cli import app
 
-TOKENS = ["--pairs", "--format", "--labels", "--connected", "--directed", "--threads",
-          "--policy", "--heuristic", "--branching", "--big-first", "--gpu", "--gpu-kernel",
-          "--timeout", "--prove", "--no-mapping", "--json", "--help", "--", "-x", "--jsn",
-          "--threads=2", "--timeout=1.5", "--json=1", "--labels=", "a.grf", "b.grf", "2", "0",
-          "-1", "1e3", "nan", "x", "", "all", "min_product", "rl", " 3", "3.", ".5", "+4"]
+TOKENS = [
+    "--pairs",
+    "--format",
+    "--labels",
+    "--connected",
+    "--directed",
+    "--threads",
+    "--policy",
+    "--heuristic",
+    "--branching",
+    "--big-first",
+    "--gpu",
+    "--gpu-kernel",
+    "--timeout",
+    "--prove",
+    "--no-mapping",
+    "--json",
+    "--help",
+    "--",
+    "-x",
+    "--jsn",
+    "--threads=2",
+    "--timeout=1.5",
+    "--json=1",
+    "--labels=",
+    "a.grf",
+    "b.grf",
+    "2",
+    "0",
+    "-1",
+    "1e3",
+    "nan",
+    "x",
+    "",
+    "all",
+    "min_product",
+    "rl",
+    " 3",
+    "3.",
+    ".5",
+    "+4",
+]
 
 
 def _click_params(argv: list[str]) -> dict | None:
@@ -55,24 +92,38 @@ def test_what_the_lean_parser_accepts_click_parses_the_same(argv):
 def test_plain_calls_are_taken_and_odd_ones_left_to_typer():
     assert fastcli.parse(["a", "b", "--threads", "2", "--json"])["threads"] == 2
     assert fastcli.parse(["a", "b", "--timeout=0.5"])["timeout"] == 0.5
-    for odd in (["--help"], ["a", "b", "--threads", "0"], ["a", "b", "--", "c"],
-                ["a", "b", "c"], ["a", "--json=1"], ["a", "b", "--threads"], ["", "b"]):
+    for odd in (
+        ["--help"],
+        ["a", "b", "--threads", "0"],
+        ["a", "b", "--", "c"],
+        ["a", "b", "c"],
+        ["a", "--json=1"],
+        ["a", "b", "--threads"],
+        ["", "b"],
+    ):
         assert fastcli.parse(odd) is None, odd
 
 
-_MASK = [(re.compile(r'"(seconds|cpu_s)": [0-9.e-]+'), r'"\1": X'),
-         (re.compile(r"time (\x1b\[[0-9;]*m)?[0-9.]+(\x1b\[[0-9;]*m)?[0-9]*s"), "time Xs"),
-         (re.compile(r" +[0-9]+\.[0-9]{3} (optimal|error|stopped)"), r" X \1")]
+_MASK = [
+    (re.compile(r'"(seconds|cpu_s)": [0-9.e-]+'), r'"\1": X'),
+    (re.compile(r"time (\x1b\[[0-9;]*m)?[0-9.]+(\x1b\[[0-9;]*m)?[0-9]*s"), "time Xs"),
+    (re.compile(r" +[0-9]+\.[0-9]{3} (optimal|error|stopped)"), r" X \1"),
+]
 
-_ENTRY = ("import sys; sys.argv = ['schedlab', *sys.argv[1:]]; from schedlab.entry import main; "
-          "main()")
-_TYPER = ("import sys; sys.argv = ['schedlab', *sys.argv[1:]]; from schedlab.cli import app; "
-          "app()")
+_ENTRY = (
+    "import sys; sys.argv = ['schedlab', *sys.argv[1:]]; from schedlab.entry import main; main()"
+)
+_TYPER = "import sys; sys.argv = ['schedlab', *sys.argv[1:]]; from schedlab.cli import app; app()"
 
 
 def _run(code: str, argv: list[str], cwd: Path) -> tuple[int, str, str]:
-    done = subprocess.run([sys.executable, "-c", code, "hydra-mcs", "solve", *argv], cwd=cwd,
-                          capture_output=True, text=True, timeout=120)
+    done = subprocess.run(
+        [sys.executable, "-c", code, "hydra-mcs", "solve", *argv],
+        cwd=cwd,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
     out = done.stdout
     for pattern, repl in _MASK:
         out = pattern.sub(repl, out)
@@ -105,8 +156,9 @@ def test_entry_point_and_typer_answer_the_same(pair, argv):
     assert _run(_ENTRY, argv, pair) == _run(_TYPER, argv, pair)
 
 
-@pytest.mark.parametrize("argv", [["s20.A01", "s20.B01"], ["s20.A01", "nope"],
-                                  ["--pairs", "list.txt"]], ids=" ".join)
+@pytest.mark.parametrize(
+    "argv", [["s20.A01", "s20.B01"], ["s20.A01", "nope"], ["--pairs", "list.txt"]], ids=" ".join
+)
 def test_forced_colour_is_the_same_as_typers(pair, argv, monkeypatch):
     # FORCE_COLOR makes Rich colour a pipe as a terminal: the lean path then prints through
     # Rich consoles made as core.clitools makes them, so the ANSI output is Typer's too
@@ -117,13 +169,21 @@ def test_forced_colour_is_the_same_as_typers(pair, argv, monkeypatch):
 
 
 def test_lean_path_loads_no_cli_framework(pair):
-    code = ("import json, sys; sys.argv = ['schedlab', 'hydra-mcs', 'solve', 's20.A01', "
-            "'s20.B01', '--json']\nfrom schedlab.entry import main\ntry:\n    main()\n"
-            "except SystemExit as exc:\n    assert not exc.code\n"
-            "bad = sorted(m for m in sys.modules if m.split('.')[0] in ('typer', 'click', "
-            "'rich', 'pydantic', 'numba', 'scipy', 'polars'))\n"
-            "sys.stderr.write('MODULES ' + json.dumps(bad))")
-    done = subprocess.run([sys.executable, "-c", code], cwd=pair, capture_output=True,
-                          text=True, timeout=120, check=True)
+    code = (
+        "import json, sys; sys.argv = ['schedlab', 'hydra-mcs', 'solve', 's20.A01', "
+        "'s20.B01', '--json']\nfrom schedlab.entry import main\ntry:\n    main()\n"
+        "except SystemExit as exc:\n    assert not exc.code\n"
+        "bad = sorted(m for m in sys.modules if m.split('.')[0] in ('typer', 'click', "
+        "'rich', 'pydantic', 'numba', 'scipy', 'polars'))\n"
+        "sys.stderr.write('MODULES ' + json.dumps(bad))"
+    )
+    done = subprocess.run(
+        [sys.executable, "-c", code],
+        cwd=pair,
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=True,
+    )
     assert json.loads(done.stdout)["size"] == 12
     assert done.stderr.split("MODULES ")[-1] == "[]"

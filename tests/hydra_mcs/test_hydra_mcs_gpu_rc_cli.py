@@ -36,8 +36,9 @@ print(json.dumps(out))
 
 def test_gpu_kernel_agrees_with_cpu_under_simulator():
     env = dict(os.environ, NUMBA_ENABLE_CUDASIM="1")
-    done = subprocess.run([sys.executable, "-c", _SIM], env=env, capture_output=True,
-                          text=True, timeout=300)
+    done = subprocess.run(
+        [sys.executable, "-c", _SIM], env=env, capture_output=True, text=True, timeout=300
+    )
     assert done.returncode == 0, done.stderr[-2000:]
     rows = json.loads(done.stdout.strip().splitlines()[-1])
     assert any(r[2] > 0 for r in rows)  # something was really offloaded
@@ -93,6 +94,11 @@ def test_cli_solve_json_and_errors(tmp_path):
 @pytest.mark.parametrize("threads", [1, 2])
 def test_interrupt_flag_stops_with_best_so_far(threads):
     inst = gnp_pairs(1, 45, 0.3, 2)[0]
-    r = solve(inst.g0, inst.g1, threads=threads, timeout=0.3,
-              policy="mcsplit" if threads == 1 else "hydra-cpu")
+    r = solve(
+        inst.g0,
+        inst.g1,
+        threads=threads,
+        timeout=0.3,
+        policy="mcsplit" if threads == 1 else "hydra-cpu",
+    )
     assert not r.optimal and r.size > 0

@@ -22,8 +22,13 @@ from schedlab.hydra_mcs.readers import read_graph
 from schedlab.hydra_mcs.verify import brute_force, check_mapping
 from schedlab.hydra_mcs.workloads import gnp, gnp_pairs, vertex_labelled
 
-FLAGS = [dict(), dict(labels="all"), dict(directed=True), dict(labels="vertex"),
-         dict(directed=True, labels="all")]
+FLAGS = [
+    dict(),
+    dict(labels="all"),
+    dict(directed=True),
+    dict(labels="vertex"),
+    dict(directed=True, labels="all"),
+]
 
 
 def _s20(shared_data, k="00"):
@@ -31,8 +36,9 @@ def _s20(shared_data, k="00"):
     return folder / f"s20.A{k}", folder / f"s20.B{k}"
 
 
-@pytest.mark.parametrize("flags", FLAGS, ids=lambda f: ",".join(f"{k}={v}" for k, v in
-                                                               f.items()) or "plain")
+@pytest.mark.parametrize(
+    "flags", FLAGS, ids=lambda f: ",".join(f"{k}={v}" for k, v in f.items()) or "plain"
+)
 def test_logged_search_is_mcsplits_tree_and_its_proof_checks(shared_data, tmp_path, flags):
     a, b = _s20(shared_data)
     plain = solve_files(a, b, **flags)
@@ -40,8 +46,11 @@ def test_logged_search_is_mcsplits_tree_and_its_proof_checks(shared_data, tmp_pa
     logged = solve_files(a, b, prove=cert, **flags)
     assert (logged.size, logged.nodes) == (plain.size, plain.nodes)
     labels = flags.get("labels", "none")
-    read = dict(directed=flags.get("directed", False), vertex_labels=labels != "none",
-                edge_labels=labels == "all")
+    read = dict(
+        directed=flags.get("directed", False),
+        vertex_labels=labels != "none",
+        edge_labels=labels == "all",
+    )
     row = proof.check(cert, read_graph(a, **read), read_graph(b, **read))
     assert row["size"] == plain.size and row["nodes"] == plain.nodes
 
@@ -121,7 +130,7 @@ def test_a_missing_branch_is_refused(certified, tmp_path):
     g0, g1, cert, _ = certified
 
     def drop_first_child(rec):  # the root's first child w and its whole subtree: gone
-        return np.concatenate([rec[:1], rec[1 + _subtree_len(rec, 2) + 1:]])
+        return np.concatenate([rec[:1], rec[1 + _subtree_len(rec, 2) + 1 :]])
 
     bad = _tampered(cert, tmp_path / "b.bin", records=drop_first_child)
     with pytest.raises(proof.ProofError, match="record"):

@@ -27,8 +27,7 @@ REFERENCE = {  # (pair, flags) -> (size, nodes) from the reference binary
 @pytest.mark.parametrize("pair,flags", list(REFERENCE))
 def test_node_count_equals_mcsplit(shared_data, pair, flags):
     folder = shared_data / "mcs"
-    r = solve_files(folder / pair.replace("?", "A"), folder / pair.replace("?", "B"),
-                    **dict(flags))
+    r = solve_files(folder / pair.replace("?", "A"), folder / pair.replace("?", "B"), **dict(flags))
     assert (r.size, r.nodes) == REFERENCE[(pair, flags)]
 
 

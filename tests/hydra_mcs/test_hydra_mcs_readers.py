@@ -26,11 +26,13 @@ def _arg_bytes(n: int, edges: list[tuple[int, int]]) -> bytes:
 def test_formats_agree(tmp_path):
     edges = [(0, 1), (1, 2), (2, 3), (3, 0), (0, 2)]
     (tmp_path / "g.arg").write_bytes(_arg_bytes(4, edges))
-    (tmp_path / "g.dimacs").write_text("c x\np edge 4 5\n" +
-                                       "".join(f"e {a + 1} {b + 1}\n" for a, b in edges))
+    (tmp_path / "g.dimacs").write_text(
+        "c x\np edge 4 5\n" + "".join(f"e {a + 1} {b + 1}\n" for a, b in edges)
+    )
     lad = {v: [b for a, b in edges if a == v] for v in range(4)}
-    (tmp_path / "g.lad").write_text("4\n" + "".join(f"{len(lad[v])} {' '.join(map(str, lad[v]))}\n"
-                                                    for v in range(4)))
+    (tmp_path / "g.lad").write_text(
+        "4\n" + "".join(f"{len(lad[v])} {' '.join(map(str, lad[v]))}\n" for v in range(4))
+    )
     (tmp_path / "g.edges").write_text("".join(f"{a} {b}\n" for a, b in edges))
     mats = [read_graph(tmp_path / f"g.{x}").adj for x in ("arg", "dimacs", "lad", "edges")]
     for m in mats[1:]:
@@ -49,14 +51,17 @@ def test_dimacs_vertex_labels_and_loops(tmp_path):
     assert g.labels[0] == 5 and g.labels[2] >> 31 == 1 and g.adj[0, 1] == 1
 
 
-@pytest.mark.parametrize("text,line,field", [
-    ("p edge 3 1\ne 1 9\n", 2, "vertex"),
-    ("p edge x 1\n", 1, "N"),
-    ("e 1 2\n", 1, "e"),
-    ("p edge 3 2\ne 1 2\n", None, "M"),
-    ("p edge 3 1\nq 1 2\n", 2, "type"),
-    ("p edge 3 1\ne 1\n", 2, "e"),
-])
+@pytest.mark.parametrize(
+    "text,line,field",
+    [
+        ("p edge 3 1\ne 1 9\n", 2, "vertex"),
+        ("p edge x 1\n", 1, "N"),
+        ("e 1 2\n", 1, "e"),
+        ("p edge 3 2\ne 1 2\n", None, "M"),
+        ("p edge 3 1\nq 1 2\n", 2, "type"),
+        ("p edge 3 1\ne 1\n", 2, "e"),
+    ],
+)
 def test_dimacs_errors_name_line_and_field(tmp_path, text, line, field):
     p = tmp_path / "bad.dimacs"
     p.write_text(text)
@@ -65,9 +70,16 @@ def test_dimacs_errors_name_line_and_field(tmp_path, text, line, field):
     assert info.value.path == p and info.value.line == line and info.value.field == field
 
 
-@pytest.mark.parametrize("text,field", [("", "n"), ("2\n1 5\n0\n", "neighbour"),
-                                        ("2\n1\n", "neighbour"), ("2\nx\n", "degree"),
-                                        ("1\n0 7\n", None)])
+@pytest.mark.parametrize(
+    "text,field",
+    [
+        ("", "n"),
+        ("2\n1 5\n0\n", "neighbour"),
+        ("2\n1\n", "neighbour"),
+        ("2\nx\n", "degree"),
+        ("1\n0 7\n", None),
+    ],
+)
 def test_lad_errors(tmp_path, text, field):
     p = tmp_path / "bad.lad"
     p.write_text(text)
@@ -119,8 +131,10 @@ def test_fuzz_arg(tmp_path_factory, data):
 
 
 @settings(max_examples=60)
-@given(st.text(alphabet="pecn edg0123456789-x\n", max_size=120),
-       st.sampled_from(["dimacs", "lad", "edges", "auto"]))
+@given(
+    st.text(alphabet="pecn edg0123456789-x\n", max_size=120),
+    st.sampled_from(["dimacs", "lad", "edges", "auto"]),
+)
 def test_fuzz_text_readers(tmp_path_factory, text, fmt):
     p = tmp_path_factory.mktemp("fz") / "f.txt"
     p.write_text(text)

@@ -58,16 +58,19 @@ def test_matches_networkx_ismags(seed):
 
 
 @pytest.mark.parametrize("name", sorted(POLICIES))
-@pytest.mark.parametrize("kw", [dict(), dict(connected=True), dict(heuristic="min_product"),
-                                dict(big_first=True)])
+@pytest.mark.parametrize(
+    "kw", [dict(), dict(connected=True), dict(heuristic="min_product"), dict(big_first=True)]
+)
 def test_every_policy_same_size_and_valid(name, kw):
     """The common invariant check: every policy, every mode, verified and equal sizes."""
     for inst in gnp_pairs(2, 14, 0.45, 7):
         ref = solve(inst.g0, inst.g1, **kw)
         r = solve(inst.g0, inst.g1, policy=name, threads=2, **kw)
         assert r.size == ref.size and r.optimal
-        assert check_mapping(inst.g0, inst.g1, list(r.mapping.items()),
-                             kw.get("connected", False)) is None
+        assert (
+            check_mapping(inst.g0, inst.g1, list(r.mapping.items()), kw.get("connected", False))
+            is None
+        )
 
 
 @settings(max_examples=20)
@@ -115,8 +118,14 @@ def test_heavy_work_sharing_keeps_optimum(name):
     shared = 0
     for inst in gnp_pairs(6, 18, 0.4, 1):  # instance 3 exposed a stale-cache bug
         ref = solve(inst.g0, inst.g1).size
-        r = solve(inst.g0, inst.g1, policy=name, threads=2, checkpoint_nodes=64,
-                  **({"min_rc": 0.0} if name == "hydra-cpu" else {}))
+        r = solve(
+            inst.g0,
+            inst.g1,
+            policy=name,
+            threads=2,
+            checkpoint_nodes=64,
+            **({"min_rc": 0.0} if name == "hydra-cpu" else {}),
+        )
         assert r.size == ref
         assert check_mapping(inst.g0, inst.g1, list(r.mapping.items())) is None
         # on a small instance the first thread can finish before the second one is idle

@@ -42,19 +42,41 @@ _HERE = Path(__file__).resolve().parent
 _SOURCES = ("kernel.py", "learned.py", "layout.py", "aot.py")
 # (name, dtype, ndim) of every argument of kernel.search, in order; all C-contiguous
 ARGS = (
-    ("nb0", "uint64", 3), ("nb1", "uint64", 3), ("any0", "uint64", 2), ("any1", "uint64", 2),
-    ("al", "uint64", 2), ("ar", "uint64", 2), ("alc", "int32", 1), ("arc", "int32", 1),
-    ("aadj", "uint8", 1), ("alin", "int64", 1), ("lev", "int64", 2), ("cur_v", "int64", 1),
-    ("cur_w", "int64", 1), ("best_v", "int64", 1), ("best_w", "int64", 1), ("ctl", "int64", 1),
-    ("params", "int64", 1), ("shared", "int64", 1), ("band", "float64", 1),
-    ("trace", "float64", 2), ("obuf_l", "uint64", 2), ("obuf_r", "uint64", 2),
-    ("obuf_cnt", "int32", 2), ("obuf_meta", "int64", 2), ("obuf_map", "int64", 3),
+    ("nb0", "uint64", 3),
+    ("nb1", "uint64", 3),
+    ("any0", "uint64", 2),
+    ("any1", "uint64", 2),
+    ("al", "uint64", 2),
+    ("ar", "uint64", 2),
+    ("alc", "int32", 1),
+    ("arc", "int32", 1),
+    ("aadj", "uint8", 1),
+    ("alin", "int64", 1),
+    ("lev", "int64", 2),
+    ("cur_v", "int64", 1),
+    ("cur_w", "int64", 1),
+    ("best_v", "int64", 1),
+    ("best_w", "int64", 1),
+    ("ctl", "int64", 1),
+    ("params", "int64", 1),
+    ("shared", "int64", 1),
+    ("band", "float64", 1),
+    ("trace", "float64", 2),
+    ("obuf_l", "uint64", 2),
+    ("obuf_r", "uint64", 2),
+    ("obuf_cnt", "int32", 2),
+    ("obuf_meta", "int64", 2),
+    ("obuf_map", "int64", 3),
 )
 # the same for learned.search_learned (McSplit+RL / McSplitDAL branching)
 LEARNED_ARGS = (
-    *(a for a in ARGS[:9]), *(a for a in ARGS[10:18]),
-    ("vscore", "float64", 1), ("wscore", "float64", 2), ("todo", "uint64", 2),
-    ("learn", "float64", 1), ("log", "int32", 1),
+    *(a for a in ARGS[:9]),
+    *(a for a in ARGS[10:18]),
+    ("vscore", "float64", 1),
+    ("wscore", "float64", 2),
+    ("todo", "uint64", 2),
+    ("learn", "float64", 1),
+    ("log", "int32", 1),
 )
 
 
@@ -114,10 +136,16 @@ def cache_key() -> str:
     h = hashlib.sha256()
     for name in _SOURCES:
         h.update((_HERE / name).read_bytes())
-    for part in (sys.version.encode(), sys.prefix.encode(), _suffix().encode(),
-                 np.__version__.encode(),
-                 _numba_version(), _host_cpu(), os.environ.get("NUMBA_CPU_NAME", "").encode(),
-                 os.environ.get("NUMBA_CPU_FEATURES", "").encode()):
+    for part in (
+        sys.version.encode(),
+        sys.prefix.encode(),
+        _suffix().encode(),
+        np.__version__.encode(),
+        _numba_version(),
+        _host_cpu(),
+        os.environ.get("NUMBA_CPU_NAME", "").encode(),
+        os.environ.get("NUMBA_CPU_FEATURES", "").encode(),
+    ):
         h.update(b"\0" + part)
     return h.hexdigest()[:16]
 
@@ -175,8 +203,9 @@ def build(force: bool = False) -> Path:
     try:
         target.parent.mkdir(parents=True, exist_ok=True)
     except OSError as exc:
-        raise AotUnavailable(f"cannot create the kernel cache {target.parent}: {exc}",
-                             field=CACHE_ENV) from exc
+        raise AotUnavailable(
+            f"cannot create the kernel cache {target.parent}: {exc}", field=CACHE_ENV
+        ) from exc
     with _locked(target.with_name(name + ".lock")):
         if target.is_file() and not force:  # another process built it while we waited
             return target
@@ -185,8 +214,14 @@ def build(force: bool = False) -> Path:
             try:
                 # the child must never try to build (or wait on this lock) itself: JIT there
                 env = {**os.environ, KIND_ENV: "jit"}
-                done = subprocess.run(_build_command(tmp, name), capture_output=True, text=True,
-                                      timeout=BUILD_TIMEOUT_S, check=False, env=env)
+                done = subprocess.run(
+                    _build_command(tmp, name),
+                    capture_output=True,
+                    text=True,
+                    timeout=BUILD_TIMEOUT_S,
+                    check=False,
+                    env=env,
+                )
                 built = sorted(tmp.glob(name + ".*"))
                 ok = done.returncode == 0 and len(built) == 1
                 lines = [ln.strip() for ln in done.stderr.splitlines() if ln.strip()]
@@ -241,19 +276,21 @@ def load(build_if_missing: bool = True, name_in_module: str = "search") -> Calla
     if not target.is_file():
         failed = _failed_path(target)
         if failed.is_file():
-            raise AotUnavailable(failed.read_text().strip(),
-                                 hint=_RETRY)
+            raise AotUnavailable(failed.read_text().strip(), hint=_RETRY)
         if not build_if_missing:
-            raise AotUnavailable(f"not built yet ({target})",
-                                 hint="`schedlab hydra-mcs build` builds it")
+            raise AotUnavailable(
+                f"not built yet ({target})", hint="`schedlab hydra-mcs build` builds it"
+            )
         build()
     name = target.name.split(".", 1)[0]
     try:
         return getattr(_load_module(name, target), name_in_module)
     except (ImportError, OSError, AttributeError) as exc:
         if not build_if_missing:
-            raise AotUnavailable(f"cannot load {target}: {exc}",
-                                 hint="`schedlab hydra-mcs build --force` rebuilds it") from exc
+            raise AotUnavailable(
+                f"cannot load {target}: {exc}",
+                hint="`schedlab hydra-mcs build --force` rebuilds it",
+            ) from exc
         first = exc
     # a damaged cache file (truncated copy, full disk, foreign file): rebuild it once
     print(f"hydra-mcs: cannot load {target} ({first}); rebuilding it", file=sys.stderr)
@@ -261,8 +298,9 @@ def load(build_if_missing: bool = True, name_in_module: str = "search") -> Calla
     try:
         return getattr(_load_module(name, target), name_in_module)
     except (ImportError, OSError, AttributeError) as exc:
-        raise AotUnavailable(f"cannot load {target}: {exc}",
-                             hint="`schedlab hydra-mcs build --force` rebuilds it") from exc
+        raise AotUnavailable(
+            f"cannot load {target}: {exc}", hint="`schedlab hydra-mcs build --force` rebuilds it"
+        ) from exc
 
 
 def args_ok(args: tuple, specs: tuple = ARGS) -> bool:
@@ -272,8 +310,13 @@ def args_ok(args: tuple, specs: tuple = ARGS) -> bool:
         return False
     for a, (_, dt, nd) in zip(args, specs, strict=True):
         flags = getattr(a, "flags", None)
-        if flags is None or a.ndim != nd or a.dtype.name != dt or not flags.c_contiguous \
-                or not flags.writeable:
+        if (
+            flags is None
+            or a.ndim != nd
+            or a.dtype.name != dt
+            or not flags.c_contiguous
+            or not flags.writeable
+        ):
             return False
     return True
 
@@ -377,6 +420,7 @@ def _compile(out_dir: str, name: str) -> None:
     from schedlab.hydra_mcs import kernel, learned
 
     os.environ[KIND_ENV] = "jit"  # the smoke test's searchers must not look for this module
+
     class _Flags(pycc_compiler.Flags):  # the exported wrapper releases the GIL (nogil=True)
         def __init__(self, *args, **kwargs):
             super().__init__(*args, **kwargs)

@@ -51,11 +51,22 @@ class MCSResult:
         return out
 
 
-def solve(g0: Graph, g1: Graph, *, policy: str = "mcsplit", threads: int = 1,
-          connected: bool = False, heuristic: str = "min_max", big_first: bool = False,
-          timeout: float | None = None, gpu: bool = False, gpu_kernel: str = "auto",
-          branching: str = "mcsplit", prove: str | Path | None = None,
-          **policy_args) -> MCSResult:
+def solve(
+    g0: Graph,
+    g1: Graph,
+    *,
+    policy: str = "mcsplit",
+    threads: int = 1,
+    connected: bool = False,
+    heuristic: str = "min_max",
+    big_first: bool = False,
+    timeout: float | None = None,
+    gpu: bool = False,
+    gpu_kernel: str = "auto",
+    branching: str = "mcsplit",
+    prove: str | Path | None = None,
+    **policy_args,
+) -> MCSResult:
     """Maximum common induced subgraph of two graphs in McSplit's encoding.
 
     ``gpu_kernel`` (with ``gpu``): ``block`` (a 32-thread block per offloaded subproblem,
@@ -65,9 +76,19 @@ def solve(g0: Graph, g1: Graph, *, policy: str = "mcsplit", threads: int = 1,
     ones run one sequential searcher. ``prove``: write a certificate of the result to this file
     (``proof.py``; sequential McSplit order only).
     """
-    check_options(connected=connected, directed=g0.directed or g1.directed, threads=threads,
-                  heuristic=heuristic, timeout=timeout, policy=policy, gpu_kernel=gpu_kernel,
-                  branching=branching, gpu=gpu, prove=prove, big_first=big_first)
+    check_options(
+        connected=connected,
+        directed=g0.directed or g1.directed,
+        threads=threads,
+        heuristic=heuristic,
+        timeout=timeout,
+        policy=policy,
+        gpu_kernel=gpu_kernel,
+        branching=branching,
+        gpu=gpu,
+        prove=prove,
+        big_first=big_first,
+    )
     if gpu and policy != "hydra-gpu":
         policy = "hydra-gpu"
     device = None
@@ -78,12 +99,12 @@ def solve(g0: Graph, g1: Graph, *, policy: str = "mcsplit", threads: int = 1,
     try:
         work = make_policy(policy, threads, **policy_args)
     except TypeError as exc:  # an option the policy does not take
-        raise ConfigError(f"policy {policy!r} does not take {sorted(policy_args)}: {exc}",
-                          field="policy") from None
+        raise ConfigError(
+            f"policy {policy!r} does not take {sorted(policy_args)}: {exc}", field="policy"
+        ) from None
     order0, order1 = mcsplit_order(g0, g1)
     s0, s1 = induced(g0, order0), induced(g1, order1)
-    options = Options(connected, HEURISTICS[heuristic], big_first, timeout,
-                      BRANCHINGS[branching])
+    options = Options(connected, HEURISTICS[heuristic], big_first, timeout, BRANCHINGS[branching])
     writer = None
     if prove is not None:
         from schedlab.hydra_mcs.proof import ProofWriter
@@ -99,24 +120,58 @@ def solve(g0: Graph, g1: Graph, *, policy: str = "mcsplit", threads: int = 1,
     if writer is not None:
         if not out.optimal:
             writer.abort()
-            raise ConfigError("the search stopped before the end: no certificate written",
-                              path=prove, field="prove")
+            raise ConfigError(
+                "the search stopped before the end: no certificate written",
+                path=prove,
+                field="prove",
+            )
         from schedlab.hydra_mcs.proof import graph_digest
 
-        writer.finish(dict(size=len(mapping), mapping=sorted(mapping.items()),
-                           order0=[int(x) for x in order0], order1=[int(x) for x in order1],
-                           connected=connected, directed=g0.directed, nodes=out.nodes,
-                           branching=branching, graphs=[graph_digest(g0), graph_digest(g1)]))
-    return MCSResult(len(mapping), mapping, out.nodes, out.seconds, out.optimal, work.name,
-                     work.threads, out.tasks_shared, out.offloaded, out.device_nodes, out.kernel)
+        writer.finish(
+            dict(
+                size=len(mapping),
+                mapping=sorted(mapping.items()),
+                order0=[int(x) for x in order0],
+                order1=[int(x) for x in order1],
+                connected=connected,
+                directed=g0.directed,
+                nodes=out.nodes,
+                branching=branching,
+                graphs=[graph_digest(g0), graph_digest(g1)],
+            )
+        )
+    return MCSResult(
+        len(mapping),
+        mapping,
+        out.nodes,
+        out.seconds,
+        out.optimal,
+        work.name,
+        work.threads,
+        out.tasks_shared,
+        out.offloaded,
+        out.device_nodes,
+        out.kernel,
+    )
 
 
-def check_options(*, fmt: str = "auto", labels: str = "none", directed: bool = False,
-                  connected: bool = False, threads: int = 1, policy: str = "mcsplit",
-                  heuristic: str = "min_max", timeout: float | None = None,
-                  gpu_kernel: str = "auto", branching: str = "mcsplit", gpu: bool = False,
-                  prove: str | Path | None = None, big_first: bool = False,
-                  **_ignored) -> None:
+def check_options(
+    *,
+    fmt: str = "auto",
+    labels: str = "none",
+    directed: bool = False,
+    connected: bool = False,
+    threads: int = 1,
+    policy: str = "mcsplit",
+    heuristic: str = "min_max",
+    timeout: float | None = None,
+    gpu_kernel: str = "auto",
+    branching: str = "mcsplit",
+    gpu: bool = False,
+    prove: str | Path | None = None,
+    big_first: bool = False,
+    **_ignored,
+) -> None:
     """Refuse a bad option (one error naming it) before any graph is read or searched."""
     from schedlab.hydra_mcs.policies import POLICIES
     from schedlab.hydra_mcs.readers import FORMATS
@@ -132,8 +187,9 @@ def check_options(*, fmt: str = "auto", labels: str = "none", directed: bool = F
     if policy not in POLICIES:
         raise UnknownNameError("policy", policy, sorted(POLICIES))
     if connected and directed:
-        raise ConfigError("--connected and --directed cannot be combined (as in McSplit)",
-                          field="connected")
+        raise ConfigError(
+            "--connected and --directed cannot be combined (as in McSplit)", field="connected"
+        )
     if not isinstance(threads, int) or isinstance(threads, bool) or threads < 1:
         raise ConfigError(f"must be an integer >= 1, got {threads!r}", field="threads")
     if timeout is not None and not (timeout > 0):  # also rejects NaN
@@ -142,20 +198,31 @@ def check_options(*, fmt: str = "auto", labels: str = "none", directed: bool = F
         raise UnknownNameError("branching", branching, list(BRANCHINGS))
     sequential = threads == 1 and not gpu and policy == "mcsplit"
     if prove is not None and not (sequential and not big_first):
-        raise ConfigError(f"the certificate is written by one sequential searcher (policy "
-                          f"mcsplit, 1 thread, no GPU, no --big-first), not policy {policy} "
-                          f"with {threads} thread(s)"
-                          f"{' and the GPU' if gpu else ''}{' and big-first' if big_first else ''}",
-                          field="prove")
+        raise ConfigError(
+            f"the certificate is written by one sequential searcher (policy "
+            f"mcsplit, 1 thread, no GPU, no --big-first), not policy {policy} "
+            f"with {threads} thread(s)"
+            f"{' and the GPU' if gpu else ''}{' and big-first' if big_first else ''}",
+            field="prove",
+        )
     if branching != "mcsplit" and not sequential:
-        raise ConfigError(f"learned branching ({branching}) runs one sequential searcher "
-                          f"(policy mcsplit, 1 thread, no GPU), not policy {policy} with "
-                          f"{threads} thread(s){' and the GPU' if gpu else ''}",
-                          field="branching")
+        raise ConfigError(
+            f"learned branching ({branching}) runs one sequential searcher "
+            f"(policy mcsplit, 1 thread, no GPU), not policy {policy} with "
+            f"{threads} thread(s){' and the GPU' if gpu else ''}",
+            field="branching",
+        )
 
 
-def solve_files(path0: str | Path, path1: str | Path, *, fmt: str = "auto",
-                labels: str = "none", directed: bool = False, **kwargs) -> MCSResult:
+def solve_files(
+    path0: str | Path,
+    path1: str | Path,
+    *,
+    fmt: str = "auto",
+    labels: str = "none",
+    directed: bool = False,
+    **kwargs,
+) -> MCSResult:
     """Read two graph files (McSplit's --labels none/vertex(-x)/all(-a) meaning) and solve."""
     if labels not in LABELS:
         raise UnknownNameError("labels", labels, LABELS)
@@ -165,10 +232,17 @@ def solve_files(path0: str | Path, path1: str | Path, *, fmt: str = "auto",
     return solve(g0, g1, **kwargs)
 
 
-def maximum_common_induced_subgraph(G1, G2, *, node_label: str | None = None,
-                                    edge_label: str | None = None, connected: bool = False,
-                                    threads: int = 1, timeout: float | None = None,
-                                    **kwargs) -> dict:
+def maximum_common_induced_subgraph(
+    G1,
+    G2,
+    *,
+    node_label: str | None = None,
+    edge_label: str | None = None,
+    connected: bool = False,
+    threads: int = 1,
+    timeout: float | None = None,
+    **kwargs,
+) -> dict:
     """NetworkX front end: ``{node of G1: node of G2}`` for a maximum common induced subgraph.
 
     Nodes may be any hashable objects. ``node_label`` / ``edge_label`` name a node / edge
@@ -190,11 +264,14 @@ def maximum_common_induced_subgraph(G1, G2, *, node_label: str | None = None,
     if G1.is_directed() != G2.is_directed():
         raise ConfigError("one graph is directed and the other is not", field="G2")
     nodes_t, edges_t = LabelTable("node", (1 << 31) - 1), LabelTable("edge", (1 << 16) - 2)
-    g0, nodes0 = from_networkx(G1, node_label=node_label, edge_label=edge_label,
-                               node_table=nodes_t, edge_table=edges_t)
-    g1, nodes1 = from_networkx(G2, node_label=node_label, edge_label=edge_label,
-                               node_table=nodes_t, edge_table=edges_t)
+    g0, nodes0 = from_networkx(
+        G1, node_label=node_label, edge_label=edge_label, node_table=nodes_t, edge_table=edges_t
+    )
+    g1, nodes1 = from_networkx(
+        G2, node_label=node_label, edge_label=edge_label, node_table=nodes_t, edge_table=edges_t
+    )
     policy = kwargs.pop("policy", "mcsplit" if threads == 1 else "hydra-cpu")
-    result = solve(g0, g1, policy=policy, threads=threads, connected=connected,
-                   timeout=timeout, **kwargs)
+    result = solve(
+        g0, g1, policy=policy, threads=threads, connected=connected, timeout=timeout, **kwargs
+    )
     return {nodes0[v]: nodes1[w] for v, w in result.mapping.items()}

@@ -9,8 +9,9 @@ from rich.markup import escape
 
 from schedlab.core.clitools import emit_json, err_console, handle_errors, out_console
 
-app = typer.Typer(help="Hydra-MCS: exact maximum common induced subgraph (McSplit + RC).",
-                  no_args_is_help=True)
+app = typer.Typer(
+    help="Hydra-MCS: exact maximum common induced subgraph (McSplit + RC).", no_args_is_help=True
+)
 
 
 @app.command("solve")
@@ -18,44 +19,76 @@ app = typer.Typer(help="Hydra-MCS: exact maximum common induced subgraph (McSpli
 def solve_cmd(
     a: Path = typer.Argument(None, help="First graph file (omit with --pairs)."),
     b: Path = typer.Argument(None, help="Second graph file (omit with --pairs)."),
-    pairs: Path = typer.Option(None, "--pairs",
-                               help="Batch: a list file (two paths a line, text or CSV) or a "
-                                    "directory of X.A<k>/X.B<k> pairs; one result line each."),
+    pairs: Path = typer.Option(
+        None,
+        "--pairs",
+        help="Batch: a list file (two paths a line, text or CSV) or a "
+        "directory of X.A<k>/X.B<k> pairs; one result line each.",
+    ),
     fmt: str = typer.Option("auto", "--format", help="auto, arg, lad, dimacs or edges."),
     labels: str = typer.Option("none", "--labels", help="none, vertex or all (vertex+edge)."),
     connected: bool = typer.Option(False, "--connected", help="Common connected subgraph."),
     directed: bool = typer.Option(False, "--directed", help="Read the graphs as directed."),
     threads: int = typer.Option(1, "--threads", min=1, help="Search threads."),
-    policy: str = typer.Option(None, "--policy",
-                               help="mcsplit, naive-parallel, hydra-cpu, hydra-gpu or gap-cpu."),
+    policy: str = typer.Option(
+        None, "--policy", help="mcsplit, naive-parallel, hydra-cpu, hydra-gpu or gap-cpu."
+    ),
     heuristic: str = typer.Option("min_max", "--heuristic", help="min_max or min_product."),
-    branching: str = typer.Option("mcsplit", "--branching",
-                                  help="mcsplit (McSplit's order, its node counts), rl "
-                                       "(McSplit+RL's learned scores) or dal (McSplitDAL's "
-                                       "value function); rl/dal: one thread."),
+    branching: str = typer.Option(
+        "mcsplit",
+        "--branching",
+        help="mcsplit (McSplit's order, its node counts), rl "
+        "(McSplit+RL's learned scores) or dal (McSplitDAL's "
+        "value function); rl/dal: one thread.",
+    ),
     big_first: bool = typer.Option(False, "--big-first", help="McSplit's big-first variant."),
     gpu: bool = typer.Option(False, "--gpu", help="Offload RC-band subproblems to CUDA."),
-    gpu_kernel: str = typer.Option("auto", "--gpu-kernel",
-                                   help="block (a warp per subproblem, shared memory), thread "
-                                        "(a thread per subproblem) or auto."),
-    timeout: float = typer.Option(None, "--timeout",
-                                  help="Seconds (per pair with --pairs); best so far on expiry."),
-    prove: Path = typer.Option(None, "--prove",
-                               help="Write a certificate of optimality (the search tree) to "
-                                    "this file; check it with `check-proof`. One thread."),
-    no_mapping: bool = typer.Option(False, "--no-mapping",
-                                    help="Leave the mapping out of the output."),
-    json_out: bool = typer.Option(False, "--json",
-                                  help="Print JSON (with --pairs: one JSON object a line)."),
+    gpu_kernel: str = typer.Option(
+        "auto",
+        "--gpu-kernel",
+        help="block (a warp per subproblem, shared memory), thread "
+        "(a thread per subproblem) or auto.",
+    ),
+    timeout: float = typer.Option(
+        None, "--timeout", help="Seconds (per pair with --pairs); best so far on expiry."
+    ),
+    prove: Path = typer.Option(
+        None,
+        "--prove",
+        help="Write a certificate of optimality (the search tree) to "
+        "this file; check it with `check-proof`. One thread.",
+    ),
+    no_mapping: bool = typer.Option(
+        False, "--no-mapping", help="Leave the mapping out of the output."
+    ),
+    json_out: bool = typer.Option(
+        False, "--json", help="Print JSON (with --pairs: one JSON object a line)."
+    ),
 ) -> None:
     """Solve one pair (or a batch with --pairs); prints size, mapping, nodes, time and whether
     it is proven optimal."""
     from schedlab.hydra_mcs.fastcli import rich_writers, run_solve
 
-    params = dict(a=a, b=b, pairs=pairs, fmt=fmt, labels=labels, connected=connected,
-                  directed=directed, threads=threads, policy=policy, heuristic=heuristic,
-                  big_first=big_first, gpu=gpu, gpu_kernel=gpu_kernel, timeout=timeout,
-                  no_mapping=no_mapping, json_out=json_out, branching=branching, prove=prove)
+    params = dict(
+        a=a,
+        b=b,
+        pairs=pairs,
+        fmt=fmt,
+        labels=labels,
+        connected=connected,
+        directed=directed,
+        threads=threads,
+        policy=policy,
+        heuristic=heuristic,
+        big_first=big_first,
+        gpu=gpu,
+        gpu_kernel=gpu_kernel,
+        timeout=timeout,
+        no_mapping=no_mapping,
+        json_out=json_out,
+        branching=branching,
+        prove=prove,
+    )
 
     say, error, note, _ = rich_writers(out_console, err_console)
     code = run_solve(params, say=say, error=error, note=note)
@@ -92,14 +125,17 @@ def check_proof_cmd(
     except ProofError as exc:
         if json_out:
             emit_json(dict(valid=False, error=str(exc)))
-        err_console.print(f"[red]not proven:[/red] {escape(str(exc))}", highlight=False,
-                          soft_wrap=True)
+        err_console.print(
+            f"[red]not proven:[/red] {escape(str(exc))}", highlight=False, soft_wrap=True
+        )
         raise typer.Exit(1) from None
     if json_out:
         emit_json(dict(valid=True, **row))
         return
-    out_console.print(f"proven: size {row['size']} is the maximum ({row['nodes']} search "
-                      f"nodes checked, {row['records']} records)")
+    out_console.print(
+        f"proven: size {row['size']} is the maximum ({row['nodes']} search "
+        f"nodes checked, {row['records']} records)"
+    )
 
 
 @app.command("build")
@@ -160,9 +196,11 @@ def calibrate_cmd(
     if json_out:
         emit_json(stats)
         return
-    out_console.print(f"Spearman rho (RC vs exact subtree nodes): {stats['rc']:.3f} over "
-                      f"{int(stats['rows'])} subtrees; gap alone {stats['gap_only']:.3f}, "
-                      f"sum |L||R| {stats['sum_prod']:.3f}")
+    out_console.print(
+        f"Spearman rho (RC vs exact subtree nodes): {stats['rc']:.3f} over "
+        f"{int(stats['rows'])} subtrees; gap alone {stats['gap_only']:.3f}, "
+        f"sum |L||R| {stats['sum_prod']:.3f}"
+    )
 
 
 @app.command("policies")
@@ -171,8 +209,9 @@ def policies_cmd(json_out: bool = typer.Option(False, "--json", help="Print JSON
     """List the work policies (the method and its baselines)."""
     from schedlab.hydra_mcs.policies import POLICIES
 
-    rows = [dict(name=k, doc=(v.__doc__ or "").strip().splitlines()[0])
-            for k, v in POLICIES.items()]
+    rows = [
+        dict(name=k, doc=(v.__doc__ or "").strip().splitlines()[0]) for k, v in POLICIES.items()
+    ]
     if json_out:
         emit_json(rows)
         return

@@ -88,7 +88,7 @@ def _open_levels(s: Searcher, best: int) -> list[tuple[int, OpenLevel]]:
         if s.lev[d, K.DONE]:
             continue
         st, c = int(s.lev[d, K.START]), int(s.lev[d, K.COUNT])
-        lc, rc = s.alc[st:st + c], s.arc[st:st + c]
+        lc, rc = s.alc[st : st + c], s.arc[st : st + c]
         gap = d + int(np.minimum(lc, rc).sum()) - best
         out.append((d, OpenLevel(d - base, rc_of_counts(lc, rc, gap), gap)))
     return out
@@ -97,8 +97,15 @@ def _open_levels(s: Searcher, best: int) -> list[tuple[int, OpenLevel]]:
 class Engine:
     """Runs a policy on a prepared pair of bitset graphs."""
 
-    def __init__(self, bits: BitsetPair, n0: int, policy: WorkPolicy, options: Options,
-                 device=None, batch: int = 64) -> None:
+    def __init__(
+        self,
+        bits: BitsetPair,
+        n0: int,
+        policy: WorkPolicy,
+        options: Options,
+        device=None,
+        batch: int = 64,
+    ) -> None:
         self.bits, self.n0, self.policy, self.options = bits, n0, policy, options
         self.device = device if policy.offload_band() is not None else None
         self.batch = batch
@@ -110,10 +117,17 @@ class Engine:
 
     def _searcher(self, goal: int) -> Searcher:
         o = self.options
-        s = Searcher(self.bits, self.n0, goal=goal, big_first=o.big_first,
-                     connected=o.connected, heuristic=o.heuristic, branching=o.branching,
-                     log_sink=o.log_sink,
-                     offload_nodes=self.batch if self.device is not None else 0)
+        s = Searcher(
+            self.bits,
+            self.n0,
+            goal=goal,
+            big_first=o.big_first,
+            connected=o.connected,
+            heuristic=o.heuristic,
+            branching=o.branching,
+            log_sink=o.log_sink,
+            offload_nodes=self.batch if self.device is not None else 0,
+        )
         band = self.policy.offload_band()
         if self.device is not None and band is not None:
             s.band[:] = band
@@ -127,8 +141,9 @@ class Engine:
         tasks = s.offload.take(count)
         s.ctl[K.OFFLOADED] = 0
         with self.device_lock:  # one accelerator: batches run one after the other
-            size, pairs, nodes = self.device.solve(self.bits, tasks, self.options,
-                                                   int(self.board.shared[K.S_BEST]))
+            size, pairs, nodes = self.device.solve(
+                self.bits, tasks, self.options, int(self.board.shared[K.S_BEST])
+            )
             self.device_nodes += nodes
             self.offloaded += count
             if size > len(self.device_best) and size > 0:
@@ -176,8 +191,10 @@ class Engine:
             if board.threads == 1:
                 self._worker(searchers[0], deadline)
             else:
-                pool = [threading.Thread(target=self._worker, args=(s, deadline), daemon=True)
-                        for s in searchers]
+                pool = [
+                    threading.Thread(target=self._worker, args=(s, deadline), daemon=True)
+                    for s in searchers
+                ]
                 for t in pool:
                     t.start()
                 for t in pool:
@@ -191,8 +208,7 @@ class Engine:
         return searchers, bool(finished)
 
 
-def search(bits: BitsetPair, n0: int, policy: WorkPolicy, options: Options,
-           device=None) -> Outcome:
+def search(bits: BitsetPair, n0: int, policy: WorkPolicy, options: Options, device=None) -> Outcome:
     """Solve the prepared pair; big-first runs goals n0, n0-1, ... as McSplit does."""
     start = time.perf_counter()
     best: list[tuple[int, int]] = []
@@ -223,5 +239,14 @@ def search(bits: BitsetPair, n0: int, policy: WorkPolicy, options: Options,
         device_nodes += engine.device_nodes
         if not finished or len(best) >= goal:
             break
-    return Outcome(best, nodes, time.perf_counter() - start, finished, shared_tasks, offloaded,
-                   device_nodes, per_thread, kernel)
+    return Outcome(
+        best,
+        nodes,
+        time.perf_counter() - start,
+        finished,
+        shared_tasks,
+        offloaded,
+        device_nodes,
+        per_thread,
+        kernel,
+    )

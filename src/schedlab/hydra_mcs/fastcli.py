@@ -27,11 +27,26 @@ import sys
 from collections.abc import Callable
 from pathlib import Path
 
-_VALUED = {"--pairs": "pairs", "--format": "fmt", "--labels": "labels", "--threads": "threads",
-           "--policy": "policy", "--heuristic": "heuristic", "--gpu-kernel": "gpu_kernel",
-           "--timeout": "timeout", "--branching": "branching", "--prove": "prove"}
-_FLAGS = {"--connected": "connected", "--directed": "directed", "--big-first": "big_first",
-          "--gpu": "gpu", "--no-mapping": "no_mapping", "--json": "json_out"}
+_VALUED = {
+    "--pairs": "pairs",
+    "--format": "fmt",
+    "--labels": "labels",
+    "--threads": "threads",
+    "--policy": "policy",
+    "--heuristic": "heuristic",
+    "--gpu-kernel": "gpu_kernel",
+    "--timeout": "timeout",
+    "--branching": "branching",
+    "--prove": "prove",
+}
+_FLAGS = {
+    "--connected": "connected",
+    "--directed": "directed",
+    "--big-first": "big_first",
+    "--gpu": "gpu",
+    "--no-mapping": "no_mapping",
+    "--json": "json_out",
+}
 _INT = re.compile(r"^[0-9]{1,18}$")
 _FLOAT = re.compile(r"^[0-9]*\.?[0-9]+([eE][+-]?[0-9]+)?$|^[0-9]+\.$")
 #: variables that make Rich treat a pipe as a terminal (colour); off a terminal the CLI's
@@ -41,10 +56,26 @@ _RICH_ENV = ("FORCE_COLOR", "TTY_COMPATIBLE", "TTY_INTERACTIVE")
 
 def defaults() -> dict:
     """The Typer command's defaults, by parameter name."""
-    return dict(a=None, b=None, pairs=None, fmt="auto", labels="none", connected=False,
-                directed=False, threads=1, policy=None, heuristic="min_max", big_first=False,
-                gpu=False, gpu_kernel="auto", timeout=None, no_mapping=False, json_out=False,
-                branching="mcsplit", prove=None)
+    return dict(
+        a=None,
+        b=None,
+        pairs=None,
+        fmt="auto",
+        labels="none",
+        connected=False,
+        directed=False,
+        threads=1,
+        policy=None,
+        heuristic="min_max",
+        big_first=False,
+        gpu=False,
+        gpu_kernel="auto",
+        timeout=None,
+        no_mapping=False,
+        json_out=False,
+        branching="mcsplit",
+        prove=None,
+    )
 
 
 def parse(argv: list[str]) -> dict | None:
@@ -126,6 +157,7 @@ def rich_writers(out_console=None, err_console=None) -> tuple[Callable[[str], No
     from rich.markup import escape
 
     if out_console is None or err_console is None:
+
         def width(stream):  # core.clitools._width: no width limit off a terminal
             try:
                 return None if stream.isatty() else 100_000
@@ -156,8 +188,7 @@ def main(argv: list[str]) -> int | None:
         return None
     from schedlab.core.errors import SchedlabError
 
-    say, error, note, interrupted = (plain_writers() if _plain_terminal_free()
-                                     else rich_writers())
+    say, error, note, interrupted = plain_writers() if _plain_terminal_free() else rich_writers()
     try:
         code = run_solve(params, say=say, error=error, note=note)
     except SchedlabError as exc:  # what handle_errors prints
@@ -180,8 +211,13 @@ def emit_json(document) -> None:
     sys.stdout.flush()
 
 
-def run_solve(p: dict, *, say: Callable[[str], None], error: Callable[[str], None],
-              note: Callable[[str], None]) -> int:
+def run_solve(
+    p: dict,
+    *,
+    say: Callable[[str], None],
+    error: Callable[[str], None],
+    note: Callable[[str], None],
+) -> int:
     """The body of ``schedlab hydra-mcs solve``: returns the exit code; a bad option raises a
     :class:`~schedlab.core.errors.SchedlabError` (the caller prints it as one line)."""
     if "numpy" not in sys.modules:
@@ -193,23 +229,35 @@ def run_solve(p: dict, *, say: Callable[[str], None], error: Callable[[str], Non
 
     gpu, threads = p["gpu"], p["threads"]
     chosen = p["policy"] or ("hydra-gpu" if gpu else "mcsplit" if threads == 1 else "hydra-cpu")
-    kwargs = dict(fmt=p["fmt"], labels=p["labels"], directed=p["directed"],
-                  connected=p["connected"], threads=threads, policy=chosen,
-                  heuristic=p["heuristic"], big_first=p["big_first"], gpu=gpu,
-                  gpu_kernel=p["gpu_kernel"], timeout=p["timeout"], branching=p["branching"])
+    kwargs = dict(
+        fmt=p["fmt"],
+        labels=p["labels"],
+        directed=p["directed"],
+        connected=p["connected"],
+        threads=threads,
+        policy=chosen,
+        heuristic=p["heuristic"],
+        big_first=p["big_first"],
+        gpu=gpu,
+        gpu_kernel=p["gpu_kernel"],
+        timeout=p["timeout"],
+        branching=p["branching"],
+    )
     a, b, pairs = p["a"], p["b"], p["pairs"]
     if p["prove"] is not None:
         if pairs is not None:
-            raise ConfigError("--prove writes one certificate: give two graph files, not "
-                              "--pairs", field="prove")
+            raise ConfigError(
+                "--prove writes one certificate: give two graph files, not --pairs", field="prove"
+            )
         kwargs["prove"] = p["prove"]
     if pairs is not None:
         if a is not None or b is not None:
             raise ConfigError("give either two graph files or --pairs, not both", field="pairs")
         return batch(pairs, kwargs, p["json_out"], not p["no_mapping"], error=error, note=note)
     if a is None or b is None:
-        raise ConfigError("two graph files are needed (or --pairs FILE|DIR)",
-                          field="b" if a is not None else "a")
+        raise ConfigError(
+            "two graph files are needed (or --pairs FILE|DIR)", field="b" if a is not None else "a"
+        )
     result = solve_files(a, b, **kwargs)
     if p["json_out"]:
         doc = result.as_dict()
@@ -217,15 +265,24 @@ def run_solve(p: dict, *, say: Callable[[str], None], error: Callable[[str], Non
             doc.pop("mapping")
         emit_json(doc)
         return 0
-    say(f"size {result.size}  nodes {result.nodes}  time {result.seconds:.3f}s  "
-        f"{'optimal' if result.optimal else 'NOT proven optimal (stopped)'}")
+    say(
+        f"size {result.size}  nodes {result.nodes}  time {result.seconds:.3f}s  "
+        f"{'optimal' if result.optimal else 'NOT proven optimal (stopped)'}"
+    )
     if not p["no_mapping"]:
         say(" ".join(f"({v} -> {w})" for v, w in sorted(result.mapping.items())))
     return 0
 
 
-def batch(pairs: Path, kwargs: dict, json_out: bool, with_mapping: bool, *,
-          error: Callable[[str], None], note: Callable[[str], None]) -> int:
+def batch(
+    pairs: Path,
+    kwargs: dict,
+    json_out: bool,
+    with_mapping: bool,
+    *,
+    error: Callable[[str], None],
+    note: Callable[[str], None],
+) -> int:
     """Solve every pair of a list/directory, one output line each as it finishes; exit code."""
     import json
 
@@ -237,8 +294,7 @@ def batch(pairs: Path, kwargs: dict, json_out: bool, with_mapping: bool, *,
     failed = 0
     out = sys.stdout
     if not json_out:
-        out.write(f"{'pattern':>24} {'target':>24} {'size':>5} {'nodes':>13} {'cpu_s':>9} "
-                  f"status\n")
+        out.write(f"{'pattern':>24} {'target':>24} {'size':>5} {'nodes':>13} {'cpu_s':>9} status\n")
         out.flush()
     stop = [False]
     done = 0
@@ -251,18 +307,23 @@ def batch(pairs: Path, kwargs: dict, json_out: bool, with_mapping: bool, *,
             out.write(json.dumps(row.as_dict(with_mapping)) + "\n")
         else:
             r = row.result or {}
-            status = ("error" if row.error else "optimal" if r.get("optimal") else "stopped")
-            out.write(f"{row.spec.pattern.name:>24} {row.spec.target.name:>24} "
-                      f"{r.get('size', '-'):>5} {r.get('nodes', '-'):>13} {row.cpu_s:>9.3f} "
-                      f"{status}\n")
+            status = "error" if row.error else "optimal" if r.get("optimal") else "stopped"
+            out.write(
+                f"{row.spec.pattern.name:>24} {row.spec.target.name:>24} "
+                f"{r.get('size', '-'):>5} {r.get('nodes', '-'):>13} {row.cpu_s:>9.3f} "
+                f"{status}\n"
+            )
             if with_mapping and r.get("mapping"):
-                out.write("    " + " ".join(f"({v} -> {w})" for v, w in r["mapping"].items())
-                          + "\n")
+                out.write(
+                    "    " + " ".join(f"({v} -> {w})" for v, w in r["mapping"].items()) + "\n"
+                )
         out.flush()
     if failed:
         note(f"{failed} of {len(specs)} pairs failed")
     if stop[0]:
-        note(f"interrupted: {done} of {len(specs)} pairs written (the last one not proven "
-             f"optimal if its search was cut)")
+        note(
+            f"interrupted: {done} of {len(specs)} pairs written (the last one not proven "
+            f"optimal if its search was cut)"
+        )
         return 130
     return 1 if failed else 0

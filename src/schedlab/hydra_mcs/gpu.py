@@ -54,14 +54,17 @@ class CudaDevice:
 
             raise UnknownNameError("GPU kernel", kernel, self.KERNELS)
         if not cuda_available():
-            raise MissingDependencyError("no CUDA device (set NUMBA_ENABLE_CUDASIM=1 to "
-                                         "simulate one)", hint="run without --gpu")
+            raise MissingDependencyError(
+                "no CUDA device (set NUMBA_ENABLE_CUDASIM=1 to simulate one)",
+                hint="run without --gpu",
+            )
         self.threads_per_block = threads_per_block
         self.kernel = kernel
         self.last_kernel = ""
 
-    def solve(self, bits: BitsetPair, tasks: list[Task], options, incumbent: int
-              ) -> tuple[int, list[tuple[int, int]], int]:
+    def solve(
+        self, bits: BitsetPair, tasks: list[Task], options, incumbent: int
+    ) -> tuple[int, list[tuple[int, int]], int]:
         """Finish every task; returns (best size found above ``incumbent``, its pairs, nodes)."""
         from numba import cuda
 
@@ -78,15 +81,31 @@ class CudaDevice:
             al[i, :c], ar[i, :c] = task.left, task.right
             cnt[i, :c, 0], cnt[i, :c, 1], cnt[i, :c, 2] = task.lcount, task.rcount, task.adjacent
             meta[i] = (0, c, task.size)
-            mapping[i, :task.size, 0], mapping[i, :task.size, 1] = task.map_v, task.map_w
+            mapping[i, : task.size, 0], mapping[i, : task.size, 1] = task.map_v, task.map_w
         lev = np.zeros((count, n0 + 2, 5), np.int64)
         gbest = np.array([incumbent], np.int64)
         res_size = np.zeros(count, np.int64)
         res_map = np.zeros((count, n0 + 1, 2), np.int64)
         nodes = np.zeros(count, np.int64)
-        dev = [cuda.to_device(a) for a in (bits.nb0, bits.nb1, bits.any0, bits.any1, al, ar,
-                                           cnt, lev, meta, mapping, gbest, res_size, res_map,
-                                           nodes)]
+        dev = [
+            cuda.to_device(a)
+            for a in (
+                bits.nb0,
+                bits.nb1,
+                bits.any0,
+                bits.any1,
+                al,
+                ar,
+                cnt,
+                lev,
+                meta,
+                mapping,
+                gbest,
+                res_size,
+                res_map,
+                nodes,
+            )
+        ]
         from schedlab.hydra_mcs.gpu_kernel import (
             FULL_BLOCK,
             SHARED_LIMIT,
@@ -100,20 +119,40 @@ class CudaDevice:
         if use_block and not fits:
             raise MissingDependencyError(
                 f"the block kernel needs {need} bytes of shared "
-                f"memory for n={n0} (limit {SHARED_LIMIT})", hint="use kernel='thread'")
+                f"memory for n={n0} (limit {SHARED_LIMIT})",
+                hint="use kernel='thread'",
+            )
         if use_block:
             kern = make_block_kernel(cap, words, n0 + 2, bits.nb0.shape[1])
-            kern[count, FULL_BLOCK](dev[0], dev[1], dev[2], dev[3], dev[4], dev[5], dev[6],
-                                    dev[8], dev[9], dev[10], dev[11], dev[12], dev[13],
-                                    int(options.connected), int(options.heuristic))
+            kern[count, FULL_BLOCK](
+                dev[0],
+                dev[1],
+                dev[2],
+                dev[3],
+                dev[4],
+                dev[5],
+                dev[6],
+                dev[8],
+                dev[9],
+                dev[10],
+                dev[11],
+                dev[12],
+                dev[13],
+                int(options.connected),
+                int(options.heuristic),
+            )
             self.last_kernel = "block"
         else:
             blocks = -(-count // self.threads_per_block)
-            _kernel()[blocks, self.threads_per_block](*dev, int(options.connected),
-                                                       int(options.heuristic))
+            _kernel()[blocks, self.threads_per_block](
+                *dev, int(options.connected), int(options.heuristic)
+            )
             self.last_kernel = "thread"
-        res_size, res_map, nodes = dev[11].copy_to_host(), dev[12].copy_to_host(), \
-            dev[13].copy_to_host()
+        res_size, res_map, nodes = (
+            dev[11].copy_to_host(),
+            dev[12].copy_to_host(),
+            dev[13].copy_to_host(),
+        )
         k = int(np.argmax(res_size)) if count else 0
         size = int(res_size[k]) if count else 0
         pairs = [(int(a), int(b)) for a, b in res_map[k, :size]] if size > incumbent else []

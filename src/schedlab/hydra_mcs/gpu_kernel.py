@@ -16,9 +16,26 @@ one = np.uint64(1)
 def lowbit(x):
     return cuda.popc((x & (~x + one)) - one)
 
+
 @cuda.jit
-def finish(nb0, nb1, any0, any1, al, ar, cnt, lev, task_meta, task_map, gbest, res_size,
-           res_map, nodes_out, connected, heur):
+def finish(
+    nb0,
+    nb1,
+    any0,
+    any1,
+    al,
+    ar,
+    cnt,
+    lev,
+    task_meta,
+    task_map,
+    gbest,
+    res_size,
+    res_map,
+    nodes_out,
+    connected,
+    heur,
+):
     t = cuda.grid(1)
     if t >= task_meta.shape[0]:
         return
@@ -54,8 +71,11 @@ def finish(nb0, nb1, any0, any1, al, ar, cnt, lev, task_meta, task_map, gbest, r
                 for i in range(s, s + c):
                     if connected and size > 0 and cnt[t, i, 2] == 0:
                         continue
-                    ln = max(cnt[t, i, 0], cnt[t, i, 1]) if heur == 0 else (
-                        cnt[t, i, 0] * cnt[t, i, 1])
+                    ln = (
+                        max(cnt[t, i, 0], cnt[t, i, 1])
+                        if heur == 0
+                        else (cnt[t, i, 0] * cnt[t, i, 1])
+                    )
                     j = 0
                     while al[t, i, j] == 0:
                         j += 1
@@ -130,7 +150,6 @@ def finish(nb0, nb1, any0, any1, al, ar, cnt, lev, task_meta, task_map, gbest, r
     nodes_out[t] = nodes
 
 
-
 FULL_BLOCK = 32  # one warp per subproblem: a block of 32 threads
 SHARED_LIMIT = 48 * 1024  # static shared memory a block may use without opting in
 
@@ -140,8 +159,7 @@ def block_shared_bytes(cap: int, words: int, depth: int) -> int:
     bitsets and three int32 counts per bidomain), the level stack and current mapping
     (``depth`` x (5 + 2) int32), the reduction scratch (three int64 and one int32 per lane)
     and the broadcast pair."""
-    return (cap * words * 8 * 2 + cap * 3 * 4 + depth * 7 * 4
-            + FULL_BLOCK * (3 * 8 + 4) + 2 * 8)
+    return cap * words * 8 * 2 + cap * 3 * 4 + depth * 7 * 4 + FULL_BLOCK * (3 * 8 + 4) + 2 * 8
 
 
 _BLOCK_KERNELS: dict = {}
@@ -165,8 +183,23 @@ def make_block_kernel(cap: int, words: int, depth: int, kcls: int):
     CAP, WORDS, DEPTH, KCLS, LANES = cap, words, depth, kcls, FULL_BLOCK
 
     @cuda.jit
-    def finish_block(nb0, nb1, any0, any1, al, ar, cnt, meta, task_map, gbest, res_size,
-                     res_map, nodes_out, connected, heur):
+    def finish_block(
+        nb0,
+        nb1,
+        any0,
+        any1,
+        al,
+        ar,
+        cnt,
+        meta,
+        task_map,
+        gbest,
+        res_size,
+        res_map,
+        nodes_out,
+        connected,
+        heur,
+    ):
         t = cuda.blockIdx.x
         lane = cuda.threadIdx.x
         sl = cuda.shared.array((CAP, WORDS), np.uint64)
@@ -243,7 +276,7 @@ def make_block_kernel(cap: int, words: int, depth: int, kcls: int):
                 red_c[lane] = my_i
                 cuda.syncthreads()
                 bound = size
-                key_best = (1 << 62)
+                key_best = 1 << 62
                 b = -1
                 for q in range(LANES):
                     bound += red_a[q]

@@ -92,20 +92,29 @@ class LabelTable:
         try:
             found = self.codes.get(value)
         except TypeError:  # unhashable: a list, a dict, a NumPy array ...
-            raise BadInputError(f"{self.what} label {value!r} of {where} is not hashable "
-                                f"({type(value).__name__}); use a str, number or tuple",
-                                field=self.what) from None
+            raise BadInputError(
+                f"{self.what} label {value!r} of {where} is not hashable "
+                f"({type(value).__name__}); use a str, number or tuple",
+                field=self.what,
+            ) from None
         if found is None:
             if len(self.codes) >= self.limit:
-                raise BadInputError(f"more than {self.limit} distinct {self.what} labels",
-                                    field=self.what)
+                raise BadInputError(
+                    f"more than {self.limit} distinct {self.what} labels", field=self.what
+                )
             found = self.codes[value] = len(self.codes)
         return found
 
 
-def from_networkx(g, *, node_label: str | None = None, edge_label: str | None = None,
-                  directed: bool | None = None, node_table: LabelTable | None = None,
-                  edge_table: LabelTable | None = None) -> tuple[Graph, list]:
+def from_networkx(
+    g,
+    *,
+    node_label: str | None = None,
+    edge_label: str | None = None,
+    directed: bool | None = None,
+    node_table: LabelTable | None = None,
+    edge_table: LabelTable | None = None,
+) -> tuple[Graph, list]:
     """Convert a NetworkX graph; returns the graph and the node order (index -> node).
 
     Nodes may be any hashable objects. Label values (the ``node_label`` / ``edge_label``
@@ -118,8 +127,10 @@ def from_networkx(g, *, node_label: str | None = None, edge_label: str | None = 
     if not hasattr(g, "nodes") or not hasattr(g, "edges") or not hasattr(g, "is_directed"):
         raise BadInputError(f"expected a NetworkX graph, got {type(g).__name__}", field="graph")
     if g.is_multigraph():
-        raise BadInputError("multigraphs are not supported; convert with nx.Graph(G) or "
-                            "nx.DiGraph(G) first", field="graph")
+        raise BadInputError(
+            "multigraphs are not supported; convert with nx.Graph(G) or nx.DiGraph(G) first",
+            field="graph",
+        )
     nodes = list(g.nodes)
     index = {node: i for i, node in enumerate(nodes)}
     is_directed = g.is_directed() if directed is None else directed
@@ -132,8 +143,11 @@ def from_networkx(g, *, node_label: str | None = None, edge_label: str | None = 
         for node, data in g.nodes(data=True):
             builder.set_label(index[node], node_table.code(data.get(node_label), f"node {node!r}"))
     for u, v, data in g.edges(data=True):
-        value = 1 if edge_label is None else edge_table.code(
-            data.get(edge_label), f"edge ({u!r}, {v!r})") + 1
+        value = (
+            1
+            if edge_label is None
+            else edge_table.code(data.get(edge_label), f"edge ({u!r}, {v!r})") + 1
+        )
         builder.add_edge(index[u], index[v], value)
     return builder.build(), nodes
 
@@ -180,8 +194,9 @@ def strip_labels(graph: Graph, vertex: bool, edge: bool) -> Graph:
     adj = graph.adj
     if not edge:
         if graph.directed:
-            adj = (((adj & np.uint32(0xFFFF)) != 0).astype(np.uint32)
-                   | (((adj >> np.uint32(16)) != 0).astype(np.uint32) << np.uint32(16)))
+            adj = ((adj & np.uint32(0xFFFF)) != 0).astype(np.uint32) | (
+                ((adj >> np.uint32(16)) != 0).astype(np.uint32) << np.uint32(16)
+            )
         else:
             adj = (adj != 0).astype(np.uint32)
     return Graph(adj, labels, graph.directed, graph.name)
@@ -222,5 +237,13 @@ def to_bitsets(g0: Graph, g1: Graph) -> BitsetPair:
     shared = np.intersect1d(g0.labels, g1.labels)
     init_l = _bits(g0.labels[None, :] == shared[:, None], words)
     init_r = _bits(g1.labels[None, :] == shared[:, None], words)
-    return BitsetPair(nb0, nb1, _bits(g0.adj != 0, words), _bits(g1.adj != 0, words), values,
-                      init_l.reshape(-1, words), init_r.reshape(-1, words), words)
+    return BitsetPair(
+        nb0,
+        nb1,
+        _bits(g0.adj != 0, words),
+        _bits(g1.adj != 0, words),
+        values,
+        init_l.reshape(-1, words),
+        init_r.reshape(-1, words),
+        words,
+    )

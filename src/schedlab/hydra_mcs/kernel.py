@@ -135,8 +135,9 @@ def select_domain(al, alc, arc, aadj, s, c, words, connected, size, heur):
 
 
 @njit(cache=True, nogil=True, inline="always", _nrt=False)
-def filter_domains(al, ar, alc, arc, aadj, s, c, dst, v, w, nb0, nb1, any0, any1, words, cut,
-                   remaining):
+def filter_domains(
+    al, ar, alc, arc, aadj, s, c, dst, v, w, nb0, nb1, any0, any1, words, cut, remaining
+):
     """Split every bidomain of [s, s+c) by adjacency to v and w into [dst, ...).
 
     Returns (number of new bidomains, sum of min(|L|,|R|)). Slots are written tentatively and
@@ -147,8 +148,9 @@ def filter_domains(al, ar, alc, arc, aadj, s, c, dst, v, w, nb0, nb1, any0, any1
     if remaining <= cut:
         return -1, remaining
     if nb0.shape[1] == 1:
-        return _filter_two_way(al, ar, alc, arc, aadj, s, c, dst, v, w, nb0, nb1, any0, any1,
-                               words, cut, remaining)
+        return _filter_two_way(
+            al, ar, alc, arc, aadj, s, c, dst, v, w, nb0, nb1, any0, any1, words, cut, remaining
+        )
     k_classes = nb0.shape[1]
     t = dst
     bound = 0
@@ -197,8 +199,9 @@ def left_in_counts(al, s, c, v, nb0, words, lin):
 
 
 @njit(cache=True, nogil=True, inline="always", _nrt=False)
-def _filter_two_way(al, ar, alc, arc, aadj, s, c, dst, v, w, nb0, nb1, any0, any1, words, cut,
-                    remaining):
+def _filter_two_way(
+    al, ar, alc, arc, aadj, s, c, dst, v, w, nb0, nb1, any0, any1, words, cut, remaining
+):
     """The unlabelled, undirected case: one pass, four bitsets per bidomain."""
     t = dst
     bound = 0
@@ -284,8 +287,24 @@ def _record(d, cur_v, cur_w, best_v, best_w, ctl, shared):
 
 
 @njit(cache=True, nogil=True, _nrt=False)
-def _try_offload(d, s, c, al, ar, alc, arc, aadj, cur_v, cur_w, ctl, obuf_l, obuf_r, obuf_cnt,
-                 obuf_meta, obuf_map):
+def _try_offload(
+    d,
+    s,
+    c,
+    al,
+    ar,
+    alc,
+    arc,
+    aadj,
+    cur_v,
+    cur_w,
+    ctl,
+    obuf_l,
+    obuf_r,
+    obuf_cnt,
+    obuf_meta,
+    obuf_map,
+):
     """Copy node d into the offload buffer; False when the buffer is full."""
     k = ctl[OFFLOADED]
     if k >= obuf_meta.shape[0]:
@@ -311,8 +330,33 @@ def _try_offload(d, s, c, al, ar, alc, arc, aadj, cur_v, cur_w, ctl, obuf_l, obu
 
 
 @njit(cache=True, nogil=True, _nrt=False)
-def search(nb0, nb1, any0, any1, al, ar, alc, arc, aadj, alin, lev, cur_v, cur_w, best_v, best_w,
-           ctl, params, shared, band, trace, obuf_l, obuf_r, obuf_cnt, obuf_meta, obuf_map):
+def search(
+    nb0,
+    nb1,
+    any0,
+    any1,
+    al,
+    ar,
+    alc,
+    arc,
+    aadj,
+    alin,
+    lev,
+    cur_v,
+    cur_w,
+    best_v,
+    best_w,
+    ctl,
+    params,
+    shared,
+    band,
+    trace,
+    obuf_l,
+    obuf_r,
+    obuf_cnt,
+    obuf_meta,
+    obuf_map,
+):
     """Run the depth-first search for at most ``params[P_BUDGET]`` nodes; resumable.
 
     Returns FINISHED when the subtree rooted at level ``params[P_BASE]`` is exhausted,
@@ -372,10 +416,30 @@ def search(nb0, nb1, any0, any1, al, ar, alc, arc, aadj, alin, lev, cur_v, cur_w
                 lev[d, TRACE] = 0
             b = -1
             if not prune:
-                if fresh and use_band and d > base and band[0] <= node_rc(
-                        bound - best, alc, arc, s, c) <= band[1] and _try_offload(
-                        d, s, c, al, ar, alc, arc, aadj, cur_v, cur_w, ctl, obuf_l, obuf_r,
-                        obuf_cnt, obuf_meta, obuf_map):
+                if (
+                    fresh
+                    and use_band
+                    and d > base
+                    and band[0] <= node_rc(bound - best, alc, arc, s, c) <= band[1]
+                    and _try_offload(
+                        d,
+                        s,
+                        c,
+                        al,
+                        ar,
+                        alc,
+                        arc,
+                        aadj,
+                        cur_v,
+                        cur_w,
+                        ctl,
+                        obuf_l,
+                        obuf_r,
+                        obuf_cnt,
+                        obuf_meta,
+                        obuf_map,
+                    )
+                ):
                     prune = True
                 else:
                     b = select_domain(al, alc, arc, aadj, s, c, words, connected, d, heur)
@@ -483,8 +547,9 @@ def search(nb0, nb1, any0, any1, al, ar, alc, arc, aadj, alin, lev, cur_v, cur_w
             continue
         lev[d, LASTW] = w
         mask = _ONE << np.uint64(w & 63)
-        cnt, sum_min = filter_domains(al, ar, alc, arc, aadj, s, c, s + c, v, w, nb0, nb1,
-                                      any0, any1, words, cut, parent_min)
+        cnt, sum_min = filter_domains(
+            al, ar, alc, arc, aadj, s, c, s + c, v, w, nb0, nb1, any0, any1, words, cut, parent_min
+        )
         ar[b, w >> 6] |= mask
         arc[b] += 1
         cur_v[d] = v

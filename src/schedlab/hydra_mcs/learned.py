@@ -81,8 +81,30 @@ def _best_left(al, i, words, vscore):
 
 
 @njit(cache=True, nogil=True, _nrt=False)
-def search_learned(nb0, nb1, any0, any1, al, ar, alc, arc, aadj, lev, cur_v, cur_w, best_v,
-                   best_w, ctl, params, shared, vscore, wscore, todo, learn, log):
+def search_learned(
+    nb0,
+    nb1,
+    any0,
+    any1,
+    al,
+    ar,
+    alc,
+    arc,
+    aadj,
+    lev,
+    cur_v,
+    cur_w,
+    best_v,
+    best_w,
+    ctl,
+    params,
+    shared,
+    vscore,
+    wscore,
+    todo,
+    learn,
+    log,
+):
     """Depth-first search with learned branching for at most ``params[P_BUDGET]`` nodes.
 
     ``vscore`` (n0,) and ``wscore`` (rows, n1) are the learned scores (rows = 1 for RL, n0 for
@@ -194,8 +216,9 @@ def search_learned(nb0, nb1, any0, any1, al, ar, alc, arc, aadj, lev, cur_v, cur
         ar[b, w >> 6] &= ~mask
         arc[b] -= 1
         parent_min = lev[d, SUMMIN] - min(alc[b], arc[b] + 1) + min(alc[b], arc[b])
-        cnt, child_min = filter_domains(al, ar, alc, arc, aadj, s, c, s + c, v, w, nb0, nb1,
-                                        any0, any1, words, -1, parent_min)
+        cnt, child_min = filter_domains(
+            al, ar, alc, arc, aadj, s, c, s + c, v, w, nb0, nb1, any0, any1, words, -1, parent_min
+        )
         ar[b, w >> 6] |= mask
         arc[b] += 1
         reward = parent_min - child_min
@@ -208,8 +231,9 @@ def search_learned(nb0, nb1, any0, any1, al, ar, alc, arc, aadj, lev, cur_v, cur
                     vscore[i] = np.floor(vscore[i] / v_limit) if mode == RL else vscore[i] / 2
             if wscore[row, w] > w_limit:
                 for i in range(wscore.shape[1]):
-                    wscore[row, i] = (np.floor(wscore[row, i] / w_limit) if mode == RL
-                                      else wscore[row, i] / 2)
+                    wscore[row, i] = (
+                        np.floor(wscore[row, i] / w_limit) if mode == RL else wscore[row, i] / 2
+                    )
         cur_v[d] = v
         cur_w[d] = w
         lev[d + 1, START] = s + c
@@ -217,4 +241,3 @@ def search_learned(nb0, nb1, any0, any1, al, ar, alc, arc, aadj, lev, cur_v, cur
         lev[d + 1, SUMMIN] = child_min
         d += 1
         enter = True
-

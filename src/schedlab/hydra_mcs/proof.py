@@ -70,11 +70,11 @@ class ProofWriter:
         if not folder.is_dir():
             raise BadInputError("folder does not exist", path=folder, field="prove")
         try:
-            fd, name = tempfile.mkstemp(prefix=f".{self.path.name}.", suffix=".records",
-                                        dir=folder)
+            fd, name = tempfile.mkstemp(prefix=f".{self.path.name}.", suffix=".records", dir=folder)
         except OSError as exc:
-            raise BadInputError(f"cannot write here: {exc.strerror}", path=self.path,
-                                field="prove") from exc
+            raise BadInputError(
+                f"cannot write here: {exc.strerror}", path=self.path, field="prove"
+            ) from exc
         self._records = Path(name)
         self._file = os.fdopen(fd, "wb")
         self.count = 0
@@ -91,8 +91,9 @@ class ProofWriter:
         """Write header + records to ``path`` atomically; removes the temporary records."""
         self._file.close()
         header = dict(format=FORMAT, **header, records=self.count)
-        fd, tmp = tempfile.mkstemp(prefix=f".{self.path.name}.", suffix=".tmp",
-                                   dir=self.path.parent)
+        fd, tmp = tempfile.mkstemp(
+            prefix=f".{self.path.name}.", suffix=".tmp", dir=self.path.parent
+        )
         try:
             with os.fdopen(fd, "wb") as out, open(self._records, "rb") as src:
                 out.write(json.dumps(header, separators=(",", ":")).encode() + b"\n")
@@ -143,9 +144,10 @@ def _valid_mapping(g0, g1, pairs: list[tuple[int, int]], connected: bool) -> str
         if int(g0.labels[v]) != int(g1.labels[w]):
             return f"labels differ on ({v}, {w})"
     for i, (v1, w1) in enumerate(pairs):
-        for v2, w2 in pairs[i + 1:]:
-            if int(g0.adj[v1, v2]) != int(g1.adj[w1, w2]) or \
-                    int(g0.adj[v2, v1]) != int(g1.adj[w2, w1]):
+        for v2, w2 in pairs[i + 1 :]:
+            if int(g0.adj[v1, v2]) != int(g1.adj[w1, w2]) or int(g0.adj[v2, v1]) != int(
+                g1.adj[w2, w1]
+            ):
                 return f"adjacency differs between ({v1}, {w1}) and ({v2}, {w2})"
     if connected and len(left) > 1:
         seen, todo = {left[0]}, [left[0]]
@@ -177,20 +179,26 @@ def check(path: str | Path, g0, g1) -> dict:
         claimed_nodes = int(header["nodes"])
         digests = header["graphs"]
     except (KeyError, TypeError, ValueError) as exc:
-        raise ProofError(f"header field missing or malformed: {exc}", path=path, line=1,
-                         field="header") from None
+        raise ProofError(
+            f"header field missing or malformed: {exc}", path=path, line=1, field="header"
+        ) from None
     for name, g, digest in (("pattern", g0, digests[0]), ("target", g1, digests[1])):
         if graph_digest(g) != digest:
-            raise ProofError(f"certificate is for another {name} graph (digest differs)",
-                             path=path, field=name,
-                             hint="read both graphs with the flags given to solve: --format, "
-                                  "--labels, --directed")
+            raise ProofError(
+                f"certificate is for another {name} graph (digest differs)",
+                path=path,
+                field=name,
+                hint="read both graphs with the flags given to solve: --format, "
+                "--labels, --directed",
+            )
     if sorted(order0) != list(range(g0.n)) or sorted(order1) != list(range(g1.n)):
-        raise ProofError("vertex orders are not permutations of the graphs' vertices",
-                         path=path, field="order")
+        raise ProofError(
+            "vertex orders are not permutations of the graphs' vertices", path=path, field="order"
+        )
     if len(pairs) != k:
-        raise ProofError(f"the mapping has {len(pairs)} pairs, the claim is {k}", path=path,
-                         field="mapping")
+        raise ProofError(
+            f"the mapping has {len(pairs)} pairs, the claim is {k}", path=path, field="mapping"
+        )
     bad = _valid_mapping(g0, g1, pairs, connected)
     if bad:
         raise ProofError(bad, path=path, field="mapping")
@@ -263,14 +271,22 @@ def check(path: str | Path, g0, g1) -> dict:
             if seen != targets:
                 raise fail(f"children of {v} miss targets {sorted(targets - seen)[:5]}")
             lset, rset, adjacent = domains[i]
-            domains = [*domains[:i], ([u for u in lset if u != v], rset, adjacent),
-                       *domains[i + 1:]]
+            domains = [
+                *domains[:i],
+                ([u for u in lset if u != v], rset, adjacent),
+                *domains[i + 1 :],
+            ]
 
     labels0 = {int(x) for x in g0.labels}
     labels1 = {int(x) for x in g1.labels}
-    root = [([u for u in range(g0.n) if int(g0.labels[u]) == lab],
-             [x for x in range(g1.n) if int(g1.labels[x]) == lab], False)
-            for lab in sorted(labels0 & labels1)]
+    root = [
+        (
+            [u for u in range(g0.n) if int(g0.labels[u]) == lab],
+            [x for x in range(g1.n) if int(g1.labels[x]) == lab],
+            False,
+        )
+        for lab in sorted(labels0 & labels1)
+    ]
     old = sys.getrecursionlimit()
     sys.setrecursionlimit(max(old, 4 * (g0.n + 50)))
     try:
@@ -278,9 +294,13 @@ def check(path: str | Path, g0, g1) -> dict:
     finally:
         sys.setrecursionlimit(old)
     if state["pos"] != len(records):
-        raise ProofError(f"{len(records) - state['pos']} records after the end of the tree",
-                         path=path)
+        raise ProofError(
+            f"{len(records) - state['pos']} records after the end of the tree", path=path
+        )
     if state["nodes"] != claimed_nodes:
-        raise ProofError(f"the tree has {state['nodes']} nodes, the header says "
-                         f"{claimed_nodes}", path=path, field="nodes")
+        raise ProofError(
+            f"the tree has {state['nodes']} nodes, the header says {claimed_nodes}",
+            path=path,
+            field="nodes",
+        )
     return dict(size=k, nodes=state["nodes"], records=len(records))

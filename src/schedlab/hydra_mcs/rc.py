@@ -39,19 +39,26 @@ def trace_frame(trace: np.ndarray) -> pl.DataFrame:
     import polars as pl
 
     rows = int(trace[0, 0])
-    t = trace[1:rows + 1]
+    t = trace[1 : rows + 1]
     done = t[:, K.T_EXIT] >= 0
     t = t[done]
     sum_min = np.maximum(t[:, K.T_SUMMIN], 1e-9)
-    rc = np.where((t[:, K.T_GAP] > 0) & (t[:, K.T_SUMMIN] > 0),
-                  t[:, K.T_GAP] * t[:, K.T_LOGB] / sum_min + np.log2(1.0 + t[:, K.T_SUMMIN]),
-                  0.0)
-    return pl.DataFrame({
-        "depth": t[:, K.T_DEPTH].astype(np.int64),
-        "subtree_nodes": (t[:, K.T_EXIT] - t[:, K.T_ENTRY]).astype(np.int64),
-        "gap": t[:, K.T_GAP], "sum_min": t[:, K.T_SUMMIN], "sum_prod": t[:, K.T_SUMPROD],
-        "domains": t[:, K.T_NDOM], "rc": rc,
-    })
+    rc = np.where(
+        (t[:, K.T_GAP] > 0) & (t[:, K.T_SUMMIN] > 0),
+        t[:, K.T_GAP] * t[:, K.T_LOGB] / sum_min + np.log2(1.0 + t[:, K.T_SUMMIN]),
+        0.0,
+    )
+    return pl.DataFrame(
+        {
+            "depth": t[:, K.T_DEPTH].astype(np.int64),
+            "subtree_nodes": (t[:, K.T_EXIT] - t[:, K.T_ENTRY]).astype(np.int64),
+            "gap": t[:, K.T_GAP],
+            "sum_min": t[:, K.T_SUMMIN],
+            "sum_prod": t[:, K.T_SUMPROD],
+            "domains": t[:, K.T_NDOM],
+            "rc": rc,
+        }
+    )
 
 
 def calibrate(frame: pl.DataFrame) -> dict[str, float]:
@@ -59,8 +66,12 @@ def calibrate(frame: pl.DataFrame) -> dict[str, float]:
     from scipy.stats import spearmanr
 
     if frame.height < 3:
-        return {"rc": float("nan"), "gap_only": float("nan"), "sum_prod": float("nan"),
-                "rows": float(frame.height)}
+        return {
+            "rc": float("nan"),
+            "gap_only": float("nan"),
+            "sum_prod": float("nan"),
+            "rows": float(frame.height),
+        }
     nodes = np.log2(frame["subtree_nodes"].to_numpy() + 1.0)
 
     def rho(x: np.ndarray) -> float:
@@ -68,5 +79,9 @@ def calibrate(frame: pl.DataFrame) -> dict[str, float]:
             return float("nan")
         return float(spearmanr(x, nodes).statistic)
 
-    return {"rc": rho(frame["rc"].to_numpy()), "gap_only": rho(frame["gap"].to_numpy()),
-            "sum_prod": rho(frame["sum_prod"].to_numpy()), "rows": float(frame.height)}
+    return {
+        "rc": rho(frame["rc"].to_numpy()),
+        "gap_only": rho(frame["gap"].to_numpy()),
+        "sum_prod": rho(frame["sum_prod"].to_numpy()),
+        "rows": float(frame.height),
+    }

@@ -28,23 +28,29 @@ def _arg_label_shift(n: int) -> int:
     return 16 - k1
 
 
-def read_arg(path: str | Path, directed: bool = False, vertex_labels: bool = False,
-             edge_labels: bool = False) -> Graph:
+def read_arg(
+    path: str | Path, directed: bool = False, vertex_labels: bool = False, edge_labels: bool = False
+) -> Graph:
     """ARG/MIVIA binary: little-endian uint16 words: n, n labels, then per vertex its edge
     count and (target, label) pairs."""
     path = Path(path)
     data = _read_bytes(path)
     if len(data) % 2:
-        raise BadInputError("odd number of bytes: the file is not a sequence of 16-bit words",
-                            path=path, line=None, field=f"byte {len(data) - 1}")
+        raise BadInputError(
+            "odd number of bytes: the file is not a sequence of 16-bit words",
+            path=path,
+            line=None,
+            field=f"byte {len(data) - 1}",
+        )
     words = np.frombuffer(data, dtype="<u2").astype(np.int64)
     pos = 0
 
     def take(what: str) -> int:
         nonlocal pos
         if pos >= words.size:
-            raise BadInputError(f"file ends where {what} was expected", path=path,
-                                field=f"byte {2 * pos}")
+            raise BadInputError(
+                f"file ends where {what} was expected", path=path, field=f"byte {2 * pos}"
+            )
         pos += 1
         return int(words[pos - 1])
 
@@ -61,12 +67,16 @@ def read_arg(path: str | Path, directed: bool = False, vertex_labels: bool = Fal
             target = take(f"an edge target of vertex {v}")
             label = (take(f"an edge label of vertex {v}") >> shift) + 1
             if target >= n:
-                raise BadInputError(f"edge target {target} is not a vertex (n = {n})",
-                                    path=path, field=f"byte {at}")
+                raise BadInputError(
+                    f"edge target {target} is not a vertex (n = {n})", path=path, field=f"byte {at}"
+                )
             builder.add_edge(v, target, label if edge_labels else 1)
     if pos != words.size:
-        raise BadInputError(f"{2 * (words.size - pos)} unexpected trailing bytes", path=path,
-                            field=f"byte {2 * pos}")
+        raise BadInputError(
+            f"{2 * (words.size - pos)} unexpected trailing bytes",
+            path=path,
+            field=f"byte {2 * pos}",
+        )
     return builder.build(path.name)
 
 
@@ -81,12 +91,12 @@ def _int(tok: tuple[int, str], path: Path, field: str, lo: int = 0, hi: int | No
     try:
         value = int(text)
     except ValueError:
-        raise BadInputError(f"{text!r} is not an integer", path=path, line=line,
-                            field=field) from None
+        raise BadInputError(
+            f"{text!r} is not an integer", path=path, line=line, field=field
+        ) from None
     if value < lo or (hi is not None and value > hi):
         bound = f"{lo}..{hi}" if hi is not None else f">= {lo}"
-        raise BadInputError(f"{value} is out of range {bound}", path=path, line=line,
-                            field=field)
+        raise BadInputError(f"{value} is out of range {bound}", path=path, line=line, field=field)
     return value
 
 
@@ -95,21 +105,25 @@ def read_lad(path: str | Path, directed: bool = False, vertex_labels: bool = Fal
     path = Path(path)
     toks = _tokens(path)
     if not toks:
-        raise BadInputError("empty file: expected the vertex count", path=path, line=1,
-                            field="n")
+        raise BadInputError("empty file: expected the vertex count", path=path, line=1, field="n")
     n = _int(toks[0], path, "n", 0, 65535)
     builder = GraphBuilder(n, directed)
     pos = 1
     for v in range(n):
         if pos >= len(toks):
-            raise BadInputError(f"file ends before vertex {v}'s degree", path=path,
-                                line=toks[-1][0], field="degree")
+            raise BadInputError(
+                f"file ends before vertex {v}'s degree", path=path, line=toks[-1][0], field="degree"
+            )
         degree = _int(toks[pos], path, "degree")
         pos += 1
         for _ in range(degree):
             if pos >= len(toks):
-                raise BadInputError(f"file ends inside vertex {v}'s neighbour list",
-                                    path=path, line=toks[-1][0], field="neighbour")
+                raise BadInputError(
+                    f"file ends inside vertex {v}'s neighbour list",
+                    path=path,
+                    line=toks[-1][0],
+                    field="neighbour",
+                )
             builder.add_edge(v, _int(toks[pos], path, "neighbour", 0, n - 1))
             pos += 1
     if pos != len(toks):
@@ -135,11 +149,16 @@ def read_dimacs(path: str | Path, directed: bool = False, vertex_labels: bool = 
             expected = _int(toks[3], path, "M")
             continue
         if kind not in ("e", "n"):
-            raise BadInputError(f"unknown line type {kind!r} (expected p, e, n or c)",
-                                path=path, line=lineno, field="type")
+            raise BadInputError(
+                f"unknown line type {kind!r} (expected p, e, n or c)",
+                path=path,
+                line=lineno,
+                field="type",
+            )
         if builder is None:
-            raise BadInputError("an 'e'/'n' line comes before the 'p edge' line", path=path,
-                                line=lineno, field=kind)
+            raise BadInputError(
+                "an 'e'/'n' line comes before the 'p edge' line", path=path, line=lineno, field=kind
+            )
         if len(parts) != 3:
             raise BadInputError(f"expected '{kind} A B'", path=path, line=lineno, field=kind)
         a = _int(toks[1], path, "vertex", 1, builder.n)
@@ -151,8 +170,9 @@ def read_dimacs(path: str | Path, directed: bool = False, vertex_labels: bool = 
     if builder is None:
         raise BadInputError("no 'p edge N M' line", path=path, field="p")
     if expected > 0 and edges != expected:
-        raise BadInputError(f"the p line promises {expected} edges, the file has {edges}",
-                            path=path, field="M")
+        raise BadInputError(
+            f"the p line promises {expected} edges, the file has {edges}", path=path, field="M"
+        )
     return builder.build(path.name)
 
 
@@ -165,13 +185,22 @@ def read_edges(path: str | Path, directed: bool = False, vertex_labels: bool = F
         if not body:
             continue
         if len(body) != 2:
-            raise BadInputError(f"expected two vertex ids, found {len(body)} values",
-                                path=path, line=lineno, field="edge")
-        pairs.append((_int((lineno, body[0]), path, "u", 0, 65534),
-                      _int((lineno, body[1]), path, "v", 0, 65534)))
+            raise BadInputError(
+                f"expected two vertex ids, found {len(body)} values",
+                path=path,
+                line=lineno,
+                field="edge",
+            )
+        pairs.append(
+            (
+                _int((lineno, body[0]), path, "u", 0, 65534),
+                _int((lineno, body[1]), path, "v", 0, 65534),
+            )
+        )
     if not pairs:
-        raise BadInputError("holds no edges (an edge list needs at least one 'u v' line)",
-                            path=path, field="edge")
+        raise BadInputError(
+            "holds no edges (an edge list needs at least one 'u v' line)", path=path, field="edge"
+        )
     n = 1 + max(max(p) for p in pairs)
     builder = GraphBuilder(n, directed)
     for u, v in pairs:
@@ -186,8 +215,7 @@ def detect_format(path: Path) -> str:
         text = head.decode("ascii")
     except UnicodeDecodeError:
         return "arg"
-    if any(ch not in "0123456789 \t\r\n#-pecnedgabcdefghijklmnopqrstuvwxyz" for ch in
-           text.lower()):
+    if any(ch not in "0123456789 \t\r\n#-pecnedgabcdefghijklmnopqrstuvwxyz" for ch in text.lower()):
         return "arg"
     first = next((ln.split() for ln in text.splitlines() if ln.strip()), [])
     if first and first[0] in ("p", "c", "e", "n"):
@@ -197,8 +225,14 @@ def detect_format(path: Path) -> str:
     return "edges"
 
 
-def read_graph(path: str | Path, fmt: str = "auto", *, directed: bool = False,
-               vertex_labels: bool = False, edge_labels: bool = False) -> Graph:
+def read_graph(
+    path: str | Path,
+    fmt: str = "auto",
+    *,
+    directed: bool = False,
+    vertex_labels: bool = False,
+    edge_labels: bool = False,
+) -> Graph:
     """Read a graph in any supported format (``auto`` sniffs it)."""
     path = Path(path)
     if fmt not in FORMATS:
@@ -221,5 +255,5 @@ def _read_text(path: Path) -> str:
     try:
         return _read_bytes(path).decode("utf-8")
     except UnicodeDecodeError as exc:
-        line = _read_bytes(path)[:exc.start].count(b"\n") + 1
+        line = _read_bytes(path)[: exc.start].count(b"\n") + 1
         raise BadInputError("is not valid UTF-8 text", path=path, line=line) from None

@@ -53,9 +53,13 @@ class Offload:
     @classmethod
     def empty(cls, n0: int, words: int, nodes: int = 0) -> Offload:
         cap_dom = max(1, nodes * max(1, n0))
-        return cls(np.zeros((cap_dom, words), np.uint64), np.zeros((cap_dom, words), np.uint64),
-                   np.zeros((cap_dom, 3), np.int32), np.zeros((max(1, nodes), 3), np.int64),
-                   np.zeros((max(1, nodes), max(1, n0), 2), np.int64))
+        return cls(
+            np.zeros((cap_dom, words), np.uint64),
+            np.zeros((cap_dom, words), np.uint64),
+            np.zeros((cap_dom, 3), np.int32),
+            np.zeros((max(1, nodes), 3), np.int64),
+            np.zeros((max(1, nodes), max(1, n0), 2), np.int64),
+        )
 
     def take(self, count: int) -> list[Task]:
         """The first ``count`` offloaded nodes as tasks."""
@@ -63,20 +67,38 @@ class Offload:
         for k in range(count):
             start, c, size = (int(x) for x in self.meta[k])
             sl = slice(start, start + c)
-            tasks.append(Task(self.left[sl].copy(), self.right[sl].copy(),
-                              self.counts[sl, 0].copy(), self.counts[sl, 1].copy(),
-                              self.counts[sl, 2].astype(np.uint8),
-                              self.mapping[k, :size, 0].copy(), self.mapping[k, :size, 1].copy()))
+            tasks.append(
+                Task(
+                    self.left[sl].copy(),
+                    self.right[sl].copy(),
+                    self.counts[sl, 0].copy(),
+                    self.counts[sl, 1].copy(),
+                    self.counts[sl, 2].astype(np.uint8),
+                    self.mapping[k, :size, 0].copy(),
+                    self.mapping[k, :size, 1].copy(),
+                )
+            )
         return tasks
 
 
 class Searcher:
     """One thread's search state over a fixed graph pair."""
 
-    def __init__(self, bits: BitsetPair, n0: int, *, goal: int = 1, big_first: bool = False,
-                 connected: bool = False, heuristic: int = 0, trace_rows: int = 0,
-                 trace_depth: int = 0, offload_nodes: int = 0, branching: int = 0,
-                 log_sink=None) -> None:
+    def __init__(
+        self,
+        bits: BitsetPair,
+        n0: int,
+        *,
+        goal: int = 1,
+        big_first: bool = False,
+        connected: bool = False,
+        heuristic: int = 0,
+        trace_rows: int = 0,
+        trace_depth: int = 0,
+        offload_nodes: int = 0,
+        branching: int = 0,
+        log_sink=None,
+    ) -> None:
         self.bits = bits
         self.n0 = n0
         words = bits.words
@@ -114,8 +136,7 @@ class Searcher:
         if self.learned:  # learned.py: McSplit+RL (1), McSplitDAL (2) or McSplit's order (0)
             n1 = bits.nb1.shape[0]
             self.vscore = np.zeros(max(1, n0), np.float64)
-            self.wscore = np.zeros((max(1, n0) if branching == 2 else 1, max(1, n1)),
-                                   np.float64)
+            self.wscore = np.zeros((max(1, n0) if branching == 2 else 1, max(1, n1)), np.float64)
             self.todo = np.zeros((levels, words), np.uint64)
             limits = (1e9, 1e9) if branching == 1 else (1e5, 1e9)
             self.learn = np.array([float(branching), *limits])
@@ -127,9 +148,15 @@ class Searcher:
     def root_task(self) -> Task:
         """The root: one bidomain per label both graphs share, nothing mapped yet."""
         b = self.bits
-        return Task(b.init_l.copy(), b.init_r.copy(), _popcounts(b.init_l),
-                    _popcounts(b.init_r), np.zeros(b.init_l.shape[0], np.uint8),
-                    np.zeros(0, np.int64), np.zeros(0, np.int64))
+        return Task(
+            b.init_l.copy(),
+            b.init_r.copy(),
+            _popcounts(b.init_l),
+            _popcounts(b.init_r),
+            np.zeros(b.init_l.shape[0], np.uint8),
+            np.zeros(0, np.int64),
+            np.zeros(0, np.int64),
+        )
 
     def load_root(self) -> None:
         self.load(self.root_task())
@@ -166,10 +193,32 @@ class Searcher:
         if self.learned:
             return self._run_learned(shared)
         args = (
-            self.bits.nb0, self.bits.nb1, self.bits.any0, self.bits.any1, self.al, self.ar,
-            self.alc, self.arc, self.aadj, self.alin, self.lev, self.cur_v, self.cur_w, self.best_v,
-            self.best_w, self.ctl, self.params, shared, self.band, self.trace, self.offload.left,
-            self.offload.right, self.offload.counts, self.offload.meta, self.offload.mapping)
+            self.bits.nb0,
+            self.bits.nb1,
+            self.bits.any0,
+            self.bits.any1,
+            self.al,
+            self.ar,
+            self.alc,
+            self.arc,
+            self.aadj,
+            self.alin,
+            self.lev,
+            self.cur_v,
+            self.cur_w,
+            self.best_v,
+            self.best_w,
+            self.ctl,
+            self.params,
+            shared,
+            self.band,
+            self.trace,
+            self.offload.left,
+            self.offload.right,
+            self.offload.counts,
+            self.offload.meta,
+            self.offload.mapping,
+        )
         if not self._checked:
             # the compiled wrapper trusts its argument types: anything else goes to the JIT.
             # Checked once: the arrays are this searcher's own and only ever updated in place
@@ -184,19 +233,39 @@ class Searcher:
 
     def _run_learned(self, shared: np.ndarray) -> int:
         args = (
-            self.bits.nb0, self.bits.nb1, self.bits.any0, self.bits.any1, self.al, self.ar,
-            self.alc, self.arc, self.aadj, self.lev, self.cur_v, self.cur_w, self.best_v,
-            self.best_w, self.ctl, self.params, shared, self.vscore, self.wscore, self.todo,
-            self.learn, self.log)
+            self.bits.nb0,
+            self.bits.nb1,
+            self.bits.any0,
+            self.bits.any1,
+            self.al,
+            self.ar,
+            self.alc,
+            self.arc,
+            self.aadj,
+            self.lev,
+            self.cur_v,
+            self.cur_w,
+            self.best_v,
+            self.best_w,
+            self.ctl,
+            self.params,
+            shared,
+            self.vscore,
+            self.wscore,
+            self.todo,
+            self.learn,
+            self.log,
+        )
         if self.kernel == "aot" and not aot.args_ok(args, aot.LEARNED_ARGS):
             from schedlab.hydra_mcs.learned import search_learned
 
             self.kernel, self._search = "jit", search_learned
         while True:
             self.status = int(self._search(*args))
-            if self.log_sink is not None and (self.status == K.LOG_FULL
-                                              or self.status == K.FINISHED):
-                self.log_sink(self.log[:int(self.ctl[K.LOGPOS])])
+            if self.log_sink is not None and (
+                self.status == K.LOG_FULL or self.status == K.FINISHED
+            ):
+                self.log_sink(self.log[: int(self.ctl[K.LOGPOS])])
                 self.ctl[K.LOGPOS] = 0
             if self.status != K.LOG_FULL:
                 return self.status
@@ -222,11 +291,18 @@ class Searcher:
         """
         s, c = int(self.lev[d, K.START]), int(self.lev[d, K.COUNT])
         sl = slice(s, s + c)
-        task = Task(self.al[sl].copy(), self.ar[sl].copy(), self.alc[sl].copy(),
-                    self.arc[sl].copy(), self.aadj[sl].copy(), self.cur_v[:d].copy(),
-                    self.cur_w[:d].copy(), int(self.lev[d, K.SEL]) - s,
-                    int(self.lev[d, K.VERT]),
-                    int(self.lev[d, K.LASTW]))
+        task = Task(
+            self.al[sl].copy(),
+            self.ar[sl].copy(),
+            self.alc[sl].copy(),
+            self.arc[sl].copy(),
+            self.aadj[sl].copy(),
+            self.cur_v[:d].copy(),
+            self.cur_w[:d].copy(),
+            int(self.lev[d, K.SEL]) - s,
+            int(self.lev[d, K.VERT]),
+            int(self.lev[d, K.LASTW]),
+        )
         self.lev[d, K.DONE] = 1
         return task
 

@@ -14,8 +14,9 @@ import numpy as np
 from schedlab.hydra_mcs.graph import Graph
 
 
-def check_mapping(g0: Graph, g1: Graph, pairs: list[tuple[int, int]],
-                  connected: bool = False) -> str | None:
+def check_mapping(
+    g0: Graph, g1: Graph, pairs: list[tuple[int, int]], connected: bool = False
+) -> str | None:
     """None when ``pairs`` is a common induced subgraph; else the first violation found."""
     left = [v for v, _ in pairs]
     right = [w for _, w in pairs]
@@ -32,8 +33,9 @@ def check_mapping(g0: Graph, g1: Graph, pairs: list[tuple[int, int]],
     if connected and len(pairs) > 1:
         sub = nx.Graph()
         sub.add_nodes_from(left)
-        sub.add_edges_from((a, b) for a, b in itertools.combinations(left, 2)
-                           if g0.adj[a, b] or g0.adj[b, a])
+        sub.add_edges_from(
+            (a, b) for a, b in itertools.combinations(left, 2) if g0.adj[a, b] or g0.adj[b, a]
+        )
         if not nx.is_connected(sub):
             return "mapped subgraph is not connected"
     return None

@@ -39,8 +39,10 @@ def gnp(n: int, p: float, rng: np.random.Generator, directed: bool = False) -> G
 def gnp_pairs(count: int, n: int, p: float, seed: int) -> list[Instance]:
     """``count`` seeded G(n,p) pairs."""
     rng = np.random.default_rng(seed)
-    return [Instance(f"gnp{n}-p{p:.2f}-s{seed}-{i}", gnp(n, p, rng), gnp(n, p, rng))
-            for i in range(count)]
+    return [
+        Instance(f"gnp{n}-p{p:.2f}-s{seed}-{i}", gnp(n, p, rng), gnp(n, p, rng))
+        for i in range(count)
+    ]
 
 
 def planted_pair(n: int, k: int, p: float, seed: int) -> Instance:
@@ -73,8 +75,7 @@ def arg_pairs(folder: str | Path) -> list[Instance]:
 def vertex_labelled(graph: Graph, labels: int, rng: np.random.Generator) -> Graph:
     """The same graph with each vertex given a label drawn uniformly from 0..labels-1."""
     drawn = rng.integers(0, labels, graph.n).astype(np.uint32)
-    return Graph(graph.adj.copy(), (graph.labels & LOOP_BIT) | drawn, graph.directed,
-                 graph.name)
+    return Graph(graph.adj.copy(), (graph.labels & LOOP_BIT) | drawn, graph.directed, graph.name)
 
 
 def write_arg(graph: Graph, path: str | Path) -> Path:
@@ -96,8 +97,9 @@ def write_arg(graph: Graph, path: str | Path) -> Path:
     shift = _arg_label_shift(n)
     labels = graph.labels & ~LOOP_BIT
     if labels.size and int(labels.max()) >= (1 << (16 - shift)):
-        raise BadInputError(f"labels must be below {1 << (16 - shift)} for n={n} in ARG",
-                            field="labels")
+        raise BadInputError(
+            f"labels must be below {1 << (16 - shift)} for n={n} in ARG", field="labels"
+        )
     words = [n, *[int(x) << shift for x in labels]]
     for v in range(n):
         targets = [int(u) for u in np.nonzero(graph.adj[v])[0] if u > v]
