@@ -17,8 +17,10 @@ Tasks stay with their process, so a stealing plan runs as its initial split, as 
 
 from __future__ import annotations
 
+import contextlib
 import os
 import secrets
+import signal
 import subprocess
 import sys
 import threading
@@ -182,7 +184,10 @@ def _worker(
         nao = iov["dms"].shape[1]
         conn.send(("ready", device))
         while True:
-            message = conn.recv()
+            try:
+                message = conn.recv()
+            except EOFError:  # the parent is gone: nothing to report to
+                break
             if message[0] == "stop":
                 break
             _, ndm, ids = message
@@ -193,7 +198,8 @@ def _worker(
                 )
             )
     except Exception as exc:  # noqa: BLE001 - reported to the parent as one line
-        conn.send(("error", f"device {device}: {type(exc).__name__}: {exc}"))
+        with contextlib.suppress(OSError):  # unless the parent is gone
+            conn.send(("error", f"device {device}: {type(exc).__name__}: {exc}"))
     finally:
         data_shm.close()
         io_shm.close()
@@ -436,7 +442,12 @@ class ProcessBackend:
 
 
 def main(address: str) -> None:
-    """Entry point of a device process: connect back, take the configuration, serve."""
+    """Entry point of a device process: connect back, take the configuration, serve.
+
+    Ctrl-C reaches the whole process group; the parent handles it (stops, then terminates its
+    devices and unlinks the arenas), so a device ignores SIGINT rather than printing a
+    traceback each. A device whose parent vanished sees EOF on its pipe and exits."""
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
     conn = Client(address, authkey=bytes.fromhex(os.environ["HIP_DFPT_AUTHKEY"]))
     config = conn.recv()
     _worker(*config, conn)
