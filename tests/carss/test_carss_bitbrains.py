@@ -21,6 +21,7 @@ from schedlab.carss.bitbrains import (
     read_vm_trace,
     read_vm_traces,
     sampler_for,
+    seeded_vm_traces,
 )
 from schedlab.carss.engine import run
 from schedlab.carss.hosts import COSCO_FLEET, make_hosts
@@ -295,3 +296,20 @@ def test_loess_extrapolates_a_line_and_mmt_picks_the_smallest() -> None:
     moved = np.flatnonzero(placement >= 0)
     assert moved.tolist() in ([smallest], [])  # random placement may land on its own host
     assert len(policy.history) == 1
+
+
+def test_cosco_setting_without_shared_data_uses_named_seeded_stand_ins(tmp_path, monkeypatch):
+    """Without ../shared/data the COSCO experiment still runs, on seeded traces it names."""
+    from schedlab.carss.experiment import cosco_setting
+
+    monkeypatch.setenv("SCHEDLAB_SHARED_DATA", str(tmp_path))
+    assert bitbrains_dir() is None
+    workload, fleet, history, sampler, where = cosco_setting(4, 6, 60, seed=0)
+    assert "bitbrains absent" in where and "alibaba absent" in where
+    assert not where.startswith("real data")
+    assert workload.traces is not None and len(workload.batches) == 6 and history.size == 60
+    traces = seeded_vm_traces(0)
+    assert seeded_vm_traces(0)[3].usage_mhz.tolist() == traces[3].usage_mhz.tolist()
+    assert sum(cosco_eligible(t) for t in traces) >= len(traces) // 2
+    summary = run(make_scheduler("least-loaded"), workload, fleet, history, drain=30).summary
+    assert summary["completed"] + summary["unfinished"] == summary["arrived"]

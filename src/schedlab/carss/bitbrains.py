@@ -141,6 +141,30 @@ def read_vm_traces(directory: str | Path) -> tuple[VMTrace, ...]:
     return _read_dir(str(Path(directory).resolve()))
 
 
+def seeded_vm_traces(seed: int, count: int = 36, samples: int = 2016) -> tuple[VMTrace, ...]:
+    """A seeded stand-in for the Bitbrains Rnd traces, used (and named) only when
+    ../shared/data/bitbrains is absent: ``count`` VMs of ``samples`` 5-min rows (a week), 1-8
+    cores of 2.6 GHz, a daily cycle and AR(1) noise around a mean demand drawn so that most
+    VMs pass COSCO's 500-3000 MIPS filter, and a slowly varying memory footprint."""
+    rng = np.random.default_rng(seed)
+    t = np.arange(samples, dtype=np.float64)
+    out = []
+    for k in range(count):
+        cores = float(rng.choice([1, 2, 4, 8]))
+        capacity = np.full(samples, 2600.0 * cores)
+        mean = rng.uniform(400.0, 2800.0) / IPS_PER_MHZ
+        noise = np.zeros(samples)
+        shocks = rng.normal(0.0, 0.15, samples)
+        for i in range(1, samples):
+            noise[i] = 0.9 * noise[i - 1] + shocks[i]
+        daily = 1.0 + rng.uniform(0.1, 0.4) * np.sin(2 * math.pi * t / 288 + rng.uniform(0, 6.3))
+        usage = np.clip(mean * daily * np.exp(noise), 0.0, capacity)
+        memory = rng.uniform(2e5, 4e6) * np.exp(np.cumsum(rng.normal(0.0, 0.01, samples)))
+        out.append(VMTrace(f"seeded-{k}", 1.3779866e9 + 300.0 * t, np.full(samples, cores),
+                           capacity, usage, memory))
+    return tuple(out)
+
+
 def cosco_eligible(trace: VMTrace, low: float = 500.0, high: float = 3000.0) -> bool:
     """COSCO's BWGD2 filter: demand at row 10 strictly between 500 and 3000 MIPS."""
     return len(trace) > 10 and low < float(trace.mips[10]) < high

@@ -246,6 +246,7 @@ def cosco_setting(hosts: int, intervals: int, train: int, seed: int):
         bitbrains_workload,
         read_vm_traces,
         sampler_for,
+        seeded_vm_traces,
     )
     from schedlab.carss.hosts import COSCO_FLEET
 
@@ -268,11 +269,15 @@ def cosco_setting(hosts: int, intervals: int, train: int, seed: int):
     scaled = window * (COSCO_RATE_PER_HOST * hosts) / max(window[train:].mean(), 1e-9)
     window = np.diff(np.floor(np.cumsum(scaled)), prepend=0.0)  # integers, same total
     directory = bitbrains_dir()
-    if directory is None:
-        raise FileNotFoundError("../shared/data/bitbrains is absent")
-    traces = read_vm_traces(directory)
+    if directory is not None:
+        traces = read_vm_traces(directory)
+        demand = f"Bitbrains Rnd VM demand ({len(traces)} VMs)"
+    else:
+        traces = seeded_vm_traces(seed)
+        demand = f"seeded VM demand ({len(traces)} VMs; ../shared/data/bitbrains absent)"
     workload = bitbrains_workload(window[train:], traces, INTERVAL_S, seed + 1)
-    where = f"real data: Bitbrains Rnd VM demand ({len(traces)} VMs) + {arrivals}"
+    real = directory is not None and path is not None
+    where = f"{'real data: ' if real else ''}{demand} + {arrivals}"
     return workload, fleet, window[:train], sampler_for(workload, traces), where
 
 
