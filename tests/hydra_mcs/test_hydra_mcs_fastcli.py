@@ -187,3 +187,21 @@ def test_lean_path_loads_no_cli_framework(pair):
     )
     assert json.loads(done.stdout)["size"] == 12
     assert done.stderr.split("MODULES ")[-1] == "[]"
+
+
+def test_a_result_line_longer_than_the_console_width_is_printed_whole_by_both_writers():
+    """Off a terminal the consoles are 100,000 columns wide: a mapping line of ~7,000 pairs
+    must not be folded by Rich (the Typer path) when the plain writer prints it whole."""
+    code = (
+        "import sys\nfrom schedlab.hydra_mcs.fastcli import plain_writers, rich_writers\n"
+        "say = (rich_writers if sys.argv[1] == 'rich' else plain_writers)()[0]\n"
+        "say(' '.join(f'({i} -> {i})' for i in range(12000)))\n"
+    )
+    outs = [
+        subprocess.run(
+            [sys.executable, "-c", code, kind], capture_output=True, text=True, timeout=60
+        ).stdout
+        for kind in ("rich", "plain")
+    ]
+    assert len(outs[0]) > 100_000 and outs[0].count("\n") == 1
+    assert outs[0] == outs[1]

@@ -177,7 +177,13 @@ def rich_writers(out_console=None, err_console=None) -> tuple[Callable[[str], No
     def interrupted() -> None:
         err_console.print("[yellow]interrupted; nothing half-written was left behind[/yellow]")
 
-    return out_console.print, error, note, interrupted
+    def say(text: str) -> None:
+        # soft_wrap: a result line is printed whole, never folded at the console's width (off a
+        # terminal that width is 100,000: a mapping of ~7,000 pairs would otherwise be split,
+        # unlike the plain writer's line)
+        out_console.print(text, soft_wrap=True)
+
+    return say, error, note, interrupted
 
 
 def main(argv: list[str]) -> int | None:
