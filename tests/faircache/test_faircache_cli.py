@@ -103,3 +103,18 @@ def test_serve_refuses_a_prompt_beyond_the_engine_context():
                                  "--max-context", "64"])
     assert result.exit_code != 0
     assert "context" in result.output and "Traceback" not in result.output
+
+
+def test_serve_rejects_bad_out_and_names_before_running(tmp_path):
+    pytest.importorskip("torch")
+    data = Path(__file__).parents[1] / "llm" / "data" / "sample_mooncake.jsonl"
+    blocker = tmp_path / "afile"
+    blocker.write_text("keep me")
+    for extra, needle in ((["--out", str(blocker)], "not a directory"),
+                          (["--scheduler", "bogus"], "unknown scheduler"),
+                          (["--cache", "bogus"], "unknown cache manager")):
+        result = runner.invoke(app, ["serve", "--trace", str(data), *extra])
+        assert result.exit_code != 0, extra
+        assert needle in result.output and "Traceback" not in result.output, result.output
+        assert "serving" not in result.output  # failed before the engine started
+    assert blocker.read_text() == "keep me"

@@ -124,6 +124,12 @@ def serve(
     from schedlab.llm.engine import serve as run
     from schedlab.llm.requests import Trace, fit_context
 
+    from schedlab.faircache.managers import make_manager
+    from schedlab.faircache.policies import make_scheduler
+
+    make_scheduler(scheduler), make_manager(cache)  # unknown names fail before any work
+    if out is not None:
+        ensure_directory(out)  # an unusable --out fails before the run, not after it
     loaded = _load(trace, fmt, block_tokens, workload, tenants, assign, duration, seed)
     reqs = sorted(loaded.requests, key=lambda r: r.arrival)[:max_requests]
     reqs = [dataclasses.replace(r, arrival=r.arrival * time_scale) for r in reqs]
@@ -145,7 +151,6 @@ def serve(
     summary = dict(result.summary, truncated=truncated,
                    tenant_weights=[float(w) for w in result.tenants["weight"]])
     if out is not None:
-        ensure_directory(out)
         write_frame(result.tenants, out / "tenants.csv")
         write_frame(result.requests, out / "requests.parquet")
         write_frame(result.samples, out / "samples.parquet")
