@@ -120,12 +120,11 @@ def serve(
     host tier) and print per-tenant measured CPU time, service and latency."""
     import dataclasses
 
+    from schedlab.faircache.managers import make_manager
+    from schedlab.faircache.policies import make_scheduler
     from schedlab.llm.engine import EngineOptions, TinyLlama
     from schedlab.llm.engine import serve as run
     from schedlab.llm.requests import Trace, fit_context
-
-    from schedlab.faircache.managers import make_manager
-    from schedlab.faircache.policies import make_scheduler
 
     make_scheduler(scheduler), make_manager(cache)  # unknown names fail before any work
     if out is not None:
