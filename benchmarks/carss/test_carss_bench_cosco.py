@@ -19,8 +19,9 @@ from schedlab.carss.placement import greedy, least_loaded
 from schedlab.carss.policies import make_scheduler
 from schedlab.carss.simulator import Cluster
 
-pytestmark = pytest.mark.skipif(bitbrains_dir() is None,
-                                reason="../shared/data/bitbrains is absent")
+pytestmark = pytest.mark.skipif(
+    bitbrains_dir() is None, reason="../shared/data/bitbrains is absent"
+)
 HOSTS = 50
 
 
@@ -41,8 +42,16 @@ def cosco_cluster():
 @pytest.mark.parametrize("name", ["gobi", "ga", "a3c", "carss"])
 def test_one_cosco_decision_50_hosts(benchmark, cosco_cluster, name: str) -> None:
     cluster, sampler, batch = cosco_cluster
-    policy = make_scheduler(name, seed=0, season=288, task_source=sampler, offline=60,
-                            actions=True, samples=2, candidates=1)
+    policy = make_scheduler(
+        name,
+        seed=0,
+        season=288,
+        task_source=sampler,
+        offline=60,
+        actions=True,
+        samples=2,
+        candidates=1,
+    )
     policy.prepare(np.full(300, 5.0))
     policy.arrive(batch)
     rng = np.random.default_rng(0)

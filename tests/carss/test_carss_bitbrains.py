@@ -37,10 +37,12 @@ def _one_thread():
     torch.set_num_threads(threads)
 
 
-HEADER = ("Timestamp [ms];\tCPU cores;\tCPU capacity provisioned [MHZ];\tCPU usage [MHZ];\t"
-          "CPU usage [%];\tMemory capacity provisioned [KB];\tMemory usage [KB];\t"
-          "Disk read throughput [KB/s];\tDisk write throughput [KB/s];\t"
-          "Network received throughput [KB/s];\tNetwork transmitted throughput [KB/s]")
+HEADER = (
+    "Timestamp [ms];\tCPU cores;\tCPU capacity provisioned [MHZ];\tCPU usage [MHZ];\t"
+    "CPU usage [%];\tMemory capacity provisioned [KB];\tMemory usage [KB];\t"
+    "Disk read throughput [KB/s];\tDisk write throughput [KB/s];\t"
+    "Network received throughput [KB/s];\tNetwork transmitted throughput [KB/s]"
+)
 
 
 def _row(t: int, usage: float = 1000.0, memory: float = 4e5) -> str:
@@ -64,16 +66,19 @@ def test_reads_plain_and_gzip_files(tmp_path: Path) -> None:
     assert zipped.name == "8" and plain.cores[0] == 2
 
 
-@pytest.mark.parametrize(("lines", "where"), [
-    ([], ":1: "),
-    (["Timestamp [ms];CPU cores"], "field 'CPU capacity provisioned [MHZ]'"),
-    ([HEADER], ":2: "),
-    ([HEADER, _row(1), "1;2;3"], ":3: has 3 fields"),
-    ([HEADER, _row(1), _row(2).replace("1000.0", "lots")], ":3: field 'CPU usage [MHZ]'"),
-    ([HEADER, _row(1), _row(2, memory=float("nan"))], ":3: field 'Memory usage [KB]'"),
-    ([HEADER, _row(1), _row(2, usage=-5.0)], "must be a finite number >= 0"),
-    ([HEADER, _row(10), _row(5)], ":3: field 'Timestamp [ms]'"),
-])
+@pytest.mark.parametrize(
+    ("lines", "where"),
+    [
+        ([], ":1: "),
+        (["Timestamp [ms];CPU cores"], "field 'CPU capacity provisioned [MHZ]'"),
+        ([HEADER], ":2: "),
+        ([HEADER, _row(1), "1;2;3"], ":3: has 3 fields"),
+        ([HEADER, _row(1), _row(2).replace("1000.0", "lots")], ":3: field 'CPU usage [MHZ]'"),
+        ([HEADER, _row(1), _row(2, memory=float("nan"))], ":3: field 'Memory usage [KB]'"),
+        ([HEADER, _row(1), _row(2, usage=-5.0)], "must be a finite number >= 0"),
+        ([HEADER, _row(10), _row(5)], ":3: field 'Timestamp [ms]'"),
+    ],
+)
 def test_bad_files_get_one_line_errors(tmp_path: Path, lines: list[str], where: str) -> None:
     path = _write(tmp_path, lines)
     with pytest.raises(BadInputError) as info:
@@ -102,8 +107,11 @@ def _empty_dir(tmp_path: Path) -> Path:
 
 
 @settings(max_examples=150, deadline=None)
-@given(st.lists(st.text(alphabet=st.sampled_from(list("0123456789.;\t e-naAx\n")),
-                        max_size=60), max_size=6))
+@given(
+    st.lists(
+        st.text(alphabet=st.sampled_from(list("0123456789.;\t e-naAx\n")), max_size=60), max_size=6
+    )
+)
 def test_fuzz_never_raises_anything_but_a_located_error(rows: list[str]) -> None:
     """Arbitrary bodies under a valid header: a trace, or one BadInputError with a line."""
     try:
@@ -116,8 +124,13 @@ def test_fuzz_never_raises_anything_but_a_located_error(rows: list[str]) -> None
 
 
 @settings(max_examples=80, deadline=None)
-@given(st.lists(st.tuples(st.integers(0, 10**6), st.floats(0, 1e5), st.floats(0, 1e8)),
-                min_size=1, max_size=30))
+@given(
+    st.lists(
+        st.tuples(st.integers(0, 10**6), st.floats(0, 1e5), st.floats(0, 1e8)),
+        min_size=1,
+        max_size=30,
+    )
+)
 def test_fuzz_valid_rows_round_trip(rows: list[tuple[int, float, float]]) -> None:
     rows = sorted(rows)
     trace = parse_vm_trace([HEADER, *[_row(t, u, m) for t, u, m in rows]])
@@ -125,8 +138,9 @@ def test_fuzz_valid_rows_round_trip(rows: list[tuple[int, float, float]]) -> Non
     np.testing.assert_allclose(trace.memory_kb, [m for _, _, m in rows])
 
 
-needs_data = pytest.mark.skipif(bitbrains_dir() is None,
-                                reason="../shared/data/bitbrains is absent")
+needs_data = pytest.mark.skipif(
+    bitbrains_dir() is None, reason="../shared/data/bitbrains is absent"
+)
 
 
 @needs_data
@@ -134,8 +148,9 @@ def test_real_traces_and_cosco_filter() -> None:
     """The shared set: 36 VMs, 32 pass COSCO's BWGD2 filter (its MANIFEST says so)."""
     traces = read_vm_traces(bitbrains_dir())
     manifest = (bitbrains_dir() / "MANIFEST.tsv").read_text().splitlines()[1:]
-    expected = {line.split("\t")[0].split(".")[0]: line.split("\t")[-1] == "yes"
-                for line in manifest}
+    expected = {
+        line.split("\t")[0].split(".")[0]: line.split("\t")[-1] == "yes" for line in manifest
+    }
     assert len(traces) == len(expected) == 36
     for trace in traces:
         assert cosco_eligible(trace) == expected[trace.name], trace.name
@@ -198,6 +213,7 @@ def test_cli_style_error_is_a_schedlab_error(tmp_path: Path) -> None:
 
 
 # --- host sleep/wake, forecast-driven actions, COSCO's optimisers --------------------------
+
 
 def _one_task_cluster(hosts: int = 3):
     from schedlab.carss.simulator import Cluster

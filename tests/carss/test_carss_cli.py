@@ -24,9 +24,23 @@ def test_forecast_from_a_trace_writes_a_plot(tmp_path: Path) -> None:
     times = [60.0 * i for i in range(3000)] + [180_000 + 10.0 * i for i in range(3000)]
     trace.write_text("timestamp\n" + "\n".join(str(t) for t in times) + "\n")
     plot = tmp_path / "fc.png"
-    result = runner.invoke(app, ["forecast", "--trace", str(trace), "--interval",
-                                 "3600", "--forecaster", "ets", "--horizon", "3", "--plot",
-                                 str(plot), "--json"])
+    result = runner.invoke(
+        app,
+        [
+            "forecast",
+            "--trace",
+            str(trace),
+            "--interval",
+            "3600",
+            "--forecaster",
+            "ets",
+            "--horizon",
+            "3",
+            "--plot",
+            str(plot),
+            "--json",
+        ],
+    )
     assert result.exit_code == 0, result.output
     doc = json.loads(result.stdout)
     assert len(doc["mean"]) == 3 and plot.stat().st_size > 1000
@@ -35,9 +49,25 @@ def test_forecast_from_a_trace_writes_a_plot(tmp_path: Path) -> None:
 
 def test_simulate_compares_schedulers(tmp_path: Path) -> None:
     out = tmp_path / "intervals.csv"
-    result = runner.invoke(app, ["simulate", "-s", "least-loaded", "-s", "best-fit",
-                                 "--hosts", "4", "--intervals", "6", "--train", "32",
-                                 "--out", str(out), "--json"])
+    result = runner.invoke(
+        app,
+        [
+            "simulate",
+            "-s",
+            "least-loaded",
+            "-s",
+            "best-fit",
+            "--hosts",
+            "4",
+            "--intervals",
+            "6",
+            "--train",
+            "32",
+            "--out",
+            str(out),
+            "--json",
+        ],
+    )
     assert result.exit_code == 0, result.output
     rows = json.loads(result.stdout)
     assert [r["scheduler"] for r in rows] == ["least-loaded", "best-fit"]
@@ -53,20 +83,49 @@ def test_bad_trace_is_one_clear_line(tmp_path: Path) -> None:
 
 
 def test_unknown_scheduler_lists_valid_names() -> None:
-    result = runner.invoke(app, ["simulate", "-s", "magic", "--intervals", "2",
-                                 "--train", "32"])
+    result = runner.invoke(app, ["simulate", "-s", "magic", "--intervals", "2", "--train", "32"])
     assert result.exit_code == 2 and "carss" in result.output
 
 
 def test_an_overloaded_run_warns_and_a_light_one_does_not() -> None:
     """Issue 32 item 5: unfinished tasks / SLA violation above 50 % print one warning line."""
-    heavy = runner.invoke(app, ["simulate", "-s", "least-loaded", "--hosts", "1", "--load",
-                                "40", "--intervals", "4", "--train", "32", "--json"])
+    heavy = runner.invoke(
+        app,
+        [
+            "simulate",
+            "-s",
+            "least-loaded",
+            "--hosts",
+            "1",
+            "--load",
+            "40",
+            "--intervals",
+            "4",
+            "--train",
+            "32",
+            "--json",
+        ],
+    )
     assert heavy.exit_code == 0, heavy.output
     assert json.loads(heavy.stdout)[0]["unfinished"] > 0
     assert "warning: least-loaded: the cluster is overloaded" in heavy.stderr
-    light = runner.invoke(app, ["simulate", "-s", "least-loaded", "--hosts", "8", "--load",
-                                "0.5", "--intervals", "4", "--train", "32", "--json"])
+    light = runner.invoke(
+        app,
+        [
+            "simulate",
+            "-s",
+            "least-loaded",
+            "--hosts",
+            "8",
+            "--load",
+            "0.5",
+            "--intervals",
+            "4",
+            "--train",
+            "32",
+            "--json",
+        ],
+    )
     assert light.exit_code == 0, light.output
     assert "overloaded" not in light.stderr
 
@@ -76,8 +135,10 @@ def test_a_scale_that_leaves_no_task_is_one_clear_error(tmp_path: Path) -> None:
     trace = tmp_path / "arrivals.csv"
     trace.write_text("timestamp\n" + "\n".join(str(30.0 * i) for i in range(20_000)) + "\n")
     for command in (["simulate", "-s", "least-loaded"], ["cosim-error"]):
-        result = runner.invoke(app, [*command, "--trace", str(trace), "--scale", "0",
-                                     "--train", "32", "--intervals", "8"])
+        result = runner.invoke(
+            app,
+            [*command, "--trace", str(trace), "--scale", "0", "--train", "32", "--intervals", "8"],
+        )
         assert result.exit_code == 2, result.output
         assert "no arrivals at --scale 0" in result.output
 
@@ -97,9 +158,30 @@ def test_simulate_on_bitbrains_with_cosco_fleet(tmp_path: Path) -> None:
     traces.mkdir()
     for name in ("9.csv.gz", "21.csv.gz"):
         shutil.copy(source / name, traces / name)
-    args = ["simulate", "-s", "least-loaded", "-s", "pack-sleep", "-s", "lr-mmt", "--hosts",
-            "4", "--intervals", "6", "--train", "40", "--load", "0.3", "--fleet", "cosco",
-            "--bitbrains", str(traces), "--drain", "30", "--json"]
+    args = [
+        "simulate",
+        "-s",
+        "least-loaded",
+        "-s",
+        "pack-sleep",
+        "-s",
+        "lr-mmt",
+        "--hosts",
+        "4",
+        "--intervals",
+        "6",
+        "--train",
+        "40",
+        "--load",
+        "0.3",
+        "--fleet",
+        "cosco",
+        "--bitbrains",
+        str(traces),
+        "--drain",
+        "30",
+        "--json",
+    ]
     result = runner.invoke(app, args)
     assert result.exit_code == 0, result.output
     rows = json.loads(result.stdout)

@@ -26,9 +26,16 @@ def _one_thread():
 
 
 def _scheduler(name: str, seed: int = 0):
-    policy = make_scheduler(name, seed=seed, season=12, horizon=3, samples=2, candidates=1,
-                            forecaster_kwargs=FAST_NEURAL if name != "cosim-static" else None,
-                            offline=20)
+    policy = make_scheduler(
+        name,
+        seed=seed,
+        season=12,
+        horizon=3,
+        samples=2,
+        candidates=1,
+        forecaster_kwargs=FAST_NEURAL if name != "cosim-static" else None,
+        offline=20,
+    )
     for attribute, small in (("steps", 20), ("epochs", 30), ("generations", 8)):
         if hasattr(policy, attribute) and name != "gobi-lite":
             setattr(policy, attribute, small)  # the same code paths, a fraction of the work

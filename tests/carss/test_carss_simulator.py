@@ -71,13 +71,14 @@ def test_task_alone_finishes_at_work_over_rate() -> None:
 def test_migration_costs_downtime_and_is_counted() -> None:
     cluster = _cluster(2, 1)
     cluster.tasks.work[:] = 1e12  # never finishes
-    cluster.tasks.amp[:] = 0.0    # constant demand
+    cluster.tasks.amp[:] = 0.0  # constant demand
     cluster.apply(np.array([0]))
     cluster.step()
     done_before = float(cluster.tasks.done[0])
     moved, _ = cluster.apply(np.array([1]))
-    downtime = float((cluster.tasks.ram[0] + cluster.tasks.disk[0]) * 8
-                     / cluster.hosts.net[:2].min())
+    downtime = float(
+        (cluster.tasks.ram[0] + cluster.tasks.disk[0]) * 8 / cluster.hosts.net[:2].min()
+    )
     assert moved == 1 and cluster.tasks.mig_s[0] == pytest.approx(downtime)
     stats = cluster.step(moved)
     assert stats.migrations == 1

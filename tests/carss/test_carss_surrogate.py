@@ -35,7 +35,7 @@ class _SquaredLoad(nn.Module):
         self.n = n
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
-        return (x[:, :self.n] ** 2).sum(1, keepdim=True)
+        return (x[:, : self.n] ** 2).sum(1, keepdim=True)
 
 
 def test_gobi_gradient_step_improves_its_surrogate() -> None:

@@ -40,8 +40,9 @@ def _write(tmp_path: Path, body: str) -> Path:
 def test_reader_bins_numeric_and_datetime_timestamps(tmp_path: Path) -> None:
     numeric = _write(tmp_path, "ts,x\n0,a\n10,b\n3599,c\n3600,d\n7300,e\n")
     assert read_arrivals(numeric, "ts", 3600).counts.tolist() == [3, 1, 1]
-    dates = _write(tmp_path, "when\n2024-11-15 16:00:00\n2024-11-15 16:30:00\n"
-                             "2024-11-15 18:10:00\n")
+    dates = _write(
+        tmp_path, "when\n2024-11-15 16:00:00\n2024-11-15 16:30:00\n2024-11-15 18:10:00\n"
+    )
     assert read_arrivals(dates, "when", 3600).counts.tolist() == [2, 0, 1]
 
 
@@ -51,8 +52,15 @@ def test_reader_takes_parquet_datetimes(tmp_path: Path) -> None:
     import polars as pl
 
     path = tmp_path / "t.parquet"
-    pl.DataFrame({"t": [dt.datetime(2024, 1, 1, 0, 0), dt.datetime(2024, 1, 1, 0, 30),
-                        dt.datetime(2024, 1, 1, 2, 0)]}).write_parquet(path)
+    pl.DataFrame(
+        {
+            "t": [
+                dt.datetime(2024, 1, 1, 0, 0),
+                dt.datetime(2024, 1, 1, 0, 30),
+                dt.datetime(2024, 1, 1, 2, 0),
+            ]
+        }
+    ).write_parquet(path)
     assert read_arrivals(path, "t", 3600).counts.tolist() == [2, 0, 1]
 
 
@@ -86,9 +94,17 @@ def test_missing_column_and_file(tmp_path: Path) -> None:
         read_arrivals(tmp_path / "absent.csv", "ts")
 
 
-@given(st.lists(st.one_of(st.integers(-5, 10**6).map(str), st.text(max_size=8),
-                          st.sampled_from(["", "nan", "2024-13-45", "1e3", "  7 "])),
-                min_size=1, max_size=20))
+@given(
+    st.lists(
+        st.one_of(
+            st.integers(-5, 10**6).map(str),
+            st.text(max_size=8),
+            st.sampled_from(["", "nan", "2024-13-45", "1e3", "  7 "]),
+        ),
+        min_size=1,
+        max_size=20,
+    )
+)
 def test_reader_fuzz_never_leaks_raw_errors(values: list[str]) -> None:
     """Any column content: either counts or a BadInputError naming the file."""
     import tempfile
@@ -119,8 +135,9 @@ def test_reader_fuzz_binary_garbage(blob: bytes) -> None:
 
 
 def test_real_genai_trace(shared_data: Path) -> None:
-    trace = read_arrivals(shared_data / "alibaba" / "genai_lora_request_trace.csv",
-                          "gmt_create", 3600)
+    trace = read_arrivals(
+        shared_data / "alibaba" / "genai_lora_request_trace.csv", "gmt_create", 3600
+    )
     assert trace.counts.sum() == 26_823 and trace.counts.size > 500
 
 

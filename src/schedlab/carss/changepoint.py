@@ -34,9 +34,18 @@ class BOCPD:
 
     name = "bocpd"
 
-    def __init__(self, hazard: float = 1 / 60, max_run: int = 300, mu0: float = 0.0,
-                 kappa0: float = 0.1, alpha0: float = 2.0, beta0: float = 0.1,
-                 min_gap: int = 8, drop: int = 8, threshold: float = 0.8) -> None:
+    def __init__(
+        self,
+        hazard: float = 1 / 60,
+        max_run: int = 300,
+        mu0: float = 0.0,
+        kappa0: float = 0.1,
+        alpha0: float = 2.0,
+        beta0: float = 0.1,
+        min_gap: int = 8,
+        drop: int = 8,
+        threshold: float = 0.8,
+    ) -> None:
         if not 0 < hazard < 1:
             raise BadInputError("must be in (0, 1)", field="hazard")
         self.hazard, self.max_run, self.min_gap, self.drop = hazard, max_run, min_gap, drop
@@ -50,15 +59,22 @@ class BOCPD:
         mu0, kappa0, alpha0, beta0 = self.prior
         self.log_r = np.array([0.0])
         self.mu = np.array([mu0 if first is None else first])
-        self.kappa, self.alpha, self.beta = (np.array([kappa0]), np.array([alpha0]),
-                                             np.array([beta0]))
+        self.kappa, self.alpha, self.beta = (
+            np.array([kappa0]),
+            np.array([alpha0]),
+            np.array([beta0]),
+        )
 
     def _log_pred(self, x: float) -> np.ndarray:
         scale2 = self.beta * (self.kappa + 1) / (self.alpha * self.kappa)
         nu = 2 * self.alpha
         z = (x - self.mu) ** 2 / (nu * scale2)
-        return (gammaln((nu + 1) / 2) - gammaln(nu / 2) - 0.5 * np.log(np.pi * nu * scale2)
-                - (nu + 1) / 2 * np.log1p(z))
+        return (
+            gammaln((nu + 1) / 2)
+            - gammaln(nu / 2)
+            - 0.5 * np.log(np.pi * nu * scale2)
+            - (nu + 1) / 2 * np.log1p(z)
+        )
 
     def update(self, value: float) -> int | None:
         """Absorb one observation; return the index where a new regime began, if detected."""
@@ -90,7 +106,7 @@ class BOCPD:
     def _decide(self) -> int | None:
         """Fire once the posterior puts most of its mass on a run that began within the last
         ``drop`` intervals; the change point is where the most likely such run began."""
-        recent = self.log_r[:self.drop + 1]
+        recent = self.log_r[: self.drop + 1]
         if np.exp(np.logaddexp.reduce(recent)) <= self.threshold or self.t <= self.drop:
             return None
         cp = self.t - int(np.argmax(recent))
@@ -135,8 +151,9 @@ def make_detector(name: str, **kwargs: float) -> Detector:
     return lookup(DETECTORS, "change-point detector", name)(**kwargs)
 
 
-def offline_changepoints(series: np.ndarray, penalty: float | None = None,
-                         min_size: int = 5) -> list[int]:
+def offline_changepoints(
+    series: np.ndarray, penalty: float | None = None, min_size: int = 5
+) -> list[int]:
     """PELT segmentation (ruptures, L2 cost) of log arrivals; returns change indices."""
     import ruptures as rpt
 
@@ -159,14 +176,18 @@ def locate_change(window: np.ndarray) -> int:
     return int(rpt.Binseg(model="l2", min_size=3, jump=1).fit(x).predict(n_bkps=1)[0])
 
 
-def detection_scores(found: list[int], truth: list[int] | tuple[int, ...],
-                     tolerance: int = 6) -> dict[str, float]:
+def detection_scores(
+    found: list[int], truth: list[int] | tuple[int, ...], tolerance: int = 6
+) -> dict[str, float]:
     """Precision, recall, F1 and mean location error; a detection matches the nearest unmatched
     true change within ``tolerance`` intervals."""
     truth, used, delays = list(truth), set(), []
     for cp in sorted(found):
-        match = sorted((abs(cp - c), i) for i, c in enumerate(truth)
-                       if i not in used and abs(cp - c) <= tolerance)
+        match = sorted(
+            (abs(cp - c), i)
+            for i, c in enumerate(truth)
+            if i not in used and abs(cp - c) <= tolerance
+        )
         if match:
             used.add(match[0][1])
             delays.append(match[0][0])
@@ -174,5 +195,9 @@ def detection_scores(found: list[int], truth: list[int] | tuple[int, ...],
     precision = tp / len(found) if found else (1.0 if not truth else 0.0)
     recall = tp / len(truth) if truth else 1.0
     f1 = 2 * precision * recall / (precision + recall) if precision + recall else 0.0
-    return dict(precision=precision, recall=recall, f1=f1,
-                error=float(np.mean(delays)) if delays else float("nan"))
+    return dict(
+        precision=precision,
+        recall=recall,
+        f1=f1,
+        error=float(np.mean(delays)) if delays else float("nan"),
+    )

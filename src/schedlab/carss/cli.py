@@ -13,14 +13,23 @@ import typer
 from schedlab.core.clitools import emit_json, err_console, handle_errors, out_console
 from schedlab.core.errors import ConfigError
 
-app = typer.Typer(help="CARSS: co-simulated adaptive scheduling with online arrival forecasting.",
-                  no_args_is_help=True, add_completion=False)
+app = typer.Typer(
+    help="CARSS: co-simulated adaptive scheduling with online arrival forecasting.",
+    no_args_is_help=True,
+    add_completion=False,
+)
 
 JSON = typer.Option(False, "--json", help="Print one JSON document on stdout.")
 
 
-def _series(trace: Path | None, column: str, interval_s: float, seed: int | None,
-            intervals: int, base: float) -> tuple:
+def _series(
+    trace: Path | None,
+    column: str,
+    interval_s: float,
+    seed: int | None,
+    intervals: int,
+    base: float,
+) -> tuple:
     """(counts, true change points or None, label) from a trace or a seeded generator."""
     from schedlab.carss.workloads import arrival_series, read_arrivals
 
@@ -58,19 +67,27 @@ def forecast(
     torch.set_num_threads(1)
     counts, truth, label = _series(trace, column, interval_s, seed, intervals, 30.0)
     if counts.size < 40:
-        raise ConfigError(f"only {counts.size} intervals; use a shorter --interval",
-                          field="interval")
+        raise ConfigError(
+            f"only {counts.size} intervals; use a shorter --interval", field="interval"
+        )
     model = make_forecaster(forecaster, season=season, seed=0)
     train = max(32, counts.size // 3)
     model.fit(counts[:train])
     for value in counts[train:]:
         model.update(float(value))
     fc = model.predict(horizon)
-    doc = dict(source=label, intervals=int(counts.size), forecaster=forecaster,
-               mean=fc.point().tolist(), p10=fc.quantile(0.1).tolist(),
-               p90=fc.quantile(0.9).tolist(),
-               online_changes=list(getattr(model, "changes", [])),
-               offline_changes=offline_changepoints(counts), true_changes=truth, plot=str(plot))
+    doc = dict(
+        source=label,
+        intervals=int(counts.size),
+        forecaster=forecaster,
+        mean=fc.point().tolist(),
+        p10=fc.quantile(0.1).tolist(),
+        p90=fc.quantile(0.9).tolist(),
+        online_changes=list(getattr(model, "changes", [])),
+        offline_changes=offline_changepoints(counts),
+        true_changes=truth,
+        plot=str(plot),
+    )
     forecast_figure(counts, fc, doc["online_changes"], doc["offline_changes"], plot)
     if json_out:
         emit_json(doc)
@@ -91,11 +108,17 @@ def compare_forecasters(
     interval_s: float = typer.Option(3600.0, "--interval", help="Seconds per interval."),
     seed: int = typer.Option(None, "--seed", help="Use seeded arrivals instead of a trace."),
     intervals: int = typer.Option(300, "--intervals", min=40, help="Seeded series length."),
-    forecaster: list[str] = typer.Option(None, "--forecaster", "-f",
-                                         help="Forecasters to compare (default: all)."),
+    forecaster: list[str] = typer.Option(
+        None, "--forecaster", "-f", help="Forecasters to compare (default: all)."
+    ),
     horizon: int = typer.Option(6, "--horizon", min=1, max=8),
-    train: float = typer.Option(0.35, "--train", min=0.05, max=0.9,
-                                help="Share of the series used to fit before walking forward."),
+    train: float = typer.Option(
+        0.35,
+        "--train",
+        min=0.05,
+        max=0.9,
+        help="Share of the series used to fit before walking forward.",
+    ),
     season: int = typer.Option(24, "--season", min=2, help="Intervals per day/season."),
     json_out: bool = JSON,
 ) -> None:
@@ -148,16 +171,25 @@ def cosim_error(
     if trace is not None:
         counts = read_arrivals(trace, column, 300.0).counts[start:]
         if counts.size < train + intervals:
-            raise ConfigError(f"trace has {counts.size} intervals after --start; need "
-                              f"--train + --intervals", field="intervals")
-        counts = scale_counts(counts[:train + intervals], scale)
+            raise ConfigError(
+                f"trace has {counts.size} intervals after --start; need --train + --intervals",
+                field="intervals",
+            )
+        counts = scale_counts(counts[: train + intervals], scale)
         _need_arrivals(counts[train:], scale)
     else:
-        counts = arrival_series("mixed", train + intervals, 3.2 * hosts, seed,
-                                season=season).counts
-    workload = make_workload(counts[train:train + intervals], 300.0, seed + 1)
-    points = cosim_errors(workload, make_hosts(hosts), counts[:train], ["static", "adaptive"],
-                          horizon, samples, season, seed)
+        counts = arrival_series("mixed", train + intervals, 3.2 * hosts, seed, season=season).counts
+    workload = make_workload(counts[train : train + intervals], 300.0, seed + 1)
+    points = cosim_errors(
+        workload,
+        make_hosts(hosts),
+        counts[:train],
+        ["static", "adaptive"],
+        horizon,
+        samples,
+        season,
+        seed,
+    )
     frame = summarise_cosim(points)
     if json_out:
         emit_json(frame.to_dicts())
@@ -168,8 +200,9 @@ def cosim_error(
 @app.command()
 @handle_errors
 def simulate(
-    scheduler: list[str] = typer.Option(["carss"], "--scheduler", "-s",
-                                        help="Scheduler name (repeat to compare)."),
+    scheduler: list[str] = typer.Option(
+        ["carss"], "--scheduler", "-s", help="Scheduler name (repeat to compare)."
+    ),
     hosts: int = typer.Option(20, "--hosts", min=1),
     intervals: int = typer.Option(60, "--intervals", min=1),
     train: int = typer.Option(100, "--train", min=32, help="History intervals for forecasters."),
@@ -180,12 +213,21 @@ def simulate(
     start: int = typer.Option(0, "--start", min=0, help="First trace interval to use."),
     season: int = typer.Option(48, "--season", min=2, help="Intervals per day (288 = 5-min)."),
     seed: int = typer.Option(0, "--seed"),
-    bitbrains: Path = typer.Option(None, "--bitbrains", help="Directory of Bitbrains VM "
-                                   "traces (*.csv[.gz]): task demand as in COSCO's BWGD2."),
-    fleet_name: str = typer.Option("cloudsim", "--fleet", help="cloudsim or cosco (COSCO's "
-                                   "Azure B2s/B4ms/B8ms fleet and power tables)."),
-    actions: bool = typer.Option(False, "--actions", help="Co-simulating schedulers may also "
-                                 "sleep/wake hosts, defer and migrate pre-emptively."),
+    bitbrains: Path = typer.Option(
+        None,
+        "--bitbrains",
+        help="Directory of Bitbrains VM traces (*.csv[.gz]): task demand as in COSCO's BWGD2.",
+    ),
+    fleet_name: str = typer.Option(
+        "cloudsim",
+        "--fleet",
+        help="cloudsim or cosco (COSCO's Azure B2s/B4ms/B8ms fleet and power tables).",
+    ),
+    actions: bool = typer.Option(
+        False,
+        "--actions",
+        help="Co-simulating schedulers may also sleep/wake hosts, defer and migrate pre-emptively.",
+    ),
     drain: int = typer.Option(12, "--drain", min=0, help="Intervals without arrivals at the end."),
     out: Path = typer.Option(None, "--out", help="Per-interval results (.parquet/.csv)."),
     json_out: bool = JSON,
@@ -210,11 +252,12 @@ def simulate(
         counts = read_arrivals(trace, column, 300.0).counts[start:]
         if counts.size < train + 1:
             raise ConfigError(f"trace has {counts.size} intervals; need > --train", field="train")
-        counts = scale_counts(counts[:train + intervals], scale)
+        counts = scale_counts(counts[: train + intervals], scale)
         _need_arrivals(counts[train:], scale)
     else:
-        counts = arrival_series("mixed", train + intervals, load * hosts, seed,
-                                season=season).counts
+        counts = arrival_series(
+            "mixed", train + intervals, load * hosts, seed, season=season
+        ).counts
     from schedlab.carss.hosts import CLOUDSIM_FLEET, COSCO_FLEET
 
     fleets = {"cloudsim": CLOUDSIM_FLEET, "cosco": COSCO_FLEET}
@@ -232,8 +275,9 @@ def simulate(
         workload = make_workload(counts[train:], 300.0, seed + 1)
     rows, frames = [], []
     for name in scheduler:
-        policy = make_scheduler(name, seed=seed, season=season, actions=actions,
-                                task_source=sampler)
+        policy = make_scheduler(
+            name, seed=seed, season=season, actions=actions, task_source=sampler
+        )
         err_console.print(f"simulating {name} on {hosts} hosts, {len(workload.batches)} intervals")
         report = run(policy, workload, fleet, counts[:train], seed=seed, drain=drain)
         rows.append(report.summary)
@@ -246,21 +290,30 @@ def simulate(
         return
     from rich.table import Table
 
-    keys = ["scheduler", "energy_kwh", "avg_response_s", "sla_violation_rate", "migrations",
-            "avg_scheduling_s"]
+    keys = [
+        "scheduler",
+        "energy_kwh",
+        "avg_response_s",
+        "sla_violation_rate",
+        "migrations",
+        "avg_scheduling_s",
+    ]
     table = Table(*keys)
     for row in rows:
-        table.add_row(*[f"{row[k]:.4g}" if isinstance(row[k], float) else str(row[k])
-                        for k in keys])
+        table.add_row(
+            *[f"{row[k]:.4g}" if isinstance(row[k], float) else str(row[k]) for k in keys]
+        )
     out_console.print(table)
 
 
 def _need_arrivals(window, scale: float) -> None:
     """A simulated window without a single task has no response time to report."""
     if int(window.sum()) == 0:
-        raise ConfigError(f"the trace window after --train has no arrivals at --scale {scale:g};"
-                          " nothing to schedule (use a larger --scale or another --start)",
-                          field="scale")
+        raise ConfigError(
+            f"the trace window after --train has no arrivals at --scale {scale:g};"
+            " nothing to schedule (use a larger --scale or another --start)",
+            field="scale",
+        )
 
 
 #: above this share of SLA-violating tasks a run is reported as overloaded
@@ -275,7 +328,8 @@ def _warn_overload(name: str, summary: dict) -> None:
         err_console.print(
             f"warning: {name}: the cluster is overloaded ({unfinished:,} of "
             f"{unfinished + completed:,} tasks unfinished, SLA violation {sla:.0%}); lower "
-            "--scale/--load or add --hosts")
+            "--scale/--load or add --hosts"
+        )
 
 
 @app.command("list")
@@ -287,8 +341,12 @@ def list_names(json_out: bool = JSON) -> None:
     from schedlab.carss.hosts import HOST_MODELS
     from schedlab.carss.policies import ABLATIONS, SCHEDULERS
 
-    doc = dict(schedulers=[*SCHEDULERS, *ABLATIONS], forecasters=list(FORECASTERS),
-               detectors=list(DETECTORS), host_models=list(HOST_MODELS))
+    doc = dict(
+        schedulers=[*SCHEDULERS, *ABLATIONS],
+        forecasters=list(FORECASTERS),
+        detectors=list(DETECTORS),
+        host_models=list(HOST_MODELS),
+    )
     if json_out:
         emit_json(doc)
         return

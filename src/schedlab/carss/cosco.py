@@ -62,8 +62,9 @@ def _targets(stats: IntervalStats, cluster: Cluster) -> np.ndarray:
     """The three normalised parts of the shared objective (energy, response, SLA)."""
     hosts, dt = cluster.hosts, cluster.interval_s
     peak = float(hosts.power_table[:, -1].sum()) * dt
-    return np.array([stats.energy_j / peak, stats.tis_s / (dt * hosts.n),
-                     stats.newly_late / hosts.n])
+    return np.array(
+        [stats.energy_j / peak, stats.tis_s / (dt * hosts.n), stats.newly_late / hosts.n]
+    )
 
 
 class _Encoded(_Passive):
@@ -71,8 +72,14 @@ class _Encoded(_Passive):
 
     name = "cosco"
 
-    def __init__(self, seed: int = 0, slots: int | None = None, offline: int = 200,
-                 task_source: TaskSource | None = None, weights: Weights = Weights()) -> None:
+    def __init__(
+        self,
+        seed: int = 0,
+        slots: int | None = None,
+        offline: int = 200,
+        task_source: TaskSource | None = None,
+        weights: Weights = Weights(),
+    ) -> None:
         self.seed, self.slots_arg, self.offline = seed, slots, offline
         self.task_source = task_source
         self.weights = np.array([weights.energy, weights.response, weights.sla])
@@ -101,8 +108,7 @@ class _Encoded(_Passive):
         block[np.flatnonzero(ok), 1 + alloc[ok]] = 1.0
         return np.concatenate([util, block.ravel()]).astype(np.float32)
 
-    def _current(self, cluster: Cluster, idx: np.ndarray, rng: np.random.Generator
-                 ) -> np.ndarray:
+    def _current(self, cluster: Cluster, idx: np.ndarray, rng: np.random.Generator) -> np.ndarray:
         """Current host of every slot task; waiting ones start on a random host (as COSCO)."""
         alloc = cluster.tasks.host[idx].copy()
         waiting = alloc < 0
@@ -137,16 +143,16 @@ class _Encoded(_Passive):
             return self.task_source
         return lambda count, arrival, tid, rng: make_tasks(count, arrival, tid, rng)
 
-    def _offline_run(self, cluster: Cluster, decide: Callable | None = None,
-                     extra: Callable | None = None) -> tuple[np.ndarray, np.ndarray]:
+    def _offline_run(
+        self, cluster: Cluster, decide: Callable | None = None, extra: Callable | None = None
+    ) -> tuple[np.ndarray, np.ndarray]:
         """``offline`` intervals of a private simulator: random placements and migrations
         (or ``decide``), recording (encoded decision, normalised outcome)."""
         rng = np.random.default_rng(self.seed + 7919)
         source = self._source()
 
         def fresh() -> Cluster:
-            return Cluster(cluster.hosts, cluster.interval_s, record=False,
-                           traces=cluster.traces)
+            return Cluster(cluster.hosts, cluster.interval_s, record=False, traces=cluster.traces)
 
         twin, tid, xs, ys = fresh(), 0, [], []
         for _ in range(self.offline):
@@ -181,9 +187,16 @@ class _FCN(nn.Module):
 
     def __init__(self, dim: int, out: int = 3) -> None:
         super().__init__()
-        self.find = nn.Sequential(nn.Linear(dim, 128), nn.Softplus(), nn.Linear(128, 128),
-                                  nn.Softplus(), nn.Linear(128, 64), nn.Tanhshrink(),
-                                  nn.Linear(64, out), nn.Sigmoid())
+        self.find = nn.Sequential(
+            nn.Linear(dim, 128),
+            nn.Softplus(),
+            nn.Linear(128, 128),
+            nn.Softplus(),
+            nn.Linear(128, 64),
+            nn.Tanhshrink(),
+            nn.Linear(64, out),
+            nn.Sigmoid(),
+        )
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         return self.find(x)
@@ -194,10 +207,19 @@ class GOBI(_Encoded):
 
     name = "gobi"
 
-    def __init__(self, seed: int = 0, slots: int | None = None, offline: int = 200,
-                 task_source: TaskSource | None = None, steps: int = 200, patience: int = 30,
-                 lr: float = 0.8, online: bool = True, epochs: int = 300,
-                 start: str = "random") -> None:
+    def __init__(
+        self,
+        seed: int = 0,
+        slots: int | None = None,
+        offline: int = 200,
+        task_source: TaskSource | None = None,
+        steps: int = 200,
+        patience: int = 30,
+        lr: float = 0.8,
+        online: bool = True,
+        epochs: int = 300,
+        start: str = "random",
+    ) -> None:
         super().__init__(seed, slots, offline, task_source)
         self.start = start  # where waiting containers start: "random" (COSCO) or least-loaded
         self.steps, self.patience, self.lr, self.online = steps, patience, lr, online
@@ -238,16 +260,17 @@ class GOBI(_Encoded):
         w = torch.tensor(self.weights * self.scale, dtype=torch.float32)
         return (self.net(x) * w).sum(-1)
 
-    def _optimise(self, cluster: Cluster, idx: np.ndarray, alloc: np.ndarray,
-                  extra: np.ndarray | None = None) -> np.ndarray:
+    def _optimise(
+        self, cluster: Cluster, idx: np.ndarray, alloc: np.ndarray, extra: np.ndarray | None = None
+    ) -> np.ndarray:
         """COSCO's opt(): AdamW on the allocation, one-hot rounding every step."""
         n = cluster.hosts.n
         base = self._encode(cluster, idx, alloc)
         if extra is not None:
             base = np.concatenate([base, extra])
         head = torch.tensor(base[:n])
-        block = torch.tensor(base[n: self.dim].reshape(self.S, 1 + n))
-        tail = torch.tensor(base[self.dim:])
+        block = torch.tensor(base[n : self.dim].reshape(self.S, 1 + n))
+        tail = torch.tensor(base[self.dim :])
         onehot = block[:, 1:].clone().requires_grad_(True)
         live = torch.zeros(self.S, 1)
         live[: idx.size] = 1.0
@@ -293,8 +316,7 @@ class GOBI(_Encoded):
     def feedback(self, cluster: Cluster, stats: IntervalStats) -> None:
         if self._pending is None or not self.online:
             return
-        self.buffer.append((self._pending, np.minimum(_targets(stats, cluster) / self.scale,
-                                                      1.0)))
+        self.buffer.append((self._pending, np.minimum(_targets(stats, cluster) / self.scale, 1.0)))
         self._fit(2, 64)
 
 
@@ -334,8 +356,9 @@ class GA(GOBI):
         super().__init__(**kwargs)  # type: ignore[arg-type]
         self.population, self.generations = population, generations
 
-    def _optimise(self, cluster: Cluster, idx: np.ndarray, alloc: np.ndarray,
-                  extra: np.ndarray | None = None) -> np.ndarray:
+    def _optimise(
+        self, cluster: Cluster, idx: np.ndarray, alloc: np.ndarray, extra: np.ndarray | None = None
+    ) -> np.ndarray:
         n, k, rng = cluster.hosts.n, idx.size, self.rng
         pop = rng.integers(0, n, (self.population, k))
         pop[0] = alloc
@@ -392,7 +415,7 @@ class HGP(GOBI):
         self.xs = x
 
     def _kernel(self, a: torch.Tensor, b: torch.Tensor) -> torch.Tensor:
-        return float(self.yvar) * torch.exp(-0.5 * torch.cdist(a, b) ** 2 / self.ell ** 2)
+        return float(self.yvar) * torch.exp(-0.5 * torch.cdist(a, b) ** 2 / self.ell**2)
 
     @property
     def yvar(self) -> float:
@@ -405,8 +428,9 @@ class HGP(GOBI):
         var = torch.clamp(self.yvar - (k @ v)[0, 0], min=1e-12)
         return mean + self.ucb * torch.sqrt(var)
 
-    def _optimise(self, cluster: Cluster, idx: np.ndarray, alloc: np.ndarray,
-                  extra: np.ndarray | None = None) -> np.ndarray:
+    def _optimise(
+        self, cluster: Cluster, idx: np.ndarray, alloc: np.ndarray, extra: np.ndarray | None = None
+    ) -> np.ndarray:
         from scipy.optimize import minimize
 
         n = cluster.hosts.n
@@ -419,7 +443,7 @@ class HGP(GOBI):
             return float(z.detach()), t.grad.numpy()
 
         res = minimize(f, x0, jac=True, method="BFGS", tol=100, options={"maxiter": 1})
-        block = res.x[n: self.dim].reshape(self.S, 1 + n)[: idx.size, 1:]
+        block = res.x[n : self.dim].reshape(self.S, 1 + n)[: idx.size, 1:]
         self.iterations.append(int(res.nit))
         return block.argmax(1).astype(np.int64)
 
@@ -432,9 +456,15 @@ class A3C(_Encoded):
 
     name = "a3c"
 
-    def __init__(self, seed: int = 0, slots: int | None = None, offline: int = 200,
-                 task_source: TaskSource | None = None, explore: float = 0.3,
-                 gamma: float = 0.9) -> None:
+    def __init__(
+        self,
+        seed: int = 0,
+        slots: int | None = None,
+        offline: int = 200,
+        task_source: TaskSource | None = None,
+        explore: float = 0.3,
+        gamma: float = 0.9,
+    ) -> None:
         super().__init__(seed, slots, offline, task_source)
         self.explore, self.gamma = explore, gamma
         self.buffer: deque[tuple] = deque(maxlen=50)
@@ -446,14 +476,16 @@ class A3C(_Encoded):
         n = cluster.hosts.n
         with torch.random.fork_rng():
             torch.manual_seed(self.seed)
-            self.trunk = nn.Sequential(nn.Linear(self.dim, 128), nn.Softplus(),
-                                       nn.Linear(128, 128), nn.Softplus())
-            self.value = nn.Sequential(nn.Linear(128, 64), nn.Tanhshrink(), nn.Linear(64, 1),
-                                       nn.Sigmoid())
-            self.action = nn.Sequential(nn.Linear(128, 256), nn.Softplus(),
-                                        nn.Linear(256, self.S * n))
-        params = [*self.trunk.parameters(), *self.value.parameters(),
-                  *self.action.parameters()]
+            self.trunk = nn.Sequential(
+                nn.Linear(self.dim, 128), nn.Softplus(), nn.Linear(128, 128), nn.Softplus()
+            )
+            self.value = nn.Sequential(
+                nn.Linear(128, 64), nn.Tanhshrink(), nn.Linear(64, 1), nn.Sigmoid()
+            )
+            self.action = nn.Sequential(
+                nn.Linear(128, 256), nn.Softplus(), nn.Linear(256, self.S * n)
+            )
+        params = [*self.trunk.parameters(), *self.value.parameters(), *self.action.parameters()]
         self.optimiser = torch.optim.AdamW(params, lr=1e-3, weight_decay=1e-5)
         # a private training episode on the same workload generator (COSCO's training mode)
         _, ys = self._offline_run(cluster)
@@ -466,8 +498,9 @@ class A3C(_Encoded):
         logits = self.action(h).reshape(self.S, -1)
         return self.value(h)[0], torch.log_softmax(logits, dim=1)
 
-    def _act_and_learn(self, cluster: Cluster, idx: np.ndarray, rng: np.random.Generator
-                       ) -> np.ndarray:
+    def _act_and_learn(
+        self, cluster: Cluster, idx: np.ndarray, rng: np.random.Generator
+    ) -> np.ndarray:
         """Choose an allocation for ``cluster``; learn from the previous transition."""
         state = self._encode(cluster, idx, self._current(cluster, idx, rng))
         if self.prev is not None and getattr(self, "_last_cost", None) is not None:
@@ -500,14 +533,18 @@ class A3C(_Encoded):
         loss.backward()
         self.optimiser.step()
 
-    def _offline_run(self, cluster: Cluster, decide: Callable | None = None,
-                     extra: Callable | None = None) -> tuple[np.ndarray, np.ndarray]:
+    def _offline_run(
+        self, cluster: Cluster, decide: Callable | None = None, extra: Callable | None = None
+    ) -> tuple[np.ndarray, np.ndarray]:
         if decide is None:
             return super()._offline_run(cluster)
         # learning episode: the cost of each interval is fed back before the next decision
         rng = np.random.default_rng(self.seed + 104729)
-        source, twin, tid = self._source(), Cluster(cluster.hosts, cluster.interval_s,
-                                                    record=False, traces=cluster.traces), 0
+        source, twin, tid = (
+            self._source(),
+            Cluster(cluster.hosts, cluster.interval_s, record=False, traces=cluster.traces),
+            0,
+        )
         for _ in range(self.offline):
             count = int(rng.poisson(self.rate * rng.uniform(0.5, 1.5)))
             twin.admit(source(count, twin.now, tid, rng))
@@ -517,8 +554,9 @@ class A3C(_Encoded):
             stats = twin.step(*twin.apply(self._placement(twin, idx, alloc)))
             self._last_cost = float((_targets(stats, twin) * self.weights).sum())
             if stats.waiting > 3 * twin.hosts.n:
-                twin = Cluster(cluster.hosts, cluster.interval_s, record=False,
-                               traces=cluster.traces)
+                twin = Cluster(
+                    cluster.hosts, cluster.interval_s, record=False, traces=cluster.traces
+                )
                 self.prev = None
         return np.zeros((0, self.dim)), np.zeros((0, 3))
 
@@ -536,7 +574,7 @@ class A3C(_Encoded):
 
 # --- COSCO's heuristic baselines -------------------------------------------------------------
 
-REGRESSION_BANDWIDTH = 10   # COSCO utils/MathConstants.py
+REGRESSION_BANDWIDTH = 10  # COSCO utils/MathConstants.py
 CPU_MULTIPLIER = 1.2
 
 
@@ -645,8 +683,9 @@ class POND(_Passive):
     def decide(self, cluster: Cluster, rng: np.random.Generator) -> np.ndarray:
         tk, hosts = cluster.tasks, cluster.hosts
         apps = self._app(cluster)
-        rows = max(int(apps.max()) + 1 if apps.size else 1,
-                   0 if self.r is None else self.r.shape[0])
+        rows = max(
+            int(apps.max()) + 1 if apps.size else 1, 0 if self.r is None else self.r.shape[0]
+        )
         if self.r is None or self.r.shape[0] < rows:
             r, n = np.zeros((rows, hosts.n)), np.full((rows, hosts.n), 0.001)
             if self.r is not None:

@@ -80,15 +80,25 @@ def horizon_metrics(stats: list[IntervalStats]) -> tuple[float, float, float]:
     energy = sum(s.energy_j for s in stats)
     if completed == 0:
         return energy, 0.0, 0.0
-    return (energy, sum(s.response_sum_s for s in stats) / completed,
-            sum(s.violations for s in stats) / completed)
+    return (
+        energy,
+        sum(s.response_sum_s for s in stats) / completed,
+        sum(s.violations for s in stats) / completed,
+    )
 
 
 class CoSimulator:
     """Runs the cluster forward under a forecaster's sampled arrivals to score decisions."""
 
-    def __init__(self, forecaster: Forecaster, pool: TaskPool, horizon: int = 4,
-                 samples: int = 3, weights: Weights = Weights(), terminal: bool = False) -> None:
+    def __init__(
+        self,
+        forecaster: Forecaster,
+        pool: TaskPool,
+        horizon: int = 4,
+        samples: int = 3,
+        weights: Weights = Weights(),
+        terminal: bool = False,
+    ) -> None:
         self.terminal = terminal  # add the tasks projected to miss their SLA at horizon end
         if horizon < 1 or samples < 1:
             raise BadInputError("horizon and samples must be >= 1", field="cosim")
@@ -104,11 +114,17 @@ class CoSimulator:
         # batch seen, which keeps one decision's cost bounded
         cap = 4 * max(self.pool.largest, 1)
         paths = np.minimum(self.forecaster.predict(ahead).sample(self.samples, rng), cap)
-        return [[self.pool.sample(int(paths[k, h]), cluster.now + (h + 1) * cluster.interval_s,
-                                  rng) for h in range(ahead)] for k in range(self.samples)]
+        return [
+            [
+                self.pool.sample(int(paths[k, h]), cluster.now + (h + 1) * cluster.interval_s, rng)
+                for h in range(ahead)
+            ]
+            for k in range(self.samples)
+        ]
 
-    def rollout(self, cluster: Cluster, placement: np.ndarray | Decision,
-                future: list[Tasks]) -> list[IntervalStats]:
+    def rollout(
+        self, cluster: Cluster, placement: np.ndarray | Decision, future: list[Tasks]
+    ) -> list[IntervalStats]:
         """One what-if run: apply the decision now, then least-loaded for later arrivals
         (waking sleeping hosts only on demand). Trace demand is held at its current value."""
         twin = cluster.copy(freeze=True)
@@ -123,19 +139,27 @@ class CoSimulator:
             stats[-1] = replace(last, newly_late=last.newly_late + twin.projected_late())
         return stats
 
-    def evaluate(self, cluster: Cluster, candidates: list[np.ndarray],
-                 rng: np.random.Generator) -> list[QoSPrediction]:
+    def evaluate(
+        self, cluster: Cluster, candidates: list[np.ndarray], rng: np.random.Generator
+    ) -> list[QoSPrediction]:
         """Predicted QoS of every candidate under the same sampled scenarios."""
         scenarios = self.scenarios(cluster, rng)
-        return [self._summarise(cluster, [self.rollout(cluster, c, f) for f in scenarios])
-                for c in candidates]
+        return [
+            self._summarise(cluster, [self.rollout(cluster, c, f) for f in scenarios])
+            for c in candidates
+        ]
 
     def _summarise(self, cluster: Cluster, runs: list[list[IntervalStats]]) -> QoSPrediction:
         hosts, dt = cluster.hosts, cluster.interval_s
         objs = np.array([sum(objective(s, hosts, dt, self.weights) for s in run) for run in runs])
         metrics = np.array([horizon_metrics(run) for run in runs])
         return QoSPrediction(
-            objective=float(objs.mean()), objective_std=float(objs.std()),
-            energy_j=float(metrics[:, 0].mean()), avg_response_s=float(metrics[:, 1].mean()),
-            response_std_s=float(metrics[:, 1].std()), sla_rate=float(metrics[:, 2].mean()),
-            sla_std=float(metrics[:, 2].std()), migrations=runs[0][0].migrations)
+            objective=float(objs.mean()),
+            objective_std=float(objs.std()),
+            energy_j=float(metrics[:, 0].mean()),
+            avg_response_s=float(metrics[:, 1].mean()),
+            response_std_s=float(metrics[:, 1].std()),
+            sla_rate=float(metrics[:, 2].mean()),
+            sla_std=float(metrics[:, 2].std()),
+            migrations=runs[0][0].migrations,
+        )

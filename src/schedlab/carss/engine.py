@@ -30,8 +30,14 @@ class RunReport:
     tasks: pl.DataFrame
 
 
-def run(scheduler: Scheduler, workload: Workload, hosts: Hosts, history: np.ndarray,
-        seed: int = 0, drain: int = 12) -> RunReport:
+def run(
+    scheduler: Scheduler,
+    workload: Workload,
+    hosts: Hosts,
+    history: np.ndarray,
+    seed: int = 0,
+    drain: int = 12,
+) -> RunReport:
     """Replay ``workload`` under ``scheduler``; ``history`` are the arrivals before it (the
     forecasters' training window); ``drain`` extra intervals without arrivals let tasks finish."""
     if len(workload.batches) == 0:
@@ -57,14 +63,19 @@ def run(scheduler: Scheduler, workload: Workload, hosts: Hosts, history: np.ndar
     return _report(scheduler.name, cluster, rows, decide_s, arrived)
 
 
-def _report(name: str, cluster: Cluster, rows: list[IntervalStats], decide_s: list[float],
-            arrived: int) -> RunReport:
+def _report(
+    name: str, cluster: Cluster, rows: list[IntervalStats], decide_s: list[float], arrived: int
+) -> RunReport:
     done = cluster.completed_table()
     response, deadline = done[:, 2], done[:, 3]
     energy = sum(r.energy_j for r in rows)
     summary = dict(
-        scheduler=name, hosts=cluster.hosts.n, intervals=len(rows), arrived=arrived,
-        completed=int(done.shape[0]), unfinished=len(cluster.tasks),
+        scheduler=name,
+        hosts=cluster.hosts.n,
+        intervals=len(rows),
+        arrived=arrived,
+        completed=int(done.shape[0]),
+        unfinished=len(cluster.tasks),
         energy_kwh=energy / 3.6e6,
         avg_energy_kwh_per_interval=energy / 3.6e6 / len(rows),
         avg_response_s=float(response.mean()) if response.size else float("nan"),
@@ -77,7 +88,14 @@ def _report(name: str, cluster: Cluster, rows: list[IntervalStats], decide_s: li
         max_scheduling_s=float(np.max(decide_s)),
     )
     intervals = pl.DataFrame([asdict(r) for r in rows]).with_columns(
-        pl.Series("scheduling_s", decide_s))
-    tasks = pl.DataFrame({"tid": done[:, 0].astype(np.int64), "arrival_s": done[:, 1],
-                          "response_s": response, "deadline_s": deadline})
+        pl.Series("scheduling_s", decide_s)
+    )
+    tasks = pl.DataFrame(
+        {
+            "tid": done[:, 0].astype(np.int64),
+            "arrival_s": done[:, 1],
+            "response_s": response,
+            "deadline_s": deadline,
+        }
+    )
     return RunReport(summary, intervals, tasks)

@@ -22,8 +22,9 @@ from schedlab.core.errors import BadInputError
 LEVELS = (0.1, 0.5, 0.9)
 
 
-def rolling_errors(series: np.ndarray, names: list[str], train: int, horizon: int,
-                   season: int, seed: int) -> pl.DataFrame:
+def rolling_errors(
+    series: np.ndarray, names: list[str], train: int, horizon: int, season: int, seed: int
+) -> pl.DataFrame:
     """Fit each forecaster on ``series[:train]``, then walk forward one interval at a time,
     forecasting ``horizon`` steps and observing the truth. MAE/RMSE of the median forecast,
     mean pinball loss over the 10/50/90% quantiles and the 80% interval's coverage."""
@@ -37,26 +38,46 @@ def rolling_errors(series: np.ndarray, names: list[str], train: int, horizon: in
         abs_err, sq_err, pinball, inside = [], [], [], []
         for t in range(train, y.size - horizon + 1):
             fc = model.predict(horizon)
-            truth = y[t:t + horizon]
+            truth = y[t : t + horizon]
             point = fc.point()
             abs_err.append(np.abs(point - truth).mean())
             sq_err.append(((point - truth) ** 2).mean())
             qs = [fc.quantile(q) for q in LEVELS]
-            pinball.append(np.mean([np.maximum(q * (truth - v), (q - 1) * (truth - v)).mean()
-                                    for q, v in zip(LEVELS, qs, strict=True)]))
+            pinball.append(
+                np.mean(
+                    [
+                        np.maximum(q * (truth - v), (q - 1) * (truth - v)).mean()
+                        for q, v in zip(LEVELS, qs, strict=True)
+                    ]
+                )
+            )
             inside.append(((truth >= qs[0]) & (truth <= qs[2])).mean())
             model.update(y[t])
-        rows.append(dict(forecaster=name, mae=float(np.mean(abs_err)),
-                         rmse=float(np.sqrt(np.mean(sq_err))), pinball=float(np.mean(pinball)),
-                         coverage80=float(np.mean(inside)),
-                         changes_detected=len(getattr(model, "changes", [])),
-                         fine_tunes=int(getattr(model, "tunes", 0))))
+        rows.append(
+            dict(
+                forecaster=name,
+                mae=float(np.mean(abs_err)),
+                rmse=float(np.sqrt(np.mean(sq_err))),
+                pinball=float(np.mean(pinball)),
+                coverage80=float(np.mean(inside)),
+                changes_detected=len(getattr(model, "changes", [])),
+                fine_tunes=int(getattr(model, "tunes", 0)),
+            )
+        )
     return pl.DataFrame(rows)
 
 
-def cosim_errors(workload: Workload, hosts: Hosts, history: np.ndarray, forecasters: list[str],
-                 horizon: int, samples: int, season: int, seed: int,
-                 every: int = 2) -> pl.DataFrame:
+def cosim_errors(
+    workload: Workload,
+    hosts: Hosts,
+    history: np.ndarray,
+    forecasters: list[str],
+    horizon: int,
+    samples: int,
+    season: int,
+    seed: int,
+    every: int = 2,
+) -> pl.DataFrame:
     """Run the real cluster under least-loaded and, every ``every`` intervals, ask a
     co-simulator per forecaster to predict the next ``horizon`` intervals' average response
     time and SLA-violation rate; compare with what then really happened."""
@@ -80,19 +101,28 @@ def cosim_errors(workload: Workload, hosts: Hosts, history: np.ndarray, forecast
         if t % every == 0 and t + horizon <= n:
             for name, sim in sims.items():
                 p = sim.evaluate(cluster, [placement], np.random.default_rng(rng.integers(1 << 31)))
-                predictions.append(dict(interval=t, forecaster=name,
-                                        pred_response_s=p[0].avg_response_s,
-                                        pred_sla=p[0].sla_rate, pred_energy_j=p[0].energy_j))
+                predictions.append(
+                    dict(
+                        interval=t,
+                        forecaster=name,
+                        pred_response_s=p[0].avg_response_s,
+                        pred_sla=p[0].sla_rate,
+                        pred_energy_j=p[0].energy_j,
+                    )
+                )
         moved, refused = cluster.apply(placement)
         actual.append(cluster.step(moved, refused))
-    truth = {t: horizon_metrics(actual[t:t + horizon]) for t in range(n - horizon + 1)}
+    truth = {t: horizon_metrics(actual[t : t + horizon]) for t in range(n - horizon + 1)}
     frame = pl.DataFrame(predictions)
     return frame.with_columns(
-        pl.col("interval").map_elements(lambda t: truth[t][1], return_dtype=pl.Float64)
+        pl.col("interval")
+        .map_elements(lambda t: truth[t][1], return_dtype=pl.Float64)
         .alias("true_response_s"),
-        pl.col("interval").map_elements(lambda t: truth[t][2], return_dtype=pl.Float64)
+        pl.col("interval")
+        .map_elements(lambda t: truth[t][2], return_dtype=pl.Float64)
         .alias("true_sla"),
-        pl.col("interval").map_elements(lambda t: truth[t][0], return_dtype=pl.Float64)
+        pl.col("interval")
+        .map_elements(lambda t: truth[t][0], return_dtype=pl.Float64)
         .alias("true_energy_j"),
     )
 
@@ -100,10 +130,13 @@ def cosim_errors(workload: Workload, hosts: Hosts, history: np.ndarray, forecast
 def summarise_cosim(frame: pl.DataFrame) -> pl.DataFrame:
     """Per forecaster: mean absolute error of predicted response time, SLA rate and energy."""
     return frame.group_by("forecaster", maintain_order=True).agg(
-        (pl.col("pred_response_s") - pl.col("true_response_s")).abs().mean()
+        (pl.col("pred_response_s") - pl.col("true_response_s"))
+        .abs()
+        .mean()
         .alias("response_mae_s"),
         (pl.col("pred_sla") - pl.col("true_sla")).abs().mean().alias("sla_mae"),
-        ((pl.col("pred_energy_j") - pl.col("true_energy_j")).abs()
-         / pl.col("true_energy_j")).mean().alias("energy_mape"),
+        ((pl.col("pred_energy_j") - pl.col("true_energy_j")).abs() / pl.col("true_energy_j"))
+        .mean()
+        .alias("energy_mape"),
         pl.len().alias("points"),
     )

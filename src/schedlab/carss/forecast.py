@@ -89,8 +89,9 @@ class _Online:
 
     def predict(self, horizon: int) -> Forecast:
         mean = np.maximum(self._ahead(horizon), 0.0)
-        scale = float(np.std(self.residuals)) if len(self.residuals) > 2 else np.sqrt(
-            max(mean[0], 1.0))
+        scale = (
+            float(np.std(self.residuals)) if len(self.residuals) > 2 else np.sqrt(max(mean[0], 1.0))
+        )
         return Forecast(mean, scale * np.sqrt(np.arange(1, horizon + 1)))
 
 
@@ -113,7 +114,7 @@ class MovingAverage(_Online):
         self.window = window
 
     def _ahead(self, horizon: int) -> np.ndarray:
-        return np.full(horizon, float(np.mean(self.history[-self.window:])))
+        return np.full(horizon, float(np.mean(self.history[-self.window :])))
 
 
 class SeasonalNaive(_Online):
@@ -125,8 +126,7 @@ class SeasonalNaive(_Online):
         n = len(self.history)
         if n < self.season:
             return np.full(horizon, self.history[-1])
-        return np.array([self.history[n - self.season + (h % self.season)]
-                         for h in range(horizon)])
+        return np.array([self.history[n - self.season + (h % self.season)] for h in range(horizon)])
 
 
 class DampedETS(_Online):
@@ -158,8 +158,13 @@ class DampedETS(_Online):
     def fit(self, history: np.ndarray) -> None:
         y = np.asarray(history, dtype=float)
         if y.size >= 4:
-            best = minimize(self._sse, np.array([0.5, 0.05, 0.9]), args=(y,),
-                            bounds=[(0.01, 0.99), (0.0, 0.5), (0.8, 0.98)], method="L-BFGS-B")
+            best = minimize(
+                self._sse,
+                np.array([0.5, 0.05, 0.9]),
+                args=(y,),
+                bounds=[(0.01, 0.99), (0.0, 0.5), (0.8, 0.98)],
+                method="L-BFGS-B",
+            )
             self.params = tuple(float(p) for p in best.x)
         self.level, self.trend = float(y[0]) if y.size else 0.0, 0.0
         self.residuals = []
@@ -201,14 +206,15 @@ class ARIMA(_Online):
         d = np.diff(y)
         p = self.order
         if d.size > 2 * p + 2:
-            lags = np.column_stack([np.ones(d.size - p)]
-                                   + [d[p - k - 1:d.size - k - 1] for k in range(p)])
+            lags = np.column_stack(
+                [np.ones(d.size - p)] + [d[p - k - 1 : d.size - k - 1] for k in range(p)]
+            )
             self.coef = np.linalg.lstsq(lags, d[p:], rcond=None)[0]
         super().fit(y)
 
     def _ahead(self, horizon: int) -> np.ndarray:
         p = self.order
-        diffs = list(np.diff(self.history[-(p + 1):])) if len(self.history) > p else [0.0] * p
+        diffs = list(np.diff(self.history[-(p + 1) :])) if len(self.history) > p else [0.0] * p
         diffs = [0.0] * (p - len(diffs)) + diffs
         level, out = self.history[-1], []
         for _ in range(horizon):

@@ -29,8 +29,9 @@ class _TransformerNet(nn.Module):
         super().__init__()
         self.embed = nn.Linear(features, width)
         self.position = nn.Parameter(torch.zeros(context, width))
-        layer = nn.TransformerEncoderLayer(width, nhead=4, dim_feedforward=2 * width,
-                                           dropout=0.0, batch_first=True)
+        layer = nn.TransformerEncoderLayer(
+            width, nhead=4, dim_feedforward=2 * width, dropout=0.0, batch_first=True
+        )
         self.encoder = nn.TransformerEncoder(layer, num_layers=2, enable_nested_tensor=False)
         self.head = nn.Linear(width, 2 * horizon)
 
@@ -56,8 +57,15 @@ class _WindowForecaster:
     name = "window"
     net_class: type[nn.Module] = _TransformerNet
 
-    def __init__(self, season: int = 48, seed: int = 0, context: int = 24, horizon: int = 8,
-                 epochs: int = 40, lr: float = 3e-3) -> None:
+    def __init__(
+        self,
+        season: int = 48,
+        seed: int = 0,
+        context: int = 24,
+        horizon: int = 8,
+        epochs: int = 40,
+        lr: float = 3e-3,
+    ) -> None:
         self.season, self.seed, self.context, self.horizon = season, seed, context, horizon
         self.epochs, self.lr = epochs, lr
         self.log: list[float] = []
@@ -78,14 +86,17 @@ class _WindowForecaster:
         y = np.asarray(self.log)
         xs, ts = [], []
         for end in ends:
-            ctx, m, s = self._inputs(y[end - self.context:end], end - self.context)
+            ctx, m, s = self._inputs(y[end - self.context : end], end - self.context)
             xs.append(ctx)
-            ts.append((y[end:end + self.horizon] - m) / s)
-        return (torch.tensor(np.array(xs), dtype=torch.float32),
-                torch.tensor(np.array(ts), dtype=torch.float32))
+            ts.append((y[end : end + self.horizon] - m) / s)
+        return (
+            torch.tensor(np.array(xs), dtype=torch.float32),
+            torch.tensor(np.array(ts), dtype=torch.float32),
+        )
 
-    def _train(self, ends: np.ndarray, epochs: int, optimiser: torch.optim.Optimizer | None = None
-               ) -> None:
+    def _train(
+        self, ends: np.ndarray, epochs: int, optimiser: torch.optim.Optimizer | None = None
+    ) -> None:
         if ends.size == 0:
             return
         optimiser = optimiser or self.optimiser
@@ -95,7 +106,7 @@ class _WindowForecaster:
             order = self.rng.permutation(len(x))
             for batch in np.array_split(order, max(1, len(order) // 64)):
                 out = self.net(x[batch])
-                mu, log_sigma = out[:, :self.horizon], out[:, self.horizon:].clamp(-4, 3)
+                mu, log_sigma = out[:, : self.horizon], out[:, self.horizon :].clamp(-4, 3)
                 loss = (log_sigma + 0.5 * ((t[batch] - mu) / log_sigma.exp()) ** 2).mean()
                 optimiser.zero_grad()
                 loss.backward()
@@ -108,8 +119,11 @@ class _WindowForecaster:
     def fit(self, history: np.ndarray) -> None:
         values = np.asarray(history, dtype=float)
         if values.size < self.context + self.horizon:
-            raise BadInputError(f"needs at least {self.context + self.horizon} intervals to "
-                                f"train, got {values.size}", field="history")
+            raise BadInputError(
+                f"needs at least {self.context + self.horizon} intervals to "
+                f"train, got {values.size}",
+                field="history",
+            )
         self.log = list(np.log1p(np.maximum(values, 0.0)))
         with torch.random.fork_rng():
             torch.manual_seed(self.seed)
@@ -119,7 +133,7 @@ class _WindowForecaster:
         self.log.append(float(np.log1p(max(float(value), 0.0))))
 
     def _context(self) -> np.ndarray:
-        y = np.asarray(self.log[-self.context:])
+        y = np.asarray(self.log[-self.context :])
         if y.size < self.context:
             y = np.concatenate([np.full(self.context - y.size, y[0] if y.size else 0.0), y])
         return y
@@ -131,7 +145,10 @@ class _WindowForecaster:
         ctx, m, s = self._inputs(y, len(self.log) - self.context)
         with torch.no_grad():
             out = self.net(torch.tensor(ctx[None], dtype=torch.float32))[0].numpy()
-        mu, sigma = out[:horizon], np.exp(np.clip(out[self.horizon:self.horizon + horizon], -4, 3))
+        mu, sigma = (
+            out[:horizon],
+            np.exp(np.clip(out[self.horizon : self.horizon + horizon], -4, 3)),
+        )
         return Forecast(m + s * mu.astype(float), s * sigma.astype(float), log=True)
 
 
@@ -154,9 +171,19 @@ class AdaptiveTransformer(TransformerForecaster):
 
     name = "adaptive"
 
-    def __init__(self, season: int = 48, seed: int = 0, context: int = 24, horizon: int = 8,
-                 epochs: int = 40, lr: float = 3e-3, tune_epochs: int = 3, tune_lr: float = 3e-4,
-                 hazard: float = 1 / 60, replay: int = 200) -> None:
+    def __init__(
+        self,
+        season: int = 48,
+        seed: int = 0,
+        context: int = 24,
+        horizon: int = 8,
+        epochs: int = 40,
+        lr: float = 3e-3,
+        tune_epochs: int = 3,
+        tune_lr: float = 3e-4,
+        hazard: float = 1 / 60,
+        replay: int = 200,
+    ) -> None:
         super().__init__(season, seed, context, horizon, epochs, lr)
         self.tune_epochs, self.replay = tune_epochs, replay
         self.tuner = torch.optim.Adam(self.net.parameters(), lr=tune_lr)
@@ -176,7 +203,7 @@ class AdaptiveTransformer(TransformerForecaster):
         now = len(self.log)
         cp = self.detector.update(self.log[-1])
         if cp is not None:
-            window = np.expm1(np.asarray(self.log[max(0, now - 2 * self.context):]))
+            window = np.expm1(np.asarray(self.log[max(0, now - 2 * self.context) :]))
             located = int(now - window.size + locate_change(window))
             if not self.changes or located > self.changes[-1]:
                 self.changes.append(located)
@@ -209,6 +236,5 @@ class AdaptiveTransformer(TransformerForecaster):
         replay = self.rng.choice(older, size=take, replace=False) if take else older[:0]
         with torch.random.fork_rng():
             torch.manual_seed(self.seed + len(self.log))
-            self._train(np.concatenate([recent, replay]).astype(int), self.tune_epochs,
-                        self.tuner)
+            self._train(np.concatenate([recent, replay]).astype(int), self.tune_epochs, self.tuner)
         self.tunes += 1

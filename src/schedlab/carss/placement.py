@@ -48,9 +48,18 @@ def make_consolidate(efficiency: np.ndarray, cap: float = 0.85) -> Score:
 
 
 @njit(cache=True)
-def _greedy_kernel(kind: int, waiting: np.ndarray, load: np.ndarray, ram: np.ndarray,
-                   ram_cap: np.ndarray, task_ram: np.ndarray, demand: np.ndarray,
-                   cpu: np.ndarray, rank: np.ndarray, cap: float) -> np.ndarray:
+def _greedy_kernel(
+    kind: int,
+    waiting: np.ndarray,
+    load: np.ndarray,
+    ram: np.ndarray,
+    ram_cap: np.ndarray,
+    task_ram: np.ndarray,
+    demand: np.ndarray,
+    cpu: np.ndarray,
+    rank: np.ndarray,
+    cap: float,
+) -> np.ndarray:
     """The three built-in scores compiled: 0 least-loaded, 1 best-fit, 2 consolidate.
     Same rules and tie-breaking (first minimum) as the NumPy path."""
     out = np.full(waiting.size, -1, dtype=np.int64)
@@ -91,8 +100,18 @@ def greedy(cluster: Cluster, score: Score, order: np.ndarray | None = None) -> n
     kind = KERNELS.get(score) if not isinstance(score, Consolidate) else 2
     if kind is not None:
         rank, cap = (score.rank, score.cap) if isinstance(score, Consolidate) else (load, 0.0)
-        placement[waiting] = _greedy_kernel(kind, waiting.astype(np.int64), load, ram,
-                                            hosts.ram, tk.ram, demand, hosts.cpu, rank, cap)
+        placement[waiting] = _greedy_kernel(
+            kind,
+            waiting.astype(np.int64),
+            load,
+            ram,
+            hosts.ram,
+            tk.ram,
+            demand,
+            hosts.cpu,
+            rank,
+            cap,
+        )
         return placement
     for i in waiting:
         fits = ram + tk.ram[i] <= hosts.ram
@@ -128,8 +147,9 @@ def spread(cluster: Cluster, order: np.ndarray | None = None) -> np.ndarray:
     return greedy(cluster, WakeAware(cluster.asleep), order)
 
 
-def rebalance(cluster: Cluster, placement: np.ndarray, threshold: float = 1.0,
-              max_moves: int = 4) -> np.ndarray:
+def rebalance(
+    cluster: Cluster, placement: np.ndarray, threshold: float = 1.0, max_moves: int = 4
+) -> np.ndarray:
     """Add migrations: from hosts loaded above ``threshold`` move their smallest-RAM running
     task (cheapest to migrate) to the least-loaded host that has room."""
     hosts, tk = cluster.hosts, cluster.tasks

@@ -14,8 +14,9 @@ from schedlab.carss.forecast import Forecast
 from schedlab.core.io import write_bytes
 
 
-def forecast_figure(counts: np.ndarray, fc: Forecast, online: list[int], offline: list[int],
-                    path: str | Path) -> Path:
+def forecast_figure(
+    counts: np.ndarray, fc: Forecast, online: list[int], offline: list[int], path: str | Path
+) -> Path:
     """Plot the arrival series, the forecast with its 10-90% band and change points; written
     atomically as PNG."""
     import io
@@ -30,8 +31,9 @@ def forecast_figure(counts: np.ndarray, fc: Forecast, online: list[int], offline
     fig, ax = plt.subplots(figsize=(9, 3.2))
     ax.plot(np.arange(n), counts, lw=0.8, label="arrivals")
     ax.plot(ahead, fc.point(), color="C1", label="forecast (median)")
-    ax.fill_between(ahead, fc.quantile(0.1), fc.quantile(0.9), color="C1", alpha=0.3,
-                    label="10-90%")
+    ax.fill_between(
+        ahead, fc.quantile(0.1), fc.quantile(0.9), color="C1", alpha=0.3, label="10-90%"
+    )
     for i, cp in enumerate(offline):
         ax.axvline(cp, color="grey", ls=":", lw=0.8, label="PELT change" if i == 0 else None)
     for i, cp in enumerate(online):

@@ -186,15 +186,18 @@ def forecast_actions(cluster: Cluster) -> list[Decision]:
         else:
             load[h] = after
     del tk
-    return [pack_and_sleep(cluster),
-            Decision(consolidate, sleep=_empty_after(cluster, consolidate)),
-            Decision(wake_all, wake=cluster.asleep.copy()),
-            Decision(rebalance(cluster, base, 0.7)),
-            Decision(admit)]
+    return [
+        pack_and_sleep(cluster),
+        Decision(consolidate, sleep=_empty_after(cluster, consolidate)),
+        Decision(wake_all, wake=cluster.asleep.copy()),
+        Decision(rebalance(cluster, base, 0.7)),
+        Decision(admit),
+    ]
 
 
-def candidate_decisions(cluster: Cluster, rng: np.random.Generator,
-                        extra: int = 2, actions: bool = False) -> list[np.ndarray | Decision]:
+def candidate_decisions(
+    cluster: Cluster, rng: np.random.Generator, extra: int = 2, actions: bool = False
+) -> list[np.ndarray | Decision]:
     """The decisions a co-simulating scheduler chooses among: spread, pack, energy-aware
     consolidation, each with and without migrations off overloaded hosts; spread in
     earliest-deadline-first and smallest-RAM-first order (which waiting tasks get the room
@@ -204,19 +207,31 @@ def candidate_decisions(cluster: Cluster, rng: np.random.Generator,
     spread = greedy(cluster, least_loaded)
     pack = greedy(cluster, best_fit)
     consolidate = greedy(cluster, make_consolidate(efficiency(cluster)))
-    out = [spread, pack, consolidate, rebalance(cluster, spread), rebalance(cluster, pack, 0.9),
-           rebalance(cluster, consolidate), greedy(cluster, least_loaded, edf_order(cluster)),
-           greedy(cluster, least_loaded, waiting[np.argsort(tk.ram[waiting], kind="stable")])]
+    out = [
+        spread,
+        pack,
+        consolidate,
+        rebalance(cluster, spread),
+        rebalance(cluster, pack, 0.9),
+        rebalance(cluster, consolidate),
+        greedy(cluster, least_loaded, edf_order(cluster)),
+        greedy(cluster, least_loaded, waiting[np.argsort(tk.ram[waiting], kind="stable")]),
+    ]
     for _ in range(extra):
         order = rng.permutation(waiting)
-        noisy = greedy(cluster, lambda load, ram, need: load + need
-                       + 0.15 * rng.random(load.size), order)
+        noisy = greedy(
+            cluster, lambda load, ram, need: load + need + 0.15 * rng.random(load.size), order
+        )
         out.append(noisy)
     if actions:
         if cluster.asleep.any():  # the plain candidates must not wake every sleeping host
             awake = WakeAware(cluster.asleep)
-            out = [greedy(cluster, awake), rebalance(cluster, greedy(cluster, awake)),
-                   greedy(cluster, awake, edf_order(cluster)), *out[1:2]]
+            out = [
+                greedy(cluster, awake),
+                rebalance(cluster, greedy(cluster, awake)),
+                greedy(cluster, awake, edf_order(cluster)),
+                *out[1:2],
+            ]
         out.extend(forecast_actions(cluster))
     return out
 
@@ -230,12 +245,21 @@ class CoSimScheduler(_Passive):
 
     name = "cosim"
 
-    def __init__(self, forecaster: str = "adaptive", horizon: int = 4, samples: int = 3,
-                 season: int = 48, seed: int = 0, candidates: int = 2,
-                 forecaster_kwargs: dict | None = None, actions: bool = False) -> None:
+    def __init__(
+        self,
+        forecaster: str = "adaptive",
+        horizon: int = 4,
+        samples: int = 3,
+        season: int = 48,
+        seed: int = 0,
+        candidates: int = 2,
+        forecaster_kwargs: dict | None = None,
+        actions: bool = False,
+    ) -> None:
         self.actions = actions
-        self.forecaster: Forecaster = make_forecaster(forecaster, season=season, seed=seed,
-                                                      **(forecaster_kwargs or {}))
+        self.forecaster: Forecaster = make_forecaster(
+            forecaster, season=season, seed=seed, **(forecaster_kwargs or {})
+        )
         self.pool = TaskPool()
         # with the forecast-dependent actions the horizon also scores the SLA misses it sets up
         self.cosim = CoSimulator(self.forecaster, self.pool, horizon, samples, terminal=actions)
@@ -250,8 +274,9 @@ class CoSimScheduler(_Passive):
         self.forecaster.update(float(len(batch)))
         self.pool.add(batch)
 
-    def score(self, cluster: Cluster, predictions: list[QoSPrediction],
-              candidates: list[np.ndarray]) -> np.ndarray:
+    def score(
+        self, cluster: Cluster, predictions: list[QoSPrediction], candidates: list[np.ndarray]
+    ) -> np.ndarray:
         return np.array([p.objective for p in predictions])
 
     def decide(self, cluster: Cluster, rng: np.random.Generator) -> np.ndarray:
@@ -262,8 +287,9 @@ class CoSimScheduler(_Passive):
         return candidates[choice]
 
 
-def _cosim(forecaster: str, label: str | None = None,
-           horizon: int | None = None) -> Callable[..., Scheduler]:
+def _cosim(
+    forecaster: str, label: str | None = None, horizon: int | None = None
+) -> Callable[..., Scheduler]:
     def build(**kwargs: object) -> Scheduler:
         if horizon is not None:
             kwargs["horizon"] = horizon
@@ -330,8 +356,7 @@ COSCO_BASELINES = ("gobi", "gobi2", "a3c", "ga", "hgp", "pond", "lr-mmt", "mad-m
 #: the baselines (the issue's list plus edf); cosim-adaptive is our ablation of CARSS
 BASELINES = ("cosim-static", "gobi", "least-loaded", "edf", "best-fit", "round-robin", "random")
 #: keyword arguments each kind of scheduler accepts from an experiment's configuration
-COSIM_KEYS = ("horizon", "samples", "season", "seed", "candidates", "forecaster_kwargs",
-              "actions")
+COSIM_KEYS = ("horizon", "samples", "season", "seed", "candidates", "forecaster_kwargs", "actions")
 COSCO_KEYS = ("seed", "slots", "offline", "task_source")
 
 

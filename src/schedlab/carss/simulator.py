@@ -27,21 +27,21 @@ class Tasks:
     """Tasks as parallel arrays. ``host`` is -1 while waiting; ``mig_s`` is pending downtime."""
 
     tid: np.ndarray
-    arrival: np.ndarray   # seconds
-    work: np.ndarray      # million instructions
-    done: np.ndarray      # MI executed so far
-    cpu: np.ndarray       # mean MIPS demand
-    amp: np.ndarray       # relative amplitude of the demand trace
-    period: np.ndarray    # seconds, period of the demand trace
+    arrival: np.ndarray  # seconds
+    work: np.ndarray  # million instructions
+    done: np.ndarray  # MI executed so far
+    cpu: np.ndarray  # mean MIPS demand
+    amp: np.ndarray  # relative amplitude of the demand trace
+    period: np.ndarray  # seconds, period of the demand trace
     phase: np.ndarray
-    ram: np.ndarray       # MB
-    disk: np.ndarray      # MB image moved on migration
+    ram: np.ndarray  # MB
+    disk: np.ndarray  # MB image moved on migration
     deadline: np.ndarray  # SLA: allowed response time, seconds
     host: np.ndarray
     mig_s: np.ndarray
-    late: np.ndarray      # bool: already past its deadline
-    trace: np.ndarray     # row of the cluster's demand-trace table (-1: the sine model above)
-    cap: np.ndarray       # MIPS a task may use from a host's spare capacity (0: its demand)
+    late: np.ndarray  # bool: already past its deadline
+    trace: np.ndarray  # row of the cluster's demand-trace table (-1: the sine model above)
+    cap: np.ndarray  # MIPS a task may use from a host's spare capacity (0: its demand)
 
     def __len__(self) -> int:
         return int(self.tid.shape[0])
@@ -53,21 +53,39 @@ class Tasks:
         return Tasks(**{f.name: getattr(self, f.name).copy() for f in fields(self)})
 
     def concat(self, other: Tasks) -> Tasks:
-        return Tasks(**{f.name: np.concatenate([getattr(self, f.name), getattr(other, f.name)])
-                        for f in fields(self)})
+        return Tasks(
+            **{
+                f.name: np.concatenate([getattr(self, f.name), getattr(other, f.name)])
+                for f in fields(self)
+            }
+        )
 
     @classmethod
     def empty(cls) -> Tasks:
         floats = {f.name: np.zeros(0) for f in fields(cls)}
-        floats.update(tid=np.zeros(0, dtype=np.int64), host=np.zeros(0, dtype=np.int64),
-                      late=np.zeros(0, dtype=bool), trace=np.zeros(0, dtype=np.int64))
+        floats.update(
+            tid=np.zeros(0, dtype=np.int64),
+            host=np.zeros(0, dtype=np.int64),
+            late=np.zeros(0, dtype=bool),
+            trace=np.zeros(0, dtype=np.int64),
+        )
         return cls(**floats)
 
 
-def new_tasks(tid: np.ndarray, arrival: np.ndarray, work: np.ndarray, cpu: np.ndarray,
-              amp: np.ndarray, period: np.ndarray, phase: np.ndarray, ram: np.ndarray,
-              disk: np.ndarray, deadline: np.ndarray, trace: np.ndarray | None = None,
-              cap: np.ndarray | None = None) -> Tasks:
+def new_tasks(
+    tid: np.ndarray,
+    arrival: np.ndarray,
+    work: np.ndarray,
+    cpu: np.ndarray,
+    amp: np.ndarray,
+    period: np.ndarray,
+    phase: np.ndarray,
+    ram: np.ndarray,
+    disk: np.ndarray,
+    deadline: np.ndarray,
+    trace: np.ndarray | None = None,
+    cap: np.ndarray | None = None,
+) -> Tasks:
     """Fresh (waiting, nothing done) tasks from their parameters; ``trace`` rows of the
     cluster's demand table replace the sine model (Bitbrains VM traces, COSCO's workload);
     ``cap`` lets a task use spare host capacity up to that many MIPS (COSCO's apparent IPS:
@@ -75,9 +93,24 @@ def new_tasks(tid: np.ndarray, arrival: np.ndarray, work: np.ndarray, cpu: np.nd
     provisioned maximum)."""
     n = len(tid)
     rows = np.full(n, -1, dtype=np.int64) if trace is None else np.asarray(trace, dtype=np.int64)
-    return Tasks(np.asarray(tid, dtype=np.int64), arrival, work, np.zeros(n), cpu, amp, period,
-                 phase, ram, disk, deadline, np.full(n, -1, dtype=np.int64), np.zeros(n),
-                 np.zeros(n, dtype=bool), rows, np.zeros(n) if cap is None else cap)
+    return Tasks(
+        np.asarray(tid, dtype=np.int64),
+        arrival,
+        work,
+        np.zeros(n),
+        cpu,
+        amp,
+        period,
+        phase,
+        ram,
+        disk,
+        deadline,
+        np.full(n, -1, dtype=np.int64),
+        np.zeros(n),
+        np.zeros(n, dtype=bool),
+        rows,
+        np.zeros(n) if cap is None else cap,
+    )
 
 
 @dataclass(frozen=True)
@@ -88,16 +121,16 @@ class IntervalStats:
     energy_j: float
     completed: int
     response_sum_s: float
-    violations: int       # completed tasks whose response time exceeded the SLA
-    newly_late: int       # tasks (running or waiting) that crossed their deadline this interval
-    tis_s: float          # task-seconds spent in the system (Little: sum of response times)
+    violations: int  # completed tasks whose response time exceeded the SLA
+    newly_late: int  # tasks (running or waiting) that crossed their deadline this interval
+    tis_s: float  # task-seconds spent in the system (Little: sum of response times)
     migrations: int
-    rejected: int         # placements the engine refused (RAM would overflow)
+    rejected: int  # placements the engine refused (RAM would overflow)
     waiting: int
     running: int
     util_mean: float
     util_max: float
-    asleep: int = 0       # hosts in the sleep state during this interval
+    asleep: int = 0  # hosts in the sleep state during this interval
 
 
 @dataclass(frozen=True)
@@ -109,13 +142,16 @@ class Weights:
     sla: float = 1.0
 
 
-def objective(stats: IntervalStats, hosts: Hosts, interval_s: float,
-              weights: Weights = Weights()) -> float:
+def objective(
+    stats: IntervalStats, hosts: Hosts, interval_s: float, weights: Weights = Weights()
+) -> float:
     """Energy as a fraction of peak, task-seconds per host-interval, late tasks per host."""
     peak = float(hosts.power_table[:, -1].sum()) * interval_s
-    return (weights.energy * stats.energy_j / peak
-            + weights.response * stats.tis_s / (interval_s * hosts.n)
-            + weights.sla * stats.newly_late / hosts.n)
+    return (
+        weights.energy * stats.energy_j / peak
+        + weights.response * stats.tis_s / (interval_s * hosts.n)
+        + weights.sla * stats.newly_late / hosts.n
+    )
 
 
 #: seconds between two samples of a demand trace (Bitbrains samples every 300 s)
@@ -140,8 +176,13 @@ class Decision:
 class Cluster:
     """The state of the cluster between intervals, and the rules that advance it."""
 
-    def __init__(self, hosts: Hosts, interval_s: float = 300.0, record: bool = True,
-                 traces: tuple[np.ndarray, np.ndarray] | None = None) -> None:
+    def __init__(
+        self,
+        hosts: Hosts,
+        interval_s: float = 300.0,
+        record: bool = True,
+        traces: tuple[np.ndarray, np.ndarray] | None = None,
+    ) -> None:
         if not np.isfinite(interval_s) or interval_s <= 0:
             raise BadInputError("must be a finite positive number", field="interval_s")
         self.hosts = hosts
@@ -236,10 +277,12 @@ class Cluster:
         if sleep is not None:
             sleep = np.asarray(sleep, dtype=bool)
             if sleep.shape != (self.hosts.n,):
-                raise BadInputError(f"sleep mask has shape {sleep.shape}, expected "
-                                    f"({self.hosts.n},)", field="sleep")
-            occupied = np.bincount(self.tasks.host[self.tasks.host >= 0],
-                                   minlength=self.hosts.n) > 0
+                raise BadInputError(
+                    f"sleep mask has shape {sleep.shape}, expected ({self.hosts.n},)", field="sleep"
+                )
+            occupied = (
+                np.bincount(self.tasks.host[self.tasks.host >= 0], minlength=self.hosts.n) > 0
+            )
             self.asleep |= sleep & ~occupied
             self.waking[self.asleep] = 0.0
         return int(self.asleep.sum())
@@ -259,8 +302,10 @@ class Cluster:
     def _check(self, placement: np.ndarray) -> np.ndarray:
         placement = np.asarray(placement)
         if placement.shape != (len(self.tasks),):
-            raise BadInputError(f"placement has shape {placement.shape}, expected "
-                                f"({len(self.tasks)},)", field="placement")
+            raise BadInputError(
+                f"placement has shape {placement.shape}, expected ({len(self.tasks)},)",
+                field="placement",
+            )
         if placement.size and (placement.min() < -1 or placement.max() >= self.hosts.n):
             raise BadInputError(f"host index outside -1..{self.hosts.n - 1}", field="placement")
         return placement.astype(np.int64, copy=False)
@@ -304,8 +349,9 @@ class Cluster:
         busy = np.minimum(need, avail)
         busy_mips = np.bincount(tk.host[placed], (rate * busy)[placed], self.hosts.n)
         util = busy_mips / (self.hosts.cpu * dt)
-        watts = np.where(self.asleep, SLEEP_FRACTION * self.hosts.power_table[:, 0],
-                         self.hosts.power(util))
+        watts = np.where(
+            self.asleep, SLEEP_FRACTION * self.hosts.power_table[:, 0], self.hosts.power(util)
+        )
         energy = float((watts * dt).sum())
         end = np.where(finish, t0 + np.minimum(delay, dt) + need, t0 + dt)
         response = end - tk.arrival
@@ -317,15 +363,27 @@ class Cluster:
         tk.late |= crossed
         violations = int((finish & (response > tk.deadline)).sum())
         if self.record and finish.any():
-            self.finished.append(np.column_stack([tk.tid[finish], tk.arrival[finish],
-                                                  response[finish], tk.deadline[finish]]))
+            self.finished.append(
+                np.column_stack(
+                    [tk.tid[finish], tk.arrival[finish], response[finish], tk.deadline[finish]]
+                )
+            )
         stats = IntervalStats(
-            interval=self.interval, energy_j=energy, completed=int(finish.sum()),
-            response_sum_s=float(response[finish].sum()), violations=violations,
-            newly_late=int(crossed.sum()), tis_s=tis, migrations=migrations, rejected=rejected,
-            waiting=int((~placed).sum()), running=int(placed.sum()),
-            util_mean=float(util.mean()), util_max=float(util.max()),
-            asleep=int(self.asleep.sum()))
+            interval=self.interval,
+            energy_j=energy,
+            completed=int(finish.sum()),
+            response_sum_s=float(response[finish].sum()),
+            violations=violations,
+            newly_late=int(crossed.sum()),
+            tis_s=tis,
+            migrations=migrations,
+            rejected=rejected,
+            waiting=int((~placed).sum()),
+            running=int(placed.sum()),
+            util_mean=float(util.mean()),
+            util_max=float(util.max()),
+            asleep=int(self.asleep.sum()),
+        )
         self.tasks = tk.take(~finish)
         self.interval += 1
         return stats

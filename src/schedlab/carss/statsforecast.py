@@ -36,12 +36,14 @@ def _models() -> dict[str, Callable[[int], object]]:
         from statsforecast.models import MSTL, AutoARIMA, AutoETS, AutoTheta
     except ImportError:
         raise MissingDependencyError(
-            "statsforecast is not installed; pip install 'schedlab[forecast]'") from None
+            "statsforecast is not installed; pip install 'schedlab[forecast]'"
+        ) from None
     return {
         # MSTL with season 1 needs the supersmoother package; on a history shorter than two
         # seasons fall back to MSTL's own trend model (AutoETS without a seasonal component)
-        "sf-mstl": lambda season: (MSTL(season_length=season) if season > 1
-                                   else AutoETS(season_length=1, model="ZZN")),
+        "sf-mstl": lambda season: (
+            MSTL(season_length=season) if season > 1 else AutoETS(season_length=1, model="ZZN")
+        ),
         # seasonal orders P, Q <= 1: the full search costs ~17 s per fit on 300 hourly points
         "sf-autoarima": lambda season: AutoARIMA(season_length=season, max_P=1, max_Q=1),
         "sf-autoets": lambda season: AutoETS(season_length=season),
@@ -64,11 +66,14 @@ def available() -> bool:
 class StatsForecaster:
     """One statsforecast model, refitted every ``refit`` observations, forward in between."""
 
-    def __init__(self, kind: str, season: int = 48, seed: int = 0,
-                 refit: int | None = None) -> None:
+    def __init__(
+        self, kind: str, season: int = 48, seed: int = 0, refit: int | None = None
+    ) -> None:
         if kind not in NAMES:
-            raise BadInputError(f"unknown statsforecast model {kind!r}; valid: "
-                                f"{', '.join(NAMES)}", field="forecaster")
+            raise BadInputError(
+                f"unknown statsforecast model {kind!r}; valid: {', '.join(NAMES)}",
+                field="forecaster",
+            )
         if season < 1:
             raise BadInputError(f"must be at least 1, got {season}", field="season")
         self.name, self.season, self.seed = kind, int(season), seed
@@ -112,14 +117,16 @@ class StatsForecaster:
             else:
                 out = self._model.forward(y, horizon, level=[80])
         mean = np.maximum(np.asarray(out["mean"], dtype=float), 0.0)
-        spread = (np.asarray(out["hi-80"], dtype=float)
-                  - np.asarray(out["lo-80"], dtype=float)) / (2 * _Z80)
+        spread = (np.asarray(out["hi-80"], dtype=float) - np.asarray(out["lo-80"], dtype=float)) / (
+            2 * _Z80
+        )
         std = np.where(np.isfinite(spread) & (spread > 0), spread, np.sqrt(np.maximum(mean, 1)))
         return Forecast(mean, std)
 
 
 def factory(kind: str) -> Callable[..., StatsForecaster]:
     """A constructor taking the protocol's keyword arguments (``season``, ``seed``, ...)."""
+
     def build(**kwargs: object) -> StatsForecaster:
         return StatsForecaster(kind, **kwargs)  # type: ignore[arg-type]
 

@@ -59,11 +59,22 @@ class CARSS(CoSimScheduler):
 
     name = "carss"
 
-    def __init__(self, horizon: int = 4, samples: int = 3, season: int = 48, seed: int = 0,
-                 candidates: int = 2, forecaster_kwargs: dict | None = None, seq_len: int = 8,
-                 risk: float = 0.5, warmup: int = 12, actions: bool = False) -> None:
-        super().__init__("adaptive", horizon, samples, season, seed, candidates,
-                         forecaster_kwargs, actions)
+    def __init__(
+        self,
+        horizon: int = 4,
+        samples: int = 3,
+        season: int = 48,
+        seed: int = 0,
+        candidates: int = 2,
+        forecaster_kwargs: dict | None = None,
+        seq_len: int = 8,
+        risk: float = 0.5,
+        warmup: int = 12,
+        actions: bool = False,
+    ) -> None:
+        super().__init__(
+            "adaptive", horizon, samples, season, seed, candidates, forecaster_kwargs, actions
+        )
         self.seq_len, self.risk, self.warmup = seq_len, risk, warmup
         with torch.random.fork_rng():
             torch.manual_seed(seed)
@@ -82,22 +93,35 @@ class CARSS(CoSimScheduler):
         super().arrive(batch)
         self._arrived = float(len(batch))
 
-    def _candidate_features(self, cluster: Cluster, p: QoSPrediction,
-                            placement: np.ndarray) -> np.ndarray:
+    def _candidate_features(
+        self, cluster: Cluster, p: QoSPrediction, placement: np.ndarray
+    ) -> np.ndarray:
         load, _ = _projected(cluster, getattr(placement, "placement", placement))
-        return np.array([p.objective, p.objective_std, p.migrations / cluster.hosts.n,
-                         float(load.std()), float(load.max()), p.sla_rate])
+        return np.array(
+            [
+                p.objective,
+                p.objective_std,
+                p.migrations / cluster.hosts.n,
+                float(load.std()),
+                float(load.max()),
+                p.sla_rate,
+            ]
+        )
 
-    def score(self, cluster: Cluster, predictions: list[QoSPrediction],
-              candidates: list[np.ndarray]) -> np.ndarray:
-        feats = np.array([self._candidate_features(cluster, p, c)
-                          for p, c in zip(predictions, candidates, strict=True)])
+    def score(
+        self, cluster: Cluster, predictions: list[QoSPrediction], candidates: list[np.ndarray]
+    ) -> np.ndarray:
+        feats = np.array(
+            [
+                self._candidate_features(cluster, p, c)
+                for p, c in zip(predictions, candidates, strict=True)
+            ]
+        )
         base = np.array([p.objective + self.risk * p.objective_std for p in predictions])
         self._feats = feats
         if len(self.buffer) < self.warmup:
             return base
-        seq = torch.tensor(np.array(self.obs), dtype=torch.float32)[None].expand(len(feats), -1,
-                                                                              -1)
+        seq = torch.tensor(np.array(self.obs), dtype=torch.float32)[None].expand(len(feats), -1, -1)
         with torch.no_grad():
             residual = self.net(seq, torch.tensor(feats, dtype=torch.float32)).numpy()
         return base + residual
@@ -106,8 +130,9 @@ class CARSS(CoSimScheduler):
         placement = super().decide(cluster, rng)
         chosen = self.last[self.chosen]
         self._predicted = chosen.objective
-        self.pending.append((cluster.interval, np.array(self.obs), self._feats[self.chosen],
-                             chosen.objective))
+        self.pending.append(
+            (cluster.interval, np.array(self.obs), self._feats[self.chosen], chosen.objective)
+        )
         return placement
 
     def feedback(self, cluster: Cluster, stats: IntervalStats) -> None:
@@ -115,9 +140,19 @@ class CARSS(CoSimScheduler):
         cost = objective(stats, cluster.hosts, cluster.interval_s, self.cosim.weights)
         self.realised[stats.interval] = cost
         n = cluster.hosts.n
-        self.obs.append(np.array([stats.util_mean, stats.util_max, stats.waiting / n,
-                                  stats.running / n, np.log1p(self._arrived), cost,
-                                  self._predicted / self.cosim.horizon]))
+        self.obs.append(
+            np.array(
+                [
+                    stats.util_mean,
+                    stats.util_max,
+                    stats.waiting / n,
+                    stats.running / n,
+                    np.log1p(self._arrived),
+                    cost,
+                    self._predicted / self.cosim.horizon,
+                ]
+            )
+        )
         h = self.cosim.horizon
         while self.pending and self.pending[0][0] + h - 1 <= stats.interval:
             start, seq, feats, predicted = self.pending.pop(0)
@@ -131,8 +166,7 @@ class CARSS(CoSimScheduler):
         for _ in range(steps):
             pick = self.rng.integers(0, len(self.buffer), min(batch, len(self.buffer)))
             seq = torch.tensor(np.array([self.buffer[i][0] for i in pick]), dtype=torch.float32)
-            feats = torch.tensor(np.array([self.buffer[i][1] for i in pick]),
-                                 dtype=torch.float32)
+            feats = torch.tensor(np.array([self.buffer[i][1] for i in pick]), dtype=torch.float32)
             target = torch.tensor([self.buffer[i][2] for i in pick], dtype=torch.float32)
             loss = ((self.net(seq, feats) - target) ** 2).mean()
             self.optimiser.zero_grad()
@@ -145,8 +179,9 @@ class GOBI(_Passive):
 
     name = "gobi"
 
-    def __init__(self, seed: int = 0, steps: int = 12, lr: float = 0.3, warmup: int = 12,
-                 offline: int = 200) -> None:
+    def __init__(
+        self, seed: int = 0, steps: int = 12, lr: float = 0.3, warmup: int = 12, offline: int = 200
+    ) -> None:
         self.seed, self.steps, self.lr, self.warmup = seed, steps, lr, warmup
         self.offline = offline
         self.rate = 1.0
@@ -158,8 +193,13 @@ class GOBI(_Passive):
     def _build(self, n: int) -> None:
         with torch.random.fork_rng():
             torch.manual_seed(self.seed)
-            self.net = nn.Sequential(nn.Linear(2 * n + 1, 64), nn.Softplus(), nn.Linear(64, 64),
-                                     nn.Softplus(), nn.Linear(64, 1))
+            self.net = nn.Sequential(
+                nn.Linear(2 * n + 1, 64),
+                nn.Softplus(),
+                nn.Linear(64, 64),
+                nn.Softplus(),
+                nn.Linear(64, 1),
+            )
         self.optimiser = torch.optim.Adam(self.net.parameters(), lr=3e-3)
 
     def prepare(self, history: np.ndarray) -> None:
@@ -209,8 +249,7 @@ class GOBI(_Passive):
         self._pending = self._features(cluster, placement, waiting)
         return placement
 
-    def _features(self, cluster: Cluster, placement: np.ndarray,
-                  waiting: np.ndarray) -> np.ndarray:
+    def _features(self, cluster: Cluster, placement: np.ndarray, waiting: np.ndarray) -> np.ndarray:
         load, ram = _projected(cluster, placement)
         return np.concatenate([load, ram, [waiting.size / cluster.hosts.n]])
 
@@ -226,8 +265,9 @@ class GOBI(_Passive):
         base = start.copy()
         base[waiting] = -1
         base_load, base_ram = _projected(cluster, base)
-        cpu = torch.tensor(cluster.demand()[waiting][:, None] / hosts.cpu[None],
-                           dtype=torch.float32)
+        cpu = torch.tensor(
+            cluster.demand()[waiting][:, None] / hosts.cpu[None], dtype=torch.float32
+        )
         mem = torch.tensor(tk.ram[waiting][:, None] / hosts.ram[None], dtype=torch.float32)
         init = np.zeros((waiting.size, hosts.n))
         ok = start[waiting] >= 0
@@ -237,8 +277,13 @@ class GOBI(_Passive):
         extra = torch.tensor([waiting.size / hosts.n], dtype=torch.float32)
         for _ in range(self.steps):
             a = torch.softmax(logits, dim=1)
-            x = torch.cat([torch.tensor(base_load, dtype=torch.float32) + (a * cpu).sum(0),
-                           torch.tensor(base_ram, dtype=torch.float32) + (a * mem).sum(0), extra])
+            x = torch.cat(
+                [
+                    torch.tensor(base_load, dtype=torch.float32) + (a * cpu).sum(0),
+                    torch.tensor(base_ram, dtype=torch.float32) + (a * mem).sum(0),
+                    extra,
+                ]
+            )
             loss = self.net(x[None]).sum()
             opt.zero_grad()
             loss.backward()

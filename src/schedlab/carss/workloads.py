@@ -37,7 +37,7 @@ def _regimes(n: int, rng: np.random.Generator, min_len: int, max_len: int) -> tu
     mult, cps, t, level = np.ones(n), [], 0, 2
     while t < n:
         length = int(rng.integers(min_len, max_len + 1))
-        mult[t:t + length] = levels[level]
+        mult[t : t + length] = levels[level]
         t += length
         if t < n:
             cps.append(t)
@@ -45,8 +45,15 @@ def _regimes(n: int, rng: np.random.Generator, min_len: int, max_len: int) -> tu
     return mult, cps
 
 
-def arrival_series(kind: str, n: int, base: float, seed: int, season: int = 48,
-                   min_regime: int = 30, max_regime: int = 80) -> ArrivalSeries:
+def arrival_series(
+    kind: str,
+    n: int,
+    base: float,
+    seed: int,
+    season: int = 48,
+    min_regime: int = 30,
+    max_regime: int = 80,
+) -> ArrivalSeries:
     """``n`` intervals of Poisson arrivals with mean ``base`` per interval shaped by ``kind``.
 
     regime: piecewise-constant rate shifts; bursty: short x2.5 bursts; diurnal: a sinusoidal
@@ -65,7 +72,7 @@ def arrival_series(kind: str, n: int, base: float, seed: int, season: int = 48,
         rate *= 1.0 + 0.4 * np.sin(2 * np.pi * np.arange(n) / season)
     if kind in ("bursty", "mixed"):
         for start in rng.choice(n, size=max(1, n // 60), replace=False):
-            rate[start:start + int(rng.integers(2, 5))] *= 2.5
+            rate[start : start + int(rng.integers(2, 5))] *= 2.5
     return ArrivalSeries(rng.poisson(rate).astype(np.int64), rate, tuple(int(c) for c in cps))
 
 
@@ -89,8 +96,12 @@ def _parse_times(frame: pl.DataFrame, column: str, path: Path) -> np.ndarray:
     if numeric.is_null().any():
         if numeric.is_not_null().any():  # mostly numbers: name the first that is not one
             index = int(numeric.is_null().arg_max())
-            raise BadInputError(f"{raw[index]!r} is not a number (other rows are)", path=path,
-                                line=index + 2, field=column)
+            raise BadInputError(
+                f"{raw[index]!r} is not a number (other rows are)",
+                path=path,
+                line=index + 2,
+                field=column,
+            )
         return _parse_datetimes(raw, column, path)
     times = numeric.to_numpy()
     if not np.isfinite(times).all():
@@ -113,8 +124,12 @@ def _parse_datetimes(raw: pl.Series, column: str, path: Path) -> np.ndarray:
         try:
             stamp = datetime.fromisoformat(value.strip())
         except ValueError:
-            raise BadInputError(f"{value!r} is neither a number nor a date-time", path=path,
-                                line=i + 2, field=column) from None
+            raise BadInputError(
+                f"{value!r} is neither a number nor a date-time",
+                path=path,
+                line=i + 2,
+                field=column,
+            ) from None
         out[i] = (stamp if stamp.tzinfo else stamp.replace(tzinfo=UTC)).timestamp()
     return out
 
@@ -130,8 +145,11 @@ def scale_counts(counts: np.ndarray, scale: float) -> np.ndarray:
         raise BadInputError(f"must be a finite number >= 0, got {scale}", field="scale")
     total = float(np.sum(counts)) * scale
     if total > MAX_TASKS:
-        raise BadInputError(f"x{scale:g} makes {total:,.0f} tasks (at most {MAX_TASKS:,}); "
-                            "use a smaller --scale or fewer intervals", field="scale")
+        raise BadInputError(
+            f"x{scale:g} makes {total:,.0f} tasks (at most {MAX_TASKS:,}); "
+            "use a smaller --scale or fewer intervals",
+            field="scale",
+        )
     return np.rint(np.asarray(counts) * scale).astype(np.int64)
 
 
@@ -143,8 +161,9 @@ def read_arrivals(path: str | Path, column: str, interval_s: float = 3600.0) -> 
     """
     path = Path(path)
     if not (np.isfinite(interval_s) and interval_s > 0):
-        raise BadInputError(f"must be a positive number of seconds, got {interval_s}",
-                            field="interval")
+        raise BadInputError(
+            f"must be a positive number of seconds, got {interval_s}", field="interval"
+        )
     frame = read_frame(path, required={column: str})
     if frame.height == 0:
         raise BadInputError("has no rows", path=path, field=column)
@@ -154,14 +173,21 @@ def read_arrivals(path: str | Path, column: str, interval_s: float = 3600.0) -> 
     back = np.flatnonzero(np.diff(times) < 0)
     if back.size:
         line = int(back[0]) + 3  # header is line 1, so row i+1 sits on line i+3
-        raise BadInputError("timestamps are not sorted (earlier than the previous row)",
-                            path=path, line=line, field=column)
+        raise BadInputError(
+            "timestamps are not sorted (earlier than the previous row)",
+            path=path,
+            line=line,
+            field=column,
+        )
     count = int((times[-1] - times[0]) // interval_s) + 1
     if count > MAX_INTERVALS:
-        raise BadInputError(f"{interval_s:g} s intervals would cut the trace's "
-                            f"{times[-1] - times[0]:.0f} s into {count:,} bins (at most "
-                            f"{MAX_INTERVALS:,}); use a longer --interval", path=path,
-                            field="interval")
+        raise BadInputError(
+            f"{interval_s:g} s intervals would cut the trace's "
+            f"{times[-1] - times[0]:.0f} s into {count:,} bins (at most "
+            f"{MAX_INTERVALS:,}); use a longer --interval",
+            path=path,
+            field="interval",
+        )
     bins = ((times - times[0]) // interval_s).astype(np.int64)
     return ArrivalTrace(np.bincount(bins), float(times[0]), float(interval_s), str(path))
 
@@ -170,25 +196,36 @@ def read_arrivals(path: str | Path, column: str, interval_s: float = 3600.0) -> 
 class TaskModel:
     """Distributions of a task's size (medians and log-normal spreads), documented defaults."""
 
-    cpu_median: float = 1500.0      # MIPS
+    cpu_median: float = 1500.0  # MIPS
     duration_median: float = 450.0  # seconds at full speed
-    ram_median: float = 1024.0      # MB
+    ram_median: float = 1024.0  # MB
     spread: float = 0.5
     slack: tuple[float, float] = (1.3, 3.0)  # SLA = slack x ideal duration
 
 
-def make_tasks(count: int, arrival: float, first_tid: int, rng: np.random.Generator,
-               model: TaskModel = TaskModel()) -> Tasks:
+def make_tasks(
+    count: int,
+    arrival: float,
+    first_tid: int,
+    rng: np.random.Generator,
+    model: TaskModel = TaskModel(),
+) -> Tasks:
     """``count`` fresh tasks arriving at ``arrival`` with sizes drawn from ``model``."""
     n = int(count)
     cpu = np.clip(model.cpu_median * rng.lognormal(0, model.spread, n), 200, 6000)
     dur = np.clip(model.duration_median * rng.lognormal(0, model.spread, n), 60, 3000)
     return new_tasks(
-        tid=np.arange(first_tid, first_tid + n), arrival=np.full(n, float(arrival)),
-        work=cpu * dur, cpu=cpu, amp=rng.uniform(0, 0.4, n), period=rng.uniform(600, 3600, n),
+        tid=np.arange(first_tid, first_tid + n),
+        arrival=np.full(n, float(arrival)),
+        work=cpu * dur,
+        cpu=cpu,
+        amp=rng.uniform(0, 0.4, n),
+        period=rng.uniform(600, 3600, n),
         phase=rng.uniform(0, 2 * np.pi, n),
         ram=np.clip(model.ram_median * rng.lognormal(0, model.spread, n), 128, 6144),
-        disk=rng.uniform(200, 2000, n), deadline=dur * rng.uniform(*model.slack, n))
+        disk=rng.uniform(200, 2000, n),
+        deadline=dur * rng.uniform(*model.slack, n),
+    )
 
 
 @dataclass(frozen=True)
@@ -203,13 +240,19 @@ class Workload:
     traces: tuple[np.ndarray, np.ndarray] | None = None
 
 
-def make_workload(counts: np.ndarray, interval_s: float, seed: int,
-                  model: TaskModel = TaskModel(), change_points: tuple[int, ...] = ()) -> Workload:
+def make_workload(
+    counts: np.ndarray,
+    interval_s: float,
+    seed: int,
+    model: TaskModel = TaskModel(),
+    change_points: tuple[int, ...] = (),
+) -> Workload:
     """Draw the tasks for an arrival series; the same seed gives the same tasks."""
     rng = np.random.default_rng(seed)
     batches, tid = [], 0
     for t, c in enumerate(np.asarray(counts, dtype=np.int64)):
         batches.append(make_tasks(int(c), t * interval_s, tid, rng, model))
         tid += int(c)
-    return Workload(np.asarray(counts, dtype=np.int64), tuple(batches), float(interval_s),
-                    change_points)
+    return Workload(
+        np.asarray(counts, dtype=np.int64), tuple(batches), float(interval_s), change_points
+    )
