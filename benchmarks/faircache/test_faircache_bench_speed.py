@@ -10,14 +10,26 @@ from schedlab.llm import shared_prefix
 
 @pytest.fixture(scope="module")
 def big_trace():
-    return shared_prefix(groups=64, prompts_per_group=100_000 // 64 + 1, system_len=1024,
-                         question_len=128, output_len=64, tenants=16, rate=40.0, seed=0,
-                         block_tokens=32)
+    return shared_prefix(
+        groups=64,
+        prompts_per_group=100_000 // 64 + 1,
+        system_len=1024,
+        question_len=128,
+        output_len=64,
+        tenants=16,
+        rate=40.0,
+        seed=0,
+        block_tokens=32,
+    )
 
 
 def test_faircache_bench_100k_requests(benchmark, big_trace):
-    result = benchmark.pedantic(simulate, args=(big_trace, "faircache", "faircache",
-                                                EngineConfig(host_gb=8)), rounds=1, iterations=1)
+    result = benchmark.pedantic(
+        simulate,
+        args=(big_trace, "faircache", "faircache", EngineConfig(host_gb=8)),
+        rounds=1,
+        iterations=1,
+    )
     assert result.summary["requests"] == len(big_trace) >= 100_000
 
 

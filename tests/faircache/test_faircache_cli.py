@@ -14,10 +14,27 @@ runner = CliRunner()
 
 
 def test_simulate_workload_json_and_outputs(tmp_path):
-    result = runner.invoke(app, ["simulate", "--workload", "shared-prefix",
-                                 "--tenants", "2", "--duration", "5", "--scheduler", "vtc",
-                                 "--cache", "static", "--host-gb", "1", "--out",
-                                 str(tmp_path), "--json"])
+    result = runner.invoke(
+        app,
+        [
+            "simulate",
+            "--workload",
+            "shared-prefix",
+            "--tenants",
+            "2",
+            "--duration",
+            "5",
+            "--scheduler",
+            "vtc",
+            "--cache",
+            "static",
+            "--host-gb",
+            "1",
+            "--out",
+            str(tmp_path),
+            "--json",
+        ],
+    )
     assert result.exit_code == 0, result.output
     doc = json.loads(result.stdout)
     assert len(doc["tenants"]) == 2 and doc["summary"]["requests"] > 0
@@ -25,25 +42,27 @@ def test_simulate_workload_json_and_outputs(tmp_path):
 
 
 def test_simulate_shipped_trace_prints_table():
-    result = runner.invoke(app, ["simulate", "--trace",
-                                 str(DATA / "sample_mooncake.jsonl"), "--gpu", "h100"])
+    result = runner.invoke(
+        app, ["simulate", "--trace", str(DATA / "sample_mooncake.jsonl"), "--gpu", "h100"]
+    )
     assert result.exit_code == 0, result.output
     assert "t0" in result.stdout and "throughput" in result.stdout
 
 
 def test_bad_trace_line_is_reported(tmp_path):
     bad = tmp_path / "bad.jsonl"
-    bad.write_text('{"timestamp": 0, "input_length": 5, "output_length": 1, "hash_ids": [1]}\n'
-                   '{"timestamp": 1, "input_length": 5, "output_length": "many", '
-                   '"hash_ids": [1]}\n')
+    bad.write_text(
+        '{"timestamp": 0, "input_length": 5, "output_length": 1, "hash_ids": [1]}\n'
+        '{"timestamp": 1, "input_length": 5, "output_length": "many", '
+        '"hash_ids": [1]}\n'
+    )
     result = runner.invoke(app, ["simulate", "--trace", str(bad)])
     assert result.exit_code == 2
     assert "bad.jsonl:2" in result.output and "output_length" in result.output
 
 
 def test_unknown_policy_and_missing_source():
-    result = runner.invoke(app, ["simulate", "--workload", "overload",
-                                 "--scheduler", "magic"])
+    result = runner.invoke(app, ["simulate", "--workload", "overload", "--scheduler", "magic"])
     assert result.exit_code == 2 and "valid" in result.output
     result = runner.invoke(app, ["simulate"])
     assert result.exit_code == 2
@@ -53,8 +72,9 @@ def test_costmodel_and_generate(tmp_path):
     result = runner.invoke(app, ["costmodel", "--model", "qwen3-8b", "--json"])
     assert result.exit_code == 0 and json.loads(result.stdout)["tp"] == 1
     out = tmp_path / "g.jsonl"
-    result = runner.invoke(app, ["generate", "on-off", "--out", str(out),
-                                 "--duration", "5", "--json"])
+    result = runner.invoke(
+        app, ["generate", "on-off", "--out", str(out), "--duration", "5", "--json"]
+    )
     assert result.exit_code == 0 and out.exists()
 
 
@@ -65,11 +85,12 @@ def test_free_riding_experiment_claims_hold():
 
 
 def test_non_finite_or_empty_durations_and_host_sizes_are_one_error_line():
-    for args, field in [(["--workload", "hit-bias", "--duration", "nan"], "duration"),
-                        (["--workload", "hit-bias", "--duration", "inf"], "duration"),
-                        (["--workload", "hit-bias", "--duration", "1e-9"], "duration"),
-                        (["--workload", "hit-bias", "--duration", "5", "--host-gb", "inf"],
-                         "host_gb")]:
+    for args, field in [
+        (["--workload", "hit-bias", "--duration", "nan"], "duration"),
+        (["--workload", "hit-bias", "--duration", "inf"], "duration"),
+        (["--workload", "hit-bias", "--duration", "1e-9"], "duration"),
+        (["--workload", "hit-bias", "--duration", "5", "--host-gb", "inf"], "host_gb"),
+    ]:
         result = runner.invoke(app, ["simulate", *args])
         assert result.exit_code == 2, (args, result.output)
         assert f"field '{field}'" in result.output, (args, result.output)
@@ -83,24 +104,43 @@ def test_serve_on_the_real_engine_then_report(tmp_path):
     out = tmp_path / "res"
     # blocks go to the host tier and are reclaimed from it while a new request matches them
     # (this run once crashed on a matched block whose host copy was evicted)
-    result = runner.invoke(app, ["serve", "--trace", str(data), "--assign", "prefix",
-                                 "--tenants", "3", "--max-requests", "40", "--time-scale",
-                                 "0.001", "--context", "truncate", "--out", str(out), "--json"])
+    result = runner.invoke(
+        app,
+        [
+            "serve",
+            "--trace",
+            str(data),
+            "--assign",
+            "prefix",
+            "--tenants",
+            "3",
+            "--max-requests",
+            "40",
+            "--time-scale",
+            "0.001",
+            "--context",
+            "truncate",
+            "--out",
+            str(out),
+            "--json",
+        ],
+    )
     assert result.exit_code == 0, result.output
-    doc = json.loads(result.stdout[result.stdout.index("{"):])
+    doc = json.loads(result.stdout[result.stdout.index("{") :])
     assert doc["summary"]["requests"] == 40
     assert sum(t["cpu_share"] for t in doc["tenants"]) == pytest.approx(1.0)
     rep = runner.invoke(app, ["report", str(out), "--json"])
     assert rep.exit_code == 0, rep.output
-    fairness = json.loads(rep.stdout[rep.stdout.index("{"):])["fairness"]
+    fairness = json.loads(rep.stdout[rep.stdout.index("{") :])["fairness"]
     assert set(fairness) == {"compute", "unified", "cpu"}
 
 
 def test_serve_refuses_a_prompt_beyond_the_engine_context():
     pytest.importorskip("torch")
     data = Path(__file__).parents[1] / "llm" / "data" / "sample_mooncake.jsonl"
-    result = runner.invoke(app, ["serve", "--trace", str(data), "--max-requests", "4",
-                                 "--max-context", "64"])
+    result = runner.invoke(
+        app, ["serve", "--trace", str(data), "--max-requests", "4", "--max-context", "64"]
+    )
     assert result.exit_code != 0
     assert "context" in result.output and "Traceback" not in result.output
 
@@ -110,9 +150,11 @@ def test_serve_rejects_bad_out_and_names_before_running(tmp_path):
     data = Path(__file__).parents[1] / "llm" / "data" / "sample_mooncake.jsonl"
     blocker = tmp_path / "afile"
     blocker.write_text("keep me")
-    for extra, needle in ((["--out", str(blocker)], "not a directory"),
-                          (["--scheduler", "bogus"], "unknown scheduler"),
-                          (["--cache", "bogus"], "unknown cache manager")):
+    for extra, needle in (
+        (["--out", str(blocker)], "not a directory"),
+        (["--scheduler", "bogus"], "unknown scheduler"),
+        (["--cache", "bogus"], "unknown cache manager"),
+    ):
         result = runner.invoke(app, ["serve", "--trace", str(data), *extra])
         assert result.exit_code != 0, extra
         assert needle in result.output and "Traceback" not in result.output, result.output

@@ -37,8 +37,16 @@ def _run(sched, mgr, trace, config=SMALL):
 @pytest.mark.parametrize("mgr", sorted(CACHE_MANAGERS))
 @pytest.mark.parametrize("sched", sorted(SCHEDULERS))
 def test_engine_invariants_hold_for_every_policy(sched, mgr):
-    trace = shared_prefix(groups=6, prompts_per_group=8, system_len=512, question_len=64,
-                          output_len=16, tenants=3, rate=30.0, seed=1)
+    trace = shared_prefix(
+        groups=6,
+        prompts_per_group=8,
+        system_len=512,
+        question_len=64,
+        output_len=16,
+        tenants=3,
+        rate=30.0,
+        seed=1,
+    )
     engine, res = _run(sched, mgr, trace)
     assert res.requests.height == len(trace)  # nobody is lost or served twice
     assert sorted(res.requests["rid"].to_list()) == sorted(r.rid for r in trace)
@@ -60,8 +68,12 @@ def test_engine_invariants_hold_for_every_policy(sched, mgr):
 def test_schedulers_are_work_conserving(sched):
     """Whenever requests wait and the batch has room, the engine is running something."""
     trace = vtc_scenario("overload-multi", duration=20, seed=2)
-    engine = Engine(trace, make_scheduler(sched), make_manager("lru"),
-                    EngineConfig(kv_tokens=8000, prefix_cache=False))
+    engine = Engine(
+        trace,
+        make_scheduler(sched),
+        make_manager("lru"),
+        EngineConfig(kv_tokens=8000, prefix_cache=False),
+    )
     idle_with_queue = []
     original = engine._fill_batch
 
@@ -81,13 +93,16 @@ def test_vtc_counter_lift_and_min_pick():
     sched.counters[:] = [5.0, 1.0, 3.0]
     assert sched.pick(0.0).tenant == 1
     from schedlab.llm import Request
+
     sched.on_arrival(Request(99, 1, 0.0, 1, 1, ()), 0.0)  # tenant 1 becomes backlogged again
     assert sched.counters[1] == 3.0  # lifted to min over backlogged (tenants 0 and 2)
 
 
 @settings(max_examples=6)
-@given(st.integers(0, 10_000), st.sampled_from(["overload", "overload-multi", "on-off",
-                                                 "proportional", "short-long"]))
+@given(
+    st.integers(0, 10_000),
+    st.sampled_from(["overload", "overload-multi", "on-off", "proportional", "short-long"]),
+)
 def test_vtc_and_faircache_stay_within_vtc_bound(seed, scenario):
     trace = vtc_scenario(scenario, duration=15, seed=seed)
     config = EngineConfig(gpu="a10g", kv_tokens=4000, prefix_cache=False, sample_every=0.5)
@@ -113,8 +128,16 @@ def test_shared_prefix_charges_are_order_invariant_and_conserve(k, seed):
 
 
 def test_faircache_scheduler_charges_sum_to_consumed_unified_cost():
-    trace = shared_prefix(groups=4, prompts_per_group=10, system_len=1024, question_len=64,
-                          output_len=16, tenants=4, rate=20.0, seed=0)
+    trace = shared_prefix(
+        groups=4,
+        prompts_per_group=10,
+        system_len=1024,
+        question_len=64,
+        output_len=16,
+        tenants=4,
+        rate=20.0,
+        seed=0,
+    )
     config = EngineConfig(kv_tokens=8000, host_gb=0.5)
     engine = Engine(trace, make_scheduler("faircache"), make_manager("faircache"), config)
     res = engine.run()
@@ -160,7 +183,8 @@ def test_maxmin_matches_brute_force_on_a_grid():
             s = maxmin_shares(np.array(d, float), cap)
             best = max(
                 (g for g in itertools.product(*[range(x + 1) for x in d]) if sum(g) <= cap),
-                key=lambda g: (sorted(g), sum(g)))
+                key=lambda g: (sorted(g), sum(g)),
+            )
             assert sorted(s) == pytest.approx(sorted(best), abs=1.0)  # integer grid vs fluid
 
 
@@ -239,8 +263,7 @@ def test_memory_prepayment_moves_charges_to_admission_and_keeps_totals():
     assert scheds[True].counters[0] > scheds[False].counters[0]
     for s in scheds.values():
         for _ in range(4):
-            s.on_iteration(np.array([1.0, 0.0]), np.array([700.0, 0.0]), np.zeros(2),
-                           np.zeros(2))
+            s.on_iteration(np.array([1.0, 0.0]), np.array([700.0, 0.0]), np.zeros(2), np.zeros(2))
         s.on_finish(Request(9, 0, 2.0, 8, 4, ()), 3.0)
     assert scheds[True].counters == pytest.approx(scheds[False].counters)
     assert scheds[True].charged == pytest.approx(scheds[False].charged)

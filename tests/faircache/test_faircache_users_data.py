@@ -25,11 +25,24 @@ def _mooncake(path, n=120, apps=8, sessions=13, long_prompt=None):
     for k in range(n):
         hashes = [0, 1, 2, 10 + k % apps, nxt, nxt + 1]
         nxt += 2
-        lines.append(dict(timestamp=k * 40, input_length=len(hashes) * 512, output_length=16,
-                          hash_ids=hashes, session_id=f"s{k % sessions}"))
+        lines.append(
+            dict(
+                timestamp=k * 40,
+                input_length=len(hashes) * 512,
+                output_length=16,
+                hash_ids=hashes,
+                session_id=f"s{k % sessions}",
+            )
+        )
     if long_prompt:
-        lines.append(dict(timestamp=n * 40, input_length=long_prompt, output_length=100,
-                          hash_ids=list(range(50_000, 50_000 - (-long_prompt // 512)))))
+        lines.append(
+            dict(
+                timestamp=n * 40,
+                input_length=long_prompt,
+                output_length=100,
+                hash_ids=list(range(50_000, 50_000 - (-long_prompt // 512))),
+            )
+        )
     path.write_text("\n".join(json.dumps(line) for line in lines) + "\n")
     return path
 
@@ -98,8 +111,7 @@ def test_tenant_weights_give_proportional_service(scheduler, weights):
     from schedlab.llm import vtc_scenario
 
     trace = vtc_scenario("overload", duration=60, seed=0, rate=12)
-    res = simulate(trace, scheduler, "lru", EngineConfig(tenant_weights=weights,
-                                                         kv_tokens=4096))
+    res = simulate(trace, scheduler, "lru", EngineConfig(tenant_weights=weights, kv_tokens=4096))
     served = backlogged_window(res.samples, "compute_service")
     assert served[0] / served[1] == pytest.approx(weights[0] / weights[1], rel=0.05)
 
@@ -117,9 +129,26 @@ def test_bad_tenant_weights():
 def test_report_on_both_yardsticks(tmp_path):
     path = _mooncake(tmp_path / "m.jsonl", n=200)
     out = tmp_path / "res"
-    result = runner.invoke(app, ["simulate", "--trace", str(path), "--assign", "session",
-                                 "--tenants", "4", "--weights", "t0=2", "--scheduler",
-                                 "faircache", "--cache", "lru", "--out", str(out)])
+    result = runner.invoke(
+        app,
+        [
+            "simulate",
+            "--trace",
+            str(path),
+            "--assign",
+            "session",
+            "--tenants",
+            "4",
+            "--weights",
+            "t0=2",
+            "--scheduler",
+            "faircache",
+            "--cache",
+            "lru",
+            "--out",
+            str(out),
+        ],
+    )
     assert result.exit_code == 0, result.output
     assert "4 of 4 tenants" in result.output
     result = runner.invoke(app, ["report", str(out), "--plot", str(out / "d.png"), "--json"])
@@ -134,20 +163,40 @@ def test_report_on_both_yardsticks(tmp_path):
     tenants, requests, samples, summary = load_result(out)
     again = build_report(tenants, requests, samples, summary)
     assert again["fairness"]["compute"]["jain"] == pytest.approx(doc["fairness"]["compute"]["jain"])
-    times, diff = difference_over_time(samples, "compute_service",
-                                       {t["tenant"]: t["weight"] for t in doc["tenants"]})
+    times, diff = difference_over_time(
+        samples, "compute_service", {t["tenant"]: t["weight"] for t in doc["tenants"]}
+    )
     assert len(times) == len(diff) and (diff >= 0).all()
     table = runner.invoke(app, ["report", str(out)])
     assert table.exit_code == 0 and "unified" in table.stdout and "Jain" in table.stdout
 
 
-@pytest.mark.parametrize("weights, message", [
-    ("t9=2", "unknown tenant"), ("t0=-1", "> 0"), ("1,2", "2 weights for 4"),
-    ("t0=2,3", "mixes"), ("t0=x", "not a number")])
+@pytest.mark.parametrize(
+    "weights, message",
+    [
+        ("t9=2", "unknown tenant"),
+        ("t0=-1", "> 0"),
+        ("1,2", "2 weights for 4"),
+        ("t0=2,3", "mixes"),
+        ("t0=x", "not a number"),
+    ],
+)
 def test_bad_weights_are_one_line_errors(tmp_path, weights, message):
     path = _mooncake(tmp_path / "m.jsonl", n=20)
-    result = runner.invoke(app, ["simulate", "--trace", str(path), "--assign", "session",
-                                 "--tenants", "4", "--weights", weights])
+    result = runner.invoke(
+        app,
+        [
+            "simulate",
+            "--trace",
+            str(path),
+            "--assign",
+            "session",
+            "--tenants",
+            "4",
+            "--weights",
+            weights,
+        ],
+    )
     assert result.exit_code == 2 and message in result.output and "weights" in result.output
 
 
@@ -162,9 +211,11 @@ def test_report_bad_folders(tmp_path):
 
 def test_empty_session_id_names_line_and_field(tmp_path):
     bad = tmp_path / "bad.jsonl"
-    bad.write_text('{"timestamp": 0, "input_length": 5, "output_length": 1, "hash_ids": [1],'
-                   ' "session_id": "a"}\n{"timestamp": 1, "input_length": 5, "output_length":'
-                   ' 1, "hash_ids": [1], "user_id": " "}\n')
+    bad.write_text(
+        '{"timestamp": 0, "input_length": 5, "output_length": 1, "hash_ids": [1],'
+        ' "session_id": "a"}\n{"timestamp": 1, "input_length": 5, "output_length":'
+        ' 1, "hash_ids": [1], "user_id": " "}\n'
+    )
     with pytest.raises(BadInputError) as info:
         read_mooncake(bad)
     assert "bad.jsonl:2" in str(info.value) and "user_id" in str(info.value)

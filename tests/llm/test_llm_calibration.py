@@ -14,8 +14,9 @@ from schedlab.llm import CostModel, calibrate, get_model, gpu_names, model_names
 from schedlab.llm.costmodel import calibration_for
 
 PROFILES = Path(__file__).resolve().parents[2].parent / "shared" / "data" / "vidur_profiles"
-needs_profiles = pytest.mark.skipif(not (PROFILES / "compute").is_dir(),
-                                    reason="Vidur profiles not present")
+needs_profiles = pytest.mark.skipif(
+    not (PROFILES / "compute").is_dir(), reason="Vidur profiles not present"
+)
 
 
 def test_every_shipped_gpu_has_a_calibration_with_provenance():
@@ -71,8 +72,7 @@ def test_more_tokens_never_cost_less(model, gpu):
 
 
 def test_explicit_efficiencies_give_the_uncalibrated_roofline():
-    cost = CostModel.from_specs("llama-3-8b", "h100", compute_efficiency=0.5,
-                                memory_efficiency=0.8)
+    cost = CostModel.from_specs("llama-3-8b", "h100", compute_efficiency=0.5, memory_efficiency=0.8)
     assert cost.calibration.source == "roofline"
     assert "llama-3-8b" in model_names()
 

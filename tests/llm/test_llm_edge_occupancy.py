@@ -69,8 +69,13 @@ def test_bad_names_and_descriptors_are_clear_errors():
         KernelDesc("k", threads=0, regs=32, smem=0)
 
 
-kernel_st = st.builds(KernelDesc, name=st.just("k"), threads=st.integers(1, 1024),
-                      regs=st.integers(1, 255), smem=st.integers(0, 100_000))
+kernel_st = st.builds(
+    KernelDesc,
+    name=st.just("k"),
+    threads=st.integers(1, 1024),
+    regs=st.integers(1, 255),
+    smem=st.integers(0, 100_000),
+)
 
 
 @given(a=kernel_st, b=kernel_st, arch=st.sampled_from(["sm80", "sm86", "sm90"]))

@@ -48,31 +48,42 @@ def test_azure_round_trip_and_iso_timestamps(tmp_path):
     back = read_azure(tmp_path / "a.csv")
     assert [r.input_len for r in back] == [r.input_len for r in trace]
     path = tmp_path / "iso.csv"
-    path.write_text("TIMESTAMP,ContextTokens,GeneratedTokens\n"
-                    "2023-11-16 18:15:46.6805900,100,10\n2023-11-16 18:15:47.1805900,50,5\n")
+    path.write_text(
+        "TIMESTAMP,ContextTokens,GeneratedTokens\n"
+        "2023-11-16 18:15:46.6805900,100,10\n2023-11-16 18:15:47.1805900,50,5\n"
+    )
     iso = read_azure(path)
     assert iso.requests[1].arrival == pytest.approx(0.5)
 
 
 def test_burstgpt_skips_failures_and_maps_models(tmp_path):
     path = tmp_path / "b.csv"
-    path.write_text("Timestamp,Model,Request tokens,Response tokens,Total tokens,Log Type\n"
-                    "5,ChatGPT,100,20,120,Conversation log\n6,GPT-4,50,0,50,API log\n"
-                    "7,GPT-4,80,8,88,API log\n")
+    path.write_text(
+        "Timestamp,Model,Request tokens,Response tokens,Total tokens,Log Type\n"
+        "5,ChatGPT,100,20,120,Conversation log\n6,GPT-4,50,0,50,API log\n"
+        "7,GPT-4,80,8,88,API log\n"
+    )
     trace = read_burstgpt(path)
     assert len(trace) == 2 and trace.tenant_names == ["ChatGPT", "GPT-4"]
 
 
-@pytest.mark.parametrize("line, field", [
-    ('{"timestamp": -1, "input_length": 5, "output_length": 1, "hash_ids": [1]}', "timestamp"),
-    ('{"timestamp": 1, "input_length": "x", "output_length": 1, "hash_ids": [1]}',
-     "input_length"),
-    ('{"timestamp": 1, "input_length": 5, "output_length": 0, "hash_ids": [1]}',
-     "output_length"),
-    ('{"timestamp": 1, "input_length": 5, "output_length": 1, "hash_ids": ["a"]}', "hash_ids"),
-    ('{"timestamp": 1, "input_length": 600, "output_length": 1, "hash_ids": [1]}', "hash_ids"),
-    ('{"input_length": 5, "output_length": 1, "hash_ids": [1]}', "timestamp"),
-])
+@pytest.mark.parametrize(
+    "line, field",
+    [
+        ('{"timestamp": -1, "input_length": 5, "output_length": 1, "hash_ids": [1]}', "timestamp"),
+        (
+            '{"timestamp": 1, "input_length": "x", "output_length": 1, "hash_ids": [1]}',
+            "input_length",
+        ),
+        (
+            '{"timestamp": 1, "input_length": 5, "output_length": 0, "hash_ids": [1]}',
+            "output_length",
+        ),
+        ('{"timestamp": 1, "input_length": 5, "output_length": 1, "hash_ids": ["a"]}', "hash_ids"),
+        ('{"timestamp": 1, "input_length": 600, "output_length": 1, "hash_ids": [1]}', "hash_ids"),
+        ('{"input_length": 5, "output_length": 1, "hash_ids": [1]}', "timestamp"),
+    ],
+)
 def test_mooncake_bad_fields_name_line_and_field(tmp_path, line, field):
     path = tmp_path / "bad.jsonl"
     good = '{"timestamp": 0, "input_length": 5, "output_length": 1, "hash_ids": [9]}'
@@ -82,10 +93,15 @@ def test_mooncake_bad_fields_name_line_and_field(tmp_path, line, field):
     assert info.value.line == 2 and info.value.field == field and info.value.path == path
 
 
-@pytest.mark.parametrize("row, field", [
-    ("yesterday,10,1", "TIMESTAMP"), ("1,ten,1", "ContextTokens"), ("1,10,-3", "GeneratedTokens"),
-    ("1,10", "GeneratedTokens"),
-])
+@pytest.mark.parametrize(
+    "row, field",
+    [
+        ("yesterday,10,1", "TIMESTAMP"),
+        ("1,ten,1", "ContextTokens"),
+        ("1,10,-3", "GeneratedTokens"),
+        ("1,10", "GeneratedTokens"),
+    ],
+)
 def test_azure_bad_fields_name_line_and_field(tmp_path, row, field):
     path = tmp_path / "bad.csv"
     path.write_text(f"TIMESTAMP,ContextTokens,GeneratedTokens\n0,5,5\n{row}\n")
@@ -119,8 +135,10 @@ def test_fuzzed_mooncake_never_leaks_raw_errors(tmp_path_factory, blob):
 @given(st.text(max_size=300))
 def test_fuzzed_csv_readers_never_leak_raw_errors(tmp_path_factory, text):
     root = tmp_path_factory.mktemp("fuzz")
-    for header, reader in (("TIMESTAMP,ContextTokens,GeneratedTokens\n", read_azure),
-                           ("Timestamp,Model,Request tokens,Response tokens\n", read_burstgpt)):
+    for header, reader in (
+        ("TIMESTAMP,ContextTokens,GeneratedTokens\n", read_azure),
+        ("Timestamp,Model,Request tokens,Response tokens\n", read_burstgpt),
+    ):
         path = root / "f.csv"
         path.write_bytes((header + text).encode("utf-8", "replace"))
         try:
@@ -129,13 +147,21 @@ def test_fuzzed_csv_readers_never_leak_raw_errors(tmp_path_factory, text):
             assert exc.path == path
 
 
-@given(st.lists(st.tuples(st.integers(0, 10**6), st.integers(1, 5000), st.integers(1, 500)),
-                min_size=1, max_size=20))
+@given(
+    st.lists(
+        st.tuples(st.integers(0, 10**6), st.integers(1, 5000), st.integers(1, 500)),
+        min_size=1,
+        max_size=20,
+    )
+)
 def test_mooncake_parser_round_trips_arbitrary_valid_records(tmp_path_factory, records):
     path = tmp_path_factory.mktemp("rt") / "r.jsonl"
-    lines = [json.dumps(dict(timestamp=t, input_length=i, output_length=o,
-                             hash_ids=list(range(-(-i // 512)))))
-             for t, i, o in records]
+    lines = [
+        json.dumps(
+            dict(timestamp=t, input_length=i, output_length=o, hash_ids=list(range(-(-i // 512))))
+        )
+        for t, i, o in records
+    ]
     path.write_text("\n".join(lines) + "\n")
     trace = read_mooncake(path)
     assert sorted(r.input_len for r in trace) == sorted(i for _, i, _ in records)
@@ -160,13 +186,17 @@ def test_vtc_overload_rates_and_unknown_name():
         vtc_scenario("nope")
 
 
-@given(st.integers(1, 6), st.integers(1, 5), st.integers(0, 300), st.integers(0, 100),
-       st.integers(1, 4))
+@given(
+    st.integers(1, 6),
+    st.integers(1, 5),
+    st.integers(0, 300),
+    st.integers(0, 100),
+    st.integers(1, 4),
+)
 def test_shared_prefix_structure(groups, per_group, system_len, question_len, tenants):
     if system_len + question_len == 0:
         return
-    trace = shared_prefix(groups, per_group, system_len, question_len, 4, tenants,
-                          block_tokens=16)
+    trace = shared_prefix(groups, per_group, system_len, question_len, 4, tenants, block_tokens=16)
     trace.validate()
     assert len(trace) == groups * per_group
     shared = system_len // 16

@@ -54,8 +54,13 @@ class CostWeights:
                 raise ConfigError("prices must be >= 0", field=name)
 
     @classmethod
-    def from_cost_model(cls, cost: CostModel, kv_capacity_tokens: int, hbm_share: float = 0.5,
-                        host_ratio: float = 0.1) -> CostWeights:
+    def from_cost_model(
+        cls,
+        cost: CostModel,
+        kv_capacity_tokens: int,
+        hbm_share: float = 0.5,
+        host_ratio: float = 0.1,
+    ) -> CostWeights:
         """Derive memory and I/O prices from the hardware (see the module docstring)."""
         tokens_per_s = 1000.0 / cost.prefill_b
         kv_bytes = kv_capacity_tokens * cost.kv_bytes_per_token
@@ -79,8 +84,9 @@ class PrefixLedger:
         self.n_tenants = n_tenants
         self._payers: dict[int, list[int]] = {}
 
-    def charge(self, tenant: int, computed: Iterable[Node | BlockCost],
-               reused: Iterable[Node | BlockUse]) -> np.ndarray:
+    def charge(
+        self, tenant: int, computed: Iterable[Node | BlockCost], reused: Iterable[Node | BlockUse]
+    ) -> np.ndarray:
         """Per-tenant charges (refunds negative) for one request's prefill, in prefill tokens.
 
         ``computed``: the blocks this request prefilled, as ``(block_hash, cost)``;
@@ -92,7 +98,8 @@ class PrefixLedger:
             delta[tenant] += block.cost if isinstance(block, Node) else block[1]
         for block in reused:
             key, computer, cost = (
-                (block.uid, block.computer, block.cost) if isinstance(block, Node) else block)
+                (block.uid, block.computer, block.cost) if isinstance(block, Node) else block
+            )
             if computer == tenant or computer < 0:
                 continue
             payers = self._payers.get(key)

@@ -38,8 +38,9 @@ class CacheManager(Protocol):
 
     name: str
 
-    def bind(self, capacity_blocks: int, n_tenants: int, block_tokens: int,
-             attn_ratio: float) -> None: ...
+    def bind(
+        self, capacity_blocks: int, n_tenants: int, block_tokens: int, attn_ratio: float
+    ) -> None: ...
     def namespace(self, tenant: int) -> int: ...
     def on_access(self, path: list[Node], tenant: int, now: float) -> None: ...
     def admit(self, node: Node, now: float) -> list[Node] | None: ...
@@ -83,8 +84,9 @@ class _Base:
 
     name = "base"
 
-    def bind(self, capacity_blocks: int, n_tenants: int, block_tokens: int,
-             attn_ratio: float) -> None:
+    def bind(
+        self, capacity_blocks: int, n_tenants: int, block_tokens: int, attn_ratio: float
+    ) -> None:
         if capacity_blocks < 0:
             raise ConfigError("host capacity must be >= 0", field="host_gb")
         self.capacity = capacity_blocks
@@ -221,8 +223,9 @@ class CostAware(_HeapManager):
     def _update(self, node: Node, now: float) -> None:
         gap = max(now - node.last, 1e-3) if node.m_count else self.tau
         rate = recompute_tokens(node, self.block_tokens, self.attn_ratio) / gap
-        node.m_freq = rate if node.m_count == 0 else (
-            self.alpha * rate + (1 - self.alpha) * node.m_freq)
+        node.m_freq = (
+            rate if node.m_count == 0 else (self.alpha * rate + (1 - self.alpha) * node.m_freq)
+        )
         node.m_count += 1
 
     def _key(self, node: Node, now: float) -> float:

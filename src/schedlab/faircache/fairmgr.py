@@ -33,8 +33,9 @@ from schedlab.faircache.radix import Node
 class FairCacheManager(_HeapManager):
     name = "faircache"
 
-    def __init__(self, tau: float = 10.0, window: float = 120.0, cold: float = 0.05,
-                 refresh: float = 1.0) -> None:
+    def __init__(
+        self, tau: float = 10.0, window: float = 120.0, cold: float = 0.05, refresh: float = 1.0
+    ) -> None:
         self.tau, self.window, self.cold, self.refresh = tau, window, cold, refresh
 
     def bind(self, *args, **kwargs) -> None:
@@ -47,8 +48,9 @@ class FairCacheManager(_HeapManager):
 
     # --- statistics ---------------------------------------------------------------------------
     def _update(self, node: Node, now: float) -> None:
-        node.m_freq = now / self.tau if node.m_count == 0 else _logaddexp(node.m_freq,
-                                                                         now / self.tau)
+        node.m_freq = (
+            now / self.tau if node.m_count == 0 else _logaddexp(node.m_freq, now / self.tau)
+        )
         node.m_count += 1
 
     def _key(self, node: Node, now: float) -> float:

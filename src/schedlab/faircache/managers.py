@@ -16,8 +16,12 @@ from schedlab.faircache.cachemgr import (
 from schedlab.faircache.fairmgr import FairCacheManager
 
 CACHE_MANAGERS: dict[str, Callable[[], CacheManager]] = {
-    "lru": GlobalLRU, "lfu": LFU, "static": StaticPartition, "isolated": Isolated,
-    "cost-aware": CostAware, "faircache": FairCacheManager,
+    "lru": GlobalLRU,
+    "lfu": LFU,
+    "static": StaticPartition,
+    "isolated": Isolated,
+    "cost-aware": CostAware,
+    "faircache": FairCacheManager,
 }
 
 

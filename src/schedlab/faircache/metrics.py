@@ -22,8 +22,9 @@ def _matrices(samples: pl.DataFrame, column: str) -> tuple[np.ndarray, np.ndarra
     return values, backlogged
 
 
-def service_difference(samples: pl.DataFrame, column: str = "compute_service"
-                       ) -> tuple[float, float]:
+def service_difference(
+    samples: pl.DataFrame, column: str = "compute_service"
+) -> tuple[float, float]:
     """(max, mean) service difference between pairs of continuously backlogged tenants."""
     values, back = _matrices(samples, column)
     steps, n = values.shape

@@ -79,8 +79,13 @@ class Scheduler(Protocol):
     def pick(self, now: float) -> Request | None: ...
     def unpick(self, req: Request) -> None: ...
     def on_admit(self, req: Request, usage: AdmitUsage) -> None: ...
-    def on_iteration(self, out_tokens: np.ndarray, kv_byte_s: np.ndarray,
-                     host_byte_s: np.ndarray, io_bytes: np.ndarray) -> None: ...
+    def on_iteration(
+        self,
+        out_tokens: np.ndarray,
+        kv_byte_s: np.ndarray,
+        host_byte_s: np.ndarray,
+        io_bytes: np.ndarray,
+    ) -> None: ...
     def on_finish(self, req: Request, now: float) -> None: ...
     def forget(self, block: Node | Hashable) -> None: ...  # a cached block is gone
     def queued(self) -> np.ndarray: ...  # per-tenant count of waiting requests
@@ -98,8 +103,7 @@ class _PerTenantQueues:
         self.charged = np.zeros(n)  # everything charged (no lifts): for conservation checks
 
     def queued(self) -> np.ndarray:
-        return np.fromiter((len(q) for q in self.queues), dtype=np.int64,
-                           count=len(self.queues))
+        return np.fromiter((len(q) for q in self.queues), dtype=np.int64, count=len(self.queues))
 
     def _push(self, req: Request) -> None:
         self.queues[req.tenant].append(req)
@@ -404,7 +408,10 @@ def _shares(view: EngineView) -> np.ndarray:
 
 
 SCHEDULERS: dict[str, Callable[[], Scheduler]] = {
-    "fcfs": FCFS, "vtc": VTC, "lpm": LongestPrefixMatch, "dlpm": DeficitLPM,
+    "fcfs": FCFS,
+    "vtc": VTC,
+    "lpm": LongestPrefixMatch,
+    "dlpm": DeficitLPM,
     "faircache": FairCacheScheduler,
 }
 

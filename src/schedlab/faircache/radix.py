@@ -26,9 +26,28 @@ class Node:
     no side tables keyed by node id.
     """
 
-    __slots__ = ("key", "parent", "children", "uid", "depth", "gpu", "host", "pins", "alive",
-                 "computer", "cost", "users", "last_user", "last", "m_freq", "m_key",
-                 "m_ver", "m_owner", "m_count", "howner")
+    __slots__ = (
+        "key",
+        "parent",
+        "children",
+        "uid",
+        "depth",
+        "gpu",
+        "host",
+        "pins",
+        "alive",
+        "computer",
+        "cost",
+        "users",
+        "last_user",
+        "last",
+        "m_freq",
+        "m_key",
+        "m_ver",
+        "m_owner",
+        "m_count",
+        "howner",
+    )
 
     def __init__(self, key: object, parent: Node | None, uid: int, depth: int) -> None:
         self.key = key
@@ -91,12 +110,13 @@ class PrefixCache:
             node = child
         return path
 
-    def extend(self, namespace: int, path: list[Node], blocks: tuple[int, ...],
-               tenant: int, now: float) -> list[Node]:
+    def extend(
+        self, namespace: int, path: list[Node], blocks: tuple[int, ...], tenant: int, now: float
+    ) -> list[Node]:
         """Create GPU nodes for ``blocks[len(path):]`` below ``path``; return the new nodes."""
         parent = path[-1] if path else self.root(namespace)
         created = []
-        for key in blocks[len(path):]:
+        for key in blocks[len(path) :]:
             node = Node(key, parent, next(self._uids), parent.depth + 1)
             node.gpu, node.computer, node.last, node.pins = True, tenant, now, 1
             parent.children[key] = node

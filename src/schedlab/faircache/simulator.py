@@ -57,19 +57,24 @@ class EngineConfig:
         if self.token_budget < 1 or self.max_batch < 1:
             raise ConfigError("token_budget and max_batch must be >= 1", field="token_budget")
         if not (math.isfinite(self.host_gb) and self.host_gb >= 0):
-            raise ConfigError(f"must be a finite number >= 0, got {self.host_gb}",
-                              field="host_gb")
+            raise ConfigError(f"must be a finite number >= 0, got {self.host_gb}", field="host_gb")
         if self.kv_tokens is not None and self.kv_tokens < 1:
             raise ConfigError("must be >= 1", field="kv_tokens")
         if self.context not in CONTEXT_POLICIES:
-            raise ConfigError(f"unknown policy '{self.context}' "
-                              f"({', '.join(CONTEXT_POLICIES)})", field="context")
+            raise ConfigError(
+                f"unknown policy '{self.context}' ({', '.join(CONTEXT_POLICIES)})", field="context"
+            )
         if self.tenant_weights is not None:
             for i, w in enumerate(self.tenant_weights):
-                if isinstance(w, bool) or not isinstance(w, int | float) or not (
-                        math.isfinite(w) and w > 0):
-                    raise ConfigError(f"weight of tenant {i} must be a finite number > 0, "
-                                      f"got {w!r}", field="tenant_weights")
+                if (
+                    isinstance(w, bool)
+                    or not isinstance(w, int | float)
+                    or not (math.isfinite(w) and w > 0)
+                ):
+                    raise ConfigError(
+                        f"weight of tenant {i} must be a finite number > 0, got {w!r}",
+                        field="tenant_weights",
+                    )
 
 
 @dataclass
@@ -94,15 +99,21 @@ class SimResult:
 class Engine:
     """One serving replica; ``run`` replays a trace through a scheduler and a cache manager."""
 
-    def __init__(self, trace: Trace, scheduler: Scheduler, manager: CacheManager,
-                 config: EngineConfig | None = None) -> None:
+    def __init__(
+        self,
+        trace: Trace,
+        scheduler: Scheduler,
+        manager: CacheManager,
+        config: EngineConfig | None = None,
+    ) -> None:
         self.trace, self.scheduler, self.manager = trace, scheduler, manager
         self.config = config = config or EngineConfig()
         self.cost = CostModel.from_specs(config.model, config.gpu, config.tp)
         self.truncated = 0
         if self.cost.model.max_context:
-            self.truncated = fit_context(trace, self.cost.model.max_context,
-                                         self.cost.model.name, config.context)
+            self.truncated = fit_context(
+                trace, self.cost.model.max_context, self.cost.model.name, config.context
+            )
         kv_tokens = config.kv_tokens or self.cost.kv_capacity_tokens()
         bt = trace.block_tokens
         self.block_bytes = bt * self.cost.kv_bytes_per_token
@@ -110,12 +121,15 @@ class Engine:
         self.n_tenants = trace.n_tenants
         shares = config.tenant_weights
         if shares is not None and len(shares) != self.n_tenants:
-            raise ConfigError(f"has {len(shares)} weights for {self.n_tenants} tenants",
-                              field="tenant_weights")
-        self.tenant_weights = (np.ones(self.n_tenants) if shares is None
-                               else np.asarray(shares, dtype=float))
-        self.weights = CostWeights.from_cost_model(self.cost, kv_tokens, config.hbm_share,
-                                                   config.host_ratio)
+            raise ConfigError(
+                f"has {len(shares)} weights for {self.n_tenants} tenants", field="tenant_weights"
+            )
+        self.tenant_weights = (
+            np.ones(self.n_tenants) if shares is None else np.asarray(shares, dtype=float)
+        )
+        self.weights = CostWeights.from_cost_model(
+            self.cost, kv_tokens, config.hbm_share, config.host_ratio
+        )
         self.cache = PrefixCache(self.gpu_blocks, bt, self.block_bytes)
         host_blocks = int(config.host_gb * 1e9 // self.block_bytes)
         manager.bind(host_blocks, self.n_tenants, bt, self.cost.prefill_c / self.cost.prefill_b)
@@ -211,8 +225,9 @@ class Engine:
         self._account_admit(req, path, created, host_only)
         return _Running(req, full, private)
 
-    def _account_admit(self, req: Request, path: list[Node], created: list[Node],
-                       host_only: list[Node]) -> None:
+    def _account_admit(
+        self, req: Request, path: list[Node], created: list[Node], host_only: list[Node]
+    ) -> None:
         t, lg = req.tenant, self.ledger
         hit = min(req.input_len, len(path) * self.trace.block_tokens)
         host_hit = min(len(host_only) * self.trace.block_tokens, hit)
@@ -230,7 +245,7 @@ class Engine:
         lg.load_bytes[t] += load
         lg.admitted[t] += 1
         self._batch_tokens += max(executed, 1)
-        self._batch_squares += req.input_len ** 2 - hit ** 2
+        self._batch_squares += req.input_len**2 - hit**2
         self._batch_load += load
         self._batch_new_ctx += req.input_len
         self.running_count[t] += 1
@@ -245,16 +260,22 @@ class Engine:
             req = self.scheduler.pick(self.now)
             if req is None:
                 break
-            if admitted and self._batch_tokens + req.input_len - self.cached_tokens(req) > \
-                    self.config.token_budget:
+            if (
+                admitted
+                and self._batch_tokens + req.input_len - self.cached_tokens(req)
+                > self.config.token_budget
+            ):
                 self.scheduler.unpick(req)
                 break
             state = self._admit(req)
             if state is None:
                 self.scheduler.unpick(req)
                 if not running:
-                    raise ConfigError(f"request {req.rid} needs more KV than the GPU pool "
-                                      f"({self.gpu_blocks} blocks) holds", field="kv_tokens")
+                    raise ConfigError(
+                        f"request {req.rid} needs more KV than the GPU pool "
+                        f"({self.gpu_blocks} blocks) holds",
+                        field="kv_tokens",
+                    )
                 break
             running[req.rid] = state
             heapq.heappush(finishing, (it + req.output_len, req.rid))
@@ -269,17 +290,21 @@ class Engine:
         self.ctx[t] -= req.input_len + req.output_len
         self.ledger.finished[t] += 1
         self.scheduler.on_finish(req, self.now)
-        self._records.append((req.rid, t, req.arrival, state.first_token, self.now,
-                              req.input_len, req.output_len))
+        self._records.append(
+            (req.rid, t, req.arrival, state.first_token, self.now, req.input_len, req.output_len)
+        )
 
     def _step(self, admitted: list[_Running], running: dict[int, _Running]) -> float:
         """Run one iteration: time it, charge everyone, advance every running request."""
         new_ctx = self._batch_new_ctx
         decode_batch = len(running) - len(admitted)
         ctx_total = float(self.ctx.sum())
-        dt = (self.cost.iteration_ms(self._batch_tokens, self._batch_squares,
-                                     ctx_total - new_ctx, decode_batch)
-              + self.cost.transfer_ms(self._batch_load)) / 1000.0
+        dt = (
+            self.cost.iteration_ms(
+                self._batch_tokens, self._batch_squares, ctx_total - new_ctx, decode_batch
+            )
+            + self.cost.transfer_ms(self._batch_load)
+        ) / 1000.0
         self.now += dt
         for state in admitted:
             state.first_token = self.now
@@ -299,8 +324,15 @@ class Engine:
 
     def _sample(self) -> None:
         lg = self.ledger
-        self._samples.append((self.now, lg.compute_service(), lg.unified_service(),
-                              self.scheduler.queued() > 0, self.host_used))
+        self._samples.append(
+            (
+                self.now,
+                lg.compute_service(),
+                lg.unified_service(),
+                self.scheduler.queued() > 0,
+                self.host_used,
+            )
+        )
 
     def run(self) -> SimResult:
         """Replay the whole trace (arrivals after ``config.horizon`` are ignored)."""
@@ -346,14 +378,21 @@ class Engine:
         done = reqs.height
         span = max(self.now, 1e-9)
         summary = dict(
-            requests=done, iterations=iterations, sim_seconds=self.now,
+            requests=done,
+            iterations=iterations,
+            sim_seconds=self.now,
             throughput_rps=done / span,
             tokens_per_s=float(reqs["output_len"].sum() or 0) / span,
-            ttft_p50=_q(reqs, "ttft", 0.5), ttft_p99=_q(reqs, "ttft", 0.99),
-            tpot_p50=_q(reqs, "tpot", 0.5), tpot_p99=_q(reqs, "tpot", 0.99),
-            gpu_blocks=self.gpu_blocks, host_blocks=self.host_blocks,
-            host_used=self.host_used, host_util=self.host_used / max(self.host_blocks, 1),
-            weights=asdict(self.weights), truncated=self.truncated,
+            ttft_p50=_q(reqs, "ttft", 0.5),
+            ttft_p99=_q(reqs, "ttft", 0.99),
+            tpot_p50=_q(reqs, "tpot", 0.5),
+            tpot_p99=_q(reqs, "tpot", 0.99),
+            gpu_blocks=self.gpu_blocks,
+            host_blocks=self.host_blocks,
+            host_used=self.host_used,
+            host_util=self.host_used / max(self.host_blocks, 1),
+            weights=asdict(self.weights),
+            truncated=self.truncated,
             tenant_weights=[float(w) for w in self.tenant_weights],
         )
         return SimResult(tenants, reqs, samples, summary, self.config)
@@ -369,15 +408,22 @@ def _samples_frame(samples: list[tuple], names: list[str]) -> pl.DataFrame:
     rows = []
     for now, compute, unified, backlogged, host_used in samples:
         for t, name in enumerate(names):
-            rows.append((now, name, float(compute[t]), float(unified[t]), bool(backlogged[t]),
-                         host_used))
-    return pl.DataFrame(rows, schema=["time", "tenant", "compute_service", "unified_service",
-                                      "backlogged", "host_used"], orient="row")
+            rows.append(
+                (now, name, float(compute[t]), float(unified[t]), bool(backlogged[t]), host_used)
+            )
+    return pl.DataFrame(
+        rows,
+        schema=["time", "tenant", "compute_service", "unified_service", "backlogged", "host_used"],
+        orient="row",
+    )
 
 
-def simulate(trace: Trace, scheduler: Scheduler | str = "faircache",
-             manager: CacheManager | str = "lru", config: EngineConfig | None = None
-             ) -> SimResult:
+def simulate(
+    trace: Trace,
+    scheduler: Scheduler | str = "faircache",
+    manager: CacheManager | str = "lru",
+    config: EngineConfig | None = None,
+) -> SimResult:
     """Replay ``trace``; policies may be given by CLI name or as objects."""
     from schedlab.faircache.managers import make_manager
     from schedlab.faircache.policies import make_scheduler

@@ -29,8 +29,9 @@ class _Mixer:
     def prefix(self, tokens: int) -> tuple[int, ...]:
         return self.ids.fresh(tokens // self.bt)
 
-    def add(self, tenant: int, time: float, prefix: tuple[int, ...], suffix_len: int,
-            output_len: int) -> None:
+    def add(
+        self, tenant: int, time: float, prefix: tuple[int, ...], suffix_len: int, output_len: int
+    ) -> None:
         inp = len(prefix) * self.bt + suffix_len
         blocks = prefix + self.ids.fresh(math.ceil(inp / self.bt) - len(prefix))
         self.requests.append(Request(len(self.requests), tenant, time, inp, output_len, blocks))
@@ -44,8 +45,13 @@ class _Mixer:
         return Trace(self.requests, self.bt, name, [f"t{i}" for i in range(tenants)])
 
 
-def free_riding(order: list[int], prefix_len: int = 4096, suffix_len: int = 64,
-                gap: float = 2.0, block_tokens: int = 16) -> Trace:
+def free_riding(
+    order: list[int],
+    prefix_len: int = 4096,
+    suffix_len: int = 64,
+    gap: float = 2.0,
+    block_tokens: int = 16,
+) -> Trace:
     """Tenants in ``order`` each send one request sharing a ``prefix_len``-token prefix."""
     if sorted(order) != list(range(len(order))):
         raise BadInputError("must be a permutation of 0..k-1", field="order")
@@ -56,9 +62,15 @@ def free_riding(order: list[int], prefix_len: int = 4096, suffix_len: int = 64,
     return mix.trace("free-riding", len(order))
 
 
-def hit_bias(duration: float = 120.0, rate: float = 2.0, prompt_len: int = 2048,
-             question_len: int = 64, output_len: int = 128, seed: int = 0,
-             block_tokens: int = 16) -> Trace:
+def hit_bias(
+    duration: float = 120.0,
+    rate: float = 2.0,
+    prompt_len: int = 2048,
+    question_len: int = 64,
+    output_len: int = 128,
+    seed: int = 0,
+    block_tokens: int = 16,
+) -> Trace:
     """Tenant 0 reuses one long system prompt (high hit rate); tenant 1 never repeats a prompt.
 
     Both send ``prompt_len + question_len``-token prompts at ``rate`` req/s (Poisson).
@@ -72,8 +84,9 @@ def hit_bias(duration: float = 120.0, rate: float = 2.0, prompt_len: int = 2048,
     return mix.trace("hit-bias", 2)
 
 
-def host_memory(duration: float = 120.0, seed: int = 0, block_tokens: int = 16,
-                rate: float = 1.5) -> Trace:
+def host_memory(
+    duration: float = 120.0, seed: int = 0, block_tokens: int = 16, rate: float = 1.5
+) -> Trace:
     """Four tenants with different reuse: two re-use a pool of long documents, two stream.
 
     t0 draws from 24 documents of 2048 tokens (large working set), t1 from 4 documents of 2048
@@ -91,8 +104,9 @@ def host_memory(duration: float = 120.0, seed: int = 0, block_tokens: int = 16,
     return mix.trace("host-memory", 4)
 
 
-def cold_data(duration: float = 120.0, seed: int = 0, block_tokens: int = 16,
-              rate: float = 4.0) -> Trace:
+def cold_data(
+    duration: float = 120.0, seed: int = 0, block_tokens: int = 16, rate: float = 4.0
+) -> Trace:
     """Reuse that goes cold: a hot document set in the first third is never used again.
 
     Phase 1 (first third): 8 documents reused heavily. Phases 2-3: 16 new documents reused at a
@@ -114,15 +128,26 @@ def cold_data(duration: float = 120.0, seed: int = 0, block_tokens: int = 16,
 
 
 def _shared(duration: float, seed: int, tenants: int, bt: int) -> Trace:
-    return shared_prefix(groups=4 * tenants, prompts_per_group=max(1, int(duration * 8)
-                         // (4 * tenants)), system_len=1024, question_len=128, output_len=64,
-                         tenants=tenants, rate=8.0, seed=seed, block_tokens=bt)
+    return shared_prefix(
+        groups=4 * tenants,
+        prompts_per_group=max(1, int(duration * 8) // (4 * tenants)),
+        system_len=1024,
+        question_len=128,
+        output_len=64,
+        tenants=tenants,
+        rate=8.0,
+        seed=seed,
+        block_tokens=bt,
+    )
 
 
 WORKLOADS: dict[str, Callable[[float, int, int, int], Trace]] = {
-    **{name: (lambda d, s, n, bt, _name=name: vtc_scenario(_name, duration=d, seed=s,
-                                                            block_tokens=bt))
-       for name in VTC_SCENARIOS},
+    **{
+        name: (
+            lambda d, s, n, bt, _name=name: vtc_scenario(_name, duration=d, seed=s, block_tokens=bt)
+        )
+        for name in VTC_SCENARIOS
+    },
     "shared-prefix": _shared,
     "hit-bias": lambda d, s, n, bt: hit_bias(duration=d, seed=s, block_tokens=bt),
     "host-memory": lambda d, s, n, bt: host_memory(duration=d, seed=s, block_tokens=bt),
@@ -130,8 +155,9 @@ WORKLOADS: dict[str, Callable[[float, int, int, int], Trace]] = {
 }
 
 
-def make_workload(name: str, duration: float = 120.0, seed: int = 0, tenants: int = 4,
-                  block_tokens: int = 16) -> Trace:
+def make_workload(
+    name: str, duration: float = 120.0, seed: int = 0, tenants: int = 4, block_tokens: int = 16
+) -> Trace:
     """A named workload (the CLI's ``--workload``); ``tenants`` only shapes ``shared-prefix``."""
     if name not in WORKLOADS:
         raise UnknownNameError("workload", name, sorted(WORKLOADS))
@@ -141,6 +167,8 @@ def make_workload(name: str, duration: float = 120.0, seed: int = 0, tenants: in
         raise BadInputError("tenants and block_tokens must be >= 1", field="tenants")
     trace = WORKLOADS[name](duration, seed, tenants, block_tokens)
     if not trace.requests:
-        raise BadInputError(f"workload '{name}' has no requests in {duration:g} s; "
-                            "use a longer duration", field="duration")
+        raise BadInputError(
+            f"workload '{name}' has no requests in {duration:g} s; use a longer duration",
+            field="duration",
+        )
     return trace

@@ -68,8 +68,12 @@ class Shape:
     def gemms(self) -> list[tuple[float, float]]:
         """(K, N) of the QKV, output, gate+up and down projections on one of ``tp`` GPUs."""
         h, hd, tp = self.hidden, self.head_dim, self.tp
-        return [(h, (self.heads + 2 * self.kv_heads) * hd / tp), (self.heads * hd / tp, h),
-                (h, 2 * self.ffn / tp), (self.ffn / tp, h)]
+        return [
+            (h, (self.heads + 2 * self.kv_heads) * hd / tp),
+            (self.heads * hd / tp, h),
+            (h, 2 * self.ffn / tp),
+            (self.ffn / tp, h),
+        ]
 
 
 def gemm_ms(k_dim, n_dim, tokens, peak_flops, hbm_bytes_s, gemm_eff, hbm_eff, launch_us, tile):
@@ -96,8 +100,9 @@ def _hat(tokens) -> np.ndarray:
 GRID_HAT = _hat(np.arange(1, 4097, dtype=float))
 
 
-def _minimax(residual: np.ndarray, basis: np.ndarray,
-             monotone: list[tuple[np.ndarray, np.ndarray]] = ()) -> np.ndarray:
+def _minimax(
+    residual: np.ndarray, basis: np.ndarray, monotone: list[tuple[np.ndarray, np.ndarray]] = ()
+) -> np.ndarray:
     """Knot values c minimising max |residual - basis·c| (a linear program).
 
     ``monotone`` holds (basis, log of the uncorrected model) on a dense grid of token counts
@@ -116,8 +121,12 @@ def _minimax(residual: np.ndarray, basis: np.ndarray,
         keep = np.abs(d_basis).sum(axis=1) > 0
         a_ub.append(np.hstack([-d_basis[keep], np.zeros((int(keep.sum()), 1))]))
         b_ub.append(d_base[keep])
-    lp = linprog(np.r_[np.zeros(cols), 1.0], A_ub=np.vstack(a_ub), b_ub=np.concatenate(b_ub),
-                 bounds=[(-3, 3)] * cols + [(0, None)])
+    lp = linprog(
+        np.r_[np.zeros(cols), 1.0],
+        A_ub=np.vstack(a_ub),
+        b_ub=np.concatenate(b_ub),
+        bounds=[(-3, 3)] * cols + [(0, None)],
+    )
     if not lp.success:
         raise RuntimeError(f"minimax fit failed: {lp.message}")
     return lp.x[:cols]
@@ -134,27 +143,43 @@ def load_compute(root: str | Path):
         if not path.is_file():
             continue
         frame = pd.read_csv(path)
-        need = ["num_tokens", "num_tensor_parallel_workers", "n_embd", "n_head", "n_kv_head",
-                "n_expanded_embd"]
+        need = [
+            "num_tokens",
+            "num_tensor_parallel_workers",
+            "n_embd",
+            "n_head",
+            "n_kv_head",
+            "n_expanded_embd",
+        ]
         need += [f"time_stats.{op}.median" for op in dict.fromkeys(LINEAR_OPS + NORM_OPS)]
         missing = [c for c in need if c not in frame.columns]
         if missing:
             raise BadInputError("missing column", path=path, line=1, field=missing[0])
         frame = frame[frame.num_tokens <= MAX_TOKENS]
-        frame = frame.groupby(["num_tokens", "num_tensor_parallel_workers"]).median(
-            numeric_only=True).reset_index()
+        frame = (
+            frame.groupby(["num_tokens", "num_tensor_parallel_workers"])
+            .median(numeric_only=True)
+            .reset_index()
+        )
         frame["vidur_gpu"], frame["model"], frame["file"] = gpu, name, str(path)
         frames.append(frame)
     if not frames:
-        raise BadInputError("no Vidur compute profiles (compute/<gpu>/<model>/mlp.csv)",
-                            path=root)
+        raise BadInputError("no Vidur compute profiles (compute/<gpu>/<model>/mlp.csv)", path=root)
     return pd.concat(frames, ignore_index=True)
 
 
 def _shapes(frame) -> list[Shape]:
-    return [Shape(int(r.n_embd), int(r.n_head), int(r.n_kv_head), int(r.n_embd // r.n_head),
-                  int(r.n_expanded_embd), int(r.num_tensor_parallel_workers))
-            for r in frame.itertuples()]
+    return [
+        Shape(
+            int(r.n_embd),
+            int(r.n_head),
+            int(r.n_kv_head),
+            int(r.n_embd // r.n_head),
+            int(r.n_expanded_embd),
+            int(r.num_tensor_parallel_workers),
+        )
+        for r in frame.itertuples()
+    ]
 
 
 def _linear_base(frame, shapes, peak, hbm, eff, mem, launch, tile) -> np.ndarray:
@@ -170,10 +195,13 @@ def _linear_base(frame, shapes, peak, hbm, eff, mem, launch, tile) -> np.ndarray
 def norm_op_bytes(shape: Shape, op: str, tokens) -> np.ndarray:
     """Bytes one element-wise kernel reads and writes for ``tokens`` tokens (bf16)."""
     h, tp = shape.hidden, shape.tp
-    per_token = {"input_layernorm": 2 * h, "post_attention_layernorm": 2 * h,
-                 "mlp_act": 3 * shape.ffn / tp,
-                 "attn_rope": 2 * (shape.heads + shape.kv_heads) * shape.head_dim / tp,
-                 "add": 3 * h}[op]
+    per_token = {
+        "input_layernorm": 2 * h,
+        "post_attention_layernorm": 2 * h,
+        "mlp_act": 3 * shape.ffn / tp,
+        "attn_rope": 2 * (shape.heads + shape.kv_heads) * shape.head_dim / tp,
+        "add": 3 * h,
+    }[op]
     return 2.0 * per_token * np.asarray(tokens, dtype=float)
 
 
@@ -207,16 +235,17 @@ def fit_gpu(frame, peak: float, hbm: float) -> dict:
     y_lin = sum(data[f"time_stats.{op}.median"].to_numpy() for op in LINEAR_OPS)
     best = None
     for tile in TILES:
+
         def resid(q, tile=tile):
             return np.log(_linear_base(data, shapes, peak, hbm, q[0], q[1], q[2], tile) / y_lin)
+
         fit = least_squares(resid, [0.7, 0.8, 3.0], bounds=([0.05, 0.05, 0.0], [1.0, 1.0, 30.0]))
         r = -resid(fit.x)
         curves = {}
         for tp in np.unique(tps):
             mono = []
             for shape in _group_shapes(data, shapes, tps, tp):
-                base = sum(gemm_ms(k, nn, GRID, peak, hbm, *fit.x, tile)
-                           for k, nn in shape.gemms())
+                base = sum(gemm_ms(k, nn, GRID, peak, hbm, *fit.x, tile) for k, nn in shape.gemms())
                 mono.append((GRID_HAT, np.log(base)))
             curves[int(tp)] = _minimax(r[tps == tp], _hat(n[tps == tp]), mono)
         one = tps == 1
@@ -229,11 +258,13 @@ def fit_gpu(frame, peak: float, hbm: float) -> dict:
     one = tps == 1
     for op in dict.fromkeys(NORM_OPS):
         y = data[f"time_stats.{op}.median"].to_numpy()[one]
-        nbytes = np.array([norm_op_bytes(s, op, t)
-                           for s, t, keep in zip(shapes, n, one, strict=True) if keep])
+        nbytes = np.array(
+            [norm_op_bytes(s, op, t) for s, t, keep in zip(shapes, n, one, strict=True) if keep]
+        )
 
         def resid_op(q, y=y, nbytes=nbytes):
             return np.log((q[0] * 1e-3 + 1e3 * nbytes / (q[1] * hbm)) / y)
+
         q = least_squares(resid_op, [3.0, 0.5], bounds=([0.0, 0.01], [50.0, 1.0])).x
         norms[op] = [round(float(q[0]), 4), round(float(q[1]), 4)]
     y_norm = sum(data[f"time_stats.{op}.median"].to_numpy() for op in NORM_OPS)
@@ -246,15 +277,22 @@ def fit_gpu(frame, peak: float, hbm: float) -> dict:
     for tp in np.unique(tps):
         mono = []
         for shape in _group_shapes(data, shapes, tps, tp):
-            base = sum(norms[op][0] * 1e-3 + 1e3 * norm_op_bytes(shape, op, GRID)
-                       / (norms[op][1] * hbm) for op in NORM_OPS)
+            base = sum(
+                norms[op][0] * 1e-3 + 1e3 * norm_op_bytes(shape, op, GRID) / (norms[op][1] * hbm)
+                for op in NORM_OPS
+            )
             mono.append((GRID_HAT, np.log(base)))
         norm_curves[int(tp)] = _minimax(rn[tps == tp], _hat(n[tps == tp]), mono)
-    return dict(gemm_efficiency=float(eff), hbm_efficiency=float(mem), knot_step=KNOT_STEP,
-                gemm_launch_us=float(launch), tile_tokens=int(tile), norm_ops=norms,
-                curve_log={str(k): [round(float(v), 6) for v in c] for k, c in curves.items()},
-                norm_curve_log={str(k): [round(float(v), 6) for v in c]
-                                for k, c in norm_curves.items()})
+    return dict(
+        gemm_efficiency=float(eff),
+        hbm_efficiency=float(mem),
+        knot_step=KNOT_STEP,
+        gemm_launch_us=float(launch),
+        tile_tokens=int(tile),
+        norm_ops=norms,
+        curve_log={str(k): [round(float(v), 6) for v in c] for k, c in curves.items()},
+        norm_curve_log={str(k): [round(float(v), 6) for v in c] for k, c in norm_curves.items()},
+    )
 
 
 def load_allreduce(root: str | Path):
@@ -293,6 +331,7 @@ def fit_allreduce(frame) -> dict[str, list[float]]:
 
         def resid(q, ring=ring, y=y):
             return np.log((q[0] * 1e-3 + ring / (q[1] * 1e9) * 1e3) / y)
+
         fit = least_squares(resid, [20.0, 100.0], bounds=([0.0, 1.0], [500.0, 2000.0]))
         out[str(int(workers))] = [round(float(fit.x[0]), 4), round(float(fit.x[1]), 3)]
     return out
@@ -316,13 +355,23 @@ def error_table(root: str | Path):
                 t = int(r.num_tokens)
                 lin = sum(getattr(r, f"_{i}") for i in _op_columns(sub, LINEAR_OPS))
                 nrm = sum(getattr(r, f"_{i}") for i in _op_columns(sub, NORM_OPS))
-                for term, meas, mod in (("linear", lin, cost.layer_linear_ms(t)),
-                                        ("norm", nrm, cost.layer_norm_ms(t)),
-                                        ("layer", lin + nrm,
-                                         cost.layer_linear_ms(t) + cost.layer_norm_ms(t))):
-                    rows.append(dict(gpu=GPU_OF[vgpu], model=name, tp=int(tp), tokens=t,
-                                     term=term, measured_ms=meas, model_ms=mod,
-                                     error=mod / meas - 1))
+                for term, meas, mod in (
+                    ("linear", lin, cost.layer_linear_ms(t)),
+                    ("norm", nrm, cost.layer_norm_ms(t)),
+                    ("layer", lin + nrm, cost.layer_linear_ms(t) + cost.layer_norm_ms(t)),
+                ):
+                    rows.append(
+                        dict(
+                            gpu=GPU_OF[vgpu],
+                            model=name,
+                            tp=int(tp),
+                            tokens=t,
+                            term=term,
+                            measured_ms=meas,
+                            model_ms=mod,
+                            error=mod / meas - 1,
+                        )
+                    )
     return pd.DataFrame(rows)
 
 
@@ -338,8 +387,7 @@ def allreduce_error_table(root: str | Path):
 
     frame = load_allreduce(root)
     if frame is None:
-        return pd.DataFrame(columns=["gpu", "workers", "bytes", "measured_ms", "model_ms",
-                                     "error"])
+        return pd.DataFrame(columns=["gpu", "workers", "bytes", "measured_ms", "model_ms", "error"])
     lo, hi = allreduce_sizes()
     rows = []
     costs: dict = {}
@@ -350,14 +398,23 @@ def allreduce_error_table(root: str | Path):
             costs[key] = CostModel.from_specs("llama-2-7b", gpu, tp=int(r.num_workers))
         cost = costs[key]
         mod = cost.allreduce_ms(float(r.size))
-        rows.append(dict(gpu=gpu, network=r.network, workers=int(r.num_workers),
-                         bytes=int(r.size), measured_ms=r.ms, model_ms=mod,
-                         error=mod / r.ms - 1))
+        rows.append(
+            dict(
+                gpu=gpu,
+                network=r.network,
+                workers=int(r.num_workers),
+                bytes=int(r.size),
+                measured_ms=r.ms,
+                model_ms=mod,
+                error=mod / r.ms - 1,
+            )
+        )
     return pd.DataFrame(rows)
 
 
-def holdout(root: str | Path, gpu: str = "a100", train: str = "llama-2-7b",
-            test: str = "llama-3-8b") -> dict[int, float]:
+def holdout(
+    root: str | Path, gpu: str = "a100", train: str = "llama-2-7b", test: str = "llama-3-8b"
+) -> dict[int, float]:
     """Max |error| of the linear layers on ``test``'s profile when the GPU's coefficients are
     fitted on ``train``'s alone, per TP degree (a check that the fit is not model-specific)."""
     from schedlab.llm.costmodel import get_gpu
@@ -373,9 +430,16 @@ def holdout(root: str | Path, gpu: str = "a100", train: str = "llama-2-7b",
     shapes = _shapes(data)
     n = data.num_tokens.to_numpy(dtype=float)
     tps = data.num_tensor_parallel_workers.to_numpy()
-    base = _linear_base(data, shapes, peak, hbm, fitted["gemm_efficiency"],
-                        fitted["hbm_efficiency"], fitted["gemm_launch_us"],
-                        fitted["tile_tokens"])
+    base = _linear_base(
+        data,
+        shapes,
+        peak,
+        hbm,
+        fitted["gemm_efficiency"],
+        fitted["hbm_efficiency"],
+        fitted["gemm_launch_us"],
+        fitted["tile_tokens"],
+    )
     knots = np.stack([np.asarray(fitted["curve_log"][str(int(t))]) for t in tps])
     x = np.log2(n)
     corr = np.exp([np.interp(xi, KNOTS, k) for xi, k in zip(x, knots, strict=True)])
@@ -435,8 +499,15 @@ def write_toml(gpus: dict, path: Path) -> None:
             pairs = ", ".join(f'"{k}" = {v}' for k, v in fitted["allreduce"].items())
             lines.append(f"allreduce = {{ {pairs} }}")
         lines.append("")
-    lines += ["[borrow]", "# unprofiled GPU = profiled GPU of the same architecture",
-              'a800 = "a100-80g"', 'h200 = "h100"', 'a6000 = "a40"', 'a10g = "a40"', ""]
+    lines += [
+        "[borrow]",
+        "# unprofiled GPU = profiled GPU of the same architecture",
+        'a800 = "a100-80g"',
+        'h200 = "h100"',
+        'a6000 = "a40"',
+        'a10g = "a40"',
+        "",
+    ]
     write_text(path, "\n".join(lines))
 
 
@@ -452,12 +523,20 @@ def summarise(table) -> str:
     """Max |error| per (gpu, model, tp, term), and at the powers of two for tp=1."""
     out = []
     worst = table.assign(abs_err=table.error.abs()).groupby(["gpu", "model", "tp", "term"])
-    out.append(worst.abs_err.agg(["max", lambda s: s.quantile(0.95)]).rename(
-        columns={"<lambda_0>": "p95"}).round(3).to_string())
-    pow2 = table[(table.tp == 1) & table.tokens.isin([2 ** i for i in range(13)])
-                 & (table.term == "linear")]
-    out.append(pow2.pivot_table(index="tokens", columns=["gpu", "model"], values="error")
-               .round(3).to_string())
+    out.append(
+        worst.abs_err.agg(["max", lambda s: s.quantile(0.95)])
+        .rename(columns={"<lambda_0>": "p95"})
+        .round(3)
+        .to_string()
+    )
+    pow2 = table[
+        (table.tp == 1) & table.tokens.isin([2**i for i in range(13)]) & (table.term == "linear")
+    ]
+    out.append(
+        pow2.pivot_table(index="tokens", columns=["gpu", "model"], values="error")
+        .round(3)
+        .to_string()
+    )
     return "\n\n".join(out)
 
 
@@ -472,18 +551,26 @@ def main(argv: list[str] | None = None) -> int:
         target = Path(__file__).with_name("calibration.toml")
         write_toml(gpus, target)
         from schedlab.llm import costmodel
+
         costmodel._load_calibration.cache_clear()
         print(f"wrote {target}")
     print(summarise(error_table(root)))
     try:
-        print("held out (A100: fitted on Llama-2-7B, tested on Llama-3-8B), linear max |err| "
-              "per tp:", {k: round(v, 3) for k, v in holdout(root).items()})
+        print(
+            "held out (A100: fitted on Llama-2-7B, tested on Llama-3-8B), linear max |err| per tp:",
+            {k: round(v, 3) for k, v in holdout(root).items()},
+        )
     except BadInputError:
         pass
     ar = allreduce_error_table(root)
     if len(ar):
-        print(ar.assign(abs_err=ar.error.abs()).groupby(["gpu", "workers"]).abs_err.agg(
-            ["max", "median"]).round(3).to_string())
+        print(
+            ar.assign(abs_err=ar.error.abs())
+            .groupby(["gpu", "workers"])
+            .abs_err.agg(["max", "median"])
+            .round(3)
+            .to_string()
+        )
     return 0
 
 

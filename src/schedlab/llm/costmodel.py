@@ -130,6 +130,7 @@ class Calibration:
         if not curves:
             return ()
         return min(curves, key=lambda c: (abs(math.log2(c[0]) - math.log2(tp)), -c[0]))[1]
+
     allreduce: tuple[tuple[int, float, float], ...] = ()  # (workers, alpha_us, bus_gbs)
 
     def curve(self, tokens: np.ndarray, knots: tuple[float, ...]) -> np.ndarray:
@@ -161,19 +162,26 @@ def _load_calibration() -> dict[str, Calibration]:
     for gpu, row in data.get("gpus", {}).items():
         if "gemm_efficiency" not in row:
             continue
-        ar = tuple(sorted((int(k), float(v[0]), float(v[1]))
-                          for k, v in row.get("allreduce", {}).items()))
+        ar = tuple(
+            sorted((int(k), float(v[0]), float(v[1])) for k, v in row.get("allreduce", {}).items())
+        )
         out[gpu] = Calibration(
-            source=f"vidur:{row.get('profiled', gpu)}", gemm_efficiency=row["gemm_efficiency"],
-            hbm_efficiency=row["hbm_efficiency"], gemm_launch_us=row["gemm_launch_us"],
-            tile_tokens=int(row["tile_tokens"]), curve_log=_curves(row.get("curve_log", {})),
-            norm_ops=tuple((op, float(v[0]), float(v[1]))
-                           for op, v in row.get("norm_ops", {}).items()),
+            source=f"vidur:{row.get('profiled', gpu)}",
+            gemm_efficiency=row["gemm_efficiency"],
+            hbm_efficiency=row["hbm_efficiency"],
+            gemm_launch_us=row["gemm_launch_us"],
+            tile_tokens=int(row["tile_tokens"]),
+            curve_log=_curves(row.get("curve_log", {})),
+            norm_ops=tuple(
+                (op, float(v[0]), float(v[1])) for op, v in row.get("norm_ops", {}).items()
+            ),
             norm_curve_log=_curves(row.get("norm_curve_log", {})),
             knot_step=float(row.get("knot_step", 0.25)),
-            norm_efficiency=float(np.median([v[1] for v in row.get("norm_ops", {}).values()]
-                                            or [MEMORY_EFFICIENCY])),
-            allreduce=ar)
+            norm_efficiency=float(
+                np.median([v[1] for v in row.get("norm_ops", {}).values()] or [MEMORY_EFFICIENCY])
+            ),
+            allreduce=ar,
+        )
     for gpu, donor in data.get("borrow", {}).items():
         if donor in out and gpu not in out:
             base = out[donor]
@@ -252,8 +260,10 @@ class CostModel:
         """The calibrated roofline; explicit efficiencies give an uncalibrated one instead."""
         m = get_model(model) if isinstance(model, str) else model
         g = get_gpu(gpu) if isinstance(gpu, str) else gpu
-        for name, value in (("compute_efficiency", compute_efficiency),
-                            ("memory_efficiency", memory_efficiency)):
+        for name, value in (
+            ("compute_efficiency", compute_efficiency),
+            ("memory_efficiency", memory_efficiency),
+        ):
             if value is not None and not 0 < value <= 1:
                 raise ConfigError("efficiencies must be in (0, 1]", field=name)
         if overhead_ms < 0:
@@ -264,17 +274,35 @@ class CostModel:
         cal = calibration_for(g.name)
         if cal is None or compute_efficiency is not None or memory_efficiency is not None:
             cal = Calibration(
-                source="roofline", gemm_efficiency=compute_efficiency or COMPUTE_EFFICIENCY,
+                source="roofline",
+                gemm_efficiency=compute_efficiency or COMPUTE_EFFICIENCY,
                 hbm_efficiency=memory_efficiency or MEMORY_EFFICIENCY,
-                norm_efficiency=memory_efficiency or MEMORY_EFFICIENCY)
-        cost = cls(model=m, gpu=g, tp=tp, prefill_a=0.0, prefill_b=0.0, prefill_c=0.0,
-                   decode_a=0.0, decode_b=0.0, decode_c=0.0, calibration=cal,
-                   overhead_ms=overhead_ms)
+                norm_efficiency=memory_efficiency or MEMORY_EFFICIENCY,
+            )
+        cost = cls(
+            model=m,
+            gpu=g,
+            tp=tp,
+            prefill_a=0.0,
+            prefill_b=0.0,
+            prefill_c=0.0,
+            decode_a=0.0,
+            decode_b=0.0,
+            decode_c=0.0,
+            calibration=cal,
+            overhead_ms=overhead_ms,
+        )
         floor = overhead_ms + cost.dense_ms(1, 1)
         slope = (cost.dense_ms(4096, 1) - cost.dense_ms(2048, 1)) / 2048
         per_seq = (cost.dense_ms(4096, 4096) - cost.dense_ms(2048, 2048)) / 2048
-        coeffs = dict(prefill_a=floor, prefill_b=slope, prefill_c=cost._attn_ms_per_square(),
-                      decode_a=floor, decode_b=cost._kv_ms_per_token(), decode_c=per_seq)
+        coeffs = dict(
+            prefill_a=floor,
+            prefill_b=slope,
+            prefill_c=cost._attn_ms_per_square(),
+            decode_a=floor,
+            decode_b=cost._kv_ms_per_token(),
+            decode_c=per_seq,
+        )
         for key, value in coeffs.items():
             object.__setattr__(cost, key, value)
         return cost
@@ -291,8 +319,12 @@ class CostModel:
     def _gemms(self) -> list[tuple[float, float]]:
         m, tp = self.model, self.tp
         h, hd, f = m.hidden, m.head_dim, m.ffn_size
-        return [(h, (m.heads + 2 * m.kv_heads) * hd / tp), (m.heads * hd / tp, h),
-                (h, 2 * f / tp), (f / tp, h)]
+        return [
+            (h, (m.heads + 2 * m.kv_heads) * hd / tp),
+            (m.heads * hd / tp, h),
+            (h, 2 * f / tp),
+            (f / tp, h),
+        ]
 
     def _gemm_ms(self, k_dim: float, n_dim: float, tokens: np.ndarray) -> np.ndarray:
         """The per-GEMM roofline over an array of token counts (before the curve)."""
@@ -331,10 +363,13 @@ class CostModel:
 
     def _norm_bytes(self, op: str) -> float:
         m, tp = self.model, self.tp
-        per_token = {"input_layernorm": 2 * m.hidden, "post_attention_layernorm": 2 * m.hidden,
-                     "mlp_act": 3 * m.ffn_size / tp,
-                     "attn_rope": 2 * (m.heads + m.kv_heads) * m.head_dim / tp,
-                     "add": 3 * m.hidden}[op]
+        per_token = {
+            "input_layernorm": 2 * m.hidden,
+            "post_attention_layernorm": 2 * m.hidden,
+            "mlp_act": 3 * m.ffn_size / tp,
+            "attn_rope": 2 * (m.heads + m.kv_heads) * m.head_dim / tp,
+            "add": 3 * m.hidden,
+        }[op]
         return per_token * m.dtype_bytes
 
     def layer_norm_ms(self, tokens: float) -> float:
@@ -345,13 +380,16 @@ class CostModel:
 
     def _raw_norm_ms(self, tokens: np.ndarray) -> np.ndarray:
         cal = self.calibration
-        ops = cal.norm_ops or tuple((op, 0.0, cal.norm_efficiency) for op in (
-            "input_layernorm", "post_attention_layernorm", "mlp_act", "attn_rope", "add"))
+        ops = cal.norm_ops or tuple(
+            (op, 0.0, cal.norm_efficiency)
+            for op in ("input_layernorm", "post_attention_layernorm", "mlp_act", "attn_rope", "add")
+        )
         total = 0.0
         for op, launch_us, eff in ops:
             count = 2 if op == "add" else 1
-            total += count * (launch_us * 1e-3
-                              + 1e3 * self._norm_bytes(op) * tokens / (eff * self._hbm))
+            total += count * (
+                launch_us * 1e-3 + 1e3 * self._norm_bytes(op) * tokens / (eff * self._hbm)
+            )
         return total * cal.curve(tokens, cal.knots(self.tp, norm=True))
 
     def allreduce_ms(self, nbytes: float) -> float:
@@ -378,8 +416,11 @@ class CostModel:
             return 0.0
         m = self.model
         act_bytes = tokens * m.hidden * m.dtype_bytes
-        per_layer = (self.layer_linear_ms(tokens) + self.layer_norm_ms(tokens)
-                     + 2 * self.allreduce_ms(act_bytes))
+        per_layer = (
+            self.layer_linear_ms(tokens)
+            + self.layer_norm_ms(tokens)
+            + 2 * self.allreduce_ms(act_bytes)
+        )
         cal = self.calibration
         embed = 2 * act_bytes / (cal.norm_efficiency * self._hbm) * 1e3  # a gather: no FLOPs
         head = 0.0
@@ -392,8 +433,9 @@ class CostModel:
 
     def _raw_head_ms(self, seqs: np.ndarray) -> np.ndarray:
         cal = self.calibration
-        return (self._gemm_ms(self.model.hidden, self.model.vocab / self.tp, seqs)
-                * cal.curve(seqs, cal.knots(self.tp)))
+        return self._gemm_ms(self.model.hidden, self.model.vocab / self.tp, seqs) * cal.curve(
+            seqs, cal.knots(self.tp)
+        )
 
     def _attn_ms_per_square(self) -> float:
         m = self.model
@@ -401,16 +443,28 @@ class CostModel:
         return flops / (ATTENTION_EFFICIENCY * self._peak) * 1e3
 
     def _kv_ms_per_token(self) -> float:
-        return (self.model.kv_bytes_per_token / self.tp
-                / (self.calibration.hbm_efficiency * self._hbm) * 1e3)
+        return (
+            self.model.kv_bytes_per_token
+            / self.tp
+            / (self.calibration.hbm_efficiency * self._hbm)
+            * 1e3
+        )
 
     def prefill_attention_ms(self, tokens: float, squares: float) -> float:
         """Analytic FlashAttention-style prefill attention (not calibrated)."""
         if tokens <= 0:
             return 0.0
         m = self.model
-        io = (tokens * (2 * m.heads + 2 * m.kv_heads) * m.head_dim / self.tp * m.dtype_bytes
-              * m.layers / (self.calibration.hbm_efficiency * self._hbm) * 1e3)
+        io = (
+            tokens
+            * (2 * m.heads + 2 * m.kv_heads)
+            * m.head_dim
+            / self.tp
+            * m.dtype_bytes
+            * m.layers
+            / (self.calibration.hbm_efficiency * self._hbm)
+            * 1e3
+        )
         return max(self.prefill_c * squares, io)
 
     def decode_attention_ms(self, context_tokens: float) -> float:
@@ -429,8 +483,9 @@ class CostModel:
             raise ConfigError(f"no KV memory left for {self.model.name} on {self.gpu.name}")
         return int(free // self.kv_bytes_per_token)
 
-    def prefill_ms(self, tokens: float | np.ndarray | list[int], squares: float | None = None
-                   ) -> float:
+    def prefill_ms(
+        self, tokens: float | np.ndarray | list[int], squares: float | None = None
+    ) -> float:
         """Time to prefill a batch whose requests compute ``tokens`` new tokens each.
 
         ``squares`` (Σ tokens²) may be passed precomputed by an engine that keeps running sums
@@ -443,25 +498,40 @@ class CostModel:
             total, seqs = float(tokens), 1
         if total <= 0:
             return 0.0
-        return (self.overhead_ms + self.dense_ms(total, seqs)
-                + self.prefill_attention_ms(total, squares))
+        return (
+            self.overhead_ms
+            + self.dense_ms(total, seqs)
+            + self.prefill_attention_ms(total, squares)
+        )
 
     def decode_ms(self, context_tokens: float, batch: int) -> float:
         """Time of one decode iteration over ``batch`` sequences holding ``context_tokens``."""
         if batch <= 0:
             return 0.0
-        return (self.overhead_ms + self.dense_ms(batch, batch)
-                + self.decode_attention_ms(context_tokens))
+        return (
+            self.overhead_ms
+            + self.dense_ms(batch, batch)
+            + self.decode_attention_ms(context_tokens)
+        )
 
-    def iteration_ms(self, prefill_tokens: float, prefill_squares: float,
-                     context_tokens: float, batch: int, prefill_seqs: int = 1) -> float:
+    def iteration_ms(
+        self,
+        prefill_tokens: float,
+        prefill_squares: float,
+        context_tokens: float,
+        batch: int,
+        prefill_seqs: int = 1,
+    ) -> float:
         """A mixed (chunked-prefill style) iteration: one weight pass, both kinds of work."""
         if prefill_tokens <= 0 and batch <= 0:
             return 0.0
         seqs = batch + (prefill_seqs if prefill_tokens > 0 else 0)
-        return (self.overhead_ms + self.dense_ms(prefill_tokens + batch, seqs)
-                + self.prefill_attention_ms(prefill_tokens, prefill_squares)
-                + self.decode_attention_ms(context_tokens))
+        return (
+            self.overhead_ms
+            + self.dense_ms(prefill_tokens + batch, seqs)
+            + self.prefill_attention_ms(prefill_tokens, prefill_squares)
+            + self.decode_attention_ms(context_tokens)
+        )
 
     def transfer_ms(self, nbytes: float) -> float:
         """Host<->GPU copy time over PCIe (one direction, no overlap)."""
@@ -471,14 +541,22 @@ class CostModel:
 
     def describe(self) -> dict[str, float | str | int]:
         cal = self.calibration
-        return dict(model=self.model.name, gpu=self.gpu.name, tp=self.tp,
-                    calibration=cal.source, gemm_efficiency=cal.gemm_efficiency,
-                    hbm_efficiency=cal.hbm_efficiency, attention="analytic (FlashAttention-"
-                    f"style, {ATTENTION_EFFICIENCY:g} of peak)",
-                    kv_bytes_per_token=self.kv_bytes_per_token,
-                    prefill_a=self.prefill_a, prefill_b=self.prefill_b,
-                    prefill_c=self.prefill_c, decode_a=self.decode_a,
-                    decode_b=self.decode_b, decode_c=self.decode_c)
+        return dict(
+            model=self.model.name,
+            gpu=self.gpu.name,
+            tp=self.tp,
+            calibration=cal.source,
+            gemm_efficiency=cal.gemm_efficiency,
+            hbm_efficiency=cal.hbm_efficiency,
+            attention=f"analytic (FlashAttention-style, {ATTENTION_EFFICIENCY:g} of peak)",
+            kv_bytes_per_token=self.kv_bytes_per_token,
+            prefill_a=self.prefill_a,
+            prefill_b=self.prefill_b,
+            prefill_c=self.prefill_c,
+            decode_a=self.decode_a,
+            decode_b=self.decode_b,
+            decode_c=self.decode_c,
+        )
 
 
 def tokens_to_blocks(tokens: int, block_tokens: int) -> int:

@@ -50,15 +50,17 @@ class _Builder:
     def add(self, tenant: int, times: np.ndarray, inp: int, out: int) -> None:
         nblocks = math.ceil(inp / self.block_tokens)
         for t in times:
-            self.requests.append(Request(len(self.requests), tenant, float(t), inp, out,
-                                         self.ids.fresh(nblocks)))
+            self.requests.append(
+                Request(len(self.requests), tenant, float(t), inp, out, self.ids.fresh(nblocks))
+            )
 
     def trace(self, name: str, n_tenants: int) -> Trace:
         return Trace(self.requests, self.block_tokens, name, [f"t{i}" for i in range(n_tenants)])
 
 
-def vtc_scenario(name: str, duration: float = 120.0, seed: int = 0, block_tokens: int = 16,
-                 rate: float = 3.0) -> Trace:
+def vtc_scenario(
+    name: str, duration: float = 120.0, seed: int = 0, block_tokens: int = 16, rate: float = 3.0
+) -> Trace:
     """One of VTC's synthetic scenarios (see the module docstring), seeded."""
     if name not in VTC_SCENARIOS:
         raise UnknownNameError("scenario", name, sorted(VTC_SCENARIOS))
@@ -118,8 +120,12 @@ def _increase(b: _Builder, rng: np.random.Generator, d: float, rate: float) -> i
 
 
 VTC_SCENARIOS: dict[str, Callable[[_Builder, np.random.Generator, float, float], int]] = {
-    "overload": _overload, "overload-multi": _overload_multi, "proportional": _proportional,
-    "on-off": _on_off, "short-long": _short_long, "distribution-shift": _shift,
+    "overload": _overload,
+    "overload-multi": _overload_multi,
+    "proportional": _proportional,
+    "on-off": _on_off,
+    "short-long": _short_long,
+    "distribution-shift": _shift,
     "increase": _increase,
 }
 
@@ -136,8 +142,9 @@ def shared_prefix(
     block_tokens: int = 16,
 ) -> Trace:
     """SGLang's generated-shared-prefix workload with groups mapped onto tenants (g mod N)."""
-    for name, value in dict(groups=groups, prompts_per_group=prompts_per_group, tenants=tenants,
-                            output_len=output_len).items():
+    for name, value in dict(
+        groups=groups, prompts_per_group=prompts_per_group, tenants=tenants, output_len=output_len
+    ).items():
         if value < 1:
             raise BadInputError("must be >= 1", field=name)
     if system_len < 0 or question_len < 0 or system_len + question_len < 1 or rate <= 0:
@@ -151,8 +158,14 @@ def shared_prefix(
     systems = [ids.fresh(prefix_blocks) for _ in range(groups)]
     tail = math.ceil((system_len + question_len) / block_tokens) - prefix_blocks
     requests = [
-        Request(i, int(g) % tenants, float(times[i]), system_len + question_len, output_len,
-                systems[g] + ids.fresh(tail))
+        Request(
+            i,
+            int(g) % tenants,
+            float(times[i]),
+            system_len + question_len,
+            output_len,
+            systems[g] + ids.fresh(tail),
+        )
         for i, g in enumerate(group_of)
     ]
     return Trace(requests, block_tokens, "shared-prefix", [f"t{i}" for i in range(tenants)])

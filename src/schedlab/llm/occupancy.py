@@ -71,8 +71,9 @@ class KernelDesc:
 
     def __post_init__(self) -> None:
         if self.threads < 1 or self.regs < 1 or self.smem < 0:
-            raise ConfigError(f"kernel {self.name}: threads/regs must be >= 1, smem >= 0",
-                              field="kernel")
+            raise ConfigError(
+                f"kernel {self.name}: threads/regs must be >= 1, smem >= 0", field="kernel"
+            )
 
     @property
     def warps(self) -> int:
@@ -98,8 +99,11 @@ class Occupancy:
 
 def occupancy(kernel: KernelDesc, arch: ArchLimits) -> Occupancy:
     """The Occupancy Calculator for one kernel: blocks per SM and the binding wall."""
-    if kernel.regs > arch.max_regs_per_thread or kernel.smem > arch.max_smem_per_block \
-            or kernel.threads > 1024:
+    if (
+        kernel.regs > arch.max_regs_per_thread
+        or kernel.smem > arch.max_smem_per_block
+        or kernel.threads > 1024
+    ):
         return Occupancy(0, "launch", 0.0, dict.fromkeys(WALLS, 0))
     warps = kernel.warps
     per_partition = arch.regs_per_sm // PARTITIONS
@@ -115,15 +119,18 @@ def occupancy(kernel: KernelDesc, arch: ArchLimits) -> Occupancy:
     return Occupancy(blocks, limiter, blocks * warps / arch.max_warps, by_wall)
 
 
-def pair_usage(a: KernelDesc, na: int, b: KernelDesc, nb: int, arch: ArchLimits
-               ) -> dict[str, float]:
+def pair_usage(
+    a: KernelDesc, na: int, b: KernelDesc, nb: int, arch: ArchLimits
+) -> dict[str, float]:
     """Fraction of each SM wall used by ``na`` blocks of ``a`` and ``nb`` blocks of ``b``."""
     return {
         "registers": (na * a.warps * a.regs_per_warp() + nb * b.warps * b.regs_per_warp())
         / arch.regs_per_sm,
         "smem": (na * a.smem_per_block(arch) + nb * b.smem_per_block(arch)) / arch.smem_per_sm,
-        "warps": max((na * a.warps + nb * b.warps) / arch.max_warps,
-                     (na * a.threads + nb * b.threads) / arch.max_threads),
+        "warps": max(
+            (na * a.warps + nb * b.warps) / arch.max_warps,
+            (na * a.threads + nb * b.threads) / arch.max_threads,
+        ),
         "blocks": (na + nb) / arch.max_blocks,
     }
 
@@ -146,8 +153,9 @@ def binding_wall(a: KernelDesc, na: int, b: KernelDesc, nb: int, arch: ArchLimit
     return max(WALLS, key=lambda w: usage[w])
 
 
-def frontier(prefill: KernelDesc, decode: KernelDesc, arch: ArchLimits
-             ) -> list[tuple[int, int, str]]:
+def frontier(
+    prefill: KernelDesc, decode: KernelDesc, arch: ArchLimits
+) -> list[tuple[int, int, str]]:
     """The feasible allocation frontier: for each n_p >= 1, the most decode blocks n_d >= 1
     that fit beside it, and the wall that stops one more decode block. Empty when the pair is
     not jointly resident."""
@@ -188,10 +196,18 @@ def _kernel_from_record(name: str, rec: dict) -> KernelDesc:
     else:
         smem = (rec["tile_m"] + 2 * rec["tile_n"]) * rec["head_dim"] * 2
         source = "FlashAttention-2 traits: (kBlockM+2*kBlockN)*d*2 B; regs assumed"
-    return KernelDesc(name=name, threads=rec["threads"], regs=rec["regs"], smem=smem,
-                      phase=rec["phase"], op=rec["op"], tile_m=rec["tile_m"],
-                      efficiency=float(rec["efficiency"]), archs=tuple(rec["archs"]),
-                      source=source)
+    return KernelDesc(
+        name=name,
+        threads=rec["threads"],
+        regs=rec["regs"],
+        smem=smem,
+        phase=rec["phase"],
+        op=rec["op"],
+        tile_m=rec["tile_m"],
+        efficiency=float(rec["efficiency"]),
+        archs=tuple(rec["archs"]),
+        source=source,
+    )
 
 
 def arch_names() -> list[str]:
@@ -212,8 +228,9 @@ def gpu_arch(gpu: str) -> tuple[ArchLimits, int]:
     return get_arch(arch), sms
 
 
-def kernels(arch: str | None = None, phase: str | None = None, op: str | None = None
-            ) -> list[KernelDesc]:
+def kernels(
+    arch: str | None = None, phase: str | None = None, op: str | None = None
+) -> list[KernelDesc]:
     """Kernel descriptors compiled for ``arch`` that fit its per-block limits, largest first."""
     found = []
     for k in _load()[2].values():

@@ -39,8 +39,11 @@ class Request:
             raise BadInputError("tenant must be >= 0", field="tenant")
         need = math.ceil(self.input_len / block_tokens)
         if len(self.blocks) != need:
-            raise BadInputError(f"has {len(self.blocks)} block hashes; input of "
-                                f"{self.input_len} tokens needs {need}", field="hash_ids")
+            raise BadInputError(
+                f"has {len(self.blocks)} block hashes; input of "
+                f"{self.input_len} tokens needs {need}",
+                field="hash_ids",
+            )
 
 
 @dataclass
@@ -75,8 +78,9 @@ class Trace:
         for req in self.requests:
             req.validate(self.block_tokens)
             if req.tenant >= self.n_tenants:
-                raise BadInputError(f"tenant {req.tenant} >= n_tenants {self.n_tenants}",
-                                    field="tenant")
+                raise BadInputError(
+                    f"tenant {req.tenant} >= n_tenants {self.n_tenants}", field="tenant"
+                )
 
 
 class BlockIds:
@@ -112,9 +116,11 @@ def assign_tenants(requests: Iterable[Request], n_tenants: int, how: str = "pref
     if how not in ASSIGNMENTS:
         raise BadInputError(f"unknown mapping '{how}' ({', '.join(ASSIGNMENTS)})", field="how")
     if how == "session" and not any(r.session >= 0 for r in requests):
-        raise BadInputError("the trace has no session or user ids (Mooncake keys session_id, "
-                            "user_id, conversation_id, chat_id); use --assign prefix",
-                            field="assign")
+        raise BadInputError(
+            "the trace has no session or user ids (Mooncake keys session_id, "
+            "user_id, conversation_id, chat_id); use --assign prefix",
+            field="assign",
+        )
     if how == "round-robin":
         for i, req in enumerate(requests):
             req.tenant = i % n_tenants
@@ -136,9 +142,12 @@ def assign_tenants(requests: Iterable[Request], n_tenants: int, how: str = "pref
             req.tenant = keys.setdefault(key, len(keys)) % n_tenants
     used = len({r.tenant for r in requests})
     if n_tenants > 1 and used <= 1 and len(requests) > 1:
-        warnings.warn(f"all {len(requests)} requests were assigned to one tenant by '{how}' "
-                      f"(asked for {n_tenants}); fairness between tenants is meaningless here",
-                      UserWarning, stacklevel=2)
+        warnings.warn(
+            f"all {len(requests)} requests were assigned to one tenant by '{how}' "
+            f"(asked for {n_tenants}); fairness between tenants is meaningless here",
+            UserWarning,
+            stacklevel=2,
+        )
     return used
 
 
@@ -154,8 +163,9 @@ def fit_context(trace: Trace, max_context: int, model: str, policy: str = "refus
     truncated prompt keeps its prefix blocks). Returns how many requests were truncated.
     """
     if policy not in CONTEXT_POLICIES:
-        raise BadInputError(f"unknown policy '{policy}' ({', '.join(CONTEXT_POLICIES)})",
-                            field="context")
+        raise BadInputError(
+            f"unknown policy '{policy}' ({', '.join(CONTEXT_POLICIES)})", field="context"
+        )
     if max_context < 2:
         raise BadInputError("must be >= 2", field="max_context")
     changed = 0
@@ -166,10 +176,13 @@ def fit_context(trace: Trace, max_context: int, model: str, policy: str = "refus
             raise BadInputError(
                 f"input_length {req.input_len} + output_length {req.output_len} exceeds "
                 f"{model}'s {max_context}-token context (use --context truncate or a "
-                "longer-context model)", path=trace.source or None, line=req.rid,
-                field="input_length")
+                "longer-context model)",
+                path=trace.source or None,
+                line=req.rid,
+                field="input_length",
+            )
         req.output_len = max(1, min(req.output_len, max_context // 2))
         req.input_len = max_context - req.output_len
-        req.blocks = req.blocks[:math.ceil(req.input_len / trace.block_tokens)]
+        req.blocks = req.blocks[: math.ceil(req.input_len / trace.block_tokens)]
         changed += 1
     return changed

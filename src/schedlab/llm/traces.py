@@ -72,9 +72,12 @@ def read_mooncake(path: str | Path, block_tokens: int = MOONCAKE_BLOCK_TOKENS) -
             raise BadInputError("must be a list of integers", line=lineno, field="hash_ids")
         need = math.ceil(inp / block_tokens)
         if len(hashes) != need:
-            raise BadInputError(f"has {len(hashes)} ids; input_length {inp} with "
-                                f"{block_tokens}-token blocks needs {need}",
-                                line=lineno, field="hash_ids")
+            raise BadInputError(
+                f"has {len(hashes)} ids; input_length {inp} with "
+                f"{block_tokens}-token blocks needs {need}",
+                line=lineno,
+                field="hash_ids",
+            )
         tenant = _tenant_id(record["tenant"], names) if "tenant" in record else 0
         session = -1
         for key in SESSION_KEYS:
@@ -90,16 +93,20 @@ def read_mooncake(path: str | Path, block_tokens: int = MOONCAKE_BLOCK_TOKENS) -
     return _finish(requests, block_tokens, Path(path), names)
 
 
-def _finish(requests: list[Request], block_tokens: int, path: Path,
-            names: dict[str, int]) -> Trace:
+def _finish(requests: list[Request], block_tokens: int, path: Path, names: dict[str, int]) -> Trace:
     if not requests:
         raise BadInputError("has no requests", path=path)
     start = min(r.arrival for r in requests)
     for r in requests:
         r.arrival -= start
     tenant_names = sorted(names, key=names.__getitem__) if names else ["t0"]
-    return Trace(requests, block_tokens=block_tokens, name=path.stem, tenant_names=tenant_names,
-                 source=str(path))
+    return Trace(
+        requests,
+        block_tokens=block_tokens,
+        name=path.stem,
+        tenant_names=tenant_names,
+        source=str(path),
+    )
 
 
 def _parse_time(text: str) -> float:
@@ -117,8 +124,11 @@ def _parse_time(text: str) -> float:
     return stamp.timestamp() + fraction
 
 
-def _read_csv(path: str | Path, columns: dict[str, str],
-              build: Callable[[dict[str, str], int], Request | None]) -> list[Request]:
+def _read_csv(
+    path: str | Path,
+    columns: dict[str, str],
+    build: Callable[[dict[str, str], int], Request | None],
+) -> list[Request]:
     """Check the header has ``columns`` and turn each row into a Request, naming line and field."""
     path = Path(path)
     if not path.is_file():
@@ -130,8 +140,12 @@ def _read_csv(path: str | Path, columns: dict[str, str],
             header = [h.strip() for h in (reader.fieldnames or [])]
             for column in columns.values():
                 if column not in header:
-                    raise BadInputError(f"missing column; header is {', '.join(header)}",
-                                        path=path, line=1, field=column)
+                    raise BadInputError(
+                        f"missing column; header is {', '.join(header)}",
+                        path=path,
+                        line=1,
+                        field=column,
+                    )
             reader.fieldnames = header
             for row in reader:
                 lineno = reader.line_num
@@ -208,10 +222,18 @@ def write_mooncake(trace: Trace, path: str | Path) -> Path:
     """Write ``trace`` as Mooncake JSONL (with a ``tenant`` key), atomically."""
     with atomic_write(path) as handle:
         for r in trace.requests:
-            handle.write(json.dumps(dict(
-                timestamp=int(round(r.arrival * 1000)), input_length=r.input_len,
-                output_length=r.output_len, hash_ids=list(r.blocks),
-                tenant=trace.tenant_names[r.tenant])) + "\n")
+            handle.write(
+                json.dumps(
+                    dict(
+                        timestamp=int(round(r.arrival * 1000)),
+                        input_length=r.input_len,
+                        output_length=r.output_len,
+                        hash_ids=list(r.blocks),
+                        tenant=trace.tenant_names[r.tenant],
+                    )
+                )
+                + "\n"
+            )
     return Path(path)
 
 
@@ -221,25 +243,26 @@ def write_azure(trace: Trace, path: str | Path) -> Path:
         writer = csv.writer(handle, lineterminator="\n")
         writer.writerow(["TIMESTAMP", "ContextTokens", "GeneratedTokens", "tenant"])
         for r in trace.requests:
-            writer.writerow([f"{r.arrival:.6f}", r.input_len, r.output_len,
-                             trace.tenant_names[r.tenant]])
+            writer.writerow(
+                [f"{r.arrival:.6f}", r.input_len, r.output_len, trace.tenant_names[r.tenant]]
+            )
     return Path(path)
 
 
 READERS: dict[str, Callable[..., Trace]] = {
-    "mooncake": read_mooncake, "azure": read_azure, "burstgpt": read_burstgpt,
+    "mooncake": read_mooncake,
+    "azure": read_azure,
+    "burstgpt": read_burstgpt,
 }
 
 
-def read_trace(path: str | Path, fmt: str | None = None, block_tokens: int | None = None
-               ) -> Trace:
+def read_trace(path: str | Path, fmt: str | None = None, block_tokens: int | None = None) -> Trace:
     """Read a trace, guessing the format from the suffix/header when ``fmt`` is None."""
     path = Path(path)
     if fmt is None:
         fmt = _guess_format(path)
     if fmt not in READERS:
-        raise BadInputError(f"unknown trace format '{fmt}' ({', '.join(READERS)})",
-                            field="format")
+        raise BadInputError(f"unknown trace format '{fmt}' ({', '.join(READERS)})", field="format")
     kwargs = {} if block_tokens is None else dict(block_tokens=block_tokens)
     return READERS[fmt](path, **kwargs)
 
@@ -255,5 +278,6 @@ def _guess_format(path: Path) -> str:
         return "azure"
     if "Request tokens" in header:
         return "burstgpt"
-    raise BadInputError("cannot tell the trace format; pass --format mooncake|azure|burstgpt",
-                        path=path, line=1)
+    raise BadInputError(
+        "cannot tell the trace format; pass --format mooncake|azure|burstgpt", path=path, line=1
+    )
