@@ -200,6 +200,11 @@ def test_prove_and_branching_refuse_parallel_and_bad_names(tmp_path):
     with pytest.raises(BadInputError, match="prove"):
         solve(inst.g0, inst.g1, prove=tmp_path / "no" / "p.bin")
     assert list(tmp_path.iterdir()) == []  # nothing half-written left behind
+    folder = tmp_path / "taken"
+    folder.mkdir()
+    with pytest.raises(BadInputError, match="is a directory"):  # before the search, no traceback
+        solve(inst.g0, inst.g1, prove=folder)
+    assert [p.name for p in tmp_path.iterdir()] == ["taken"] and not any(folder.iterdir())
 
 
 def test_stopped_search_writes_no_certificate(shared_data, tmp_path):

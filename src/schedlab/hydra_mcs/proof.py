@@ -69,6 +69,8 @@ class ProofWriter:
         folder = self.path.parent
         if not folder.is_dir():
             raise BadInputError("folder does not exist", path=folder, field="prove")
+        if self.path.is_dir():  # refused before the search, not after it
+            raise BadInputError("is a directory, not a file name", path=self.path, field="prove")
         try:
             fd, name = tempfile.mkstemp(prefix=f".{self.path.name}.", suffix=".records", dir=folder)
         except OSError as exc:
@@ -105,6 +107,11 @@ class ProofWriter:
             os.umask(umask)
             os.chmod(tmp, 0o666 & ~umask)
             os.replace(tmp, self.path)
+        except OSError as exc:  # a disk that filled up, a folder replaced meanwhile, ...
+            Path(tmp).unlink(missing_ok=True)
+            raise BadInputError(
+                f"cannot write the certificate: {exc.strerror}", path=self.path, field="prove"
+            ) from None
         except BaseException:
             Path(tmp).unlink(missing_ok=True)
             raise
