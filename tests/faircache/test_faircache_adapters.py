@@ -256,3 +256,21 @@ def test_vllm_queue_charges_a_preempted_request_again_and_peeks_without_charging
     q.on_step({"a": 40, "b": 10}, {"a": a, "b": b})
     assert q.counters()["x"] == 42.0 + 40.0 + 2.0
     assert not q
+
+
+def test_vllm_queue_reads_the_prefix_hit_at_peek_before_vllm_allocates():
+    # vLLM's schedule(): peek -> get_computed_blocks -> allocate_slots (registers the request's
+    # own prompt blocks in the prefix cache) -> pop. A lookup at pop would see the request's
+    # own fresh blocks as a hit and charge almost nothing.
+    cache = {"a": 16}  # a 16-token prefix of a's 64-token prompt is cached when it is peeked
+    q = FairQueue(
+        "vtc", max_tenants=2, tenant_of=lambda r: r.t, cached_tokens=lambda r: cache[r.request_id]
+    )
+    a = SimpleNamespace(
+        request_id="a", t="x", num_prompt_tokens=64, num_computed_tokens=0, sampling_params=None
+    )
+    q.add_request(a)
+    assert q.peek_request() is a
+    cache["a"] = 48  # allocate_slots cached a's own full prompt blocks
+    assert q.pop_request() is a
+    assert q.counters()["x"] == 64 - 16

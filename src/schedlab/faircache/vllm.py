@@ -9,10 +9,11 @@ admits from its head while the token budget and KV blocks last. ``FairQueue`` im
 interface over a schedlab ``Scheduler`` (``vtc`` or ``faircache``), so the head is always the
 request of the tenant with the least service; ``FairCacheVLLMScheduler`` subclasses vLLM's
 ``Scheduler``, installs the queue and charges a popped request's uncached prefill at once
-(``KVCacheManager.get_computed_blocks``,
-so the next pop of the same ``schedule()`` sees it) and settles every step in
-``update_from_output`` from the
-``SchedulerOutput`` (``num_scheduled_tokens``) and the requests' public fields
+(``KVCacheManager.get_computed_blocks``, looked up when the request is peeked: vLLM's
+``schedule()`` peeks, allocates the request's slots, which registers its own prompt blocks in
+the prefix cache, and pops only then; so the next pop of the same ``schedule()`` sees the
+charge) and settles every step in ``update_from_output`` from the ``SchedulerOutput``
+(``num_scheduled_tokens``) and the requests' public fields
 (``num_prompt_tokens``, ``num_computed_tokens``, ``num_cached_tokens``, ``block_hashes``).
 
 The prefix ledger gets ``(block_hash, computing tenant, cost)``: the first ``num_cached_tokens //
@@ -97,6 +98,7 @@ class FairQueue:
         self._next = 0
         self.cached_tokens = cached_tokens  # prefix-cache hit of a waiting request, if known
         self._provisional: dict[str, float] = {}  # charged at pop, settled in on_step
+        self._peek_hit: dict[str, int] = {}  # prefix hit looked up at peek (before allocation)
 
     @classmethod
     def from_env(cls, block_size: int) -> FairQueue:
@@ -167,7 +169,13 @@ class FairQueue:
             self._peeked = self.sched.pick(0.0)
             if self._peeked is None:
                 raise IndexError("peek from an empty queue")
-        return self._ext[self._peeked.rid]
+        request = self._ext[self._peeked.rid]
+        # vLLM's schedule() peeks, looks up the prefix cache, allocates slots (which registers
+        # the request's own prompt blocks in the cache) and only then pops: the hit must be
+        # read here, or the pop would see the request's own fresh blocks as cached
+        if self.cached_tokens and request.request_id not in self._peek_hit:
+            self._peek_hit[request.request_id] = self.cached_tokens(request)
+        return request
 
     def pop_request(self) -> Any:
         if self._peeked is not None:
@@ -180,7 +188,9 @@ class FairQueue:
         # vLLM pops several requests per schedule() before any output comes back: charge the
         # prefill now (provisionally), so the next pop already sees this tenant's new counter
         if request.request_id not in self._admitted:
-            cached = self.cached_tokens(request) if self.cached_tokens else 0
+            cached = self._peek_hit.pop(request.request_id, None)
+            if cached is None:
+                cached = self.cached_tokens(request) if self.cached_tokens else 0
             cost = self.sched.w_in * max(request.num_prompt_tokens - cached, 0)
             self._settle(request.request_id, ours.tenant)
             self._provisional[request.request_id] = cost
@@ -194,6 +204,7 @@ class FairQueue:
 
     def _restore_peek(self) -> None:
         if self._peeked is not None:
+            self._peek_hit.pop(self._ext[self._peeked.rid].request_id, None)
             self.sched.unpick(self._peeked)
             self._peeked = None
 
@@ -218,6 +229,7 @@ class FairQueue:
         ours = self._ours.get(request.request_id)
         if ours is None:
             return
+        self._peek_hit.pop(request.request_id, None)
         if self._peeked is not None and self._peeked.rid == ours.rid:
             self._peeked = None
         else:
