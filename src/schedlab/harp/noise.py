@@ -15,9 +15,11 @@ with AIHWKit 1.2.0's own constants (``src/aihwkit/inference/noise/pcm.py``, clas
   ``nu ~ |N(mu, sigma)|``, ``mu = clamp(-0.0155 ln(g/g_max) + 0.0244, 0.049, 0.1)``,
   ``sigma = clamp(-0.0125 ln(g/g_max) - 0.0059, 0.008, 0.045)``;
 * accumulated 1/f read noise ``g + |g| q sqrt(ln((t + t_read)/(2 t_read))) N(0,1)``,
-  ``q = min(0.0088 / max(g/g_max, 1e-3)^0.65, 0.2)``, ``t_read = 250 ns``;
-* global drift compensation as AIHWKit's ``GlobalDriftCompensation``: one output scale per layer
-  measured once after drift with a reference input (here the all-ones vector).
+  ``q = min(0.0088 / max(g_prog/g_max, 1e-3)^0.65, 0.2)`` (programmed, pre-drift
+  conductance, as AIHWKit), ``t_read = 250 ns``;
+* global drift compensation as AIHWKit's ``GlobalDriftCompensation``: one output scale per layer,
+  the mean ``|y|`` of an all-ones input read right after programming over the same read after
+  drift (the read here is of the conductances, without ADC quantisation).
 
 What AIHWKit does not model and we add, because it is HARP's hardware: the ISAAC/PUMA
 datapath of :mod:`schedlab.harp.arch` — integer weights of ``weight_bits`` bit-sliced over
@@ -80,6 +82,11 @@ def _torch():
 
 def program_conductances(g_target: Any, cfg: NoiseConfig, gen: Any) -> Any:
     """AIHWKit's programming noise, drift and 1/f read noise on target conductances (uS)."""
+    return _program_and_drift(g_target, cfg, gen)[1]
+
+
+def _program_and_drift(g_target: Any, cfg: NoiseConfig, gen: Any) -> tuple[Any, Any]:
+    """(conductances right after programming, the same at ``t_inference_s``)."""
     torch = _torch()
     rel = g_target / cfg.g_max_us
     sig = PROG_COEFF[0] + PROG_COEFF[1] * rel + PROG_COEFF[2] * rel * rel
@@ -91,17 +98,19 @@ def program_conductances(g_target: Any, cfg: NoiseConfig, gen: Any) -> Any:
         * torch.randn(g_target.shape, generator=gen, dtype=g_target.dtype)
     ).clamp(min=0)
     if cfg.t_inference_s <= 0:
-        return g
+        return g, g
+    g_prog = g
     t = cfg.t_inference_s + T0_S
     grel = (g_target / cfg.g_max_us).abs().clamp(min=1e-7)
     mu = (-0.0155 * torch.log(grel) + 0.0244).clamp(0.049, 0.1)
     sd = (-0.0125 * torch.log(grel) - 0.0059).clamp(0.008, 0.045)
     nu = (mu + sd * torch.randn(grel.shape, generator=gen, dtype=grel.dtype)).abs()
-    g = g * (t / T0_S) ** (-cfg.drift_scale * nu)
+    # 1/f amplitude from the programmed conductance, before drift (AIHWKit: ``abs(g_prog)``)
     q = (0.0088 / ((g.abs() / cfg.g_max_us) ** 0.65).clamp(min=1e-3)).clamp(max=0.2)
+    g = g * (t / T0_S) ** (-cfg.drift_scale * nu)
     sig_read = q * math.sqrt(math.log((t + T_READ_S) / (2 * T_READ_S)))
     noise = torch.randn(g.shape, generator=gen, dtype=g.dtype)
-    return (g + g.abs() * cfg.read_noise_scale * sig_read * noise).clamp(min=0)
+    return g_prog, (g + g.abs() * cfg.read_noise_scale * sig_read * noise).clamp(min=0)
 
 
 def adc_lsb(cfg: NoiseConfig) -> float:
@@ -143,11 +152,21 @@ class AnalogLinear:
             rest = torch.div(rest, cells, rounding_mode="floor")
         lv = torch.stack(levels)[:, None] * sign[None]  # (slices, 2, n, k_pad) target levels
         target = lv / (cells - 1) * cfg.g_max_us
-        g = program_conductances(target, cfg, gen)
+        g_prog, g = _program_and_drift(target, cfg, gen)
         noisy = lv + (g - target) / cfg.g_max_us * (cells - 1)  # exact levels when noise-free
-        if cfg.drift_compensation and cfg.t_inference_s > 0 and float(noisy.sum()) > 0:
-            # GlobalDriftCompensation: one scale so an all-ones read matches the programmed one
-            noisy = noisy * (float(lv.sum()) / float(noisy.sum()))
+        if cfg.drift_compensation and cfg.t_inference_s > 0:
+            # GlobalDriftCompensation: the mean |output| of an all-ones input read right after
+            # programming (the baseline) over the same read now, one scale for the layer
+            programmed = lv + (g_prog - target) / cfg.g_max_us * (cells - 1)
+            slice_w = 2.0 ** (cfg.cell_bits * torch.arange(self.slices, dtype=torch.float64))
+
+            def ones_read(levels: Any) -> float:
+                signed = levels[:, 0] - levels[:, 1]
+                return float(torch.einsum("s,snk->n", slice_w, signed).abs().mean())
+
+            now = ones_read(noisy)
+            if now > 0:
+                noisy = noisy * (ones_read(programmed) / now)
         # (slices, 2, n, tiles, rows); per tile a (rows, slices*2*n) matrix of cell levels
         self.levels = noisy.reshape(self.slices, 2, n, self.tiles, cfg.rows)
         self.columns = [
