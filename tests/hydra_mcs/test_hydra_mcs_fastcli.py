@@ -11,6 +11,7 @@ command, byte for byte, and never loads Typer, Click, Rich or pydantic.
 from __future__ import annotations
 
 import json
+import os
 import re
 import subprocess
 import sys
@@ -166,6 +167,33 @@ def test_forced_colour_is_the_same_as_typers(pair, argv, monkeypatch):
     ours, typers = _run(_ENTRY, argv, pair), _run(_TYPER, argv, pair)
     assert "\x1b[" in ours[1] + ours[2]
     assert ours == typers
+
+
+def _closed_reader(code: str, argv: list[str], cwd: Path) -> tuple[int, str]:
+    """Run with stdout a pipe whose reader has already gone (``| head -0``)."""
+    read, write = os.pipe()
+    os.close(read)
+    try:
+        done = subprocess.run(
+            [sys.executable, "-c", code, "hydra-mcs", "solve", *argv],
+            cwd=cwd,
+            stdout=write,
+            stderr=subprocess.PIPE,
+            text=True,
+            timeout=120,
+        )
+    finally:
+        os.close(write)
+    return done.returncode, done.stderr
+
+
+@pytest.mark.parametrize(
+    "argv", [["s20.A01", "s20.B01"], ["s20.A01", "s20.B01", "--json"]], ids=" ".join
+)
+def test_a_reader_that_went_away_is_exit_1_without_a_traceback_as_typers(pair, argv):
+    ours = _closed_reader(_ENTRY, argv, pair)
+    assert ours == _closed_reader(_TYPER, argv, pair)
+    assert ours == (1, "")
 
 
 def test_lean_path_loads_no_cli_framework(pair):

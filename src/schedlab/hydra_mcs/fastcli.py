@@ -196,15 +196,31 @@ def main(argv: list[str]) -> int | None:
 
     say, error, note, interrupted = plain_writers() if _plain_terminal_free() else rich_writers()
     try:
-        code = run_solve(params, say=say, error=error, note=note)
-    except SchedlabError as exc:  # what handle_errors prints
-        error(str(exc))
-        return 2
-    except KeyboardInterrupt:
-        interrupted()
-        return 130
-    sys.stdout.flush()
+        try:
+            code = run_solve(params, say=say, error=error, note=note)
+        except SchedlabError as exc:  # what handle_errors prints
+            error(str(exc))
+            return 2
+        except KeyboardInterrupt:
+            interrupted()
+            return 130
+        sys.stdout.flush()
+    except BrokenPipeError:
+        return _closed_pipe()
     return code
+
+
+def _closed_pipe() -> int:
+    """A reader that went away (``| head``): exit 1 without a traceback, as Click does in
+    standalone mode; later flushes at exit go to /dev/null."""
+    for stream in (sys.stdout, sys.stderr):
+        try:
+            devnull = os.open(os.devnull, os.O_WRONLY)
+            os.dup2(devnull, stream.fileno())
+            os.close(devnull)
+        except (OSError, AttributeError, ValueError):
+            pass
+    return 1
 
 
 def emit_json(document) -> None:
