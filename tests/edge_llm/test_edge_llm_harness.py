@@ -71,3 +71,29 @@ def test_bad_input_is_one_line(harness):
         LinkSpec(shaping="netem").validate()
     with pytest.raises(ConfigError, match="heads"):
         TinyModel(hidden=250).validate()
+
+
+def test_paced_fallback_then_a_dead_site_fails_fast_and_close_leaves_nothing(harness):
+    """The shaping used without root/ip/tc (a paced sender) keeps the link rate and gives the
+    same tokens; a site that dies fails the replay with one line (never a hang); close leaves
+    no site process, namespace or temporary directory behind."""
+    link = LinkSpec(backhaul_mbps=40.0, backhaul_ms=5.0, wan_ms=20.0, shaping="paced")
+    h = Harness(TinyModel(), link).__enter__()
+    try:
+        assert h.shaping == "paced" and h.ns is None
+        h.fits = dict(harness.fits)  # same model on the same machine: skip profiling
+        rows = h.replay(REQUESTS, "split", seed=3)
+        for r in rows:
+            wire = r["kv_bytes"] * 8 / (link.backhaul_mbps * 1e6) + link.backhaul_ms / 1e3
+            assert r["kv_s"] >= 0.9 * wire
+        assert [r["tokens"] for r in rows] == [
+            r["tokens"] for r in harness.replay(REQUESTS, "split", seed=3)
+        ]
+        h.procs["edge"].kill()
+        h.procs["edge"].wait(10)
+        with pytest.raises(ConfigError, match="edge site"):
+            h.replay(REQUESTS, "split", seed=0)
+    finally:
+        h.close()
+    assert all(p.poll() is not None for p in h.procs.values())
+    assert not h.workdir.exists()

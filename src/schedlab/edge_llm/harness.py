@@ -35,6 +35,7 @@ import socket
 import struct
 import subprocess
 import sys
+import tempfile
 import threading
 import time
 import uuid
@@ -48,6 +49,8 @@ from schedlab.core.errors import BadInputError, ConfigError, MissingDependencyEr
 
 MODES = {"cloud": ("cloud", "cloud"), "split": ("cloud", "edge"), "mix": ("edge", "edge"),
          "disagg": ("edge", "cloud")}
+#: seconds a replay waits for any reply from the sites before it fails (never hangs)
+STALL_S = 120.0
 HEADER = struct.Struct("!II")  # json length, payload length
 
 
@@ -319,7 +322,10 @@ class Site:
 
 def serve(role: str, port: int, model: TinyModel, threads: int, client_delay_s: float,
           link_delay_s: float, pace_bps: float | None, ready: Path) -> None:
-    """Run one site until killed: listen on 127.0.0.1:``port``; write ``ready`` when up."""
+    """Run one site until killed: listen on 127.0.0.1:``port``; write ``ready`` when up.
+    A site dies with the process that started it (PR_SET_PDEATHSIG), so a killed client leaves
+    no server behind."""
+    _die_with_parent()
     site = Site(role, model, threads, client_delay_s, link_delay_s, pace_bps)
     threading.Thread(target=site.work, daemon=True).start()
     listener = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
@@ -333,6 +339,18 @@ def serve(role: str, port: int, model: TinyModel, threads: int, client_delay_s: 
         conn, _ = listener.accept()
         conn.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
         threading.Thread(target=_handle, args=(site, conn), daemon=True).start()
+
+
+def _die_with_parent() -> None:
+    """SIGTERM this process when its parent exits (Linux); a no-op elsewhere."""
+    import ctypes
+    import signal
+
+    with contextlib.suppress(OSError, AttributeError):
+        libc = ctypes.CDLL(None, use_errno=True)
+        libc.prctl(1, signal.SIGTERM, 0, 0, 0)  # PR_SET_PDEATHSIG
+    if os.getppid() == 1:  # the parent was already gone before prctl took effect
+        raise SystemExit(1)
 
 
 def _handle(site: Site, conn: socket.socket) -> None:
@@ -512,7 +530,8 @@ class Harness:
         self.model = (model or TinyModel()).validate()
         self.link = (link or LinkSpec()).validate()
         self.threads = threads or {"cloud": 1, "edge": 1}
-        self.workdir = Path(workdir or f"/tmp/edge_llm_harness_{uuid.uuid4().hex[:8]}")
+        self._own_workdir = workdir is None  # a temporary one is removed on close
+        self.workdir = Path(workdir or tempfile.mkdtemp(prefix="edge_llm_harness_"))
         self.ns: str | None = None
         self.procs: dict[str, subprocess.Popen] = {}
         self.conns: dict[str, socket.socket] = {}
@@ -589,6 +608,11 @@ class Harness:
         for role, peer in (("cloud", "edge"), ("edge", "cloud")):
             send_msg(self.conns[role], dict(op="connect_peer", port=ports[peer]))
             recv_msg(self.conns[role])
+        if self.ns:
+            # every connection is made: drop the namespace's name now, so the namespace
+            # (and its qdisc) lives exactly as long as the site processes in it, and a killed
+            # client leaves no /run/netns entry behind (its sites die with it)
+            subprocess.run(["ip", "netns", "del", self.ns], capture_output=True)
 
     def _connect(self, port: int) -> socket.socket:
         if self.ns is None:
@@ -611,7 +635,10 @@ class Harness:
                     proc.wait(5)
                 except subprocess.TimeoutExpired:
                     proc.kill()
+                    proc.wait(5)
         self._drop_netns()
+        if self._own_workdir:
+            shutil.rmtree(self.workdir, ignore_errors=True)
 
     # measurement
     def profile(self, lengths=(16, 64, 128, 256, 384, 512), contexts=(16, 128, 256, 512),
@@ -661,17 +688,16 @@ class Harness:
             model.book(mode, pred, rid)
             p, d = MODES[mode]
             if p != d:
-                send_msg(self.conns[d], dict(op="expect", rid=rid))
+                self._send(d, dict(op="expect", rid=rid))
             ids = list(map(int, rng.integers(0, self.model.vocab, tokens)))
             rows[rid] = dict(rid=rid, mode=mode, input_len=tokens, output_len=out, sent=now,
                              pred_ttft=pred.ttft, pred_e2e=pred.e2e, pred_tpot=pred.tpot,
                              sites=(p, d),
                              kv_bytes=self.model.kv_bytes_per_token * tokens if p != d else 0)
-            send_msg(self.conns[p], dict(op="run", rid=rid, tokens=ids, max_new=out,
-                                         local=p == d))
+            self._send(p, dict(op="run", rid=rid, tokens=ids, max_new=out, local=p == d))
             pending += 1
         while pending > 0:
-            pending -= self._drain(events, rows, model, 300.0)
+            pending -= self._drain(events, rows, model, STALL_S, final=True)
         return [self._row(r) for r in sorted(rows.values(), key=lambda r: r["rid"])]
 
     def _events(self) -> Queue:
@@ -683,14 +709,24 @@ class Harness:
                                  daemon=True).start()
         return self._queue
 
-    def _drain(self, events: Queue, rows: dict, model: HarnessDelayModel, wait: float) -> int:
+    def _drain(self, events: Queue, rows: dict, model: HarnessDelayModel, wait: float,
+               final: bool = False) -> int:
         from queue import Empty
 
         done = 0
-        try:
-            role, header, t = events.get(timeout=max(wait, 0.0))
-        except Empty:
-            return 0
+        deadline = time.monotonic() + max(wait, 0.0)
+        while True:  # short polls, so a site that died is noticed within a second
+            try:
+                left = deadline - time.monotonic()
+                role, header, t = events.get(timeout=max(0.0, min(1.0, left)))
+                break
+            except Empty:
+                self._check_sites()
+                if time.monotonic() >= deadline:
+                    if final:  # nothing came back for STALL_S: fail rather than hang
+                        raise ConfigError(f"no reply from the sites in {wait:.0f} s",
+                                          field="harness") from None
+                    return 0
         if header.get("ev") == "error":
             raise ConfigError(f"{role} site failed: {header.get('error')}", field="harness")
         row = rows[header["rid"]]
@@ -710,6 +746,18 @@ class Harness:
             model.finished(d, header["rid"], t)
             done = 1
         return done
+
+    def _check_sites(self) -> None:
+        for role, proc in self.procs.items():
+            if proc.poll() is not None:
+                raise ConfigError(f"{role} site exited ({proc.returncode}) mid-replay",
+                                  field="harness")
+
+    def _send(self, role: str, header: dict) -> None:
+        try:
+            send_msg(self.conns[role], header)
+        except OSError as exc:
+            raise ConfigError(f"{role} site connection lost: {exc}", field="harness") from None
 
     @staticmethod
     def _row(r: dict) -> dict:
