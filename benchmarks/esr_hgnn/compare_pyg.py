@@ -31,6 +31,7 @@ os.environ.setdefault("NUMBA_NUM_THREADS", "1")
 import numpy as np  # noqa: E402
 import torch  # noqa: E402
 
+from schedlab.core.errors import SchedlabError  # noqa: E402
 from schedlab.esr_hgnn.pyg import (  # noqa: E402
     MetapathSampler,
     PyGWalker,
@@ -120,8 +121,11 @@ def main() -> None:
     ap.add_argument("--walks", type=int, default=10)
     ap.add_argument("--repeats", type=int, default=15)
     args = ap.parse_args()
-    rows = [row for s in args.scale for which in args.sets
-            for row in measure(s, which, args.batch, args.walks, args.repeats)]
+    try:
+        rows = [row for s in args.scale for which in args.sets
+                for row in measure(s, which, args.batch, args.walks, args.repeats)]
+    except SchedlabError as exc:  # e.g. the pyg extra missing: one line, no traceback
+        raise SystemExit(f"error: {exc}") from None
     print(json.dumps(rows, indent=1))
 
 

@@ -200,7 +200,7 @@ def test_heterodata_reader_rejects_bad_edge_index():
 
 
 def test_real_pyg_heterodata_when_installed():
-    pyg = pytest.importorskip("torch_geometric.data")
+    pyg = pytest.importorskip("torch_geometric.data", reason="needs the pyg extra")
     import torch
 
     data = pyg.HeteroData()

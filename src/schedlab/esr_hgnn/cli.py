@@ -247,6 +247,11 @@ def gpu_bench(graph_dir: Path = GRAPH, schema_name: str = SCHEMA, scale: float =
     graph, mps = _graph_and_metapaths(graph_dir, schema_name, scale, metapaths, seed)
     seeds = _seed_batches(graph, mps, batch, batches, seed, _fanouts(fanouts))
     rows = benchmark(graph, mps, seeds, _fanouts(fanouts), device)
+    if not any(r["sampler"].startswith("pyg") for r in rows):
+        from schedlab.core.clitools import err_console
+
+        err_console.print("note: no PyG row: torch_geometric is not installed "
+                          "(pip install 'schedlab\\[pyg]')", highlight=False)
     if json_out:
         emit_json(rows)
     else:

@@ -74,11 +74,17 @@ class _HopRunner:
     def hop(self, prefix: str, frontier: np.ndarray) -> np.ndarray:
         """Walk the last hop of ``prefix`` from ``frontier`` (nodes of type ``prefix[-2]``)."""
         rel = self.graph.relation(prefix[-2], prefix[-1])
-        fanout = fanout_at(self.fanouts, len(prefix) - 2)
+        return self._expand(rel.indptr, rel.indices, self.layout[rel.name], len(prefix) - 2,
+                            frontier)
+
+    def _expand(self, indptr: np.ndarray, indices: np.ndarray, bases: tuple[int, int],
+                depth: int, frontier: np.ndarray) -> np.ndarray:
+        """One hop of ``frontier`` over a CSR at byte ``bases`` (indptr, indices); counts it."""
+        fanout = fanout_at(self.fanouts, depth)
         uniforms = self.rng.random(frontier.size * fanout)
         buffer = np.empty(frontier.size * (1 + fanout), np.int64) if self.tracing else _NO_TRACE
-        ptr_base, idx_base = self.layout[rel.name]
-        out, reads, used = expand(rel.indptr, rel.indices, frontier, fanout, uniforms,
+        ptr_base, idx_base = bases
+        out, reads, used = expand(indptr, indices, frontier, fanout, uniforms,
                                   ptr_base, idx_base, WORD_BYTES, buffer)
         self.reads += int(reads)
         self.hops += 1

@@ -24,13 +24,11 @@ import numpy as np
 
 from schedlab.core.errors import BadInputError
 from schedlab.esr_hgnn.graph import WORD_BYTES, _round_up, csr_from_pairs
-from schedlab.esr_hgnn.kernels import expand
-from schedlab.esr_hgnn.policies import SampleBatch, check_frontier, fanout_at
+from schedlab.esr_hgnn.policies import SampleBatch, _HopRunner, check_frontier
 
 EdgeType = tuple[str, str, str]
 Metapath = tuple[EdgeType, ...]
 
-_NO_TRACE = np.empty(0, dtype=np.int64)
 
 
 @dataclass
@@ -167,7 +165,9 @@ def metapath_name(mp: Metapath) -> str:
     return "-".join([mp[0][0]] + [f"{rel}-{dst}" for _, rel, dst in mp])
 
 
-class _TypedRunner:
+class _TypedRunner(_HopRunner):
+    """:class:`policies._HopRunner` over canonical edge types (same kernel, counters, trace)."""
+
     def __init__(self, graph: TypedGraph, fanouts: Sequence[int], rng: np.random.Generator,
                  trace: bool) -> None:
         self.graph, self.fanouts, self.rng, self.tracing = graph, tuple(fanouts), rng, trace
@@ -178,25 +178,8 @@ class _TypedRunner:
 
     def hop(self, edge_type: EdgeType, depth: int, frontier: np.ndarray) -> np.ndarray:
         indptr, indices = self.graph.csr[edge_type]
-        fanout = fanout_at(self.fanouts, depth)
-        uniforms = self.rng.random(frontier.size * fanout)
-        buffer = np.empty(frontier.size * (1 + fanout), np.int64) if self.tracing else _NO_TRACE
-        ptr_base, idx_base = self.layout.get(edge_type, (0, 0))
-        out, reads, used = expand(indptr, indices, frontier, fanout, uniforms, ptr_base,
-                                  idx_base, WORD_BYTES, buffer)
-        self.reads += int(reads)
-        self.hops += 1
-        self.frontier_entries.append(int(out.size))
-        if self.tracing:
-            self.trace_parts.append(buffer[:used])
-        return out
-
-    def finish(self, seeds: np.ndarray, endpoints: dict) -> SampleBatch:
-        trace = None
-        if self.tracing:
-            trace = np.concatenate(self.trace_parts) if self.trace_parts else _NO_TRACE.copy()
-        shaped = {mp: e.reshape(seeds.size, -1) for mp, e in endpoints.items()}
-        return SampleBatch(seeds, shaped, self.reads, self.hops, self.frontier_entries, trace)
+        return self._expand(indptr, indices, self.layout.get(edge_type, (0, 0)), depth,
+                            frontier)
 
 
 def _seeds(graph: TypedGraph, metapaths: Sequence[Metapath], seeds, fanouts) -> np.ndarray:
