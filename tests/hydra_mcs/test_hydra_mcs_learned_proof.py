@@ -213,3 +213,23 @@ def test_stopped_search_writes_no_certificate(shared_data, tmp_path):
     with pytest.raises(ConfigError, match="no certificate"):
         solve_files(folder / "s30.A00", folder / "s30.B00", prove=cert, timeout=0.2)
     assert list(tmp_path.iterdir()) == []
+
+
+def test_check_proof_says_which_problem_a_certificate_proves(shared_data, tmp_path):
+    """A --connected certificate bounds connected common subgraphs only: check-proof says so."""
+    import json
+
+    from typer.testing import CliRunner
+
+    from schedlab.hydra_mcs.cli import app
+
+    a, b = (str(shared_data / "mcs" / n) for n in ("s20.A01", "s20.B01"))
+    runner = CliRunner()
+    for flags, what in (([], "common induced subgraph"), (["--connected"], "connected common")):
+        cert = str(tmp_path / f"p{len(flags)}.bin")
+        done = runner.invoke(app, ["solve", a, b, "--prove", cert, "--no-mapping", *flags])
+        assert done.exit_code == 0, done.output
+        checked = runner.invoke(app, ["check-proof", a, b, cert])
+        assert checked.exit_code == 0 and f"is the maximum {what}" in checked.stdout
+        doc = json.loads(runner.invoke(app, ["check-proof", a, b, cert, "--json"]).stdout)
+        assert doc["valid"] and doc["connected"] == bool(flags)

@@ -132,8 +132,11 @@ def check_proof_cmd(
     if json_out:
         emit_json(dict(valid=True, **row))
         return
+    # the certificate says which problem it solved; a --connected one bounds only connected
+    # common subgraphs, so the line says so
+    what = "connected common subgraph" if row["connected"] else "common induced subgraph"
     out_console.print(
-        f"proven: size {row['size']} is the maximum ({row['nodes']} search "
+        f"proven: size {row['size']} is the maximum {what} ({row['nodes']} search "
         f"nodes checked, {row['records']} records)"
     )
 

@@ -172,7 +172,8 @@ def _valid_mapping(g0, g1, pairs: list[tuple[int, int]], connected: bool) -> str
 def check(path: str | Path, g0, g1) -> dict:
     """Check the certificate at ``path`` for graphs ``g0``, ``g1`` (as read for the search).
 
-    Returns ``{"size", "nodes", "records"}`` when it proves that ``size`` is the maximum;
+    Returns ``{"size", "nodes", "records", "connected"}`` when it proves that ``size`` is the
+    maximum (of a common *connected* subgraph when ``connected``: the header's problem);
     raises :class:`ProofError` naming the record (its index) where it fails.
     """
     path = Path(path)
@@ -310,4 +311,4 @@ def check(path: str | Path, g0, g1) -> dict:
             path=path,
             field="nodes",
         )
-    return dict(size=k, nodes=state["nodes"], records=len(records))
+    return dict(size=k, nodes=state["nodes"], records=len(records), connected=connected)
