@@ -243,9 +243,9 @@ def test_overlapped_step_runs_on_a_worker_thread() -> None:
     engine.close()
 
 
-def test_path_from_other_directory(tmp_path) -> None:
+def test_path_from_other_directory(tmp_path, monkeypatch) -> None:
     """A relative nvme_dir resolves against the working directory, like any path."""
-    os.chdir(tmp_path)
+    monkeypatch.chdir(tmp_path)
     got = fit(
         "nanogpt",
         2,
@@ -269,3 +269,86 @@ def test_real_bytes_from_shared_data_match_torch_adam(tmp_path) -> None:
     assert _gap(ref, got.losses) <= 1e-6
     with pytest.raises(SchedlabError, match="vocabulary >= 256"):
         fit("nanogpt", 1, {}, size=SMALL, data=path)
+
+
+def test_main_thread_never_touches_a_parameter_the_optimizer_worker_owns(monkeypatch) -> None:
+    """Regression for the intermittent segfault: reading ``p.grad`` on the main thread while the
+    optimizer worker sets it to None is a use-after-free in torch. Every main-thread ``.grad``
+    access to a device-resident parameter whose unit's step is in flight is recorded (the worker's
+    step is slowed so that it is in flight for the rest of backward)."""
+    import threading
+
+    from schedlab.synergyscale import engine as engine_module
+    from schedlab.synergyscale.nanogpt import NanoGPT
+
+    base = torch._C.TensorBase.grad
+    in_flight: set[int] = set()
+    touched: list[str] = []
+
+    def get(self):
+        if id(self) in in_flight and threading.current_thread() is threading.main_thread():
+            touched.append(str(tuple(self.shape)))
+        return base.__get__(self)
+
+    monkeypatch.setattr(torch.nn.Parameter, "grad", property(get, base.__set__), raising=False)
+    original = engine_module.SynergyEngine._step_job
+
+    def slow_step(self, unit):
+        ids = {id(s.master) for s in unit.owned if s.resident}
+        in_flight.update(ids)
+        try:
+            time.sleep(0.01)
+            original(self, unit)
+        finally:
+            in_flight.difference_update(ids)
+
+    monkeypatch.setattr(engine_module.SynergyEngine, "_step_job", slow_step)
+    model = NanoGPT(SMALL)
+    engine = initialize(model, torch.optim.Adam(model.parameters()), {"device_budget": 0.9})
+    assert engine.stats()["resident_units"] >= 4
+    try:
+        for step in range(3):
+            x = torch.randint(0, SMALL["vocab"], (2, SMALL["seq"]))
+            _, loss = engine(x, x)
+            engine.backward(loss)
+            engine.step()
+            assert step or any(u.submitted for u in engine.units if u.resident)
+    finally:
+        engine.close()
+    assert not touched, f"main thread read .grad of in-flight parameters {touched[:3]}"
+
+
+STRESS = """
+import faulthandler, sys, time
+faulthandler.enable()
+sys.setswitchinterval(1e-6)  # switch threads as often as possible: widens any race
+import torch
+torch.set_num_threads(1)
+from schedlab.synergyscale.examples import fit, fit_reference
+size = dict(vocab=128, seq=16, d_model=32, n_layer=2, n_head=2)
+ref = fit_reference("nanogpt", 10, size=size, lr=3e-3, batch_size=2)
+runs, until = 0, time.monotonic() + float(sys.argv[1])
+while time.monotonic() < until:
+    for budget in (0.9, 0.35):
+        got = fit("nanogpt", 10, dict(device_budget=budget), size=size, lr=3e-3, batch_size=2)
+        assert max(abs(a - b) for a, b in zip(ref, got.losses)) <= 1e-6
+        runs += 1
+print("runs", runs)
+"""
+
+
+def test_overlap_survives_thread_stress(tmp_path) -> None:
+    """The overlapped engine, trained again and again in a child process under faulthandler with
+    the thread switch interval at 1 us (the unfixed engine crashed in ~1 of 3 such 25-s loops).
+    A crash fails this test only, with the child's thread dump."""
+    script = tmp_path / "stress.py"
+    script.write_text(STRESS)
+    out = subprocess.run(
+        [sys.executable, "-X", "faulthandler", str(script), "8"],
+        capture_output=True,
+        text=True,
+        env=ENV,
+        timeout=240,
+    )
+    assert out.returncode == 0, out.stderr[-4000:]
+    assert int(out.stdout.split()[-1]) >= 2

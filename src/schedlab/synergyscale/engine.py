@@ -500,7 +500,7 @@ class SynergyEngine:
                     continue
                 if not self._start_fetch(slot, prefetch=True):
                     return
-            if self.phase == "backward":
+            if self.phase == "backward" and not self._stepping(unit):
                 self._read_states(unit)
 
     # ------------------------------------------------------------------ hooks
@@ -592,6 +592,12 @@ class SynergyEngine:
                 if key != "step" and self.torch.is_tensor(value) and value.numel() == slot.numel:
                     out.append((slot, key))
         return out
+
+    @staticmethod
+    def _stepping(unit: _Unit) -> bool:
+        """The unit's step of this pass is submitted and not finished: the worker owns its
+        masters and states (the main thread must not read or swap them)."""
+        return unit.submitted or (unit.step_future is not None and not unit.step_future.done())
 
     def _read_states(self, unit: _Unit) -> None:
         """Start reading an NVMe unit's masters and optimizer states (once per step)."""
@@ -702,9 +708,13 @@ class SynergyEngine:
 
     def _finish_pass(self) -> None:
         for slot in self.slots:
-            if not slot.resident and slot.fetching is None and slot.dev is None:
+            # A resident slot's parameter belongs to the optimizer worker once its unit's step
+            # is submitted (the step writes it and clears its .grad): never touch it here.
+            # Reading ``param.grad`` while the worker sets it to None is a use-after-free in
+            # torch (its deallocation drops the GIL); that was the intermittent segfault.
+            if slot.resident or (slot.fetching is None and slot.dev is None):
                 continue
-            if slot.param.grad is None or slot.resident:
+            if slot.param.grad is None:
                 self._release(slot)
 
     def step(self) -> None:
