@@ -157,13 +157,12 @@ def serve(
     host tier) and print per-tenant measured CPU time, service and latency."""
     import dataclasses
 
-    from schedlab.faircache.managers import make_manager
-    from schedlab.faircache.policies import make_scheduler
+    from schedlab.faircache.managers import make_plugins
     from schedlab.llm.engine import EngineOptions, TinyLlama
     from schedlab.llm.engine import serve as run
     from schedlab.llm.requests import Trace, fit_context
 
-    make_scheduler(scheduler), make_manager(cache)  # unknown names fail before any work
+    make_plugins(scheduler, cache)  # unknown names fail before any work
     if out is not None:
         ensure_directory(out)  # an unusable --out fails before the run, not after it
     loaded = _load(trace, fmt, block_tokens, workload, tenants, assign, duration, seed)

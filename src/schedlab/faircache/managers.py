@@ -27,3 +27,14 @@ CACHE_MANAGERS: dict[str, Callable[[], CacheManager]] = {
 
 def make_manager(name: str) -> CacheManager:
     return lookup(CACHE_MANAGERS, "cache manager", name)()
+
+
+def make_plugins(scheduler, manager) -> tuple:
+    """A (Scheduler, CacheManager) pair from CLI names or objects (what both engines take)."""
+    from schedlab.faircache.policies import make_scheduler
+
+    if isinstance(scheduler, str):
+        scheduler = make_scheduler(scheduler)
+    if isinstance(manager, str):
+        manager = make_manager(manager)
+    return scheduler, manager

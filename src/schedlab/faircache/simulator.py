@@ -425,11 +425,7 @@ def simulate(
     config: EngineConfig | None = None,
 ) -> SimResult:
     """Replay ``trace``; policies may be given by CLI name or as objects."""
-    from schedlab.faircache.managers import make_manager
-    from schedlab.faircache.policies import make_scheduler
+    from schedlab.faircache.managers import make_plugins
 
-    if isinstance(scheduler, str):
-        scheduler = make_scheduler(scheduler)
-    if isinstance(manager, str):
-        manager = make_manager(manager)
+    scheduler, manager = make_plugins(scheduler, manager)
     return Engine(trace, scheduler, manager, config).run()

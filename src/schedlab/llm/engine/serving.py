@@ -602,13 +602,9 @@ def serve(
     weights: CostWeights | None = None,
 ) -> EngineResult:
     """Serve ``trace`` on the real engine; policies by CLI name or as objects."""
-    from schedlab.faircache.managers import make_manager
-    from schedlab.faircache.policies import make_scheduler
+    from schedlab.faircache.managers import make_plugins
 
-    if isinstance(scheduler, str):
-        scheduler = make_scheduler(scheduler)
-    if isinstance(manager, str):
-        manager = make_manager(manager)
+    scheduler, manager = make_plugins(scheduler, manager)
     return RealEngine(trace, scheduler, manager, options, model, weights).run()
 
 
