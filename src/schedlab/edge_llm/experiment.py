@@ -147,10 +147,13 @@ def replay_claims(frame: pl.DataFrame) -> list[Claim]:
         Claim("Qwen3-8B replay: online P95 CI overlaps fixed Cloud's and edge-local's",
               metric="CIs overlapping (of 2)", measured=float(overlaps), target=2.0,
               paper_figure="both overlap"),
-        Claim("Llama-3 replay: online SLO attainment >= the best baseline's (fixed modes, "
-              "DistServe) in each of the four primary regimes",
+        # fixed cloud-only attains 100% in all four primary regimes too (so it meets this
+        # claim as well): it does not discriminate; the sweep's SLO claim does
+        Claim(f"{SANITY}Llama-3 replay: online SLO attainment >= the best baseline's (fixed "
+              "modes, DistServe) in each of the four primary regimes (fixed cloud-only meets "
+              "it too)",
               metric="min online - best baseline SLO (pp)", measured=min(slo_gap), target=0.0,
-              paper_figure="100% in all four"),
+              paper_figure="(sanity check, not evidence) 100% in all four"),
         Claim(f"{SANITY}Llama-3 replay: online attains 100% SLO in the four primary regimes "
               f"(fixed cloud-only: {100.0 * float(cloud_regimes['slo'].min()):.1f}%)",
               metric="min SLO attainment (%)", measured=100.0 * float(regimes["slo"].min()),
