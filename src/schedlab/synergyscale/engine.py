@@ -23,8 +23,11 @@ write, the way ZeRO-3 does it, with hooks instead of a staged model:
   pool); the next forward's fetch of a unit waits only for that unit's step.
 * **Residency.** The planner keeps the units used last in forward (first in backward) wholly on
   the device while their states fit the device budget next to the fetch window.
-* **Offload-only baseline** (``schedule="offload-only"``): same engine, no residency, no prefetch,
-  every optimizer step and NVMe transfer synchronous after backward (ZeRO-Offload-like).
+* **Offload-only baseline** (``schedule="offload-only"``): same engine and the same parameter
+  prefetch as ZeRO-Infinity's own design (``prefetch_depth`` units ahead, on the I/O pool where
+  fetches are pooled, the last units kept across the forward→backward turn), but no residency
+  and every optimizer step and NVMe state swap synchronous after backward (DeepSpeed's default
+  ``pipeline_read/write: false``).
 
 The device tier is CUDA memory when ``device="cuda"`` (pinned host masters and gradient buffers,
 a copy stream per direction, event waits and ``record_stream``), otherwise a separate CPU arena.
@@ -187,7 +190,7 @@ class SynergyEngine:
         self.device = torch.device(config.device)
         self.work_dtype = torch.bfloat16 if config.precision == "bf16" else torch.float32
         self.overlap = config.schedule == "overlap"
-        self.depth = config.prefetch_depth if self.overlap else 0
+        self.depth = config.prefetch_depth  # the offload-only baseline prefetches too
         self.async_fetch = config.async_fetch
         if self.async_fetch is None:
             self.async_fetch = config.tier == "nvme" or self.cuda
@@ -443,7 +446,7 @@ class SynergyEngine:
             if prefetch:
                 return False
             raise
-        if self.overlap and self.async_fetch:
+        if self.async_fetch:
             slot.fetching = self.io.submit(self._fetch_job, slot)
         else:
             done: Future = Future()
@@ -500,7 +503,7 @@ class SynergyEngine:
                     continue
                 if not self._start_fetch(slot, prefetch=True):
                     return
-            if self.phase == "backward" and not self._stepping(unit):
+            if self.phase == "backward" and self.overlap and not self._stepping(unit):
                 self._read_states(unit)
 
     # ------------------------------------------------------------------ hooks
@@ -579,9 +582,9 @@ class SynergyEngine:
             slot.master.grad = slot.host_grad
             self._release(slot)
         unit.pending -= 1
-        if self.phase == "backward" and self.overlap:
+        if self.phase == "backward":
             self._prefetch(range(slot.pos - 1, slot.pos - 1 - self.depth, -1))
-            if unit.pending == 0:
+            if self.overlap and unit.pending == 0:
                 self._submit_step(unit)
 
     # --------------------------------------------------------------- optimizer
@@ -674,7 +677,7 @@ class SynergyEngine:
                     order.append(index)
             self.forward_order = order
             self._position = {u: i for i, u in enumerate(order)}
-            self._turn = len(order) - (self.depth + 1) if self.overlap else len(order)
+            self._turn = len(order) - (self.depth + 1)
             self._order_known = True
         if not torch.is_grad_enabled():
             self._finish_pass()
@@ -698,9 +701,8 @@ class SynergyEngine:
             )
         self.phase = "backward"
         try:
-            if self.overlap:
-                tail = len(self.forward_order) - 1
-                self._prefetch(range(tail, tail - self.depth - 1, -1))
+            tail = len(self.forward_order) - 1
+            self._prefetch(range(tail, tail - self.depth - 1, -1))
             loss.backward()
         finally:
             self.phase = "backward-done"
