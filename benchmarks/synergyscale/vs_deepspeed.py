@@ -207,12 +207,14 @@ def main(argv: list[str] | None = None) -> int:
                 file=sys.stderr,
             )
     table = []
-    base = None
+
+    def steady_ms(run: str) -> float:
+        return statistics.median(s for r in results[run] for s in r["seconds"][args.warmup :]) * 1e3
+
+    base = steady_ms("torch") if "torch" in results else None  # wherever --runs lists it
     for run in runs:
-        steady = [s for r in results[run] for s in r["seconds"][args.warmup :]]
         cpu = [s for r in results[run] for s in r["cpu"][args.warmup :]]
-        ms = statistics.median(steady) * 1e3
-        base = base if base is not None else (ms if run == "torch" else None)
+        ms = steady_ms(run)
         table.append(
             dict(
                 run=run,
@@ -243,7 +245,8 @@ def main(argv: list[str] | None = None) -> int:
         gap = row.get("max_loss_gap_vs_torch")
         print(
             f"{row['run']:<24}{row['median_ms']:>10.1f}{row['cpu_ms']:>9.1f}"
-            f"{(row['x_torch'] or 0):>9.2f}{(gap if gap is not None else float('nan')):>11.2e}"
+            f"{row['x_torch'] if row['x_torch'] else '-':>9}"
+            f"{(gap if gap is not None else float('nan')):>11.2e}"
         )
     for key, value in speedups.items():
         print(f"{key}: {value}x")
