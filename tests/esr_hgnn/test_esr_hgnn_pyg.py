@@ -12,8 +12,9 @@ from schedlab.esr_hgnn.stats import homogeneity_pvalue
 from schedlab.esr_hgnn.typed import TypedGraph, check_metapaths, sample_typed
 
 torch = pytest.importorskip("torch")
-pyg = pytest.importorskip("torch_geometric", reason="needs the pyg extra: pip install "
-                          "'schedlab[pyg]'")
+pyg = pytest.importorskip(
+    "torch_geometric", reason="needs the pyg extra: pip install 'schedlab[pyg]'"
+)
 
 from torch_geometric.data import HeteroData  # noqa: E402
 
@@ -37,8 +38,7 @@ def two_relation_graph(seed: int = 0, n_r: int = 60, n_a: int = 120, n_v: int = 
     data["venue"].num_nodes = n_v
     w = np.unique(np.vstack([rng.integers(0, n_r, 300), rng.integers(0, n_a, 300)]), axis=1)
     # reviews touch a disjoint set of articles (the upper half), so a merged relation shows
-    r = np.unique(np.vstack([rng.integers(0, n_r, 200),
-                             rng.integers(n_a // 2, n_a, 200)]), axis=1)
+    r = np.unique(np.vstack([rng.integers(0, n_r, 200), rng.integers(n_a // 2, n_a, 200)]), axis=1)
     r = r[:, r[0] < n_r - 5]  # the last five researchers review nothing (dead walks)
     v = np.vstack([np.arange(n_a), rng.integers(0, n_v, n_a)])
     for fwd, rev, idx in ((W, W_REV, w), (R, R_REV, r), (V, V_REV, v)):
@@ -137,8 +137,9 @@ def test_subgraph_is_a_heterodata_hanconv_runs_on():
     assert torch.equal(store.x, data["researcher"].x[store.n_id])
     assert torch.equal(store.y, data["researcher"].y[store.n_id])
     assert len(set(store.n_id.tolist())) == store.num_nodes
-    assert sampler.metapath_edge_types == [("researcher", f"metapath_{i}", "researcher")
-                                           for i in range(4)]
+    assert sampler.metapath_edge_types == [
+        ("researcher", f"metapath_{i}", "researcher") for i in range(4)
+    ]
     full = sampler.sample_numpy(seeds.numpy())  # a fresh draw: check semantics, not values
     assert set(full) == set(sampler.metapaths)
     for et, mp in zip(sampler.metapath_edge_types, sampler.metapaths, strict=True):
@@ -156,8 +157,9 @@ def test_loader_iterates_seed_batches_like_neighborloader():
     data = two_relation_graph()
     mask = torch.zeros(60, dtype=torch.bool)
     mask[10:47] = True
-    loader = MetapathLoader(data, MPS, 4, batch_size=8, input_nodes=("researcher", mask),
-                            shuffle=True, seed=1)
+    loader = MetapathLoader(
+        data, MPS, 4, batch_size=8, input_nodes=("researcher", mask), shuffle=True, seed=1
+    )
     assert len(loader) == 5
     seen = []
     for batch in loader:
@@ -165,8 +167,14 @@ def test_loader_iterates_seed_batches_like_neighborloader():
         seen += batch["researcher"].n_id[:n].tolist()
         assert torch.equal(batch["researcher"].input_id, batch["researcher"].n_id[:n])
     assert sorted(seen) == list(range(10, 47))
-    assert len(MetapathLoader(data, MPS, 4, batch_size=8, drop_last=True,
-                              input_nodes=("researcher", mask))) == 4
+    assert (
+        len(
+            MetapathLoader(
+                data, MPS, 4, batch_size=8, drop_last=True, input_nodes=("researcher", mask)
+            )
+        )
+        == 4
+    )
     with pytest.raises(BadInputError, match="batch_size 61 is larger than the 60 input"):
         MetapathLoader(data, MPS, 4, batch_size=61)
     with pytest.raises(BadInputError, match="input_nodes are of type 'article'"):
@@ -178,7 +186,8 @@ def test_loader_iterates_seed_batches_like_neighborloader():
 @pytest.mark.parametrize("method", ["trie", "naive"])
 def test_same_distribution_as_pygs_metapath_walks(method):
     """Stratified chi-squared per metapath vs PyG's MetaPath2Vec hop sampler; a wrong relation
-    (reviews walked where writes was asked) is rejected, so the test can fail."""
+    (reviews walked where writes was asked) and a walker that skips every last neighbour are
+    rejected, so the test can fail."""
     data = two_relation_graph(seed=2)
     seeds = np.arange(0, 60, 3)
     ours = MetapathSampler(data, MPS, 400, method=method, seed=0).sample_numpy(seeds)
@@ -199,14 +208,31 @@ def test_same_distribution_as_pygs_metapath_walks(method):
     bad = wrong.sample_numpy(seeds)[(R, W_REV)]
     n_end = data["researcher"].num_nodes
     assert homogeneity_pvalue(counts(ours[(W, W_REV)], n_end), counts(bad, n_end)) < 1e-6
+    # a subtle bias is rejected as well: a walker that never draws a node's last neighbour
+    graph, rng = typed_graph(data), np.random.default_rng(3)
+    biased = np.full((seeds.size, 400), -1, dtype=np.int64)
+    for i, s in enumerate(seeds):
+        v = np.full(400, s, dtype=np.int64)
+        for et in (W, W_REV):
+            ptr, ind = graph.csr[et]
+            alive = v >= 0
+            deg = np.zeros_like(v)
+            deg[alive] = ptr[v[alive] + 1] - ptr[v[alive]]
+            alive &= deg > 0
+            pick = (rng.random(v.size) * np.maximum(deg - 1, 1)).astype(np.int64)
+            v = np.where(alive, ind[np.where(alive, ptr[np.maximum(v, 0)] + pick, 0)], -1)
+        biased[i] = v
+    assert homogeneity_pvalue(counts(theirs[(W, W_REV)], n_end), counts(biased, n_end)) < 1e-6
 
 
 def test_hanconv_trained_with_our_sampler_matches_pyg_sampling():
     from schedlab.esr_hgnn.han_pyg import synthetic_dblp, train_han
 
     data = synthetic_dblp(scale=0.1, seed=0)
-    acc = {m: train_han(data, m, fanout=10, batch=64, epochs=8, seed=0)["test_accuracy"]
-           for m in ("trie", "pyg-walk", "features")}
+    acc = {
+        m: train_han(data, m, fanout=10, batch=64, epochs=8, seed=0)["test_accuracy"]
+        for m in ("trie", "pyg-walk", "features")
+    }
     assert acc["trie"] > acc["features"] + 0.15, acc
     assert abs(acc["trie"] - acc["pyg-walk"]) < 0.1, acc
 
@@ -224,8 +250,13 @@ def test_guards_name_the_batch_and_the_fanouts():
     check_frontier([4], 256, (10, 10))  # 25,600 entries: fine
     typed = typed_graph(two_relation_graph())
     with pytest.raises(BadInputError, match="field 'fanouts'|fanouts 1000,1000,1000"):
-        sample_typed(typed, check_metapaths(typed, MPS), np.arange(60), (1000, 1000, 1000),
-                     np.random.default_rng(0))
+        sample_typed(
+            typed,
+            check_metapaths(typed, MPS),
+            np.arange(60),
+            (1000, 1000, 1000),
+            np.random.default_rng(0),
+        )
 
 
 def test_typed_trie_is_the_letter_trie_on_a_converted_graph():
@@ -261,10 +292,12 @@ def test_gpu_bench_path_includes_pygs_sampler_on_cpu():
 def test_compare_with_pyg_reports_pvalues_and_times():
     from schedlab.esr_hgnn.pyg import compare_with_pyg
 
-    rows = compare_with_pyg(two_relation_graph(seed=4), MPS, np.arange(0, 60, 4), walks=200,
-                            repeats=2)
+    rows = compare_with_pyg(
+        two_relation_graph(seed=4), MPS, np.arange(0, 60, 4), walks=200, repeats=2
+    )
     assert [r["metapath"] for r in rows][:2] == [
         "researcher-writes-article-rev_writes-researcher",
-        "researcher-reviews-article-rev_reviews-researcher"]
+        "researcher-reviews-article-rev_reviews-researcher",
+    ]
     assert min(r["pvalue"] for r in rows) * len(rows) > 0.001
     assert all(r["ours_cpu_s"] > 0 and r["pyg_cpu_s"] > 0 for r in rows)
