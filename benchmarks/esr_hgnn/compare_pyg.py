@@ -59,10 +59,18 @@ def samplers(data, typed, mps, k: int):
     walker = PyGWalker(typed)
     ours = MetapathSampler(data, mps, k, method="trie")
     edge_dict = {et: data[et].edge_index for et in data.edge_types}
-    models = [MetaPath2Vec(edge_dict, 1, list(mp), walk_length=len(mp),
-                           context_size=len(mp) + 1, walks_per_node=k,
-                           num_nodes_dict={t: data[t].num_nodes for t in data.node_types})
-              for mp in mps]
+    models = [
+        MetaPath2Vec(
+            edge_dict,
+            1,
+            list(mp),
+            walk_length=len(mp),
+            context_size=len(mp) + 1,
+            walks_per_node=k,
+            num_nodes_dict={t: data[t].num_nodes for t in data.node_types},
+        )
+        for mp in mps
+    ]
     rng = np.random.default_rng(0)
 
     def trie(seeds, seeds_t):
@@ -80,8 +88,13 @@ def samplers(data, typed, mps, k: int):
     def pyg_mp2v(seeds, seeds_t):
         return {mp: m._pos_sample(seeds_t)[:, -1] for mp, m in zip(mps, models, strict=True)}
 
-    return {"trie": trie, "naive": naive, "trie+ei": trie_ei, "pyg-hop": pyg_hop,
-            "pyg-mp2v": pyg_mp2v}
+    return {
+        "trie": trie,
+        "naive": naive,
+        "trie+ei": trie_ei,
+        "pyg-hop": pyg_hop,
+        "pyg-mp2v": pyg_mp2v,
+    }
 
 
 def measure(scale: float, which: str, batch: int, k: int, repeats: int) -> list[dict]:
@@ -92,12 +105,16 @@ def measure(scale: float, which: str, batch: int, k: int, repeats: int) -> list[
     sizes = {}
     for name, fn in fns.items():  # warm up (JIT) and record output size
         out = fn(seeds, seeds_t)
-        sizes[name] = int(sum(int(np.prod(v.shape)) if v.ndim == 1 or name != "trie+ei"
-                              else v.shape[1] for v in out.values()))
+        sizes[name] = int(
+            sum(
+                int(np.prod(v.shape)) if v.ndim == 1 or name != "trie+ei" else v.shape[1]
+                for v in out.values()
+            )
+        )
     best = {name: float("inf") for name in fns}
     names = list(fns)
     for r in range(repeats):
-        order = names[r % len(names):] + names[:r % len(names)]
+        order = names[r % len(names) :] + names[: r % len(names)]
         for name in order:
             fns[name](seeds, seeds_t)  # untimed: the previous sampler's data leaves the caches
             t0 = time.process_time()
@@ -106,10 +123,19 @@ def measure(scale: float, which: str, batch: int, k: int, repeats: int) -> list[
     fastest_lib = min(best["pyg-hop"], best["pyg-mp2v"])
     rows = []
     for name in names:
-        rows.append(dict(scale=scale, metapaths=which, n_metapaths=len(mps), batch=batch,
-                         walks=k, sampler=name, cpu_ms=round(best[name] * 1e3, 3),
-                         endpoints=sizes[name],
-                         speedup_vs_fastest_pyg=round(fastest_lib / best[name], 2)))
+        rows.append(
+            dict(
+                scale=scale,
+                metapaths=which,
+                n_metapaths=len(mps),
+                batch=batch,
+                walks=k,
+                sampler=name,
+                cpu_ms=round(best[name] * 1e3, 3),
+                endpoints=sizes[name],
+                speedup_vs_fastest_pyg=round(fastest_lib / best[name], 2),
+            )
+        )
     return rows
 
 
@@ -122,8 +148,12 @@ def main() -> None:
     ap.add_argument("--repeats", type=int, default=15)
     args = ap.parse_args()
     try:
-        rows = [row for s in args.scale for which in args.sets
-                for row in measure(s, which, args.batch, args.walks, args.repeats)]
+        rows = [
+            row
+            for s in args.scale
+            for which in args.sets
+            for row in measure(s, which, args.batch, args.walks, args.repeats)
+        ]
     except SchedlabError as exc:  # e.g. the pyg extra missing: one line, no traceback
         raise SystemExit(f"error: {exc}") from None
     print(json.dumps(rows, indent=1))

@@ -38,9 +38,11 @@ def traces(n: int, seed: int = 0) -> dict[str, np.ndarray]:
     mps = metapath_set(g, "dblp", "sym6")
     seeds = seed_batches(g, "A", 1024, 1, seed)[0]
     sampled = sample_channels(g, make_sampler("trie"), [mps], seeds, (10,), seed)[0].trace
-    return {"sequential": np.arange(n, dtype=np.int64) * 64,
-            "random": rng.integers(0, (256 << 20) // 64, n) * 64,
-            "esr-trie-trace": (sampled[:n] // 64) * 64}
+    return {
+        "sequential": np.arange(n, dtype=np.int64) * 64,
+        "random": rng.integers(0, (256 << 20) // 64, n) * 64,
+        "esr-trie-trace": (sampled[:n] // 64) * 64,
+    }
 
 
 def main() -> None:
@@ -62,28 +64,38 @@ def main() -> None:
                 window = 20000  # DRAMsim3 clocks; every trace here keeps its queue full
                 ds = dramsim3.run(args.dramsim3, config, addrs, window, 0, work)
                 done = ds["reads_done"]
-                ours = replay_channels([addrs[:done]], timing, "partitioned", 1,
-                                       timing.row_bytes, 1000, 32)
+                ours = replay_channels(
+                    [addrs[:done]], timing, "partitioned", 1, timing.row_bytes, 1000, 32
+                )
                 ds_ns = window * timing.tck_ps / 1000
-                rows.append(dict(memory=mem, trace=name, reads=done,
-                                 dramsim3_gbs=round(done * 64 / ds_ns, 2),
-                                 ours_gbs=round(done * 64 / (ours["seconds"] * 1e9), 2),
-                                 ratio_ours_over_dramsim3=round(ds_ns / (ours["seconds"] * 1e9),
-                                                                3),
-                                 dramsim3_read_cmds=ds["read_cmds"],
-                                 ours_dram_reads=ours["row_hits"] + ours["row_misses"],
-                                 dramsim3_row_hit=round(ds["row_hits"] / max(1, ds["read_cmds"]),
-                                                        3),
-                                 ours_row_hit=round(ours["row_hits"] / max(1, ours["row_hits"]
-                                                                            + ours["row_misses"]),
-                                                    3)))
+                rows.append(
+                    dict(
+                        memory=mem,
+                        trace=name,
+                        reads=done,
+                        dramsim3_gbs=round(done * 64 / ds_ns, 2),
+                        ours_gbs=round(done * 64 / (ours["seconds"] * 1e9), 2),
+                        ratio_ours_over_dramsim3=round(ds_ns / (ours["seconds"] * 1e9), 3),
+                        dramsim3_read_cmds=ds["read_cmds"],
+                        ours_dram_reads=ours["row_hits"] + ours["row_misses"],
+                        dramsim3_row_hit=round(ds["row_hits"] / max(1, ds["read_cmds"]), 3),
+                        ours_row_hit=round(
+                            ours["row_hits"] / max(1, ours["row_hits"] + ours["row_misses"]), 3
+                        ),
+                    )
+                )
             sparse = np.random.default_rng(1).integers(0, (256 << 20) // 64, 200) * 64
             ds = dramsim3.run(args.dramsim3, config, sparse, 200 * 400 + 1000, 400, work)
             t = timing
-            rows.append(dict(memory=mem, trace="idle latency (1 read / 400 clocks)",
-                             dramsim3_latency_clocks=ds["latency"],
-                             ours_conflict_clocks=t.rp + t.rcd + t.cl + t.burst,
-                             ours_closed_bank_clocks=t.rcd + t.cl + t.burst))
+            rows.append(
+                dict(
+                    memory=mem,
+                    trace="idle latency (1 read / 400 clocks)",
+                    dramsim3_latency_clocks=ds["latency"],
+                    ours_conflict_clocks=t.rp + t.rcd + t.cl + t.burst,
+                    ours_closed_bank_clocks=t.rcd + t.cl + t.burst,
+                )
+            )
     print(json.dumps(rows, indent=1))
 
 

@@ -28,8 +28,9 @@ SEEDS = seed_batches(GRAPH, "A", 512, 1, seed=0)[0]
 
 
 def _mps(which):
-    return check_metapaths(TYPED, [letters_to_metapath(GRAPH, m)
-                                   for m in metapath_set(GRAPH, "dblp", which)])
+    return check_metapaths(
+        TYPED, [letters_to_metapath(GRAPH, m) for m in metapath_set(GRAPH, "dblp", which)]
+    )
 
 
 @pytest.mark.parametrize("which", ["han", "sym6"])
@@ -40,6 +41,7 @@ def test_bench_vs_pyg(benchmark, sampler, which):
     rng = np.random.default_rng(0)
     seeds_t = torch.from_numpy(SEEDS)
     if sampler in ("trie", "naive"):
+
         def run():
             return sample_typed(TYPED, mps, SEEDS, (10,), rng, sampler).endpoints
     elif sampler == "trie+edge_index":
@@ -52,6 +54,7 @@ def test_bench_vs_pyg(benchmark, sampler, which):
 
         def run():
             return {mp: walker.walk(mp, seeds_t, (10,)) for mp in mps}
+
     run()
     out = benchmark(run)
     assert len(out) == len(mps)

@@ -19,8 +19,15 @@ from schedlab.esr_hgnn.workloads import generate, metapath_set
 
 
 def run(traces, timing=HBM2, placement="partitioned", mem=1, mlp=32, interleave=256):
-    return replay_channels([np.asarray(t, dtype=np.int64) for t in traces], timing, placement,
-                           mem, interleave, 1000, mlp)
+    return replay_channels(
+        [np.asarray(t, dtype=np.int64) for t in traces],
+        timing,
+        placement,
+        mem,
+        interleave,
+        1000,
+        mlp,
+    )
 
 
 @pytest.mark.parametrize("t", [HBM2, DDR4])
@@ -30,7 +37,8 @@ def test_idle_hit_and_conflict_latencies_follow_the_config(t):
     assert run([[0]], t, mlp=1)["seconds"] * 1e9 == pytest.approx(closed)
     # a second read of the open row: CL + burst more (issued when the first completes)
     assert run([[0, 64]], t, mlp=1)["seconds"] * 1e9 == pytest.approx(
-        closed + (t.cl + t.burst) * ns)
+        closed + (t.cl + t.burst) * ns
+    )
     # another row of the same bank: precharge no earlier than tRAS after the activate
     other_row = t.row_bytes * t.banks
     first_done = closed
@@ -98,8 +106,10 @@ def test_unit_model_states_placement_and_contends():
 DRAMSIM3 = os.environ.get("DRAMSIM3_DIR", "/tmp/dramsim3")
 
 
-@pytest.mark.skipif(not Path(DRAMSIM3, "build", "dramsim3main").is_file(),
-                    reason="needs a DRAMsim3 build: set DRAMSIM3_DIR (see esr_hgnn/dramsim3.py)")
+@pytest.mark.skipif(
+    not Path(DRAMSIM3, "build", "dramsim3main").is_file(),
+    reason="needs a DRAMsim3 build: set DRAMSIM3_DIR (see esr_hgnn/dramsim3.py)",
+)
 @pytest.mark.parametrize("memory", ["hbm2", "ddr4"])
 def test_replay_agrees_with_dramsim3_on_streams_and_idle_latency(tmp_path, memory):
     """The real DRAMsim3 on the same traces: streaming throughput within 15 %, idle latency
@@ -112,7 +122,7 @@ def test_replay_agrees_with_dramsim3_on_streams_and_idle_latency(tmp_path, memor
     config = dramsim3.one_channel_config(DRAMSIM3, memory, tmp_path / "one.ini")
     stream = np.arange(20000, dtype=np.int64) * 64
     ds = dramsim3.run(DRAMSIM3, config, stream, 10000, 0, tmp_path)
-    ours = run([stream[:ds["reads_done"]]], t, interleave=t.row_bytes)
+    ours = run([stream[: ds["reads_done"]]], t, interleave=t.row_bytes)
     assert ours["seconds"] * 1e12 / t.tck_ps == pytest.approx(10000, rel=0.15)
     sparse = np.random.default_rng(1).integers(0, (256 << 20) // 64, 100) * 64
     idle = dramsim3.run(DRAMSIM3, config, sparse, 100 * 400 + 500, 400, tmp_path)

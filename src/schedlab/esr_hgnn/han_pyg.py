@@ -32,16 +32,16 @@ IN = (PAPER, "published_in", CONF)
 IN_REV = (CONF, "rev_published_in", PAPER)
 
 #: HAN's DBLP metapaths APA, APTPA, APCPA as edge-type sequences
-DBLP_METAPATHS = [[WRITES, WRITTEN], [WRITES, HAS, HAS_REV, WRITTEN],
-                  [WRITES, IN, IN_REV, WRITTEN]]
+DBLP_METAPATHS = [[WRITES, WRITTEN], [WRITES, HAS, HAS_REV, WRITTEN], [WRITES, IN, IN_REV, WRITTEN]]
 
 #: samplers feeding HANConv, plus ``features``: a linear classifier on author features alone
 #: (the floor that shows how much the metapath neighbours add)
 METHODS = ("trie", "naive", "pyg-walk", "pyg-full", "features")
 
 
-def synthetic_dblp(scale: float = 0.25, seed: int = 0, features: int = 64,
-                   classes: int = 4, noise: float = 5.0):
+def synthetic_dblp(
+    scale: float = 0.25, seed: int = 0, features: int = 64, classes: int = 4, noise: float = 5.0
+):
     """A labelled DBLP-shaped HeteroData with reverse edge types (``rev_<rel>``) and masks."""
     require_pyg()
     import torch
@@ -95,15 +95,20 @@ def synthetic_dblp(scale: float = 0.25, seed: int = 0, features: int = 64,
     data[AUTHOR].y = torch.tensor(area_a, dtype=torch.long)
     split = rng.permutation(n_a)
     n_train, n_val = int(0.3 * n_a), int(0.1 * n_a)
-    for name, ids in (("train_mask", split[:n_train]),
-                      ("val_mask", split[n_train:n_train + n_val]),
-                      ("test_mask", split[n_train + n_val:])):
+    for name, ids in (
+        ("train_mask", split[:n_train]),
+        ("val_mask", split[n_train : n_train + n_val]),
+        ("test_mask", split[n_train + n_val :]),
+    ):
         mask = torch.zeros(n_a, dtype=torch.bool)
         mask[torch.from_numpy(ids)] = True
         data[AUTHOR][name] = mask
     data[PAPER].num_nodes, data[TERM].num_nodes, data[CONF].num_nodes = n_p, n_t, n_c
-    for fwd, rev, index in ((WRITES, WRITTEN, ap), (HAS, HAS_REV, pt),
-                            (IN, IN_REV, np.vstack([np.arange(n_p), pc_c]))):
+    for fwd, rev, index in (
+        (WRITES, WRITTEN, ap),
+        (HAS, HAS_REV, pt),
+        (IN, IN_REV, np.vstack([np.arange(n_p), pc_c])),
+    ):
         t = torch.from_numpy(np.ascontiguousarray(index, dtype=np.int64))
         data[fwd].edge_index = t
         data[rev].edge_index = t.flip(0)
@@ -113,8 +118,15 @@ def synthetic_dblp(scale: float = 0.25, seed: int = 0, features: int = 64,
 class HAN:
     """HANConv (8 heads) + a linear classifier, as PyG's HAN example builds it."""
 
-    def __init__(self, in_channels: int, metadata, classes: int, hidden: int = 64,
-                 heads: int = 8, seed: int = 0) -> None:
+    def __init__(
+        self,
+        in_channels: int,
+        metadata,
+        classes: int,
+        hidden: int = 64,
+        heads: int = 8,
+        seed: int = 0,
+    ) -> None:
         import torch
         from torch_geometric.nn import HANConv
 
@@ -132,8 +144,16 @@ class HAN:
         self.lin.train(mode)
 
 
-def train_han(data, method: str = "trie", metapaths=None, fanout: int = 10, batch: int = 128,
-              epochs: int = 10, lr: float = 0.005, seed: int = 0) -> dict:
+def train_han(
+    data,
+    method: str = "trie",
+    metapaths=None,
+    fanout: int = 10,
+    batch: int = 128,
+    epochs: int = 10,
+    lr: float = 0.005,
+    seed: int = 0,
+) -> dict:
     """Train on ``train_mask`` authors, return test accuracy (``test_mask``) and sampling time.
 
     ``trie``/``naive``/``pyg-walk`` train and test on mini-batches whose metapath neighbours come
@@ -158,8 +178,9 @@ def _train_han(data, method, metapaths, fanout, batch, epochs, lr, seed) -> dict
     import torch.nn.functional as F
 
     if method not in METHODS:
-        raise BadInputError(f"unknown method {method!r}; valid: {', '.join(METHODS)}",
-                            field="method")
+        raise BadInputError(
+            f"unknown method {method!r}; valid: {', '.join(METHODS)}", field="method"
+        )
     metapaths = metapaths or DBLP_METAPATHS
     store = data[AUTHOR]
     y = store.y
@@ -181,8 +202,9 @@ def _train_han(data, method, metapaths, fanout, batch, epochs, lr, seed) -> dict
         import torch_geometric.transforms as T
 
         t0 = time.process_time()
-        full = T.AddMetaPaths(metapaths, drop_orig_edge_types=True,
-                              drop_unconnected_node_types=True)(data.clone())
+        full = T.AddMetaPaths(
+            metapaths, drop_orig_edge_types=True, drop_unconnected_node_types=True
+        )(data.clone())
         sampler_seconds = time.process_time() - t0
         edge_types = [et for et in full.edge_types if et[1].startswith("metapath_")]
         model = HAN(store.x.size(1), ([AUTHOR], edge_types), classes, seed=seed)
@@ -198,13 +220,24 @@ def _train_han(data, method, metapaths, fanout, batch, epochs, lr, seed) -> dict
             pred = model(full.x_dict, full.edge_index_dict).argmax(-1)
         mask = store.test_mask
         acc = float((pred[mask] == y[mask]).float().mean())
-        return dict(method=method, test_accuracy=acc, sampling_cpu_s=sampler_seconds,
-                    edges=int(sum(full[et].edge_index.size(1) for et in edge_types)))
+        return dict(
+            method=method,
+            test_accuracy=acc,
+            sampling_cpu_s=sampler_seconds,
+            edges=int(sum(full[et].edge_index.size(1) for et in edge_types)),
+        )
     train_ids = store.train_mask.nonzero().view(-1)
     test_ids = store.test_mask.nonzero().view(-1)
-    loader = MetapathLoader(data, metapaths, fanout, batch_size=min(batch, train_ids.numel()),
-                            input_nodes=(AUTHOR, train_ids), shuffle=True, method=method,
-                            seed=seed)
+    loader = MetapathLoader(
+        data,
+        metapaths,
+        fanout,
+        batch_size=min(batch, train_ids.numel()),
+        input_nodes=(AUTHOR, train_ids),
+        shuffle=True,
+        method=method,
+        seed=seed,
+    )
     edge_types = loader.sampler.metapath_edge_types
     model = HAN(store.x.size(1), ([AUTHOR], edge_types), classes, seed=seed)
     opt = torch.optim.Adam(model.params, lr=lr, weight_decay=1e-3)
@@ -227,18 +260,28 @@ def _train_han(data, method, metapaths, fanout, batch, epochs, lr, seed) -> dict
     correct = 0
     with torch.no_grad():
         for start in range(0, test_ids.numel(), 512):
-            ids = test_ids[start:start + 512]
+            ids = test_ids[start : start + 512]
             t0 = time.process_time()
             sub = test.subgraph(ids)
             sampler_seconds += time.process_time() - t0
-            pred = model(sub.x_dict, sub.edge_index_dict)[:ids.numel()].argmax(-1)
+            pred = model(sub.x_dict, sub.edge_index_dict)[: ids.numel()].argmax(-1)
             correct += int((pred == y[ids]).sum())
-    return dict(method=method, test_accuracy=correct / test_ids.numel(),
-                sampling_cpu_s=sampler_seconds, edges=None)
+    return dict(
+        method=method,
+        test_accuracy=correct / test_ids.numel(),
+        sampling_cpu_s=sampler_seconds,
+        edges=None,
+    )
 
 
-def compare_training(scale: float = 0.25, epochs: int = 10, fanout: int = 10, batch: int = 128,
-                     seed: int = 0, methods=METHODS) -> list[dict]:
+def compare_training(
+    scale: float = 0.25,
+    epochs: int = 10,
+    fanout: int = 10,
+    batch: int = 128,
+    seed: int = 0,
+    methods=METHODS,
+) -> list[dict]:
     """Test accuracy of HANConv per sampler on one seeded graph; also the features-only floor."""
     data = synthetic_dblp(scale, seed)
     rows = []

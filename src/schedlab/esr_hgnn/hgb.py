@@ -38,8 +38,7 @@ def _int(text: str, line: int, field: str) -> int:
     try:
         return int(text)
     except ValueError:
-        raise BadInputError(f"{text.strip()!r} is not an integer", line=line,
-                            field=field) from None
+        raise BadInputError(f"{text.strip()!r} is not an integer", line=line, field=field) from None
 
 
 def _read_nodes(path: Path):
@@ -52,29 +51,43 @@ def _read_nodes(path: Path):
             return None
         parts = line.split("\t")
         if len(parts) not in (3, 4):
-            raise BadInputError(f"expected 3 or 4 tab-separated fields, got {len(parts)}",
-                                line=lineno, field="node_type")
+            raise BadInputError(
+                f"expected 3 or 4 tab-separated fields, got {len(parts)}",
+                line=lineno,
+                field="node_type",
+            )
         node_id = _int(parts[0], lineno, "node_id")
         node_type = _int(parts[2], lineno, "node_type")
         if node_id != len(types):
-            raise BadInputError(f"node_id {node_id} out of order (expected {len(types)}; ids "
-                                "start at 0 and are consecutive)", line=lineno, field="node_id")
+            raise BadInputError(
+                f"node_id {node_id} out of order (expected {len(types)}; ids "
+                "start at 0 and are consecutive)",
+                line=lineno,
+                field="node_id",
+            )
         if node_type < 0 or (types and node_type < types[-1]):
-            raise BadInputError(f"node_type {node_type} after type {types[-1] if types else 0}:"
-                                " each type must take one contiguous id range, types ascending",
-                                line=lineno, field="node_type")
+            raise BadInputError(
+                f"node_type {node_type} after type {types[-1] if types else 0}:"
+                " each type must take one contiguous id range, types ascending",
+                line=lineno,
+                field="node_type",
+            )
         if len(parts) == 4 and parts[3].strip():
             try:
                 vec = np.array([float(v) for v in parts[3].split(",")], dtype=np.float32)
             except ValueError:
-                raise BadInputError("attributes must be comma-separated numbers", line=lineno,
-                                    field="node_attr") from None
+                raise BadInputError(
+                    "attributes must be comma-separated numbers", line=lineno, field="node_attr"
+                ) from None
             if not np.isfinite(vec).all():
                 raise BadInputError("attributes must be finite", line=lineno, field="node_attr")
             width = widths.setdefault(node_type, vec.size)
             if vec.size != width:
-                raise BadInputError(f"{vec.size} attributes, earlier nodes of type {node_type} "
-                                    f"have {width}", line=lineno, field="node_attr")
+                raise BadInputError(
+                    f"{vec.size} attributes, earlier nodes of type {node_type} have {width}",
+                    line=lineno,
+                    field="node_attr",
+                )
             attrs.setdefault(node_type, []).append(vec)
         types.append(node_type)
         return True
@@ -86,18 +99,23 @@ def _read_nodes(path: Path):
     type_arr = np.asarray(types, dtype=np.int64)
     kinds = np.unique(type_arr)
     if not np.array_equal(kinds, np.arange(kinds.size)):
-        raise BadInputError(f"node types {kinds.tolist()} are not 0..{kinds.size - 1}",
-                            path=path, field="node_type")
+        raise BadInputError(
+            f"node types {kinds.tolist()} are not 0..{kinds.size - 1}", path=path, field="node_type"
+        )
     counts = np.bincount(type_arr)
     for k, rows in attrs.items():
         if len(rows) != counts[k]:
-            raise BadInputError(f"{len(rows)} of {counts[k]} nodes of type {k} have attributes;"
-                                " give all or none", path=path, field="node_attr")
+            raise BadInputError(
+                f"{len(rows)} of {counts[k]} nodes of type {k} have attributes; give all or none",
+                path=path,
+                field="node_attr",
+            )
     return type_arr, counts, {k: np.vstack(v) for k, v in attrs.items()}
 
 
-def read_hgb(directory: str | Path, names: Sequence[str] | None = None,
-             target: int | None = None) -> LabelledGraph:
+def read_hgb(
+    directory: str | Path, names: Sequence[str] | None = None, target: int | None = None
+) -> LabelledGraph:
     """Read an HGB node-classification directory (node.dat, link.dat, label.dat, ...)."""
     directory = Path(directory)
     if not directory.is_dir():
@@ -109,8 +127,11 @@ def read_hgb(directory: str | Path, names: Sequence[str] | None = None,
         names = [f"type_{k}" for k in range(n_types)]
     names = list(names)
     if len(names) != n_types or len(set(names)) != n_types or not all(names):
-        raise BadInputError(f"{len(names)} distinct names needed for the {n_types} node types "
-                            f"of {node_path}, got {names}", field="names")
+        raise BadInputError(
+            f"{len(names)} distinct names needed for the {n_types} node types "
+            f"of {node_path}, got {names}",
+            field="names",
+        )
     shift = np.concatenate([[0], np.cumsum(counts)])
     total = int(shift[-1])
     link_path = directory / "link.dat"
@@ -122,27 +143,35 @@ def read_hgb(directory: str | Path, names: Sequence[str] | None = None,
             return None
         parts = line.split("\t")
         if len(parts) not in (3, 4):
-            raise BadInputError(f"expected 4 tab-separated fields, got {len(parts)}",
-                                line=lineno, field="link_type")
+            raise BadInputError(
+                f"expected 4 tab-separated fields, got {len(parts)}", line=lineno, field="link_type"
+            )
         src, dst = _int(parts[0], lineno, "src_id"), _int(parts[1], lineno, "dst_id")
         rel = _int(parts[2], lineno, "link_type")
         for value, field in ((src, "src_id"), (dst, "dst_id")):
             if not 0 <= value < total:
-                raise BadInputError(f"{field} {value} outside the {total} nodes of node.dat",
-                                    line=lineno, field=field)
+                raise BadInputError(
+                    f"{field} {value} outside the {total} nodes of node.dat",
+                    line=lineno,
+                    field=field,
+                )
         if rel < 0:
             raise BadInputError(f"link_type {rel} is negative", line=lineno, field="link_type")
         if len(parts) == 4:
             try:
                 float(parts[3])
             except ValueError:
-                raise BadInputError(f"{parts[3].strip()!r} is not a number", line=lineno,
-                                    field="weight") from None
+                raise BadInputError(
+                    f"{parts[3].strip()!r} is not a number", line=lineno, field="weight"
+                ) from None
         pair = (int(type_arr[src]), int(type_arr[dst]))
         known = pairs.setdefault(rel, pair)
         if known != pair:
-            raise BadInputError(f"link_type {rel} joins types {pair}, earlier lines {known}",
-                                line=lineno, field="link_type")
+            raise BadInputError(
+                f"link_type {rel} joins types {pair}, earlier lines {known}",
+                line=lineno,
+                field="link_type",
+            )
         entry = rows.setdefault(rel, ([], []))
         entry[0].append(src - int(shift[pair[0]]))
         entry[1].append(dst - int(shift[pair[1]]))
@@ -152,16 +181,24 @@ def read_hgb(directory: str | Path, names: Sequence[str] | None = None,
         pass
     if not rows:
         raise BadInputError("no links", path=link_path)
-    edges = {(names[pairs[r][0]], f"link_{r}", names[pairs[r][1]]):
-             np.vstack([np.asarray(s, np.int64), np.asarray(d, np.int64)])
-             for r, (s, d) in sorted(rows.items())}
+    edges = {
+        (names[pairs[r][0]], f"link_{r}", names[pairs[r][1]]): np.vstack(
+            [np.asarray(s, np.int64), np.asarray(d, np.int64)]
+        )
+        for r, (s, d) in sorted(rows.items())
+    }
     graph = TypedGraph.from_edge_index({names[k]: int(c) for k, c in enumerate(counts)}, edges)
     _check_meta(directory / "meta.dat", counts, {r: len(s) for r, (s, _) in rows.items()})
     labels, splits, label_type = _read_labels(directory, type_arr, shift, target)
     tname = names[label_type] if label_type is not None else None
-    return LabelledGraph(graph, {names[k]: v for k, v in attrs.items()},
-                         {tname: labels} if tname is not None else {}, splits, tname,
-                         f"HGB {directory}")
+    return LabelledGraph(
+        graph,
+        {names[k]: v for k, v in attrs.items()},
+        {tname: labels} if tname is not None else {},
+        splits,
+        tname,
+        f"HGB {directory}",
+    )
 
 
 def _check_meta(path: Path, counts: np.ndarray, link_counts: dict[int, int]) -> None:
@@ -173,12 +210,18 @@ def _check_meta(path: Path, counts: np.ndarray, link_counts: dict[int, int]) -> 
         if m is None:
             return None  # "Node Total", label lines and the like are not cross-checked
         kind, k, n = m.group(1), int(m.group(2)), int(m.group(3))
-        have = (int(counts[k]) if k < counts.size else 0) if kind == "Node" else (
-            link_counts.get(k, 0))
+        have = (
+            (int(counts[k]) if k < counts.size else 0)
+            if kind == "Node"
+            else (link_counts.get(k, 0))
+        )
         if have != n:
-            raise BadInputError(f"{kind} Type_{k}: {n} here but {have} read from "
-                                f"{'node.dat' if kind == 'Node' else 'link.dat'}",
-                                line=lineno, field=f"{kind} Type_{k}")
+            raise BadInputError(
+                f"{kind} Type_{k}: {n} here but {have} read from "
+                f"{'node.dat' if kind == 'Node' else 'link.dat'}",
+                line=lineno,
+                field=f"{kind} Type_{k}",
+            )
         return True
 
     for _ in parse_lines(path, parse):
@@ -199,27 +242,34 @@ def _read_labels(directory: Path, type_arr: np.ndarray, shift: np.ndarray, targe
                 return None
             parts = line.split("\t")
             if len(parts) != 4:
-                raise BadInputError(f"expected 4 tab-separated fields, got {len(parts)}",
-                                    line=lineno, field="label")
+                raise BadInputError(
+                    f"expected 4 tab-separated fields, got {len(parts)}", line=lineno, field="label"
+                )
             node = _int(parts[0], lineno, "node_id")
             if not 0 <= node < type_arr.size:
-                raise BadInputError(f"node_id {node} is not in node.dat", line=lineno,
-                                    field="node_id")
+                raise BadInputError(
+                    f"node_id {node} is not in node.dat", line=lineno, field="node_id"
+                )
             ntype = _int(parts[2], lineno, "node_type")
             if ntype != type_arr[node]:
-                raise BadInputError(f"node_type {ntype} but node.dat says {type_arr[node]}",
-                                    line=lineno, field="node_type")
+                raise BadInputError(
+                    f"node_type {ntype} but node.dat says {type_arr[node]}",
+                    line=lineno,
+                    field="node_type",
+                )
             if not label_type:
                 label_type.append(ntype)
             if ntype != label_type[0]:
-                raise BadInputError(f"labels of node type {ntype} and {label_type[0]}; one "
-                                    "target type expected", line=lineno, field="node_type")
+                raise BadInputError(
+                    f"labels of node type {ntype} and {label_type[0]}; one target type expected",
+                    line=lineno,
+                    field="node_type",
+                )
             values = [_int(v, lineno, "label") for v in parts[3].split(",")]
             if min(values) < 0:
                 raise BadInputError("labels must be non-negative", line=lineno, field="label")
             if node in got:
-                raise BadInputError(f"node_id {node} labelled twice", line=lineno,
-                                    field="node_id")
+                raise BadInputError(f"node_id {node} labelled twice", line=lineno, field="node_id")
             got[node] = values
             return True
 
@@ -241,7 +291,9 @@ def _read_labels(directory: Path, type_arr: np.ndarray, shift: np.ndarray, targe
         labels = np.full(n, -1, dtype=np.int64)
         for node, v in every.items():
             labels[node - shift[k]] = v[0]
-    splits = {"train" if name == "label.dat" else "test":
-              np.asarray(sorted(got), dtype=np.int64) - int(shift[k])
-              for name, got in found.items()}
+    splits = {
+        "train" if name == "label.dat" else "test": np.asarray(sorted(got), dtype=np.int64)
+        - int(shift[k])
+        for name, got in found.items()
+    }
     return labels, splits, k

@@ -28,8 +28,11 @@ import numpy as np
 from schedlab.core.errors import BadInputError
 from schedlab.esr_hgnn.typed import LabelledGraph, TypedGraph
 
-NAMES = {"dblp": ["author", "paper", "term", "venue"], "imdb": ["movie", "director", "actor"],
-         "acm": ["paper", "author", "subject"]}
+NAMES = {
+    "dblp": ["author", "paper", "term", "venue"],
+    "imdb": ["movie", "director", "actor"],
+    "acm": ["paper", "author", "subject"],
+}
 
 
 def _load_npy(path: Path) -> np.ndarray:
@@ -38,8 +41,9 @@ def _load_npy(path: Path) -> np.ndarray:
     except FileNotFoundError:
         raise BadInputError("no such file", path=path) from None
     except (ValueError, OSError, EOFError) as exc:
-        raise BadInputError(f"not a NumPy array file: {str(exc).splitlines()[0]}",
-                            path=path) from None
+        raise BadInputError(
+            f"not a NumPy array file: {str(exc).splitlines()[0]}", path=path
+        ) from None
 
 
 def _load_sparse(path: Path):
@@ -50,43 +54,54 @@ def _load_sparse(path: Path):
     try:
         return scipy.sparse.load_npz(path).tocsr()
     except (ValueError, OSError, EOFError, KeyError, zipfile.BadZipFile) as exc:
-        raise BadInputError(f"not a SciPy sparse .npz: {str(exc).splitlines()[0]}",
-                            path=path) from None
+        raise BadInputError(
+            f"not a SciPy sparse .npz: {str(exc).splitlines()[0]}", path=path
+        ) from None
 
 
-def read_magnn(directory: str | Path, dataset: str | None = None,
-               names: Sequence[str] | None = None) -> LabelledGraph:
+def read_magnn(
+    directory: str | Path, dataset: str | None = None, names: Sequence[str] | None = None
+) -> LabelledGraph:
     """Read a MAGNN ``*_processed`` directory (adjM.npz, node_types.npy, labels.npy, ...)."""
     directory = Path(directory)
     if not directory.is_dir():
         raise BadInputError("MAGNN directory does not exist", path=directory)
     types_path = directory / "node_types.npy"
     type_mask = _load_npy(types_path)
-    if type_mask.ndim != 1 or type_mask.size == 0 or not np.issubdtype(type_mask.dtype,
-                                                                        np.integer):
-        raise BadInputError(f"expected a non-empty 1-D integer array, got {type_mask.dtype} "
-                            f"{type_mask.shape}", path=types_path, field="node_types")
+    if type_mask.ndim != 1 or type_mask.size == 0 or not np.issubdtype(type_mask.dtype, np.integer):
+        raise BadInputError(
+            f"expected a non-empty 1-D integer array, got {type_mask.dtype} {type_mask.shape}",
+            path=types_path,
+            field="node_types",
+        )
     kinds = np.unique(type_mask)
     if not np.array_equal(kinds, np.arange(kinds.size)):
-        raise BadInputError(f"node types {kinds.tolist()[:10]} are not 0..{kinds.size - 1}",
-                            path=types_path, field="node_types")
+        raise BadInputError(
+            f"node types {kinds.tolist()[:10]} are not 0..{kinds.size - 1}",
+            path=types_path,
+            field="node_types",
+        )
     n_types = kinds.size
     if names is None:
         key = (dataset or "").lower()
         if dataset is not None and key not in NAMES:
-            raise BadInputError(f"unknown dataset {dataset!r}; known: {', '.join(NAMES)}",
-                                field="dataset")
+            raise BadInputError(
+                f"unknown dataset {dataset!r}; known: {', '.join(NAMES)}", field="dataset"
+            )
         names = NAMES[key] if key in NAMES else [f"type_{k}" for k in range(n_types)]
     names = list(names)
     if len(names) != n_types or len(set(names)) != n_types:
-        raise BadInputError(f"{n_types} distinct names needed for the node types of "
-                            f"{types_path}, got {names}", field="names")
+        raise BadInputError(
+            f"{n_types} distinct names needed for the node types of {types_path}, got {names}",
+            field="names",
+        )
     adj_path = directory / "adjM.npz"
     adj = _load_sparse(adj_path)
     n = type_mask.size
     if adj.shape != (n, n):
-        raise BadInputError(f"shape {adj.shape} but node_types.npy has {n} nodes",
-                            path=adj_path, field="adjM")
+        raise BadInputError(
+            f"shape {adj.shape} but node_types.npy has {n} nodes", path=adj_path, field="adjM"
+        )
     local = np.zeros(n, dtype=np.int64)
     counts = np.bincount(type_mask, minlength=n_types)
     for k in range(n_types):
@@ -99,8 +114,7 @@ def read_magnn(directory: str | Path, dataset: str | None = None,
         for j in range(n_types):
             sel = (st == i) & (dt == j)
             if sel.any():
-                edges[(names[i], "to", names[j])] = np.vstack([local[src[sel]],
-                                                               local[dst[sel]]])
+                edges[(names[i], "to", names[j])] = np.vstack([local[src[sel]], local[dst[sel]]])
     if not edges:
         raise BadInputError("adjacency has no edges", path=adj_path)
     graph = TypedGraph.from_edge_index({names[k]: int(c) for k, c in enumerate(counts)}, edges)
@@ -110,8 +124,11 @@ def read_magnn(directory: str | Path, dataset: str | None = None,
     if label_path.is_file():
         y = _load_npy(label_path)
         if y.ndim != 1 or y.size != counts[0] or not np.issubdtype(y.dtype, np.integer):
-            raise BadInputError(f"expected {counts[0]} integer labels (one per {target}), got "
-                                f"{y.dtype} {y.shape}", path=label_path, field="labels")
+            raise BadInputError(
+                f"expected {counts[0]} integer labels (one per {target}), got {y.dtype} {y.shape}",
+                path=label_path,
+                field="labels",
+            )
         labels[target] = y.astype(np.int64)
     splits: dict[str, np.ndarray] = {}
     split_path = directory / "train_val_test_idx.npz"
@@ -120,16 +137,19 @@ def read_magnn(directory: str | Path, dataset: str | None = None,
             with np.load(split_path, allow_pickle=False) as z:
                 arrays = {k: z[k] for k in z.files}
         except (ValueError, OSError, EOFError, zipfile.BadZipFile) as exc:
-            raise BadInputError(f"not a NumPy .npz: {str(exc).splitlines()[0]}",
-                                path=split_path) from None
+            raise BadInputError(
+                f"not a NumPy .npz: {str(exc).splitlines()[0]}", path=split_path
+            ) from None
         for key in ("train_idx", "val_idx", "test_idx"):
             if key not in arrays:
-                raise BadInputError(f"missing array {key!r} (has {sorted(arrays)})",
-                                    path=split_path, field=key)
+                raise BadInputError(
+                    f"missing array {key!r} (has {sorted(arrays)})", path=split_path, field=key
+                )
             ids = arrays[key].astype(np.int64).ravel()
             if ids.size and (ids.min() < 0 or ids.max() >= counts[0]):
-                raise BadInputError(f"{key} holds ids outside [0, {counts[0]})",
-                                    path=split_path, field=key)
+                raise BadInputError(
+                    f"{key} holds ids outside [0, {counts[0]})", path=split_path, field=key
+                )
             splits[key[:-4]] = ids
     features = {}
     for k in range(n_types):
@@ -139,8 +159,11 @@ def read_magnn(directory: str | Path, dataset: str | None = None,
                 continue
             x = _load_sparse(path).toarray() if suffix == ".npz" else _load_npy(path)
             if x.ndim != 2 or x.shape[0] != counts[k]:
-                raise BadInputError(f"shape {x.shape}, expected ({counts[k]}, F) for "
-                                    f"{names[k]}", path=path, field=f"features_{k}")
+                raise BadInputError(
+                    f"shape {x.shape}, expected ({counts[k]}, F) for {names[k]}",
+                    path=path,
+                    field=f"features_{k}",
+                )
             features[names[k]] = np.asarray(x, dtype=np.float32)
             break
     return LabelledGraph(graph, features, labels, splits, target, f"MAGNN {directory}")

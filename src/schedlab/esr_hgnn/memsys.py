@@ -69,30 +69,73 @@ class DramTiming(BaseModel):
 #: 128-bit channel (64 B per access in 2 clocks), 4 bank groups x 4 banks, 64 columns x 128 bit
 #: = 1 KiB rows, 8 channels per stack (256 GB/s). Ramulator's HBM.h (Kim et al., CAL'15) gives
 #: the same 14 ns CL/tRCD/tRP and 34 ns tRAS at 1 Gb/s (tCK 2 ns, nCL = nRCD = nRP = 7).
-HBM2 = DramTiming(name="hbm2", tck_ps=1000, cl=14, rcd=14, rp=14, ras=34, rrd=4, faw=30,
-                  ccd=2, burst=2, burst_bytes=64, banks=16, row_bytes=1024,
-                  source="DRAMsim3 configs/HBM2_8Gb_x128.ini (tCCD_L 2 used for tCCD)")
+HBM2 = DramTiming(
+    name="hbm2",
+    tck_ps=1000,
+    cl=14,
+    rcd=14,
+    rp=14,
+    ras=34,
+    rrd=4,
+    faw=30,
+    ccd=2,
+    burst=2,
+    burst_bytes=64,
+    banks=16,
+    row_bytes=1024,
+    source="DRAMsim3 configs/HBM2_8Gb_x128.ini (tCCD_L 2 used for tCCD)",
+)
 #: DRAMsim3 configs/DDR4_8Gb_x8_3200.ini: tCK 0.63 ns (DDR4-3200: 625 ps), CL = tRCD = tRP = 22,
 #: tRAS 52, tRRD_S 4, tFAW 34, tCCD_S 4 / tCCD_L 8, BL 8 on a 64-bit channel (64 B in 4 clocks),
 #: 16 banks, 1024 columns x 8 bit x 8 devices = 8 KiB rows; 25.6 GB/s peak per channel, but
 #: consecutive reads of one row stay in one bank group, so tCCD_L (8) paces them: 12.8 GB/s.
-DDR4 = DramTiming(name="ddr4", tck_ps=625, cl=22, rcd=22, rp=22, ras=52, rrd=4, faw=34, ccd=8,
-                  burst=4, burst_bytes=64, banks=16, row_bytes=8192,
-                  source="DRAMsim3 configs/DDR4_8Gb_x8_3200.ini (tCCD_L 8 used for tCCD)")
+DDR4 = DramTiming(
+    name="ddr4",
+    tck_ps=625,
+    cl=22,
+    rcd=22,
+    rp=22,
+    ras=52,
+    rrd=4,
+    faw=34,
+    ccd=8,
+    burst=4,
+    burst_bytes=64,
+    banks=16,
+    row_bytes=8192,
+    source="DRAMsim3 configs/DDR4_8Gb_x8_3200.ini (tCCD_L 8 used for tCCD)",
+)
 PRESETS = {"hbm2": HBM2, "ddr4": DDR4}
 PLACEMENTS = ("partitioned", "replicated")
 
 
 def preset(name: str) -> DramTiming:
     if name not in PRESETS:
-        raise BadInputError(f"unknown memory {name!r}; valid: {', '.join(PRESETS)}",
-                            field="memory")
+        raise BadInputError(f"unknown memory {name!r}; valid: {', '.join(PRESETS)}", field="memory")
     return PRESETS[name]
 
 
 @njit(cache=True, nogil=True)
-def replay_shared(addresses, offsets, home, n_mem, interleave, row_bytes, banks, issue_ps,
-                  cl, rcd, rp, ras, rrd, faw, ccd, burst, mlp, line_bytes):
+def replay_shared(
+    addresses,
+    offsets,
+    home,
+    n_mem,
+    interleave,
+    row_bytes,
+    banks,
+    issue_ps,
+    cl,
+    rcd,
+    rp,
+    ras,
+    rrd,
+    faw,
+    ccd,
+    burst,
+    mlp,
+    line_bytes,
+):
     """Replay K sampling channels' reads (``addresses[offsets[k]:offsets[k+1]]``) together.
 
     ``home[k] >= 0``: channel k reads only memory channel ``home[k]`` (replicated placement);
@@ -189,14 +232,17 @@ def replay_shared(addresses, offsets, home, n_mem, interleave, row_bytes, banks,
                             n_near += 1
                     if n_near >= 4:
                         near[n_near] = act
-                        window_sorted = np.sort(near[:n_near + 1])
+                        window_sorted = np.sort(near[: n_near + 1])
                         for i in range(n_near - 3):
                             lo_e = window_sorted[i]
                             hi_e = window_sorted[i + 4]
                             if hi_e - lo_e < faw and lo_e <= act <= hi_e:
                                 # five activates within tFAW: move past the first one's window
-                                act = max(act + 1, window_sorted[i + 4 - 4] + faw) \
-                                    if lo_e != act else window_sorted[i + 1] + faw
+                                act = (
+                                    max(act + 1, window_sorted[i + 4 - 4] + faw)
+                                    if lo_e != act
+                                    else window_sorted[i + 1] + faw
+                                )
                                 moved = True
                                 break
                 if not moved:
@@ -220,16 +266,25 @@ def replay_shared(addresses, offsets, home, n_mem, interleave, row_bytes, banks,
     return finish, hits, misses, merged, bus_busy
 
 
-def replay_channels(traces: list[np.ndarray], timing: DramTiming, placement: str,
-                    memory_channels: int, interleave_bytes: int, issue_ps: int,
-                    mlp: int, merge: bool = True) -> dict:
+def replay_channels(
+    traces: list[np.ndarray],
+    timing: DramTiming,
+    placement: str,
+    memory_channels: int,
+    interleave_bytes: int,
+    issue_ps: int,
+    mlp: int,
+    merge: bool = True,
+) -> dict:
     """Replay every sampling channel's trace on shared memory channels; times in seconds."""
     if placement not in PLACEMENTS:
-        raise BadInputError(f"unknown placement {placement!r}; valid: {', '.join(PLACEMENTS)}",
-                            field="placement")
+        raise BadInputError(
+            f"unknown placement {placement!r}; valid: {', '.join(PLACEMENTS)}", field="placement"
+        )
     if memory_channels < 1 or interleave_bytes < 1 or mlp < 1:
-        raise BadInputError("memory_channels, interleave_bytes and mlp must be positive",
-                            field="memory_channels")
+        raise BadInputError(
+            "memory_channels, interleave_bytes and mlp must be positive", field="memory_channels"
+        )
     k = len(traces)
     offsets = np.zeros(k + 1, dtype=np.int64)
     np.cumsum([t.size for t in traces], out=offsets[1:])
@@ -240,12 +295,33 @@ def replay_channels(traces: list[np.ndarray], timing: DramTiming, placement: str
         home = np.full(k, -1, dtype=np.int64)
     t = timing
     finish, hits, misses, merged, busy = replay_shared(
-        addresses, offsets, home, memory_channels, interleave_bytes, t.row_bytes, t.banks,
-        int(issue_ps), t.ps(t.cl), t.ps(t.rcd), t.ps(t.rp), t.ps(t.ras), t.ps(t.rrd),
-        t.ps(t.faw), t.ps(t.ccd), t.ps(t.burst), int(mlp), t.burst_bytes if merge else 0)
+        addresses,
+        offsets,
+        home,
+        memory_channels,
+        interleave_bytes,
+        t.row_bytes,
+        t.banks,
+        int(issue_ps),
+        t.ps(t.cl),
+        t.ps(t.rcd),
+        t.ps(t.rp),
+        t.ps(t.ras),
+        t.ps(t.rrd),
+        t.ps(t.faw),
+        t.ps(t.ccd),
+        t.ps(t.burst),
+        int(mlp),
+        t.burst_bytes if merge else 0,
+    )
     makespan = float(finish.max()) * 1e-12 if k else 0.0
-    return dict(channel_seconds=tuple(float(f) * 1e-12 for f in finish), seconds=makespan,
-                row_hits=int(hits), row_misses=int(misses), merged=int(merged),
-                bus_utilisation=float(busy.sum()) / max(1.0, float(finish.max() if k else 1)
-                                                        * memory_channels),
-                copies=k if placement == "replicated" else 1)
+    return dict(
+        channel_seconds=tuple(float(f) * 1e-12 for f in finish),
+        seconds=makespan,
+        row_hits=int(hits),
+        row_misses=int(misses),
+        merged=int(merged),
+        bus_utilisation=float(busy.sum())
+        / max(1.0, float(finish.max() if k else 1) * memory_channels),
+        copies=k if placement == "replicated" else 1,
+    )

@@ -44,8 +44,9 @@ def require_pyg():
     try:
         import torch_geometric
     except ImportError:
-        raise MissingServiceError("torch_geometric is not installed",
-                                  hint="pip install 'schedlab[pyg]'") from None
+        raise MissingServiceError(
+            "torch_geometric is not installed", hint="pip install 'schedlab[pyg]'"
+        ) from None
     return torch_geometric
 
 
@@ -62,8 +63,10 @@ def typed_graph(data) -> TypedGraph:
     for t in node_types:
         n = getattr(data[t], "num_nodes", None)
         if n is None:
-            raise BadInputError(f"node type {t!r} has no num_nodes (set data[{t!r}].num_nodes "
-                                "or .x)", field="num_nodes")
+            raise BadInputError(
+                f"node type {t!r} has no num_nodes (set data[{t!r}].num_nodes or .x)",
+                field="num_nodes",
+            )
         counts[t] = int(n)
     edges = {}
     for et in getattr(data, "edge_types", []):
@@ -84,11 +87,13 @@ def _numpy(tensor) -> np.ndarray:
 
 
 def _fanouts(num_neighbors) -> tuple[int, ...]:
-    values = (num_neighbors,) if isinstance(num_neighbors, (int, np.integer)) else tuple(
-        num_neighbors)
+    values = (
+        (num_neighbors,) if isinstance(num_neighbors, (int, np.integer)) else tuple(num_neighbors)
+    )
     if not values or any(not isinstance(v, (int, np.integer)) or v < 1 for v in values):
-        raise BadInputError(f"num_neighbors {num_neighbors!r} must be positive integers",
-                            field="num_neighbors")
+        raise BadInputError(
+            f"num_neighbors {num_neighbors!r} must be positive integers", field="num_neighbors"
+        )
     return tuple(int(v) for v in values)
 
 
@@ -132,12 +137,19 @@ class PyGWalker:
         batch = seeds
         for h, et in enumerate(mp):
             k = int(fanouts[h]) if h < len(fanouts) else 1
-            batch = sample(self.rowptr[et], self.col[et], self.rowcount[et], batch,
-                           num_neighbors=k, dummy_idx=self.dummy).view(-1)
+            batch = sample(
+                self.rowptr[et],
+                self.col[et],
+                self.rowcount[et],
+                batch,
+                num_neighbors=k,
+                dummy_idx=self.dummy,
+            ).view(-1)
         return batch
 
-    def endpoints(self, metapaths: Sequence[Metapath], seeds: np.ndarray,
-                  fanouts: Sequence[int]) -> dict[Metapath, np.ndarray]:
+    def endpoints(
+        self, metapaths: Sequence[Metapath], seeds: np.ndarray, fanouts: Sequence[int]
+    ) -> dict[Metapath, np.ndarray]:
         import torch
 
         t = torch.from_numpy(seeds).to(self.col[metapaths[0][0]].device)
@@ -156,11 +168,18 @@ class MetapathSampler:
     first hop (an int) or per hop (a list; hops past it draw 1, i.e. walks).
     """
 
-    def __init__(self, data, metapaths: Sequence[Sequence[EdgeType]], num_neighbors=10,
-                 method: str = "trie", seed: int = 0) -> None:
+    def __init__(
+        self,
+        data,
+        metapaths: Sequence[Sequence[EdgeType]],
+        num_neighbors=10,
+        method: str = "trie",
+        seed: int = 0,
+    ) -> None:
         if method not in METHODS:
-            raise BadInputError(f"unknown method {method!r}; valid: {', '.join(METHODS)}",
-                                field="method")
+            raise BadInputError(
+                f"unknown method {method!r}; valid: {', '.join(METHODS)}", field="method"
+            )
         self.data = data
         self.graph = typed_graph(data)
         self.metapaths: list[Metapath] = check_metapaths(self.graph, metapaths)
@@ -179,10 +198,12 @@ class MetapathSampler:
     def sample_numpy(self, seeds) -> dict[Metapath, np.ndarray]:
         """Raw endpoints per metapath: (len(seeds), walks), -1 for a walk that died."""
         if self._pyg is not None:
-            return self._pyg.endpoints(self.metapaths, np.asarray(_numpy(seeds), np.int64),
-                                       self.fanouts)
-        batch = sample_typed(self.graph, self.metapaths, _numpy(seeds), self.fanouts, self.rng,
-                             self.method)
+            return self._pyg.endpoints(
+                self.metapaths, np.asarray(_numpy(seeds), np.int64), self.fanouts
+            )
+        batch = sample_typed(
+            self.graph, self.metapaths, _numpy(seeds), self.fanouts, self.rng, self.method
+        )
         self.last_reads = batch.reads
         return batch.endpoints
 
@@ -220,8 +241,9 @@ class MetapathSampler:
         local: dict[str, tuple[np.ndarray, np.ndarray]] = {}
         for t, parts in node_ids.items():
             if t == self.input_type:
-                rest = np.setdiff1d(np.concatenate(parts[1:]) if len(parts) > 1
-                                    else np.empty(0, np.int64), seeds_np)
+                rest = np.setdiff1d(
+                    np.concatenate(parts[1:]) if len(parts) > 1 else np.empty(0, np.int64), seeds_np
+                )
                 ids = np.concatenate([seeds_np, rest])
             else:
                 ids = np.unique(np.concatenate(parts))
@@ -267,9 +289,18 @@ class MetapathLoader:
     refused (the last batch is otherwise smaller unless ``drop_last``).
     """
 
-    def __init__(self, data, metapaths: Sequence[Sequence[EdgeType]], num_neighbors=10,
-                 batch_size: int = 128, input_nodes=None, shuffle: bool = False,
-                 drop_last: bool = False, method: str = "trie", seed: int = 0) -> None:
+    def __init__(
+        self,
+        data,
+        metapaths: Sequence[Sequence[EdgeType]],
+        num_neighbors=10,
+        batch_size: int = 128,
+        input_nodes=None,
+        shuffle: bool = False,
+        drop_last: bool = False,
+        method: str = "trie",
+        seed: int = 0,
+    ) -> None:
         self.sampler = MetapathSampler(data, metapaths, num_neighbors, method, seed)
         start = self.sampler.input_type
         if input_nodes is None:
@@ -279,8 +310,10 @@ class MetapathLoader:
         else:
             node_type, ids = input_nodes
         if node_type != start:
-            raise BadInputError(f"input_nodes are of type {node_type!r} but the metapaths start "
-                                f"at {start!r}", field="input_nodes")
+            raise BadInputError(
+                f"input_nodes are of type {node_type!r} but the metapaths start at {start!r}",
+                field="input_nodes",
+            )
         n = self.sampler.graph.num_nodes[start]
         if ids is None:
             ids = np.arange(n, dtype=np.int64)
@@ -288,8 +321,9 @@ class MetapathLoader:
             ids = np.asarray(_numpy(ids))
             if ids.dtype == bool:
                 if ids.size != n:
-                    raise BadInputError(f"mask of {ids.size} entries for {n} {start!r} nodes",
-                                        field="input_nodes")
+                    raise BadInputError(
+                        f"mask of {ids.size} entries for {n} {start!r} nodes", field="input_nodes"
+                    )
                 ids = np.flatnonzero(ids)
             ids = ids.astype(np.int64)
             if ids.size and (ids.min() < 0 or ids.max() >= n):
@@ -297,11 +331,15 @@ class MetapathLoader:
         if ids.size == 0:
             raise BadInputError("no input nodes", field="input_nodes")
         if not isinstance(batch_size, (int, np.integer)) or batch_size < 1:
-            raise BadInputError(f"batch_size {batch_size!r} must be a positive integer",
-                                field="batch_size")
+            raise BadInputError(
+                f"batch_size {batch_size!r} must be a positive integer", field="batch_size"
+            )
         if batch_size > ids.size:
-            raise BadInputError(f"batch_size {batch_size} is larger than the {ids.size} input "
-                                f"nodes of type {start!r}", field="batch_size")
+            raise BadInputError(
+                f"batch_size {batch_size} is larger than the {ids.size} input "
+                f"nodes of type {start!r}",
+                field="batch_size",
+            )
         self.input_ids, self.batch_size = ids, int(batch_size)
         self.shuffle, self.drop_last = shuffle, drop_last
         self._order_rng = np.random.default_rng([seed, 1])
@@ -313,7 +351,7 @@ class MetapathLoader:
     def __iter__(self) -> Iterator:
         ids = self._order_rng.permutation(self.input_ids) if self.shuffle else self.input_ids
         for b in range(len(self)):
-            yield self.sampler.subgraph(ids[b * self.batch_size:(b + 1) * self.batch_size])
+            yield self.sampler.subgraph(ids[b * self.batch_size : (b + 1) * self.batch_size])
 
 
 def relation_edge_type(graph, src: str, dst: str) -> EdgeType:
@@ -338,18 +376,25 @@ def to_heterodata(graph):
     for rel in graph.relations.values():
         src = np.repeat(np.arange(rel.indptr.size - 1, dtype=np.int64), rel.degrees())
         data[relation_edge_type(graph, rel.src, rel.dst)].edge_index = torch.from_numpy(
-            np.vstack([src, rel.indices]))
+            np.vstack([src, rel.indices])
+        )
     return data
 
 
 def letters_to_metapath(graph, metapath: str) -> list[EdgeType]:
     """``"APCPA"`` on a letter-coded graph as the edge-type sequence of :func:`to_heterodata`."""
-    return [relation_edge_type(graph, a, b) for a, b in zip(metapath, metapath[1:],
-                                                             strict=False)]
+    return [relation_edge_type(graph, a, b) for a, b in zip(metapath, metapath[1:], strict=False)]
 
 
-def compare_with_pyg(data, metapaths: Sequence[Sequence[EdgeType]], seeds, walks: int = 400,
-                     method: str = "trie", repeats: int = 5, seed: int = 0) -> list[dict]:
+def compare_with_pyg(
+    data,
+    metapaths: Sequence[Sequence[EdgeType]],
+    seeds,
+    walks: int = 400,
+    method: str = "trie",
+    repeats: int = 5,
+    seed: int = 0,
+) -> list[dict]:
     """Per metapath: does our sampler draw what PyG's ``MetaPath2Vec`` sampler draws, and how
     fast is each at equal output?
 
@@ -390,7 +435,13 @@ def compare_with_pyg(data, metapaths: Sequence[Sequence[EdgeType]], seeds, walks
         def counts(ends, n_end=n_end):
             return np.stack([np.bincount(row + 1, minlength=n_end) for row in ends])
 
-        rows.append(dict(metapath=metapath_name(mp), pvalue=homogeneity_pvalue(
-            counts(a[mp]), counts(b[mp])), ours_cpu_s=best["ours"], pyg_cpu_s=best["pyg"],
-            speedup=best["pyg"] / best["ours"] if best["ours"] > 0 else float("inf")))
+        rows.append(
+            dict(
+                metapath=metapath_name(mp),
+                pvalue=homogeneity_pvalue(counts(a[mp]), counts(b[mp])),
+                ours_cpu_s=best["ours"],
+                pyg_cpu_s=best["pyg"],
+                speedup=best["pyg"] / best["ours"] if best["ours"] > 0 else float("inf"),
+            )
+        )
     return rows

@@ -30,7 +30,6 @@ EdgeType = tuple[str, str, str]
 Metapath = tuple[EdgeType, ...]
 
 
-
 @dataclass
 class TypedGraph:
     """Node counts per node type and one int64 CSR per canonical edge type (rows = src)."""
@@ -39,8 +38,9 @@ class TypedGraph:
     csr: dict[EdgeType, tuple[np.ndarray, np.ndarray]]
 
     @classmethod
-    def from_edge_index(cls, num_nodes: Mapping[str, int],
-                        edge_index: Mapping[EdgeType, np.ndarray]) -> TypedGraph:
+    def from_edge_index(
+        cls, num_nodes: Mapping[str, int], edge_index: Mapping[EdgeType, np.ndarray]
+    ) -> TypedGraph:
         """Build from ``{(src, rel, dst): int array [2, E]}``; ids are checked per edge type."""
         counts = {str(t): int(n) for t, n in num_nodes.items()}
         for t, n in counts.items():
@@ -52,23 +52,31 @@ class TypedGraph:
             src_t, _, dst_t = edge_type
             for t in (src_t, dst_t):
                 if t not in counts:
-                    raise BadInputError(f"edge type {edge_type}: node type {t!r} has no node "
-                                        f"count (node types: {', '.join(sorted(counts))})",
-                                        field="num_nodes")
+                    raise BadInputError(
+                        f"edge type {edge_type}: node type {t!r} has no node "
+                        f"count (node types: {', '.join(sorted(counts))})",
+                        field="num_nodes",
+                    )
             index = np.asarray(index)
             if index.ndim != 2 or index.shape[0] != 2:
-                raise BadInputError(f"edge_index of {edge_type} has shape {index.shape}, "
-                                    "expected [2, E]", field="edge_index")
+                raise BadInputError(
+                    f"edge_index of {edge_type} has shape {index.shape}, expected [2, E]",
+                    field="edge_index",
+                )
             if index.size and not np.issubdtype(index.dtype, np.integer):
-                raise BadInputError(f"edge_index of {edge_type} has dtype {index.dtype}, "
-                                    "expected integers", field="edge_index")
+                raise BadInputError(
+                    f"edge_index of {edge_type} has dtype {index.dtype}, expected integers",
+                    field="edge_index",
+                )
             index = index.astype(np.int64, copy=False)
             for row, t, end in ((0, src_t, "src"), (1, dst_t, "dst")):
                 ids = index[row]
                 if ids.size and (ids.min() < 0 or ids.max() >= counts[t]):
                     bad = int(ids[(ids < 0) | (ids >= counts[t])][0])
-                    raise BadInputError(f"edge type {edge_type}: {end} id {bad} outside "
-                                        f"[0, {counts[t]})", field="edge_index")
+                    raise BadInputError(
+                        f"edge type {edge_type}: {end} id {bad} outside [0, {counts[t]})",
+                        field="edge_index",
+                    )
             csr[edge_type] = csr_from_pairs(index[0], index[1], counts[src_t])
         return cls(counts, csr)
 
@@ -116,8 +124,9 @@ class TypedGraph:
 
 def _edge_type(key) -> EdgeType:
     if not (isinstance(key, tuple) and len(key) == 3 and all(isinstance(k, str) for k in key)):
-        raise BadInputError(f"edge type {key!r} must be a (src, rel, dst) tuple of names",
-                            field="edge_types")
+        raise BadInputError(
+            f"edge type {key!r} must be a (src, rel, dst) tuple of names", field="edge_types"
+        )
     return key
 
 
@@ -128,35 +137,47 @@ def check_metapaths(graph: TypedGraph, metapaths: Sequence[Sequence[EdgeType]]) 
     next), and all metapaths must start at one node type (a seed batch has one type).
     """
     if isinstance(metapaths, (str, bytes)) or not len(metapaths):
-        raise BadInputError("metapaths must be a non-empty list of edge-type sequences",
-                            field="metapaths")
+        raise BadInputError(
+            "metapaths must be a non-empty list of edge-type sequences", field="metapaths"
+        )
     out: list[Metapath] = []
     known = ", ".join(map(str, sorted(graph.csr)))
     for i, raw in enumerate(metapaths):
         if isinstance(raw, (str, bytes)) or not len(raw):
-            raise BadInputError(f"metapath {i} must be a non-empty sequence of (src, rel, dst) "
-                                "edge types", field="metapaths")
+            raise BadInputError(
+                f"metapath {i} must be a non-empty sequence of (src, rel, dst) edge types",
+                field="metapaths",
+            )
         mp = tuple(tuple(et) if isinstance(et, list) else et for et in raw)
         for h, et in enumerate(mp):
             try:
                 _edge_type(et)
             except BadInputError:
-                raise BadInputError(f"metapath {i} hop {h}: {et!r} is not a (src, rel, dst) "
-                                    "tuple of names", field="metapaths") from None
+                raise BadInputError(
+                    f"metapath {i} hop {h}: {et!r} is not a (src, rel, dst) tuple of names",
+                    field="metapaths",
+                ) from None
             if et not in graph.csr:
-                raise BadInputError(f"metapath {i} hop {h}: edge type {et} is not in the graph "
-                                    f"(edge types: {known}; add reverses with "
-                                    "ToUndirected/add_reverse)", field="metapaths")
+                raise BadInputError(
+                    f"metapath {i} hop {h}: edge type {et} is not in the graph "
+                    f"(edge types: {known}; add reverses with "
+                    "ToUndirected/add_reverse)",
+                    field="metapaths",
+                )
             if h and mp[h - 1][2] != et[0]:
-                raise BadInputError(f"metapath {i} hop {h}: {mp[h - 1]} ends at "
-                                    f"{mp[h - 1][2]!r} but {et} starts at {et[0]!r}",
-                                    field="metapaths")
+                raise BadInputError(
+                    f"metapath {i} hop {h}: {mp[h - 1]} ends at "
+                    f"{mp[h - 1][2]!r} but {et} starts at {et[0]!r}",
+                    field="metapaths",
+                )
         if mp not in out:
             out.append(mp)
     starts = sorted({mp[0][0] for mp in out})
     if len(starts) != 1:
-        raise BadInputError(f"metapaths start at different node types {starts}; a batch of "
-                            "seeds has one type", field="metapaths")
+        raise BadInputError(
+            f"metapaths start at different node types {starts}; a batch of seeds has one type",
+            field="metapaths",
+        )
     return out
 
 
@@ -168,8 +189,9 @@ def metapath_name(mp: Metapath) -> str:
 class _TypedRunner(_HopRunner):
     """:class:`policies._HopRunner` over canonical edge types (same kernel, counters, trace)."""
 
-    def __init__(self, graph: TypedGraph, fanouts: Sequence[int], rng: np.random.Generator,
-                 trace: bool) -> None:
+    def __init__(
+        self, graph: TypedGraph, fanouts: Sequence[int], rng: np.random.Generator, trace: bool
+    ) -> None:
         self.graph, self.fanouts, self.rng, self.tracing = graph, tuple(fanouts), rng, trace
         self.layout = graph.layout() if trace else {}
         self.reads = self.hops = 0
@@ -178,8 +200,7 @@ class _TypedRunner(_HopRunner):
 
     def hop(self, edge_type: EdgeType, depth: int, frontier: np.ndarray) -> np.ndarray:
         indptr, indices = self.graph.csr[edge_type]
-        return self._expand(indptr, indices, self.layout.get(edge_type, (0, 0)), depth,
-                            frontier)
+        return self._expand(indptr, indices, self.layout.get(edge_type, (0, 0)), depth, frontier)
 
 
 def _seeds(graph: TypedGraph, metapaths: Sequence[Metapath], seeds, fanouts) -> np.ndarray:
@@ -189,15 +210,20 @@ def _seeds(graph: TypedGraph, metapaths: Sequence[Metapath], seeds, fanouts) -> 
     if seeds.ndim != 1 or seeds.size == 0:
         raise BadInputError("seeds must be a non-empty 1-D array", field="seeds")
     if seeds.min() < 0 or seeds.max() >= n:
-        raise BadInputError(f"seed ids must be in [0, {n}) for node type {start!r}",
-                            field="seeds")
+        raise BadInputError(f"seed ids must be in [0, {n}) for node type {start!r}", field="seeds")
     check_frontier([len(mp) for mp in metapaths], seeds.size, fanouts)
     return seeds
 
 
-def sample_typed(graph: TypedGraph, metapaths: Sequence[Metapath], seeds, fanouts: Sequence[int],
-                 rng: np.random.Generator, method: str = "trie",
-                 trace: bool = False) -> SampleBatch:
+def sample_typed(
+    graph: TypedGraph,
+    metapaths: Sequence[Metapath],
+    seeds,
+    fanouts: Sequence[int],
+    rng: np.random.Generator,
+    method: str = "trie",
+    trace: bool = False,
+) -> SampleBatch:
     """Metapath neighbours of ``seeds``: ``endpoints[mp]`` is (len(seeds), instances), -1 dead.
 
     Hop ``h`` draws ``fanouts[h]`` neighbours per frontier node with replacement (later hops 1,
@@ -236,8 +262,10 @@ def _trie_plan(metapaths: tuple[Metapath, ...]) -> tuple[tuple[Metapath, Metapat
                 prefixes.append(mp[:d])
     last_child: dict[Metapath, Metapath] = {p[:-1]: p for p in prefixes}
     wanted = set(metapaths)
-    return tuple((p, p[:-1], bool(p[:-1]) and last_child[p[:-1]] == p and p[:-1] not in wanted)
-                 for p in prefixes)
+    return tuple(
+        (p, p[:-1], bool(p[:-1]) and last_child[p[:-1]] == p and p[:-1] not in wanted)
+        for p in prefixes
+    )
 
 
 @dataclass
@@ -279,8 +307,11 @@ class LabelledGraph:
         return data
 
     def summary(self) -> dict:
-        return dict(source=self.source, nodes=dict(self.graph.num_nodes),
-                    edges={"|".join(et): int(self.graph.csr[et][1].size)
-                           for et in self.graph.edge_types},
-                    features={t: list(f.shape) for t, f in self.features.items()},
-                    target=self.target, splits={k: int(v.size) for k, v in self.splits.items()})
+        return dict(
+            source=self.source,
+            nodes=dict(self.graph.num_nodes),
+            edges={"|".join(et): int(self.graph.csr[et][1].size) for et in self.graph.edge_types},
+            features={t: list(f.shape) for t, f in self.features.items()},
+            target=self.target,
+            splits={k: int(v.size) for k, v in self.splits.items()},
+        )
