@@ -274,3 +274,29 @@ def test_vllm_queue_reads_the_prefix_hit_at_peek_before_vllm_allocates():
     cache["a"] = 48  # allocate_slots cached a's own full prompt blocks
     assert q.pop_request() is a
     assert q.counters()["x"] == 64 - 16
+
+
+def test_vllm_queue_tells_faircache_when_an_admitted_request_finishes():
+    # FairCache prepays running-KV memory at admission and refunds what is left when the
+    # tenant has nothing running: the queue must report finishes, or the refund never comes
+    q = FairQueue(
+        "faircache", max_tenants=1, tenant_of=lambda r: "x", weights=CostWeights(p_kv=1.0)
+    )
+
+    def req(rid):
+        sp = SimpleNamespace(max_tokens=4, extra_args=None)
+        return SimpleNamespace(
+            request_id=rid, num_prompt_tokens=8, num_computed_tokens=8, sampling_params=sp
+        )
+
+    a, b = req("a"), req("b")
+    q.add_request(a)
+    q.pop_request()
+    q.on_step({"a": 8}, {"a": a}, kv_byte_s={"a": 3.0})  # 3 of memory per generated token
+    q.on_finished("a")
+    q.add_request(b)
+    q.pop_request()
+    q.on_step({"b": 8}, {"b": b}, kv_byte_s={"b": 0.0})
+    assert q.sched.prepaid[0] > 0 and q.sched.in_flight[0] == 1
+    q.on_finished("b")
+    assert q.sched.in_flight[0] == 0 and q.sched.prepaid[0] == 0.0

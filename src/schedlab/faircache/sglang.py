@@ -126,6 +126,7 @@ class FairPolicy:
             out[ours.tenant] += n - seen
             self._outputs[rid] = n
             if getattr(req, "finished", lambda: False)():
+                self.sched.on_finish(ours, 0.0)  # FairCache settles its memory prepayment
                 self._forget(rid)
         if out.any():
             z = np.zeros(self.max_tenants)

@@ -298,6 +298,8 @@ class FairQueue:
         ours = self._ours.pop(request_id, None)
         if ours is not None:
             self._ext.pop(ours.rid, None)
+            if request_id in self._admitted:
+                self.sched.on_finish(ours, 0.0)  # FairCache settles its memory prepayment
         self._admitted.discard(request_id)
 
     def counters(self) -> dict[str, float]:
