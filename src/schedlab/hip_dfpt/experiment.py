@@ -140,7 +140,8 @@ def real_dfpt(molecule: str, basis: str, grid_level: int, devices: int, streams:
         Claim("Micro-task composition raises CPU throughput (raw / composed task time)",
               metric="speed-up", measured=speedup, target=1.0, comparison=">",
               paper_figure="part of +70% throughput"),
-        Claim("HIP-DFPT balance on measured task costs close to the paper's",
+        Claim("HIP-DFPT balance, its plan replayed on measured run-alone task costs (a "
+              "replay, not the live balance: see live_balance)",
               metric="max/mean device time", measured=hip["replay_balance"],
               target=PAPER_BALANCE, comparison="<=", paper_figure="1.06"),
         Claim("Pooled allocator reuses buffers across iterations (hit rate, iterations 2-3)",
@@ -197,10 +198,14 @@ def scale_balance(atoms: int, devices: int, streams: int, seed: int) -> Result:
         Claim(f"HIP-DFPT throughput >= every baseline balancer on the same micro-tasks {label}",
               metric="ratio to best baseline", measured=hip["throughput_tflops"] / best_other,
               target=1.0, comparison=">=", paper_figure="multi-level LB beats baselines"),
-        Claim(f"Branch-hybrid model from 5% samples beats a branch-blind fit {label}",
+        # the simulator's task time is launch + points x basis^2 / rate(branch), exactly the
+        # hybrid model's per-branch law: it can only miss by the injected noise
+        Claim("Sanity check (the model's law is the simulator's own cost formula; holds by "
+              f"construction, not evidence): branch-hybrid model beats a branch-blind fit "
+              f"{label}",
               metric="MAPE hybrid / MAPE global", measured=report.model_error["branch-hybrid"]
               / report.model_error["global-linear"], target=1.0, comparison="<",
-              paper_figure="accurate with 5% samples"),
+              paper_figure="(sanity check) accurate with 5% samples"),
     ]
     notes = ("model MAPE: " + ", ".join(f"{k} {v:.1%}" for k, v in report.model_error.items())
              + f"; kernel-time CV raw {report.distribution['raw']['cv']:.2f} -> micro-tasks "
