@@ -162,6 +162,16 @@ def test_bad_checkpoint_is_one_line(tmp_path) -> None:
         fit("nanogpt", 2, {}, size=SMALL, checkpoint=ck, resume=True)
 
 
+def test_checkpoint_path_that_is_a_file(tmp_path) -> None:
+    from schedlab.core.errors import BadInputError
+
+    path = tmp_path / "ck"
+    path.write_text("x")
+    with pytest.raises(BadInputError, match="not a directory"):
+        fit("nanogpt", 1, {}, size=SMALL, checkpoint=path)
+    assert path.read_text() == "x"
+
+
 def test_killed_run_resumes_with_identical_losses(tmp_path) -> None:
     """SIGKILL a real training process mid-run, resume it, compare with an unkilled run."""
     cfg = tmp_path / "engine.json"

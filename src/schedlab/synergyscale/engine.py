@@ -841,8 +841,15 @@ class SynergyEngine:
         written atomically (a temporary file, fsync, then rename over the previous one)."""
         torch = self.torch
         directory = Path(directory)
+        if directory.exists() and not directory.is_dir():
+            raise BadInputError("checkpoint path exists and is not a directory", path=directory)
         params, states = self.full_state()
-        directory.mkdir(parents=True, exist_ok=True)
+        try:
+            directory.mkdir(parents=True, exist_ok=True)
+        except OSError as exc:
+            raise BadInputError(
+                f"cannot create checkpoint directory: {exc.strerror}", path=directory
+            ) from None
         tmp = directory / f".state.pt.tmp-{os.getpid()}"
         torch.save(
             {

@@ -154,6 +154,12 @@ def fit(
 
     if steps < 1:
         raise ConfigError("must be at least 1", field="steps")
+    if checkpoint is not None and Path(checkpoint).exists() and not Path(checkpoint).is_dir():
+        from schedlab.core.errors import BadInputError
+
+        raise BadInputError(
+            "checkpoint path exists and is not a directory", path=checkpoint, field="checkpoint"
+        )
     model = build_model(kind, size, seed)
     stream = load_bytes(data, kind, model) if data is not None else None
     engine = initialize(model, torch.optim.Adam(model.parameters(), lr=lr), config)
