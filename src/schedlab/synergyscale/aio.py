@@ -12,14 +12,12 @@ after a write of the same file is ordered), so the two pools cannot deadlock.
 from __future__ import annotations
 
 import contextlib
-import errno
-import os
 import threading
 from concurrent.futures import Future, ThreadPoolExecutor
 from pathlib import Path
 
-from schedlab.core.errors import BadInputError, SchedlabError
-from schedlab.synergyscale.tiers import BLOCK, FLOAT_BYTES, aligned_host_buffer
+from schedlab.core.errors import SchedlabError
+from schedlab.synergyscale.tiers import BLOCK, FLOAT_BYTES, NvmeStore, aligned_host_buffer
 
 __all__ = ["AsyncNvme"]
 
@@ -31,7 +29,7 @@ class AsyncNvme:
         self, directory: str | Path, readers: int = 2, writers: int = 1, direct: bool = True
     ) -> None:
         self.directory = Path(directory)
-        self.direct = direct and hasattr(os, "O_DIRECT")
+        self._files = NvmeStore(self.directory, direct)  # the raw O_DIRECT I/O, shared
         self._readers = ThreadPoolExecutor(readers, thread_name_prefix="ss-nvme-read")
         self._writers = ThreadPoolExecutor(writers, thread_name_prefix="ss-nvme-write")
         self._pending_write: dict[str, Future] = {}
@@ -43,54 +41,30 @@ class AsyncNvme:
     # ------------------------------------------------------------------ set-up
     def preflight(self, needed_bytes: int) -> None:
         """Fail before training if the directory is a file, read-only, full or too small."""
-        from schedlab.synergyscale.tiers import NvmeStore
+        self._files.preflight(needed_bytes)
 
-        NvmeStore(self.directory, self.direct).preflight(needed_bytes)
+    @property
+    def direct(self) -> bool:
+        """Whether files are opened with ``O_DIRECT`` (False once the file system refused)."""
+        return self._files.direct
 
     def path(self, key: str) -> Path:
         return self.directory / f"{key}.bin"
 
     # ---------------------------------------------------------------- raw I/O
-    def _open(self, path: Path, flags: int) -> int:
-        if self.direct:
-            try:
-                return os.open(path, flags | os.O_DIRECT, 0o644)
-            except OSError as exc:
-                if exc.errno != errno.EINVAL:  # tmpfs and friends refuse O_DIRECT
-                    raise
-                self.direct = False
-        return os.open(path, flags, 0o644)
-
     def _write_now(self, key: str, buffer) -> None:
-        fd = self._open(self.path(key), os.O_WRONLY | os.O_CREAT)
-        try:
-            view = memoryview(buffer.numpy()).cast("B")
-            done = 0
-            while done < len(view):
-                done += os.pwrite(fd, view[done:], done)
-        finally:
-            os.close(fd)
+        self._files._write_file(self.path(key), buffer)
         with self._lock:
-            self.bytes_written += len(view)
+            self.bytes_written += buffer.numel() * FLOAT_BYTES
 
     def _read_now(self, key: str, numel: int):
         pending = self._pending_write.get(key)
         if pending is not None:
             pending.result()  # read after write of the same file
         buffer = aligned_host_buffer(numel)
-        fd = self._open(self.path(key), os.O_RDONLY)
-        try:
-            view = memoryview(buffer.numpy()).cast("B")
-            done = 0
-            while done < len(view):
-                got = os.preadv(fd, [view[done:]], done)
-                if got == 0:
-                    raise BadInputError("NVMe file is shorter than its tensor", path=self.path(key))
-                done += got
-        finally:
-            os.close(fd)
+        self._files._read_file(self.path(key), buffer)
         with self._lock:
-            self.bytes_read += len(view)
+            self.bytes_read += buffer.numel() * FLOAT_BYTES
         return buffer[:numel]
 
     # ------------------------------------------------------------- async API

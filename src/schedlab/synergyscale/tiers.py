@@ -210,22 +210,24 @@ class NvmeStore:
         self._write_file(path, buffer)
         self.bytes_written += buffer.numel() * FLOAT_BYTES
 
-    def read(self, key: str, buffer) -> None:
-        """Fill an aligned host buffer with ``key``'s file."""
-        if key not in self.files:
-            raise SchedlabError(f"NVMe store has no '{key}'")
-        fd = self._open(self.files[key], os.O_RDONLY)
+    def _read_file(self, path: Path, buffer) -> None:
+        fd = self._open(path, os.O_RDONLY)
         try:
             view = memoryview(buffer.numpy()).cast("B")
             done = 0
             while done < len(view):
                 got = os.preadv(fd, [view[done:]], done)
                 if got == 0:
-                    raise BadInputError("NVMe file is shorter than its chunk",
-                                        path=self.files[key])
+                    raise BadInputError("NVMe file is shorter than its buffer", path=path)
                 done += got
         finally:
             os.close(fd)
+
+    def read(self, key: str, buffer) -> None:
+        """Fill an aligned host buffer with ``key``'s file."""
+        if key not in self.files:
+            raise SchedlabError(f"NVMe store has no '{key}'")
+        self._read_file(self.files[key], buffer)
         self.bytes_read += buffer.numel() * FLOAT_BYTES
 
     def cleanup(self) -> None:
