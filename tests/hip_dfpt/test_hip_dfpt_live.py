@@ -8,7 +8,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from schedlab.core.errors import ConfigError, UnknownNameError
+from schedlab.core.errors import BadInputError, ConfigError, UnknownNameError
 from schedlab.hip_dfpt.reduction import FixedPoint
 from schedlab.hip_dfpt.workloads import alkane, load_molecule
 
@@ -151,6 +151,10 @@ def test_alkane_geometry_and_names():
     d = np.linalg.norm(mol.coords[:, None] - mol.coords[None], axis=2) + np.eye(32) * 9
     assert d.min() == pytest.approx(1.09, abs=1e-6)
     assert load_molecule("alkane-3").symbols.count("H") == 8
+    # a charge is kept, or refused when it leaves an open shell (it was silently dropped)
+    assert load_molecule("alkane-2", charge=2).n_electrons == 16
+    with pytest.raises(BadInputError, match="closed shell"):
+        load_molecule("alkane-5", charge=1)
     with pytest.raises(ConfigError):
         alkane(0)
 

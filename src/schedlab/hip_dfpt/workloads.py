@@ -199,8 +199,8 @@ def builtin_molecules() -> list[str]:
 def builtin_molecule(name: str, charge: int = 0) -> Molecule:
     """A small closed-shell molecule shipped with schedlab (geometries in Angstrom); a
     ``charge`` that leaves an open shell is refused like one in an XYZ file."""
-    if name.startswith("alkane-") and name[7:].isdigit() and not charge:
-        return alkane(int(name[7:]))
+    if name.startswith("alkane-") and name[7:].isdigit():
+        return _charged(alkane(int(name[7:])), charge)
     if name not in _BUILTIN:
         raise UnknownNameError("molecule", name, builtin_molecules())
     symbols, coords = [], []
@@ -213,13 +213,21 @@ def builtin_molecule(name: str, charge: int = 0) -> Molecule:
     return Molecule(name, tuple(symbols), np.array(coords), charge)
 
 
+def _charged(mol: Molecule, charge: int) -> Molecule:
+    """``mol`` with ``charge`` (refused, like an XYZ file's, when it leaves an open shell)."""
+    if not charge:
+        return mol
+    _check_geometry(list(mol.symbols), mol.coords, charge, None, first_line=1)
+    return Molecule(mol.name, mol.symbols, mol.coords, charge)
+
+
 def load_molecule(spec: str | Path, charge: int = 0) -> Molecule:
     """A built-in molecule by name, or an XYZ file by path."""
     text = str(spec)
     if text in _BUILTIN:
         return builtin_molecule(text, charge)
     if text.startswith("alkane-") and text[7:].isdigit():
-        return alkane(int(text[7:]))
+        return builtin_molecule(text, charge)
     if text.endswith(".xyz") or Path(text).exists():
         return read_xyz(text, charge)
     raise UnknownNameError("molecule (or .xyz file)", text, builtin_molecules())
