@@ -125,3 +125,5 @@ def test_bad_input_is_one_line():
         serve(trace, "vtc", "lru", EngineOptions(gpu_blocks=4))
     with pytest.raises(ValueError, match="block_tokens"):
         EngineOptions(block_tokens=0)
+    with pytest.raises(ConfigError, match="must be even"):
+        TinyLlama(hidden=5, heads=1, kv_heads=1)  # odd head dimension: RoPE cannot rotate it

@@ -49,6 +49,11 @@ class TinyLlama:
                 f"heads by kv_heads {self.kv_heads}",
                 field="heads",
             )
+        if (self.hidden // self.heads) % 2:
+            raise ConfigError(
+                f"head dimension hidden/heads = {self.hidden // self.heads} must be even (RoPE)",
+                field="hidden",
+            )
 
     @property
     def head_dim(self) -> int:
