@@ -8,7 +8,7 @@ from types import SimpleNamespace
 import numpy as np
 import pytest
 
-pytest.importorskip("torch")
+torch = pytest.importorskip("torch")
 pytest.importorskip("transformers")
 
 from schedlab.faircache.accounting import CostWeights  # noqa: E402
@@ -142,7 +142,8 @@ class SGLangShim(VLLMShim):
 
     def on_admit(self, req: Request, usage) -> None:
         r = self.reqs[req.rid]
-        r.prefix_indices = list(range(req.input_len - usage.computed_tokens))
+        # SGLang holds the matched KV indices as a torch tensor
+        r.prefix_indices = torch.arange(req.input_len - usage.computed_tokens)
         self.running.reqs.append(r)
 
     def on_iteration(self, out, kv, host, io) -> None:

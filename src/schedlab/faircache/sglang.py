@@ -122,7 +122,8 @@ class FairPolicy:
         out = np.zeros(self.max_tenants)
         for rid, seen in list(self._outputs.items()):
             req, ours = self._req[rid], self._ours[rid]
-            n = len(getattr(req, "output_ids", ()) or ())
+            ids = getattr(req, "output_ids", None)
+            n = 0 if ids is None else len(ids)
             out[ours.tenant] += n - seen
             self._outputs[rid] = n
             if getattr(req, "finished", lambda: False)():
@@ -157,7 +158,9 @@ class FairPolicy:
         return order
 
     def _usage(self, req: Any, ours: Request) -> AdmitUsage:
-        cached = len(getattr(req, "prefix_indices", ()) or ())
+        # SGLang's prefix_indices is a torch tensor once matched: `tensor or ()` would raise
+        prefix = getattr(req, "prefix_indices", None)
+        cached = 0 if prefix is None else len(prefix)
         n_hit = min(cached // self.page, len(ours.blocks))
         t = ours.tenant
         reused = [(h, self._computer.get(h, -1), float(self.page)) for h in ours.blocks[:n_hit]]
