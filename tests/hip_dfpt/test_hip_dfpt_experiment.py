@@ -16,8 +16,7 @@ def test_real_dfpt_toy_scale() -> None:
     pytest.importorskip("pyscf")
     from schedlab.hip_dfpt.experiment import real_dfpt
 
-    result = real_dfpt(molecule="h2", basis="sto-3g", grid_level=0, devices=2, streams=1,
-                       seed=0)
+    result = real_dfpt(molecule="h2", basis="sto-3g", grid_level=0, devices=2, streams=1, seed=0)
     assert result.frame.height == 5 and result.figures
     required = [c for c in result.claims if c.required]
     assert len(required) == 2 and all(c.holds for c in required)
@@ -35,8 +34,7 @@ def test_live_balance_toy_scale() -> None:
     pytest.importorskip("pyscf")
     from schedlab.hip_dfpt.experiment import live_balance
 
-    result = live_balance(molecule="h2", basis="sto-3g", grid_level=0, devices=2, xc="pbe",
-                          seed=0)
+    result = live_balance(molecule="h2", basis="sto-3g", grid_level=0, devices=2, xc="pbe", seed=0)
     required = [c for c in result.claims if c.required]
     assert len(required) == 3 and all(c.holds for c in required)
     assert result.frame.height >= 1 and (result.frame["cpu_balance"] >= 1.0).all()

@@ -67,8 +67,9 @@ def test_every_balancer_gives_pyscf_polarisability(work, reference, balancer: st
 def test_unpooled_and_raw_tasks_agree(work) -> None:
     dms = _random_dms(work.system.nao, 1)
     pooled = Runtime(work.composed, make_balancer("count-balanced"), 2, 2).apply(dms)
-    unpooled = Runtime(work.composed, make_balancer("count-balanced"), 2, 2,
-                       pooled=False).apply(dms)
+    unpooled = Runtime(work.composed, make_balancer("count-balanced"), 2, 2, pooled=False).apply(
+        dms
+    )
     raw = Runtime(work.raw, make_balancer("round-robin"), 1, 1).apply(dms)
     assert np.allclose(pooled, unpooled, atol=1e-12)
     assert np.allclose(pooled, raw, atol=1e-11)
@@ -107,8 +108,9 @@ def test_calibration_uses_a_small_sample_and_predicts_all(work) -> None:
 
 
 def test_replay_balance_of_a_single_device_is_one(work) -> None:
-    plan = make_balancer("hip-dfpt").plan(work.composed.features,
-                                          np.ones(len(work.composed.tasks)), 1, 2)
+    plan = make_balancer("hip-dfpt").plan(
+        work.composed.features, np.ones(len(work.composed.tasks)), 1, 2
+    )
     assert replay_balance(plan, np.ones(len(work.composed.tasks)), 2) == pytest.approx(1.0)
 
 

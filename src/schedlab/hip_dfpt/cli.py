@@ -19,8 +19,10 @@ app = typer.Typer(
     add_completion=False,
 )
 
-MOLECULE_HELP = ("An .xyz file (Angstrom), a built-in molecule (see `molecules`) or alkane-N "
-                 "(C_nH_2n+2, e.g. alkane-40).")
+MOLECULE_HELP = (
+    "An .xyz file (Angstrom), a built-in molecule (see `molecules`) or alkane-N "
+    "(C_nH_2n+2, e.g. alkane-40)."
+)
 
 
 def _fmt(value: object) -> str:
@@ -50,8 +52,14 @@ def molecules(json_out: bool = typer.Option(False, "--json", help="Print JSON.")
     """List the built-in molecules."""
     from schedlab.hip_dfpt.workloads import builtin_molecule, builtin_molecules
 
-    rows = [dict(name=n, atoms=len(builtin_molecule(n).symbols),
-                 electrons=builtin_molecule(n).n_electrons) for n in builtin_molecules()]
+    rows = [
+        dict(
+            name=n,
+            atoms=len(builtin_molecule(n).symbols),
+            electrons=builtin_molecule(n).n_electrons,
+        )
+        for n in builtin_molecules()
+    ]
     if json_out:
         emit_json(rows)
         return
@@ -65,21 +73,41 @@ def run(
     basis: str = typer.Option("6-31g", "--basis", "-b", help="Any PySCF basis name."),
     workers: int = typer.Option(2, "--workers", "-w", min=1, help="Devices (workers)."),
     streams: int = typer.Option(2, "--streams", min=1, help="Streams per device."),
-    balancer: str = typer.Option("hip-dfpt", "--balancer", help="hip-dfpt | round-robin | "
-                                 "count-balanced | lpt-points | work-stealing"),
-    executor: str = typer.Option("local", "--executor", help="local (threads) | process "
-                                 "(one OS process per device, shared memory) | ray (actors)"),
+    balancer: str = typer.Option(
+        "hip-dfpt",
+        "--balancer",
+        help="hip-dfpt | round-robin | count-balanced | lpt-points | work-stealing",
+    ),
+    executor: str = typer.Option(
+        "local",
+        "--executor",
+        help="local (threads) | process (one OS process per device, shared memory) | ray (actors)",
+    ),
     grid_level: int = typer.Option(1, "--grid-level", min=0, max=9, help="PySCF grid level."),
-    xc: str = typer.Option("lda,vwn", "--xc", help="LDA, GGA or hybrid functional (PySCF "
-                           "name: lda,vwn | pbe | pbe0 | b3lyp ...)."),
-    cache_ao: bool = typer.Option(True, "--cache-ao/--ao-on-the-fly", help="Keep every "
-                                  "task's basis values, or compute them per task (memory "
-                                  "grows with the batch, not grid x basis)."),
-    replan: str = typer.Option("model", "--replan", help="model (plan once from the 5% "
-                               "sample) | measured (re-plan on the live task times)"),
-    deterministic: bool = typer.Option(True, "--deterministic/--float-sum", help="Exact "
-                                       "fixed-point reduction (bit-identical for any device "
-                                       "count) or plain float summation."),
+    xc: str = typer.Option(
+        "lda,vwn",
+        "--xc",
+        help="LDA, GGA or hybrid functional (PySCF name: lda,vwn | pbe | pbe0 | b3lyp ...).",
+    ),
+    cache_ao: bool = typer.Option(
+        True,
+        "--cache-ao/--ao-on-the-fly",
+        help="Keep every "
+        "task's basis values, or compute them per task (memory "
+        "grows with the batch, not grid x basis).",
+    ),
+    replan: str = typer.Option(
+        "model",
+        "--replan",
+        help="model (plan once from the 5% sample) | measured (re-plan on the live task times)",
+    ),
+    deterministic: bool = typer.Option(
+        True,
+        "--deterministic/--float-sum",
+        help="Exact "
+        "fixed-point reduction (bit-identical for any device "
+        "count) or plain float summation.",
+    ),
     charge: int = typer.Option(0, "--charge", help="Molecular charge (closed shell)."),
     pool: bool = typer.Option(True, "--pool/--no-pool", help="Pooled device buffers."),
     gpu: bool = typer.Option(False, "--gpu", help="Run the kernels with CuPy on a GPU."),
@@ -93,23 +121,43 @@ def run(
     from schedlab.hip_dfpt.workloads import load_molecule
 
     if executor not in ("local", "process", "ray"):
-        raise ConfigError(f"unknown executor '{executor}'; valid: local, process, ray",
-                          field="executor")
+        raise ConfigError(
+            f"unknown executor '{executor}'; valid: local, process, ray", field="executor"
+        )
     if replan not in ("model", "measured"):
-        raise ConfigError(f"unknown --replan '{replan}'; valid: model, measured",
-                          field="replan")
+        raise ConfigError(f"unknown --replan '{replan}'; valid: model, measured", field="replan")
     make_balancer(balancer)  # fail on a bad name before the SCF
     mol = load_molecule(molecule, charge)
     with err_console.status(f"SCF and task build for {mol.name}/{basis}"):
         work = prepare(mol, basis, grid_level, xc, cache_ao=cache_ao)
         reference = reference_polarizability(work.system)
     with err_console.status(f"CPHF through the runtime ({balancer}, {workers}x{streams})"):
-        result = run_polarizability(work, balancer, reference, workers, streams, executor,
-                                    seed, pool, gpu, replan, deterministic)
-    summary = dict(molecule=mol.name, basis=basis, xc=xc, executor=executor, workers=workers,
-                   streams=streams, raw_batches=len(work.raw.tasks),
-                   micro_tasks=len(work.composed.tasks), vxc_error=work.vxc_error,
-                   **result.summary(), alpha=result.alpha.tolist())
+        result = run_polarizability(
+            work,
+            balancer,
+            reference,
+            workers,
+            streams,
+            executor,
+            seed,
+            pool,
+            gpu,
+            replan,
+            deterministic,
+        )
+    summary = dict(
+        molecule=mol.name,
+        basis=basis,
+        xc=xc,
+        executor=executor,
+        workers=workers,
+        streams=streams,
+        raw_batches=len(work.raw.tasks),
+        micro_tasks=len(work.composed.tasks),
+        vxc_error=work.vxc_error,
+        **result.summary(),
+        alpha=result.alpha.tolist(),
+    )
     if json_out:
         emit_json(summary)
         return
@@ -138,18 +186,31 @@ def tasks(
 
     with err_console.status("SCF, batching and timing every task"):
         work = prepare(load_molecule(molecule), basis, grid_level)
-        costs = {"raw": measured_costs(work.raw, seed),
-                 "composed": measured_costs(work.composed, seed)}
+        costs = {
+            "raw": measured_costs(work.raw, seed),
+            "composed": measured_costs(work.composed, seed),
+        }
     rows = []
     for name, store in (("raw", work.raw), ("composed", work.composed)):
         seconds, features = costs[name], store.features
         sample = sample_tasks(features, 0.05, seed)
         rest = np.setdiff1d(np.arange(len(features)), sample)
-        errors = {f"mape_{m}": mape(make_model(m).fit(features.take(sample), seconds[sample])
-                                    .predict(features)[rest], seconds[rest]) for m in MODELS}
-        rows.append(dict(tasks_of=name, **cost_distribution(seconds),
-                         total_s=float(seconds.sum()), dense_share=float(features.branch.mean()),
-                         **errors))
+        errors = {
+            f"mape_{m}": mape(
+                make_model(m).fit(features.take(sample), seconds[sample]).predict(features)[rest],
+                seconds[rest],
+            )
+            for m in MODELS
+        }
+        rows.append(
+            dict(
+                tasks_of=name,
+                **cost_distribution(seconds),
+                total_s=float(seconds.sum()),
+                dense_share=float(features.branch.mean()),
+                **errors,
+            )
+        )
     if json_out:
         emit_json(rows)
         return
@@ -160,16 +221,24 @@ def tasks(
 @app.command()
 @handle_errors
 def calibrate(
-    train: str = typer.Option("water,ammonia,ethane,alkane-3,alkane-5", "--train",
-                              help="Comma-separated molecules (names or .xyz) to fit on."),
-    held_out: str = typer.Option("butane,benzene", "--held-out",
-                                 help="Comma-separated molecules to validate on."),
+    train: str = typer.Option(
+        "water,ammonia,ethane,alkane-3,alkane-5",
+        "--train",
+        help="Comma-separated molecules (names or .xyz) to fit on.",
+    ),
+    held_out: str = typer.Option(
+        "butane,benzene", "--held-out", help="Comma-separated molecules to validate on."
+    ),
     basis: str = typer.Option("6-31g", "--basis", "-b"),
     atoms: int = typer.Option(2000, "--atoms", min=1, help="Synthetic atoms (simulated)."),
     devices: int = typer.Option(64, "--devices", min=1, help="Simulated CPU-calibrated devices."),
     seed: int = typer.Option(0, "--seed"),
-    save_times: str = typer.Option(None, "--save-times", help="Write every measured task "
-                                   "(features, seconds, molecule, split) to this .parquet/.csv."),
+    save_times: str = typer.Option(
+        None,
+        "--save-times",
+        help="Write every measured task "
+        "(features, seconds, molecule, split) to this .parquet/.csv.",
+    ),
     json_out: bool = typer.Option(False, "--json", help="Print JSON."),
 ) -> None:
     """Fit the simulator's cost parameters on measured micro-task times, validate on held-out
@@ -191,19 +260,33 @@ def calibrate(
 
         from schedlab.core.io import write_frame
 
-        write_frame(pl.concat([tr.with_columns(pl.lit("train").alias("split")),
-                               ho.with_columns(pl.lit("held_out").alias("split"))]), save_times)
+        write_frame(
+            pl.concat(
+                [
+                    tr.with_columns(pl.lit("train").alias("split")),
+                    ho.with_columns(pl.lit("held_out").alias("split")),
+                ]
+            ),
+            save_times,
+        )
     d = cal.device
-    row = dict(train=",".join(names[0]), held_out=",".join(names[1]), train_tasks=tr.height,
-               held_out_tasks=ho.height, launch_us=d.launch_overhead * 1e6,
-               dense_gflops=d.gemm_flops / 1e9, sparse_gflops=d.loop_flops / 1e9,
-               memory_gbs=d.memory_bandwidth / 1e9, noise_sigma=d.noise_sigma,
-               train_mape=cal.train_mape, held_out_mape=cal.held_out_mape,
-               held_out_total_error=cal.held_out_total_error,
-               held_out_model_mape=cal.held_out_model_mape,
-               **{f"held_out_mape_{k}": v for k, v in cal.per_molecule.items()},
-               **{f"sim_{k}": v for k, v in calibrated_scale(cal, tr, atoms, devices,
-                                                             seed).items()})
+    row = dict(
+        train=",".join(names[0]),
+        held_out=",".join(names[1]),
+        train_tasks=tr.height,
+        held_out_tasks=ho.height,
+        launch_us=d.launch_overhead * 1e6,
+        dense_gflops=d.gemm_flops / 1e9,
+        sparse_gflops=d.loop_flops / 1e9,
+        memory_gbs=d.memory_bandwidth / 1e9,
+        noise_sigma=d.noise_sigma,
+        train_mape=cal.train_mape,
+        held_out_mape=cal.held_out_mape,
+        held_out_total_error=cal.held_out_total_error,
+        held_out_model_mape=cal.held_out_model_mape,
+        **{f"held_out_mape_{k}": v for k, v in cal.per_molecule.items()},
+        **{f"sim_{k}": v for k, v in calibrated_scale(cal, tr, atoms, devices, seed).items()},
+    )
     if json_out:
         emit_json(row)
         return
@@ -216,8 +299,10 @@ def _simulate_one(args: tuple) -> list[dict]:
 
     atoms, devices, streams, seed, balancers = args
     report = scale_study(atoms, devices, streams, seed, balancers=balancers)
-    return [dict(seed=seed, **row, model_mape=report.model_error["branch-hybrid"])
-            for row in report.rows]
+    return [
+        dict(seed=seed, **row, model_mape=report.model_error["branch-hybrid"])
+        for row in report.rows
+    ]
 
 
 @app.command()
@@ -240,8 +325,9 @@ def simulate(
     for name in balancer or []:
         make_balancer(name)
     pool = make_executor(executor, jobs, ray_address)
-    items = [(atoms, devices, streams, s, tuple(balancer) if balancer else None)
-             for s in range(seeds)]
+    items = [
+        (atoms, devices, streams, s, tuple(balancer) if balancer else None) for s in range(seeds)
+    ]
     rows: list[dict] = []
     try:
         with err_console.status(f"simulating {devices} devices, {atoms} atoms"):
@@ -253,12 +339,21 @@ def simulate(
     if json_out:
         emit_json(dict(simulated=True, rows=rows))
         return
-    keep = {"config": "config", "tasks": "tasks", "balance": "max/mean",
-            "occupation": "occup", "utilisation": "util", "throughput_tflops": "TFLOP/s",
-            "steals": "steals"}
+    keep = {
+        "config": "config",
+        "tasks": "tasks",
+        "balance": "max/mean",
+        "occupation": "occup",
+        "utilisation": "util",
+        "throughput_tflops": "TFLOP/s",
+        "steals": "steals",
+    }
     if seeds > 1:
         keep = {"seed": "seed", **keep}
-    short = [{v: round(r[k], 3) if isinstance(r[k], float) else r[k] for k, v in keep.items()}
-             for r in rows]
-    out_console.print(_table(short,
-                             f"SIMULATED: {devices} devices x {streams} streams, {atoms} atoms"))
+    short = [
+        {v: round(r[k], 3) if isinstance(r[k], float) else r[k] for k, v in keep.items()}
+        for r in rows
+    ]
+    out_console.print(
+        _table(short, f"SIMULATED: {devices} devices x {streams} streams, {atoms} atoms")
+    )

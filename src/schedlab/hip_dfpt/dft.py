@@ -44,8 +44,9 @@ def _pyscf() -> Any:
         import pyscf  # noqa: F401
         from pyscf import dft, gto
     except ImportError as exc:
-        raise MissingDependencyError("the DFPT workload needs PySCF",
-                                     hint="pip install pyscf") from exc
+        raise MissingDependencyError(
+            "the DFPT workload needs PySCF", hint="pip install pyscf"
+        ) from exc
     return gto, dft
 
 
@@ -78,9 +79,15 @@ class DFTSystem:
         return self.xctype == "GGA"
 
 
-def ground_state(molecule: Molecule, basis: str = "sto-3g", xc: str = "lda,vwn",
-                 grid_level: int = 1, conv_tol: float = 1e-11, max_memory: int = 2000,
-                 density_fit: bool = False) -> DFTSystem:
+def ground_state(
+    molecule: Molecule,
+    basis: str = "sto-3g",
+    xc: str = "lda,vwn",
+    grid_level: int = 1,
+    conv_tol: float = 1e-11,
+    max_memory: int = 2000,
+    density_fit: bool = False,
+) -> DFTSystem:
     """Run PySCF's restricted Kohn-Sham SCF; reject meta-GGA/NLC functionals, unknown bases.
 
     ``max_memory`` (MB) caps PySCF's own grid blocks (its default, 4,000, is most of what a
@@ -89,11 +96,17 @@ def ground_state(molecule: Molecule, basis: str = "sto-3g", xc: str = "lda,vwn",
     integrations are unchanged."""
     gto, dft = _pyscf()
     try:
-        mol = gto.M(atom=molecule.pyscf_atom(), basis=basis, charge=molecule.charge,
-                    unit="Angstrom", verbose=0)
+        mol = gto.M(
+            atom=molecule.pyscf_atom(),
+            basis=basis,
+            charge=molecule.charge,
+            unit="Angstrom",
+            verbose=0,
+        )
     except (KeyError, RuntimeError, ValueError, OSError) as exc:
-        raise ConfigError(f"PySCF cannot build basis {basis!r} for {molecule.name}: {exc}",
-                          field="basis") from None
+        raise ConfigError(
+            f"PySCF cannot build basis {basis!r} for {molecule.name}: {exc}", field="basis"
+        ) from None
     mf = dft.RKS(mol)
     if density_fit:
         mf = mf.density_fit()
@@ -104,24 +117,28 @@ def ground_state(molecule: Molecule, basis: str = "sto-3g", xc: str = "lda,vwn",
         raise ConfigError(f"unknown functional {xc!r}: {exc}", field="xc") from None
     del hyb
     if xctype not in ("LDA", "GGA"):
-        raise ConfigError(f"{xc!r} is {xctype}; the runtime integrates LDA and GGA response "
-                          "kernels (e.g. 'lda,vwn', 'pbe', 'pbe0', 'b3lyp')", field="xc")
+        raise ConfigError(
+            f"{xc!r} is {xctype}; the runtime integrates LDA and GGA response "
+            "kernels (e.g. 'lda,vwn', 'pbe', 'pbe0', 'b3lyp')",
+            field="xc",
+        )
     mf.xc, mf.grids.level, mf.conv_tol = xc, grid_level, conv_tol
     mf.max_memory = max_memory
     if mf.do_nlc():
-        raise ConfigError(f"{xc!r} has a non-local (NLC) part the runtime does not integrate",
-                          field="xc")
+        raise ConfigError(
+            f"{xc!r} has a non-local (NLC) part the runtime does not integrate", field="xc"
+        )
     with pyscf_threads():
         mf.kernel()
     if not mf.converged:
         raise ConfigError(f"SCF for {molecule.name}/{basis} did not converge", field="molecule")
-    return DFTSystem(molecule, basis, xc, mol, mf, np.asarray(mf.grids.coords),
-                     np.asarray(mf.grids.weights))
+    return DFTSystem(
+        molecule, basis, xc, mol, mf, np.asarray(mf.grids.coords), np.asarray(mf.grids.weights)
+    )
 
 
 def _batch_ao(system: DFTSystem, points: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-    ao = system.mf._numint.eval_ao(system.mol, system.coords[points],
-                                   deriv=1 if system.gga else 0)
+    ao = system.mf._numint.eval_ao(system.mol, system.coords[points], deriv=1 if system.gga else 0)
     size = np.abs(ao).max(axis=tuple(range(ao.ndim - 1)))
     return ao, np.flatnonzero(size > SCREEN_CUTOFF)
 
@@ -146,12 +163,22 @@ class TaskStore:
     @property
     def nbytes(self) -> int:
         """Bytes of per-task host data (basis values, kernel, indices)."""
-        return int(sum((t.ao.nbytes if t.ao is not None else 0) + t.fxc_w.nbytes + t.idx.nbytes
-                       + (t.points.nbytes if t.points is not None else 0) for t in self.tasks))
+        return int(
+            sum(
+                (t.ao.nbytes if t.ao is not None else 0)
+                + t.fxc_w.nbytes
+                + t.idx.nbytes
+                + (t.points.nbytes if t.points is not None else 0)
+                for t in self.tasks
+            )
+        )
 
 
-def build_store(system: DFTSystem, batches: list[np.ndarray], cache_ao: bool = True,
-                ) -> TaskStore:
+def build_store(
+    system: DFTSystem,
+    batches: list[np.ndarray],
+    cache_ao: bool = True,
+) -> TaskStore:
     """Evaluate basis functions, screening and the XC kernel for every batch of grid points."""
     with pyscf_threads():
         return _build_store(system, batches, cache_ao)
@@ -172,8 +199,13 @@ def _build_store(system: DFTSystem, batches: list[np.ndarray], cache_ao: bool) -
         dense = len(significant) > DENSE_FRACTION * nao
         idx = np.arange(nao) if dense else significant
         ao = np.ascontiguousarray(ao[..., idx])
-        task = StoredTask(ao if cache_ao else None, idx, empty, DENSE if dense else SPARSE,
-                          np.asarray(points, dtype=np.int64))
+        task = StoredTask(
+            ao if cache_ao else None,
+            idx,
+            empty,
+            DENSE if dense else SPARSE,
+            np.asarray(points, dtype=np.int64),
+        )
         rho[..., points] = density_task(task, dm0, ao)
         compact.append(task)
         n_b[i], branch[i] = len(significant), task.branch
@@ -192,8 +224,15 @@ def _build_store(system: DFTSystem, batches: list[np.ndarray], cache_ao: bool) -
     for points, task in zip(batches, compact, strict=True):
         ao = task.ao if cache_ao else source(task)  # type: ignore[misc]
         potential_task(task, vrho_w[..., points], vmat, ao)
-        tasks.append(StoredTask(task.ao, task.idx, np.ascontiguousarray(fxc_w[..., points]),
-                                task.branch, task.points))
+        tasks.append(
+            StoredTask(
+                task.ao,
+                task.idx,
+                np.ascontiguousarray(fxc_w[..., points]),
+                task.branch,
+                task.points,
+            )
+        )
     features = TaskFeatures(np.array([len(p) for p in batches]), n_b, n_at, branch, key)
     electrons = float((rho[0] if gga else rho) @ system.weights)
     return TaskStore(tasks, features, nao, electrons, vmat, cache_ao, source)
@@ -237,8 +276,12 @@ def pyscf_response(system: DFTSystem) -> Callable[[np.ndarray], np.ndarray]:
     return system.mf.gen_response(hermi=1)
 
 
-def polarizability(system: DFTSystem, response: Callable[[np.ndarray], np.ndarray],
-                   tol: float = 1e-11, max_cycle: int = 60) -> tuple[np.ndarray, int]:
+def polarizability(
+    system: DFTSystem,
+    response: Callable[[np.ndarray], np.ndarray],
+    tol: float = 1e-11,
+    max_cycle: int = 60,
+) -> tuple[np.ndarray, int]:
     """Static polarisability tensor (a.u.) from the coupled-perturbed KS equations.
 
     ``response(dm1)`` maps symmetric first-order density matrices (3, nao, nao) to the induced

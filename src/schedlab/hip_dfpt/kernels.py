@@ -89,8 +89,14 @@ def accumulate(out: Any, block: Any, idx: Any, dense: bool) -> None:
         out[:, idx[:, None], idx] += block
 
 
-def response_task(task: StoredTask, dms: Any, out: Any, alloc: Allocator, xp: Any = np,
-                  ao_source: AoSource | None = None) -> None:
+def response_task(
+    task: StoredTask,
+    dms: Any,
+    out: Any,
+    alloc: Allocator,
+    xp: Any = np,
+    ao_source: AoSource | None = None,
+) -> None:
     """Add this task's contribution to ``out`` (n_dm, nao, nao) for response matrices ``dms``."""
     host_ao = task.ao if task.ao is not None else ao_source(task)  # type: ignore[misc]
     ndm = dms.shape[0]
@@ -158,8 +164,9 @@ def _gga_block(ao: Any, fw: Any, dsub: Any, alloc: Allocator, xp: Any) -> tuple[
     return block, [c, prod, rho1, wv, half]
 
 
-def potential_task(task: StoredTask, wv: np.ndarray, out: np.ndarray,
-                   ao: np.ndarray | None = None) -> None:
+def potential_task(
+    task: StoredTask, wv: np.ndarray, out: np.ndarray, ao: np.ndarray | None = None
+) -> None:
     """Ground-state XC potential matrix contribution: V_{mu nu} += sum_g phi_mu w_g v_g phi_nu
     (GGA: ``wv`` is (4, n_points) and the gradient terms enter as in PySCF's ``nr_rks``).
 

@@ -46,9 +46,16 @@ class Workload:
     seconds: float
 
 
-def prepare(molecule: Molecule, basis: str, grid_level: int = 1, xc: str = "lda,vwn",
-            composition: CompositionConfig = CPU_COMPOSITION, cache_ao: bool = True,
-            raw_store: bool = True, density_fit: bool = False) -> Workload:
+def prepare(
+    molecule: Molecule,
+    basis: str,
+    grid_level: int = 1,
+    xc: str = "lda,vwn",
+    composition: CompositionConfig = CPU_COMPOSITION,
+    cache_ao: bool = True,
+    raw_store: bool = True,
+    density_fit: bool = False,
+) -> Workload:
     """Ground state, raw batches and composed micro-tasks; checks the task data vs PySCF.
 
     ``cache_ao=False`` keeps no basis values (computed on the fly per task); ``raw_store=False``
@@ -77,19 +84,24 @@ class PolarizabilityRun:
     def summary(self) -> dict[str, Any]:
         h = self.runtime.history
         return dict(
-            balancer=self.balancer, relative_error=self.relative_error,
-            alpha_iso=float(np.trace(self.alpha) / 3), reference_iso=float(
-                np.trace(self.reference) / 3), response_calls=self.response_calls,
+            balancer=self.balancer,
+            relative_error=self.relative_error,
+            alpha_iso=float(np.trace(self.alpha) / 3),
+            reference_iso=float(np.trace(self.reference) / 3),
+            response_calls=self.response_calls,
             mean_iteration_s=float(np.mean([x.wall for x in h])),
             live_balance=float(np.mean([x.balance for x in h])),
             live_wall_balance=float(np.mean([x.wall_balance for x in h])),
             live_cpu_balance=_mean_after_first([x.cpu_balance for x in h]),
             live_cpu_balance_first=float(h[0].cpu_balance) if h else float("nan"),
             overhead_fraction=float(np.nanmean([x.overhead_fraction for x in h]))
-            if any(np.isfinite(x.overhead_fraction) for x in h) else float("nan"),
+            if any(np.isfinite(x.overhead_fraction) for x in h)
+            else float("nan"),
             pool_hit_rate=self.runtime.pool_stats.hit_rate,
             pool_allocations=self.runtime.pool_stats.allocations,
-            steals=int(sum(x.steals for x in h)), seconds=self.seconds)
+            steals=int(sum(x.steals for x in h)),
+            seconds=self.seconds,
+        )
 
 
 def _mean_after_first(values: list[float]) -> float:
@@ -104,23 +116,42 @@ def reference_polarizability(system: DFTSystem) -> np.ndarray:
         return polarizability(system, pyscf_response(system))[0]
 
 
-def run_polarizability(work: Workload, balancer: str, reference: np.ndarray, devices: int,
-                       streams: int, backend: str = "local", seed: int = 0,
-                       pooled: bool = True, gpu: bool = False, replan: str = "model",
-                       deterministic: bool = True) -> PolarizabilityRun:
+def run_polarizability(
+    work: Workload,
+    balancer: str,
+    reference: np.ndarray,
+    devices: int,
+    streams: int,
+    backend: str = "local",
+    seed: int = 0,
+    pooled: bool = True,
+    gpu: bool = False,
+    replan: str = "model",
+    deterministic: bool = True,
+) -> PolarizabilityRun:
     """The CPHF polarisability with every grid integration done by the runtime."""
     start = time.perf_counter()
-    runtime = Runtime(work.composed, make_balancer(balancer), devices, streams,
-                      pooled=pooled, backend=backend, gpu=gpu, seed=seed, replan=replan,
-                      deterministic=deterministic)
+    runtime = Runtime(
+        work.composed,
+        make_balancer(balancer),
+        devices,
+        streams,
+        pooled=pooled,
+        backend=backend,
+        gpu=gpu,
+        seed=seed,
+        replan=replan,
+        deterministic=deterministic,
+    )
     coulomb = coulomb_response(work.system)
     try:
         alpha, calls = polarizability(work.system, lambda dm1: runtime.apply(dm1) + coulomb(dm1))
     finally:
         runtime.close()
     error = float(np.abs(alpha - reference).max() / np.abs(reference).max())
-    return PolarizabilityRun(balancer, alpha, reference, error, calls, runtime,
-                             time.perf_counter() - start)
+    return PolarizabilityRun(
+        balancer, alpha, reference, error, calls, runtime, time.perf_counter() - start
+    )
 
 
 def measured_costs(store: TaskStore, seed: int = 0) -> np.ndarray:
@@ -131,7 +162,11 @@ def measured_costs(store: TaskStore, seed: int = 0) -> np.ndarray:
 def replay_balance(plan: Plan, seconds: np.ndarray, streams: int, seed: int = 0) -> float:
     """max/mean device time of ``plan`` on measured task costs (a CPU device: S streams on S
     cores, no launch or migration cost), through the same dispatcher the runtime uses."""
-    costs = TaskCosts(kernel=seconds, full=seconds / streams, migrate=np.zeros_like(seconds),
-                      occupancy=np.full(len(seconds), 1.0 / streams))
+    costs = TaskCosts(
+        kernel=seconds,
+        full=seconds / streams,
+        migrate=np.zeros_like(seconds),
+        occupancy=np.full(len(seconds), 1.0 / streams),
+    )
     cpu = DeviceModel(launch_overhead=0.0, steal_latency=0.0)
     return simulate(plan, costs, streams, cpu, seed).balance

@@ -18,8 +18,9 @@ from schedlab.hip_dfpt.policies import Plan
 class DeviceActor:
     """One device: its streams' buffer pools persist across iterations, like GPU memory."""
 
-    def __init__(self, tasks: list[StoredTask], streams: int, pooled: bool,
-                 deterministic: bool = True) -> None:
+    def __init__(
+        self, tasks: list[StoredTask], streams: int, pooled: bool, deterministic: bool = True
+    ) -> None:
         from schedlab.hip_dfpt.runtime import device_allocators
 
         self.tasks, self.streams, self.deterministic = tasks, streams, deterministic
@@ -28,12 +29,19 @@ class DeviceActor:
     def run(self, plan: Plan, dms: np.ndarray, seed: int) -> Any:
         from schedlab.hip_dfpt.runtime import run_devices
 
-        return run_devices(self.tasks, plan, dms, self.streams, self.allocs, np, seed,
-                           self.deterministic)[0]
+        return run_devices(
+            self.tasks, plan, dms, self.streams, self.allocs, np, seed, self.deterministic
+        )[0]
 
 
-def start_actors(ray: Any, tasks: list[StoredTask], devices: int, streams: int,
-                 pooled: bool, deterministic: bool = True) -> list[Any]:
+def start_actors(
+    ray: Any,
+    tasks: list[StoredTask],
+    devices: int,
+    streams: int,
+    pooled: bool,
+    deterministic: bool = True,
+) -> list[Any]:
     remote = ray.remote(num_cpus=1)(DeviceActor)
     shared = ray.put(tasks)
     return [remote.remote(shared, streams, pooled, deterministic) for _ in range(devices)]

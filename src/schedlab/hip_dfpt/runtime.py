@@ -91,14 +91,25 @@ def merge_partials(parts: list[Any]) -> Any:
     return sum(parts[1:], parts[0])
 
 
-def _stream_loop(device: int, stream: int, dispatcher: Dispatcher, lock: threading.Lock,
-                 tasks: list[StoredTask], dms: Any, out: Any, alloc: Allocator, xp: Any,
-                 times: dict[int, float], cpu: dict[int, float],
-                 ao_source: AoSource | None = None) -> tuple[float, float]:
+def _stream_loop(
+    device: int,
+    stream: int,
+    dispatcher: Dispatcher,
+    lock: threading.Lock,
+    tasks: list[StoredTask],
+    dms: Any,
+    out: Any,
+    alloc: Allocator,
+    xp: Any,
+    times: dict[int, float],
+    cpu: dict[int, float],
+    ao_source: AoSource | None = None,
+) -> tuple[float, float]:
     begin = time.perf_counter()
     if xp is not np:
-        return _gpu_stream_loop(device, stream, dispatcher, lock, tasks, dms, out, alloc, xp,
-                                times, begin)
+        return _gpu_stream_loop(
+            device, stream, dispatcher, lock, tasks, dms, out, alloc, xp, times, begin
+        )
     while True:
         with lock:
             item = dispatcher.next(device, stream)
@@ -110,9 +121,19 @@ def _stream_loop(device: int, stream: int, dispatcher: Dispatcher, lock: threadi
         times[item.task] = time.perf_counter() - start
 
 
-def _gpu_stream_loop(device: int, stream: int, dispatcher: Dispatcher, lock: threading.Lock,
-                     tasks: list[StoredTask], dms: Any, out: Any, alloc: Allocator, xp: Any,
-                     times: dict[int, float], begin: float) -> tuple[float, float]:
+def _gpu_stream_loop(
+    device: int,
+    stream: int,
+    dispatcher: Dispatcher,
+    lock: threading.Lock,
+    tasks: list[StoredTask],
+    dms: Any,
+    out: Any,
+    alloc: Allocator,
+    xp: Any,
+    times: dict[int, float],
+    begin: float,
+) -> tuple[float, float]:
     """A CuPy stream: tasks are enqueued without any per-task synchronisation; CUDA events
     bracket each task and are read once, after the stream's last task (one sync per stream per
     iteration). Host data comes from pinned memory (``pin_store``), so copies are async."""
@@ -135,23 +156,47 @@ def _gpu_stream_loop(device: int, stream: int, dispatcher: Dispatcher, lock: thr
     return begin, time.perf_counter()
 
 
-def run_devices(tasks: list[StoredTask], plan: Plan, dms: Any, streams: int,
-                allocs: list[list[Allocator]], xp: Any = np, seed: int = 0,
-                deterministic: bool = True, ao_source: AoSource | None = None,
-                ) -> list[DeviceResult]:
+def run_devices(
+    tasks: list[StoredTask],
+    plan: Plan,
+    dms: Any,
+    streams: int,
+    allocs: list[list[Allocator]],
+    xp: Any = np,
+    seed: int = 0,
+    deterministic: bool = True,
+    ao_source: AoSource | None = None,
+) -> list[DeviceResult]:
     """Run every device of ``plan`` with ``streams`` threads each; one result per device."""
     dispatcher, lock = Dispatcher(plan, streams, seed), threading.Lock()
     ndm, nao = dms.shape[0], dms.shape[1]
     devices = plan.devices
-    outs = [[new_accumulator(ndm, nao, xp, deterministic) for _ in range(streams)]
-            for _ in range(devices)]
+    outs = [
+        [new_accumulator(ndm, nao, xp, deterministic) for _ in range(streams)]
+        for _ in range(devices)
+    ]
     times: list[list[dict[int, float]]] = [[{} for _ in range(streams)] for _ in range(devices)]
     cpus: list[list[dict[int, float]]] = [[{} for _ in range(streams)] for _ in range(devices)]
     with ThreadPoolExecutor(max_workers=devices * streams) as pool:
-        futures = {(d, s): pool.submit(_stream_loop, d, s, dispatcher, lock, tasks, dms,
-                                       outs[d][s], allocs[d][s], xp, times[d][s], cpus[d][s],
-                                       ao_source)
-                   for d in range(devices) for s in range(streams)}
+        futures = {
+            (d, s): pool.submit(
+                _stream_loop,
+                d,
+                s,
+                dispatcher,
+                lock,
+                tasks,
+                dms,
+                outs[d][s],
+                allocs[d][s],
+                xp,
+                times[d][s],
+                cpus[d][s],
+                ao_source,
+            )
+            for d in range(devices)
+            for s in range(streams)
+        }
         spans = {key: f.result() for key, f in futures.items()}
     results = []
     for d in range(devices):
@@ -160,13 +205,17 @@ def run_devices(tasks: list[StoredTask], plan: Plan, dms: Any, streams: int,
         for s in range(streams):
             merged.update(times[d][s])
             merged_cpu.update(cpus[d][s])
-        results.append(DeviceResult(
-            out=merge_partials(outs[d]), task_seconds=merged,
-            start=min(spans[d, s][0] for s in range(streams)),
-            end=max(spans[d, s][1] for s in range(streams)),
-            steals=dispatcher.steals if d == 0 else 0,
-            pool=merge_stats(list({id(a): a.stats for a in allocs[d]}.values())),
-            task_cpu=merged_cpu))
+        results.append(
+            DeviceResult(
+                out=merge_partials(outs[d]),
+                task_seconds=merged,
+                start=min(spans[d, s][0] for s in range(streams)),
+                end=max(spans[d, s][1] for s in range(streams)),
+                steals=dispatcher.steals if d == 0 else 0,
+                pool=merge_stats(list({id(a): a.stats for a in allocs[d]}.values())),
+                task_cpu=merged_cpu,
+            )
+        )
     return results
 
 
@@ -225,16 +274,32 @@ def device_allocators(devices: int, streams: int, pooled: bool, xp: Any) -> list
 class LocalBackend:
     """Devices as thread groups in this process, sharing the task store."""
 
-    def __init__(self, store: TaskStore, devices: int, streams: int, pooled: bool, xp: Any,
-                 deterministic: bool = True):
+    def __init__(
+        self,
+        store: TaskStore,
+        devices: int,
+        streams: int,
+        pooled: bool,
+        xp: Any,
+        deterministic: bool = True,
+    ):
         self.store, self.streams, self.xp = store, streams, xp
         self.deterministic = deterministic
         self.allocs = device_allocators(devices, streams, pooled, xp)
         self.tasks = store.tasks if xp is np else pin_store(store.tasks, xp)
 
     def execute(self, plan: Plan, dms: Any, seed: int) -> list[DeviceResult]:
-        return run_devices(self.tasks, plan, dms, self.streams, self.allocs, self.xp, seed,
-                           self.deterministic, self.store.ao_source)
+        return run_devices(
+            self.tasks,
+            plan,
+            dms,
+            self.streams,
+            self.allocs,
+            self.xp,
+            seed,
+            self.deterministic,
+            self.store.ao_source,
+        )
 
     def close(self) -> None:
         return None
@@ -246,28 +311,43 @@ class RayBackend:
     Tasks never move between actors, so a stealing plan runs as its initial split here.
     """
 
-    def __init__(self, store: TaskStore, devices: int, streams: int, pooled: bool, xp: Any,
-                 deterministic: bool = True):
+    def __init__(
+        self,
+        store: TaskStore,
+        devices: int,
+        streams: int,
+        pooled: bool,
+        xp: Any,
+        deterministic: bool = True,
+    ):
         if not store.cached:
-            raise ConfigError("the Ray backend needs cached basis values (cache_ao=True)",
-                              field="executor")
+            raise ConfigError(
+                "the Ray backend needs cached basis values (cache_ao=True)", field="executor"
+            )
         try:
             import ray
         except ImportError as exc:
-            raise MissingDependencyError("--executor ray needs Ray",
-                                         hint="pip install 'schedlab[ray]'") from exc
+            raise MissingDependencyError(
+                "--executor ray needs Ray", hint="pip install 'schedlab[ray]'"
+            ) from exc
         from schedlab.hip_dfpt.raydevice import start_actors
 
         self._ray = ray
         self._started = not ray.is_initialized()
         if self._started:
-            ray.init(num_cpus=max(2, devices), include_dashboard=False, log_to_driver=False,
-                     configure_logging=False)
+            ray.init(
+                num_cpus=max(2, devices),
+                include_dashboard=False,
+                log_to_driver=False,
+                configure_logging=False,
+            )
         self.actors = start_actors(ray, store.tasks, devices, streams, pooled, deterministic)
 
     def execute(self, plan: Plan, dms: Any, seed: int) -> list[DeviceResult]:
-        refs = [actor.run.remote(plan.restrict(d), np.asarray(dms), seed)
-                for d, actor in enumerate(self.actors)]
+        refs = [
+            actor.run.remote(plan.restrict(d), np.asarray(dms), seed)
+            for d, actor in enumerate(self.actors)
+        ]
         return list(self._ray.get(refs))
 
     def close(self) -> None:
@@ -277,8 +357,9 @@ class RayBackend:
             self._ray.shutdown()
 
 
-def _process_backend(store: TaskStore, devices: int, streams: int, pooled: bool, xp: Any,
-                     deterministic: bool = True) -> Any:
+def _process_backend(
+    store: TaskStore, devices: int, streams: int, pooled: bool, xp: Any, deterministic: bool = True
+) -> Any:
     from schedlab.hip_dfpt.procdevice import ProcessBackend
 
     return ProcessBackend(store, devices, streams, pooled, xp, deterministic)
@@ -295,10 +376,16 @@ def pin_store(tasks: list[StoredTask], xp: Any) -> list[StoredTask]:
     pinned = []
     for task in tasks:
         if task.ao is None:
-            raise ConfigError("GPU runs need cached basis values (cache_ao=True)",
-                              field="gpu")
-        pinned.append(StoredTask(_pinned(task.ao, xp), _pinned(task.idx, xp),
-                                 _pinned(task.fxc_w, xp), task.branch, task.points))
+            raise ConfigError("GPU runs need cached basis values (cache_ao=True)", field="gpu")
+        pinned.append(
+            StoredTask(
+                _pinned(task.ao, xp),
+                _pinned(task.idx, xp),
+                _pinned(task.fxc_w, xp),
+                task.branch,
+                task.points,
+            )
+        )
     return pinned
 
 
@@ -320,8 +407,15 @@ class Calibration:
     seconds: float
 
 
-def time_tasks(tasks: list[StoredTask], ids: np.ndarray, nao: int, repeats: int = 2,
-               seed: int = 0, xp: Any = np, ao_source: AoSource | None = None) -> np.ndarray:
+def time_tasks(
+    tasks: list[StoredTask],
+    ids: np.ndarray,
+    nao: int,
+    repeats: int = 2,
+    seed: int = 0,
+    xp: Any = np,
+    ao_source: AoSource | None = None,
+) -> np.ndarray:
     """Run-alone time of each task (min of ``repeats``) on a random symmetric 3-matrix input."""
     rng = np.random.default_rng(seed)
     dms = rng.standard_normal((3, nao, nao))
@@ -373,31 +467,43 @@ class Runtime:
             raise UnknownNameError("replan", self.replan, list(REPLAN))
         self.xp = array_module(self.gpu)
         self.calibration = self._calibrate()
-        self.plan = self.balancer.plan(self.store.features, self.calibration.predicted,
-                                       self.devices, self.streams)
-        self._backend = BACKENDS[self.backend](self.store, self.devices, self.streams,
-                                               self.pooled, self.xp, self.deterministic)
+        self.plan = self.balancer.plan(
+            self.store.features, self.calibration.predicted, self.devices, self.streams
+        )
+        self._backend = BACKENDS[self.backend](
+            self.store, self.devices, self.streams, self.pooled, self.xp, self.deterministic
+        )
 
     def _calibrate(self) -> Calibration:
         start = time.perf_counter()
         features = self.store.features
         sample = sample_tasks(features, self.sample_fraction, self.seed)
-        seconds = time_tasks(self.store.tasks, sample, self.store.nao, seed=self.seed, xp=self.xp,
-                             ao_source=self.store.ao_source)
+        seconds = time_tasks(
+            self.store.tasks,
+            sample,
+            self.store.nao,
+            seed=self.seed,
+            xp=self.xp,
+            ao_source=self.store.ao_source,
+        )
         model = make_model(self.model).fit(features.take(sample), seconds)
-        return Calibration(sample, seconds, model.predict(features), self.model,
-                           time.perf_counter() - start)
+        return Calibration(
+            sample, seconds, model.predict(features), self.model, time.perf_counter() - start
+        )
 
     def apply(self, dms: np.ndarray) -> np.ndarray:
         """The XC response potential for response density matrices ``dms`` (n, nao, nao)."""
         dms = np.asarray(dms, dtype=np.float64)
         if dms.ndim != 3 or dms.shape[1:] != (self.store.nao, self.store.nao):
-            raise ConfigError(f"expected (n, {self.store.nao}, {self.store.nao}) matrices, got "
-                              f"{dms.shape}", field="dms")
+            raise ConfigError(
+                f"expected (n, {self.store.nao}, {self.store.nao}) matrices, got {dms.shape}",
+                field="dms",
+            )
         start = time.perf_counter()
         with _single_threaded_blas():
-            results = self._backend.execute(self.plan, self.xp.asarray(dms),
-                                            self.seed + len(self.history))
+            results = self._backend.execute(
+                self.plan, self.xp.asarray(dms), self.seed + len(self.history)
+            )
         wall = time.perf_counter() - start
         n = len(self.store.tasks)
         task_seconds, task_cpu = np.full(n, np.nan), np.full(n, np.nan)
@@ -407,19 +513,26 @@ class Runtime:
             for task, sec in r.task_cpu.items():
                 task_cpu[task] = sec
         has_cpu = all(r.task_cpu for r in results)
-        self.history.append(IterationStats(
-            wall, np.array([r.end - r.start for r in results]),
-            np.array([sum(r.task_seconds.values()) for r in results]), task_seconds,
-            sum(r.steals for r in results), task_cpu if has_cpu else None,
-            np.array([sum(r.task_cpu.values()) for r in results]) if has_cpu else None,
-            np.array([r.overhead_cpu for r in results])))
+        self.history.append(
+            IterationStats(
+                wall,
+                np.array([r.end - r.start for r in results]),
+                np.array([sum(r.task_seconds.values()) for r in results]),
+                task_seconds,
+                sum(r.steals for r in results),
+                task_cpu if has_cpu else None,
+                np.array([sum(r.task_cpu.values()) for r in results]) if has_cpu else None,
+                np.array([r.overhead_cpu for r in results]),
+            )
+        )
         self.pool_stats = merge_stats([r.pool for r in results])  # cumulative per device
         if self.replan == "measured" and has_cpu and np.isfinite(task_cpu).all():
             # the next plan uses the task CPU times measured live so far (their running mean:
             # one iteration's times carry the machine's noise)
             measured = [h.task_cpu for h in self.history if h.task_cpu is not None]
-            self.plan = self.balancer.plan(self.store.features, np.mean(measured, axis=0),
-                                           self.devices, self.streams)
+            self.plan = self.balancer.plan(
+                self.store.features, np.mean(measured, axis=0), self.devices, self.streams
+            )
         total = merge_partials([r.out for r in results])
         if isinstance(total, FixedPoint):
             total = total.value()

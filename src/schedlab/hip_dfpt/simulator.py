@@ -44,8 +44,12 @@ class DeviceModel:
     #: element-wise passes); infinite in the GPU-like default, fitted by calibrate.py on CPU
     memory_bandwidth: float = float("inf")
 
-    def composition(self, features: TaskFeatures, devices: int, streams: int,
-                    ) -> CompositionConfig:
+    def composition(
+        self,
+        features: TaskFeatures,
+        devices: int,
+        streams: int,
+    ) -> CompositionConfig:
         """Micro-tasks of at least half a device's lanes, and small enough that every stream
         of every device gets about eight of them (granularity for balancing), capped at four
         devices' worth of lanes."""
@@ -56,8 +60,7 @@ class DeviceModel:
 
 def with_branches(features: TaskFeatures, device: DeviceModel) -> TaskFeatures:
     branch = np.where(features.n_basis >= device.branch_threshold, DENSE, SPARSE)
-    return TaskFeatures(features.n_points, features.n_basis, features.n_atoms, branch,
-                        features.key)
+    return TaskFeatures(features.n_points, features.n_basis, features.n_atoms, branch, features.key)
 
 
 def useful_flops(features: TaskFeatures, device: DeviceModel) -> np.ndarray:
@@ -88,8 +91,9 @@ def task_costs(features: TaskFeatures, device: DeviceModel, seed: int) -> TaskCo
     return TaskCosts(kernel, full, data / device.link_bandwidth, occupancy)
 
 
-def compose_features(features: TaskFeatures, device: DeviceModel, devices: int,
-                     streams: int) -> TaskFeatures:
+def compose_features(
+    features: TaskFeatures, device: DeviceModel, devices: int, streams: int
+) -> TaskFeatures:
     """Micro-task composition on synthetic features (merge same-atom batches, split heavy).
 
     A merged task's significant basis is the largest member's, grown by ``merge_growth`` per
@@ -101,20 +105,26 @@ def compose_features(features: TaskFeatures, device: DeviceModel, devices: int,
     members = np.diff(np.append(starts, len(features)))
     points = np.add.reduceat(features.n_points, starts)
     basis = np.maximum.reduceat(features.n_basis, starts) * (
-        1 + device.merge_growth * (members - 1))
+        1 + device.merge_growth * (members - 1)
+    )
     atoms = np.maximum.reduceat(features.n_atoms, starts)
     parts = np.minimum(parts, points)
     group = np.repeat(np.arange(len(starts)), parts)
     rank = np.arange(len(group)) - np.repeat(np.cumsum(parts) - parts, parts)
     size = points[group] // parts[group] + (rank < points[group] % parts[group])
-    composed = TaskFeatures(size.astype(np.int64), np.round(basis[group]).astype(np.int64),
-                            atoms[group], np.zeros(len(group), np.int64),
-                            features.key[starts][group])
+    composed = TaskFeatures(
+        size.astype(np.int64),
+        np.round(basis[group]).astype(np.int64),
+        atoms[group],
+        np.zeros(len(group), np.int64),
+        features.key[starts][group],
+    )
     return with_branches(composed, device)
 
 
-def device_cost(kernel: np.ndarray, features: TaskFeatures, device: DeviceModel,
-                streams: int) -> np.ndarray:
+def device_cost(
+    kernel: np.ndarray, features: TaskFeatures, device: DeviceModel, streams: int
+) -> np.ndarray:
     """What a task costs a device with ``streams`` overlapping streams, from its (predicted)
     run-alone kernel time: its capacity share (kernel - launch) x occupancy, or its stream
     time / streams when it cannot be overlapped enough to fill the device."""
@@ -190,8 +200,9 @@ class _Devices:
         return max(best / scale, 0.0), stream
 
 
-def simulate(plan: Plan, costs: TaskCosts, streams: int, device: DeviceModel,
-             seed: int = 0) -> SimOutcome:
+def simulate(
+    plan: Plan, costs: TaskCosts, streams: int, device: DeviceModel, seed: int = 0
+) -> SimOutcome:
     """Event-driven run of one iteration: each idle stream asks the dispatcher for a task; a
     task waits its launch (plus steal/migration) latency, then shares its device's capacity."""
     dispatcher = Dispatcher(plan, streams, seed)
@@ -216,8 +227,9 @@ def simulate(plan: Plan, costs: TaskCosts, streams: int, device: DeviceModel,
         state.version[d] += 1
         upcoming = state.next_completion(d)
         if upcoming is not None:
-            heapq.heappush(heap, (now + upcoming[0], next(counter), _CHECK, d, upcoming[1],
-                                  state.version[d]))
+            heapq.heappush(
+                heap, (now + upcoming[0], next(counter), _CHECK, d, upcoming[1], state.version[d])
+            )
 
     for d in range(plan.devices):
         for s in range(streams):
@@ -235,5 +247,4 @@ def simulate(plan: Plan, costs: TaskCosts, streams: int, device: DeviceModel,
             start(d, s, now)
         reschedule(d, now)
     full_array = np.array(full)
-    return SimOutcome(np.maximum(np.array(state.end), full_array), full_array,
-                      dispatcher.steals)
+    return SimOutcome(np.maximum(np.array(state.end), full_array), full_array, dispatcher.steals)

@@ -24,10 +24,60 @@ from schedlab.core.errors import BadInputError, ConfigError, UnknownNameError
 
 #: element symbols H..Xe with their atomic numbers (all-electron, light and medium elements)
 ELEMENTS: tuple[str, ...] = (
-    "H", "He", "Li", "Be", "B", "C", "N", "O", "F", "Ne", "Na", "Mg", "Al", "Si", "P", "S", "Cl",
-    "Ar", "K", "Ca", "Sc", "Ti", "V", "Cr", "Mn", "Fe", "Co", "Ni", "Cu", "Zn", "Ga", "Ge", "As",
-    "Se", "Br", "Kr", "Rb", "Sr", "Y", "Zr", "Nb", "Mo", "Tc", "Ru", "Rh", "Pd", "Ag", "Cd", "In",
-    "Sn", "Sb", "Te", "I", "Xe",
+    "H",
+    "He",
+    "Li",
+    "Be",
+    "B",
+    "C",
+    "N",
+    "O",
+    "F",
+    "Ne",
+    "Na",
+    "Mg",
+    "Al",
+    "Si",
+    "P",
+    "S",
+    "Cl",
+    "Ar",
+    "K",
+    "Ca",
+    "Sc",
+    "Ti",
+    "V",
+    "Cr",
+    "Mn",
+    "Fe",
+    "Co",
+    "Ni",
+    "Cu",
+    "Zn",
+    "Ga",
+    "Ge",
+    "As",
+    "Se",
+    "Br",
+    "Kr",
+    "Rb",
+    "Sr",
+    "Y",
+    "Zr",
+    "Nb",
+    "Mo",
+    "Tc",
+    "Ru",
+    "Rh",
+    "Pd",
+    "Ag",
+    "Cd",
+    "In",
+    "Sn",
+    "Sb",
+    "Te",
+    "I",
+    "Xe",
 )
 _Z = {symbol.lower(): z for z, symbol in enumerate(ELEMENTS, start=1)}
 #: closer than this (Angstrom) two nuclei are a typo, not chemistry
@@ -49,12 +99,15 @@ class Molecule:
 
     def pyscf_atom(self) -> list[tuple[str, tuple[float, float, float]]]:
         """The geometry in PySCF's ``atom=`` list form."""
-        return [(s, tuple(float(v) for v in xyz)) for s, xyz in zip(self.symbols, self.coords,
-                                                                     strict=True)]
+        return [
+            (s, tuple(float(v) for v in xyz))
+            for s, xyz in zip(self.symbols, self.coords, strict=True)
+        ]
 
 
-def _check_geometry(symbols: list[str], coords: np.ndarray, charge: int,
-                    path: Path | None, first_line: int) -> None:
+def _check_geometry(
+    symbols: list[str], coords: np.ndarray, charge: int, path: Path | None, first_line: int
+) -> None:
     """Reject geometries that are not a closed-shell molecule PySCF can integrate."""
     if len(symbols) > 1:
         diff = coords[:, None, :] - coords[None, :, :]
@@ -63,32 +116,44 @@ def _check_geometry(symbols: list[str], coords: np.ndarray, charge: int,
         if dist[i, j] < MIN_DISTANCE:
             raise BadInputError(
                 f"atoms {i + 1} and {j + 1} are {dist[i, j]:.3f} A apart (< {MIN_DISTANCE} A)",
-                path=path, line=first_line + max(i, j), field="coordinates")
+                path=path,
+                line=first_line + max(i, j),
+                field="coordinates",
+            )
     electrons = sum(_Z[s.lower()] for s in symbols) - charge
     if electrons <= 0 or electrons % 2:
-        raise BadInputError(f"{electrons} electrons: the DFPT runtime needs a closed shell "
-                            "(even, positive electron count)", path=path, field="charge")
+        raise BadInputError(
+            f"{electrons} electrons: the DFPT runtime needs a closed shell "
+            "(even, positive electron count)",
+            path=path,
+            field="charge",
+        )
 
 
 def _parse_atom(text: str, path: Path, lineno: int) -> tuple[str, np.ndarray]:
     fields = text.split()
     if len(fields) < 4:
-        raise BadInputError(f"expected 'Element x y z', got {text.strip()!r}", path=path,
-                            line=lineno, field="atom")
+        raise BadInputError(
+            f"expected 'Element x y z', got {text.strip()!r}", path=path, line=lineno, field="atom"
+        )
     symbol = fields[0]
     if symbol.lower() not in _Z:
-        raise BadInputError(f"unknown element {symbol!r}", path=path, line=lineno,
-                            field="element")
+        raise BadInputError(f"unknown element {symbol!r}", path=path, line=lineno, field="element")
     values = []
     for axis, raw in zip("xyz", fields[1:4], strict=True):
         try:
             value = float(raw)
         except ValueError:
-            raise BadInputError(f"{raw!r} is not a number", path=path, line=lineno,
-                                field=axis) from None
+            raise BadInputError(
+                f"{raw!r} is not a number", path=path, line=lineno, field=axis
+            ) from None
         if not math.isfinite(value) or abs(value) > 1e4:
-            raise BadInputError(f"{raw!r} is not a finite coordinate within 10^4 A", path=path,
-                                line=lineno, field=axis)
+            raise BadInputError(
+                f"{raw!r} is not a finite coordinate within 10^4 A",
+                path=path,
+                line=lineno,
+                field=axis,
+            )
         values.append(value)
     return ELEMENTS[_Z[symbol.lower()] - 1], np.array(values)
 
@@ -103,25 +168,36 @@ def read_xyz(path: str | Path, charge: int = 0) -> Molecule:
     except UnicodeDecodeError as exc:
         raise BadInputError("is not valid UTF-8 text", path=path) from exc
     if not lines or not lines[0].strip():
-        raise BadInputError("empty file; line 1 must be the atom count", path=path, line=1,
-                            field="count")
+        raise BadInputError(
+            "empty file; line 1 must be the atom count", path=path, line=1, field="count"
+        )
     try:
         count = int(lines[0].split()[0])
     except ValueError:
-        raise BadInputError(f"atom count {lines[0].strip()!r} is not an integer", path=path,
-                            line=1, field="count") from None
+        raise BadInputError(
+            f"atom count {lines[0].strip()!r} is not an integer", path=path, line=1, field="count"
+        ) from None
     if count < 1 or count > 5000:
-        raise BadInputError(f"atom count {count} is outside 1..5000", path=path, line=1,
-                            field="count")
-    body = lines[2:2 + count]
+        raise BadInputError(
+            f"atom count {count} is outside 1..5000", path=path, line=1, field="count"
+        )
+    body = lines[2 : 2 + count]
     if len(body) < count or any(not line.strip() for line in body):
         found = sum(1 for line in body if line.strip())
-        raise BadInputError(f"header says {count} atoms but {found} atom lines follow",
-                            path=path, line=min(len(lines), 2 + found) + 1, field="count")
-    extra = [i for i, line in enumerate(lines[2 + count:], start=3 + count) if line.strip()]
+        raise BadInputError(
+            f"header says {count} atoms but {found} atom lines follow",
+            path=path,
+            line=min(len(lines), 2 + found) + 1,
+            field="count",
+        )
+    extra = [i for i, line in enumerate(lines[2 + count :], start=3 + count) if line.strip()]
     if extra:
-        raise BadInputError(f"header says {count} atoms but more lines follow", path=path,
-                            line=extra[0], field="count")
+        raise BadInputError(
+            f"header says {count} atoms but more lines follow",
+            path=path,
+            line=extra[0],
+            field="count",
+        )
     atoms = [_parse_atom(text, path, lineno) for lineno, text in enumerate(body, start=3)]
     symbols = [a[0] for a in atoms]
     coords = np.array([a[1] for a in atoms])
@@ -133,8 +209,10 @@ def write_xyz(molecule: Molecule, path: str | Path) -> Path:
     """Write a molecule as XYZ (atomically), e.g. to start from a built-in geometry."""
     from schedlab.core.io import write_text
 
-    rows = [f"{s:<2} {x:14.8f} {y:14.8f} {z:14.8f}"
-            for s, (x, y, z) in zip(molecule.symbols, molecule.coords, strict=True)]
+    rows = [
+        f"{s:<2} {x:14.8f} {y:14.8f} {z:14.8f}"
+        for s, (x, y, z) in zip(molecule.symbols, molecule.coords, strict=True)
+    ]
     return write_text(path, f"{len(rows)}\n{molecule.name}\n" + "\n".join(rows) + "\n")
 
 
@@ -142,15 +220,15 @@ _BUILTIN: dict[str, str] = {
     "h2": "H 0 0 0; H 0 0 0.74",
     "water": "O 0 0 0.1173; H 0 0.7572 -0.4692; H 0 -0.7572 -0.4692",
     "ammonia": "N 0 0 0.1162; H 0 0.9397 -0.2711; H 0.8138 -0.4699 -0.2711; "
-               "H -0.8138 -0.4699 -0.2711",
+    "H -0.8138 -0.4699 -0.2711",
     "methane": "C 0 0 0; H 0.629 0.629 0.629; H -0.629 -0.629 0.629; H -0.629 0.629 -0.629; "
-               "H 0.629 -0.629 -0.629",
+    "H 0.629 -0.629 -0.629",
     "ethane": "C 0 0 0.765; C 0 0 -0.765; H 1.018 0 1.16; H -0.509 0.882 1.16; "
-              "H -0.509 -0.882 1.16; H -1.018 0 -1.16; H 0.509 -0.882 -1.16; H 0.509 0.882 -1.16",
+    "H -0.509 -0.882 1.16; H -1.018 0 -1.16; H 0.509 -0.882 -1.16; H 0.509 0.882 -1.16",
     "butane": "C 0 0 0; C 1.54 0 0; C 2.05 1.45 0; C 3.59 1.45 0; H -0.36 -1.03 0; "
-              "H -0.36 0.51 0.89; H -0.36 0.51 -0.89; H 1.90 -0.51 0.89; H 1.90 -0.51 -0.89; "
-              "H 1.69 1.96 0.89; H 1.69 1.96 -0.89; H 3.95 0.42 0; H 3.95 1.96 0.89; "
-              "H 3.95 1.96 -0.89",
+    "H -0.36 0.51 0.89; H -0.36 0.51 -0.89; H 1.90 -0.51 0.89; H 1.90 -0.51 -0.89; "
+    "H 1.69 1.96 0.89; H 1.69 1.96 -0.89; H 3.95 0.42 0; H 3.95 1.96 0.89; "
+    "H 3.95 1.96 -0.89",
 }
 
 
