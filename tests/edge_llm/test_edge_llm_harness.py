@@ -32,8 +32,10 @@ def harness():
 def test_split_decoding_continues_from_the_shipped_kv_exactly(harness):
     """Greedy tokens are identical whether one process decodes its own cache or the other
     decodes the KV tensors shipped to it, in both directions."""
-    tokens = {mode: [r["tokens"] for r in harness.replay(REQUESTS, mode, seed=3)]
-              for mode in ("cloud", "split", "mix", "disagg")}
+    tokens = {
+        mode: [r["tokens"] for r in harness.replay(REQUESTS, mode, seed=3)]
+        for mode in ("cloud", "split", "mix", "disagg")
+    }
     assert all(len(t) == 6 for t in tokens["cloud"])
     assert tokens["split"] == tokens["cloud"] == tokens["mix"] == tokens["disagg"]
 

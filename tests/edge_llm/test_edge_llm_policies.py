@@ -114,8 +114,9 @@ def test_allocation_only_picks_jointly_resident_concurrent_plans(workload):
 
     for name, sm in plan.sm.items():
         if sm.concurrent:
-            assert jointly_resident(get_kernel(sm.prefill_kernel), get_kernel(sm.decode_kernel),
-                                    sites[name].arch)
+            assert jointly_resident(
+                get_kernel(sm.prefill_kernel), get_kernel(sm.decode_kernel), sites[name].arch
+            )
 
 
 def test_guard_falls_back_to_time_slicing_for_an_infeasible_pair():

@@ -55,8 +55,11 @@ def test_alibaba_arrivals_bad_rows_name_line_and_field(tmp_path):
 
 
 @settings(max_examples=40, deadline=None)
-@given(st.lists(st.integers(0, 10_000), min_size=3, max_size=60), st.floats(0.1, 20.0),
-       st.integers(0, 100))
+@given(
+    st.lists(st.integers(0, 10_000), min_size=3, max_size=60),
+    st.floats(0.1, 20.0),
+    st.integers(0, 100),
+)
 def test_window_keeps_order_count_and_rate(stamps, rate, seed):
     arrivals = np.sort(np.asarray(stamps, dtype=float))
     n = len(stamps) - 1
@@ -81,8 +84,7 @@ def test_corrected_steps_match_vidur_on_the_shapes_the_delay_model_runs():
     run = [r for r in rows if r["tokens"] in (1, 4, 16, 64, 128, 256, 512)]
     assert max(abs(r["error"]) for r in run) <= 0.10
     held = [r for r in rows if r["held_out"]]
-    assert np.mean([abs(r["error"]) for r in held]) < np.mean([abs(r["llm_error"])
-                                                              for r in held])
+    assert np.mean([abs(r["error"]) for r in held]) < np.mean([abs(r["llm_error"]) for r in held])
 
 
 def test_an_arrival_on_a_window_boundary_does_not_stall_the_replay():

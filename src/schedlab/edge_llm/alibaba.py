@@ -25,8 +25,14 @@ from schedlab.core.errors import BadInputError
 from schedlab.core.io import read_frame
 from schedlab.edge_llm.workloads import EdgeRequest, generate
 
-DEFAULT = Path(__file__).resolve().parents[3] / ".." / "shared" / "data" / "alibaba" / \
-    "genai_lora_request_trace.csv"
+DEFAULT = (
+    Path(__file__).resolve().parents[3]
+    / ".."
+    / "shared"
+    / "data"
+    / "alibaba"
+    / "genai_lora_request_trace.csv"
+)
 
 
 def default_path() -> Path:
@@ -38,14 +44,21 @@ def read_arrivals(path: str | Path) -> np.ndarray:
     path = Path(path)
     frame = read_frame(path, {})
     if "gmt_create" not in frame.columns:
-        raise BadInputError(f"missing column; the table has {', '.join(frame.columns)}",
-                            path=path, field="gmt_create")
+        raise BadInputError(
+            f"missing column; the table has {', '.join(frame.columns)}",
+            path=path,
+            field="gmt_create",
+        )
     stamps = frame["gmt_create"].cast(str).str.to_datetime("%Y-%m-%d %H:%M:%S", strict=False)
     bad = stamps.is_null()
     if bad.any():
         line = int(np.flatnonzero(bad.to_numpy())[0]) + 2
-        raise BadInputError(f"{frame['gmt_create'][line - 2]!r} is not YYYY-mm-dd HH:MM:SS",
-                            path=path, line=line, field="gmt_create")
+        raise BadInputError(
+            f"{frame['gmt_create'][line - 2]!r} is not YYYY-mm-dd HH:MM:SS",
+            path=path,
+            line=line,
+            field="gmt_create",
+        )
     if frame.height < 2:
         raise BadInputError("needs at least two requests", path=path)
     t = np.sort(stamps.dt.epoch("s").to_numpy().astype(float))
@@ -56,20 +69,20 @@ def window(arrivals: np.ndarray, n: int, rate: float, seed: int) -> np.ndarray:
     """``n`` consecutive arrivals from a seeded offset, jittered within their second and
     rescaled to a mean of ``rate`` req/s; starts at 0."""
     if n < 2 or n > arrivals.size:
-        raise BadInputError(f"needs 2 <= n <= {arrivals.size} requests, got {n}",
-                            field="requests")
+        raise BadInputError(f"needs 2 <= n <= {arrivals.size} requests, got {n}", field="requests")
     if not np.isfinite(rate) or rate <= 0:
         raise BadInputError(f"must be a positive rate, got {rate}", field="rate")
     rng = np.random.default_rng(seed)
     start = int(rng.integers(0, arrivals.size - n + 1))
-    t = arrivals[start:start + n] + rng.uniform(0.0, 1.0, n)
+    t = arrivals[start : start + n] + rng.uniform(0.0, 1.0, n)
     t = np.sort(t - t.min())
     span = t[-1] if t[-1] > 0 else 1.0
     return t * (n - 1) / (rate * span)
 
 
-def replay(n: int, rate: float, seed: int, path: str | Path | None = None,
-           classes: dict | None = None) -> list[EdgeRequest]:
+def replay(
+    n: int, rate: float, seed: int, path: str | Path | None = None, classes: dict | None = None
+) -> list[EdgeRequest]:
     """Requests whose arrivals are the real trace's (rescaled) and whose lengths, SNRs and
     SLOs come from the seeded class model."""
     arrivals = window(read_arrivals(path or default_path()), n, rate, seed)

@@ -40,8 +40,15 @@ from schedlab.core.errors import BadInputError, ConfigError
 KNOT_STEP = 0.5  # octaves
 KNOTS = np.arange(0.0, 12.0 + 1e-9, KNOT_STEP)
 #: schedlab.llm's borrowed GPUs (same architecture), see llm/calibration.toml [borrow]
-PROFILED_GPU = {"a100-80g": "a100-80g", "a800": "a100-80g", "h100": "h100", "h200": "h100",
-                "a40": "a40", "a6000": "a40", "a10g": "a40"}
+PROFILED_GPU = {
+    "a100-80g": "a100-80g",
+    "a800": "a100-80g",
+    "h100": "h100",
+    "h200": "h100",
+    "a40": "a40",
+    "a6000": "a40",
+    "a10g": "a40",
+}
 TOML = "step_calibration.toml"
 
 
@@ -64,8 +71,11 @@ class StepCorrection:
     log_knots: tuple[float, ...]
 
     def factor(self, tokens: float) -> float:
-        return float(math.exp(np.interp(math.log2(max(tokens, 1.0)), KNOTS[:len(
-            self.log_knots)], self.log_knots)))
+        return float(
+            math.exp(
+                np.interp(math.log2(max(tokens, 1.0)), KNOTS[: len(self.log_knots)], self.log_knots)
+            )
+        )
 
 
 def _step_table(root: str | Path):
@@ -104,12 +114,22 @@ def _fit(root: str) -> tuple[dict[str, dict], list[dict]]:
             sol[j] = sol[idx[np.argmin(np.abs(idx - j))]]
         corrected = part.model_ms.to_numpy() * np.exp(basis @ sol)
         measured = part.measured_ms.to_numpy()
-        for t, m, base, corr, is_train in zip(tokens, measured, part.model_ms.to_numpy(),
-                                              corrected, train, strict=True):
-            rows.append(dict(gpu=gpu, model=model, tokens=int(t), measured_ms=float(m),
-                             llm_ms=float(base), corrected_ms=float(corr),
-                             llm_error=float(base / m - 1), error=float(corr / m - 1),
-                             held_out=not bool(is_train)))
+        for t, m, base, corr, is_train in zip(
+            tokens, measured, part.model_ms.to_numpy(), corrected, train, strict=True
+        ):
+            rows.append(
+                dict(
+                    gpu=gpu,
+                    model=model,
+                    tokens=int(t),
+                    measured_ms=float(m),
+                    llm_ms=float(base),
+                    corrected_ms=float(corr),
+                    llm_error=float(base / m - 1),
+                    error=float(corr / m - 1),
+                    held_out=not bool(is_train),
+                )
+            )
         coeffs[f"{gpu}/{model}"] = dict(log_knots=[round(float(v), 6) for v in sol])
     return coeffs, rows
 
@@ -122,31 +142,40 @@ def summary(rows: list[dict]) -> list[dict]:
     table = []
     for (gpu, model), part in out.items():
         held = [r for r in part if r["held_out"]]
-        table.append(dict(
-            gpu=gpu, model=model, shapes=len(part),
-            llm_max=100 * max(abs(r["llm_error"]) for r in part),
-            llm_mean=100 * float(np.mean([abs(r["llm_error"]) for r in part])),
-            held_out_max=100 * max(abs(r["error"]) for r in held),
-            held_out_mean=100 * float(np.mean([abs(r["error"]) for r in held])),
-            all_max=100 * max(abs(r["error"]) for r in part)))
+        table.append(
+            dict(
+                gpu=gpu,
+                model=model,
+                shapes=len(part),
+                llm_max=100 * max(abs(r["llm_error"]) for r in part),
+                llm_mean=100 * float(np.mean([abs(r["llm_error"]) for r in part])),
+                held_out_max=100 * max(abs(r["error"]) for r in held),
+                held_out_mean=100 * float(np.mean([abs(r["error"]) for r in held])),
+                all_max=100 * max(abs(r["error"]) for r in part),
+            )
+        )
     return table
 
 
 def write_toml(coeffs: dict, rows: list[dict], path: Path) -> None:
     from schedlab.llm.calibrate import VIDUR_COMMIT
 
-    lines = ["# Step corrections on schedlab.llm's dense step time (schedlab.edge_llm."
-             "calibration); do not edit by hand.",
-             f"# Source: Microsoft Vidur data/profiling (MIT), commit {VIDUR_COMMIT}, "
-             "compute/<gpu>/<model>/mlp.csv, tp=1.",
-             "# log_knots: ln(multiplier) at log2(tokens) = 0, 0.5, ..., 12; fitted on every "
-             "other profiled token count.",
-             "# Refit: python -m schedlab.edge_llm.calibration ../shared/data/vidur_profiles",
-             ""]
+    lines = [
+        "# Step corrections on schedlab.llm's dense step time (schedlab.edge_llm."
+        "calibration); do not edit by hand.",
+        f"# Source: Microsoft Vidur data/profiling (MIT), commit {VIDUR_COMMIT}, "
+        "compute/<gpu>/<model>/mlp.csv, tp=1.",
+        "# log_knots: ln(multiplier) at log2(tokens) = 0, 0.5, ..., 12; fitted on every "
+        "other profiled token count.",
+        "# Refit: python -m schedlab.edge_llm.calibration ../shared/data/vidur_profiles",
+        "",
+    ]
     for s in summary(rows):
-        lines.append(f"# {s['gpu']}/{s['model']}: schedlab.llm step error max "
-                     f"{s['llm_max']:.1f}% -> corrected held-out max {s['held_out_max']:.1f}% "
-                     f"(mean {s['held_out_mean']:.1f}%) over {s['shapes']} shapes")
+        lines.append(
+            f"# {s['gpu']}/{s['model']}: schedlab.llm step error max "
+            f"{s['llm_max']:.1f}% -> corrected held-out max {s['held_out_max']:.1f}% "
+            f"(mean {s['held_out_mean']:.1f}%) over {s['shapes']} shapes"
+        )
     lines.append("")
     for key, value in coeffs.items():
         lines.append(f'["{key}"]')
@@ -170,8 +199,9 @@ def _stored() -> dict[str, StepCorrection]:
     for key, row in data.items():
         knots = row.get("log_knots")
         if not isinstance(knots, list) or len(knots) != KNOTS.size:
-            raise ConfigError(f"{TOML} [{key}]: log_knots needs {KNOTS.size} numbers",
-                              field="log_knots")
+            raise ConfigError(
+                f"{TOML} [{key}]: log_knots needs {KNOTS.size} numbers", field="log_knots"
+            )
         out[key] = StepCorrection(f"vidur:{key}", tuple(float(v) for v in knots))
     return out
 
@@ -192,8 +222,7 @@ def correction_for(gpu: str, model: str) -> StepCorrection | None:
 def main(argv: list[str] | None = None) -> int:
     argv = sys.argv[1:] if argv is None else argv
     if len(argv) != 1:
-        print("usage: python -m schedlab.edge_llm.calibration VIDUR_PROFILES_DIR",
-              file=sys.stderr)
+        print("usage: python -m schedlab.edge_llm.calibration VIDUR_PROFILES_DIR", file=sys.stderr)
         return 2
     try:
         coeffs, rows = fit(argv[0])
@@ -203,8 +232,10 @@ def main(argv: list[str] | None = None) -> int:
     out = Path(str(resources.files("schedlab.edge_llm").joinpath(TOML)))
     write_toml(coeffs, rows, out)
     for s in summary(rows):
-        print(f"{s['gpu']:9s} {s['model']:11s} llm max {s['llm_max']:5.1f}%  corrected "
-              f"held-out max {s['held_out_max']:5.1f}% mean {s['held_out_mean']:4.1f}%")
+        print(
+            f"{s['gpu']:9s} {s['model']:11s} llm max {s['llm_max']:5.1f}%  corrected "
+            f"held-out max {s['held_out_max']:5.1f}% mean {s['held_out_mean']:4.1f}%"
+        )
     print(f"wrote {out}")
     return 0
 

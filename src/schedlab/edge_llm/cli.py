@@ -15,24 +15,48 @@ from rich.table import Table
 from schedlab.core.clitools import emit_json, err_console, handle_errors, out_console
 from schedlab.core.io import ensure_directory, write_frame, write_text
 
-app = typer.Typer(help="Edge-cloud LLM scheduler: latency-aware routing across device, edge "
-                  "and cloud.", no_args_is_help=True, add_completion=False)
+app = typer.Typer(
+    help="Edge-cloud LLM scheduler: latency-aware routing across device, edge and cloud.",
+    no_args_is_help=True,
+    add_completion=False,
+)
 
-SUMMARY_KEYS = ("policy", "requests", "mean_e2e", "p95_e2e", "mean_ttft", "mean_tpot", "slo",
-                "goodput", "n_cloud", "n_split", "n_mix", "n_disagg", "padding_waste")
+SUMMARY_KEYS = (
+    "policy",
+    "requests",
+    "mean_e2e",
+    "p95_e2e",
+    "mean_ttft",
+    "mean_tpot",
+    "slo",
+    "goodput",
+    "n_cloud",
+    "n_split",
+    "n_mix",
+    "n_disagg",
+    "padding_waste",
+)
 
 
 @app.command()
 @handle_errors
 def simulate(
-    policy: list[str] = typer.Option(["online"], "--policy",
-                                     help="online|online-nosm|cloud|split|mix|disagg|"
-                                     "distserve "
-                                     "(repeat for several)."),
-    requests_csv: Path = typer.Option(None, "--requests", help="CSV/Parquet: arrival,input_len,"
-                                      "output_len[,snr_up_db,snr_down_db,ttft_slo,tpot_slo]."),
-    trace: Path = typer.Option(None, "--trace", help="A schedlab.llm trace (Mooncake/Azure/"
-                               "BurstGPT); SNRs are drawn and SLOs set to 2 s / 80 ms."),
+    policy: list[str] = typer.Option(
+        ["online"],
+        "--policy",
+        help="online|online-nosm|cloud|split|mix|disagg|distserve (repeat for several).",
+    ),
+    requests_csv: Path = typer.Option(
+        None,
+        "--requests",
+        help="CSV/Parquet: arrival,input_len,output_len[,snr_up_db,snr_down_db,ttft_slo,tpot_slo].",
+    ),
+    trace: Path = typer.Option(
+        None,
+        "--trace",
+        help="A schedlab.llm trace (Mooncake/Azure/"
+        "BurstGPT); SNRs are drawn and SLOs set to 2 s / 80 ms.",
+    ),
     n: int = typer.Option(1000, "--n", help="Generated requests (no --requests/--trace)."),
     rate: float = typer.Option(1.5, "--rate", help="Generated arrival rate, req/s."),
     snr_min: float = typer.Option(5.0, "--snr-min", help="Generated SNR range, dB."),
@@ -43,15 +67,21 @@ def simulate(
     uplink_mhz: float = typer.Option(20.0, "--uplink-mhz"),
     backhaul_gbps: float = typer.Option(10.0, "--backhaul-gbps"),
     edge_sm_budget: float = typer.Option(1.0, "--edge-sm-budget"),
-    cloud_sm_budget: float = typer.Option(1.0, "--cloud-sm-budget",
-                                          help="Share of the cloud GPU's SMs (congestion)."),
+    cloud_sm_budget: float = typer.Option(
+        1.0, "--cloud-sm-budget", help="Share of the cloud GPU's SMs (congestion)."
+    ),
     wan_ms: float = typer.Option(30.0, "--wan-ms", help="One-way edge<->cloud latency."),
-    alibaba: Path = typer.Option(None, "--alibaba", help="Arrivals from the Alibaba GenAI "
-                                 "trace CSV (real), rescaled to --rate; lengths generated."),
+    alibaba: Path = typer.Option(
+        None,
+        "--alibaba",
+        help="Arrivals from the Alibaba GenAI "
+        "trace CSV (real), rescaled to --rate; lengths generated.",
+    ),
     window_ms: float = typer.Option(20.0, "--window-ms"),
     seed: int = typer.Option(0, "--seed"),
-    out: Path = typer.Option(None, "--out", help="Write requests_<policy>.parquet and "
-                             "summary.json here."),
+    out: Path = typer.Option(
+        None, "--out", help="Write requests_<policy>.parquet and summary.json here."
+    ),
     json_out: bool = typer.Option(False, "--json", help="Print one JSON document."),
 ) -> None:
     """Replay a request stream through one or more routers and print a summary table."""
@@ -68,10 +98,18 @@ def simulate(
         reqs = replay(n, rate, seed, alibaba)
     else:
         reqs = _load(requests_csv, trace, n, rate, (snr_min, snr_max), seed)
-    cfg = EdgeConfig(model=model, cloud_gpu=cloud_gpu, edge_gpu=edge_gpu,
-                     edge_sm_budget=edge_sm_budget, cloud_sm_budget=cloud_sm_budget,
-                     window_ms=window_ms).with_(
-        uplink_mhz=uplink_mhz, backhaul_gbps=backhaul_gbps, wan_ms=wan_ms).validate()
+    cfg = (
+        EdgeConfig(
+            model=model,
+            cloud_gpu=cloud_gpu,
+            edge_gpu=edge_gpu,
+            edge_sm_budget=edge_sm_budget,
+            cloud_sm_budget=cloud_sm_budget,
+            window_ms=window_ms,
+        )
+        .with_(uplink_mhz=uplink_mhz, backhaul_gbps=backhaul_gbps, wan_ms=wan_ms)
+        .validate()
+    )
     summaries = []
     for name in policy:
         err_console.print(f"replaying {len(reqs)} requests through {name} ...")
@@ -83,18 +121,29 @@ def simulate(
     if out is not None:
         write_text(out / "summary.json", json.dumps(summaries, indent=2, default=str))
     if json_out:
-        emit_json(dict(config=dict(model=model, cloud_gpu=cloud_gpu, edge_gpu=edge_gpu),
-                       summaries=summaries))
+        emit_json(
+            dict(
+                config=dict(model=model, cloud_gpu=cloud_gpu, edge_gpu=edge_gpu),
+                summaries=summaries,
+            )
+        )
         return
     table = Table(*SUMMARY_KEYS, title=f"{model} on {cloud_gpu} (cloud) + {edge_gpu} (edge)")
     for s in summaries:
-        table.add_row(*(f"{s[k]:.3g}" if isinstance(s[k], float) else str(s[k])
-                        for k in SUMMARY_KEYS))
+        table.add_row(
+            *(f"{s[k]:.3g}" if isinstance(s[k], float) else str(s[k]) for k in SUMMARY_KEYS)
+        )
     out_console.print(table)
 
 
-def _load(requests_csv: Path | None, trace: Path | None, n: int, rate: float,
-          snr: tuple[float, float], seed: int):
+def _load(
+    requests_csv: Path | None,
+    trace: Path | None,
+    n: int,
+    rate: float,
+    snr: tuple[float, float],
+    seed: int,
+):
     from schedlab.core.errors import BadInputError
     from schedlab.edge_llm.workloads import from_trace, generate, read_requests
 
@@ -124,16 +173,32 @@ def residency(
     if json_out:
         emit_json(dict(model=model, gpu=gpu, summary=stats, shapes=[r.__dict__ for r in rows]))
         return
-    table = Table("op", "tokens", "prefill kernel", "decode kernel", "fits", "wall",
-                  "guarded alternative", title=f"{model} on {gpu}")
+    table = Table(
+        "op",
+        "tokens",
+        "prefill kernel",
+        "decode kernel",
+        "fits",
+        "wall",
+        "guarded alternative",
+        title=f"{model} on {gpu}",
+    )
     for r in rows:
-        table.add_row(r.op, str(r.tokens), r.prefill_kernel, r.decode_kernel,
-                      "yes" if r.dominant_fits else "no", r.wall,
-                      r.alternative or "-")
+        table.add_row(
+            r.op,
+            str(r.tokens),
+            r.prefill_kernel,
+            r.decode_kernel,
+            "yes" if r.dominant_fits else "no",
+            r.wall,
+            r.alternative or "-",
+        )
     out_console.print(table)
-    out_console.print(f"dominant pair fails on {stats['dominant_fail_share']:.1%} of "
-                      f"{stats['shapes']} shapes; guarded alternatives cover "
-                      f"{stats['guarded_weight_share']:.1%} of FLOP weight")
+    out_console.print(
+        f"dominant pair fails on {stats['dominant_fail_share']:.1%} of "
+        f"{stats['shapes']} shapes; guarded alternatives cover "
+        f"{stats['guarded_weight_share']:.1%} of FLOP weight"
+    )
 
 
 @app.command()
@@ -167,8 +232,9 @@ def harness(
     shaping: str = typer.Option("auto", "--shaping", help="auto|tc|paced"),
     policy: list[str] = typer.Option(["cloud", "split", "mix", "disagg", "online"], "--policy"),
     seed: int = typer.Option(0, "--seed"),
-    out: Path = typer.Option(None, "--out", help="Write harness_requests.parquet and "
-                             "harness_summary.json here."),
+    out: Path = typer.Option(
+        None, "--out", help="Write harness_requests.parquet and harness_summary.json here."
+    ),
     json_out: bool = typer.Option(False, "--json", help="Print one JSON document."),
 ) -> None:
     """Real split serving: cloud and edge processes (random-init Llama on CPU), KV over a
@@ -180,15 +246,19 @@ def harness(
 
     for name in policy:
         if name != "online" and name not in MODES:
-            raise BadInputError(f"unknown policy {name!r}; valid: online, {', '.join(MODES)}",
-                                field="policy")
+            raise BadInputError(
+                f"unknown policy {name!r}; valid: online, {', '.join(MODES)}", field="policy"
+            )
     link = LinkSpec(backhaul_mbps, backhaul_ms, wan_ms, shaping).validate()
     if out is not None:
         ensure_directory(out)
     err_console.print("starting the cloud and edge processes, profiling, replaying ...")
     results = headline(n, rate, seed, link, policies=tuple(policy))
-    rows = [dict(policy=r["policy"], **{k: v for k, v in x.items() if k != "tokens"})
-            for r in results for x in r["rows"]]
+    rows = [
+        dict(policy=r["policy"], **{k: v for k, v in x.items() if k != "tokens"})
+        for r in results
+        for x in r["rows"]
+    ]
     summaries = [{k: v for k, v in r.items() if k != "rows"} for r in results]
     if out is not None:
         write_frame(pl.DataFrame(rows), out / "harness_requests.parquet")
@@ -196,10 +266,25 @@ def harness(
     if json_out:
         emit_json(dict(link=link.__dict__, summaries=summaries))
         return
-    keys = ("policy", "mean_e2e", "p95_e2e", "mean_ttft", "mean_kv_s", "n_cloud", "n_split",
-            "n_mix", "n_disagg", "ttft_mape", "e2e_mape", "mean_e2e_err")
-    table = Table(*keys, title=f"harness ({summaries[0]['shaping']} shaping, "
-                  f"{backhaul_mbps:g} Mbit/s backhaul, {wan_ms:g} ms WAN)")
+    keys = (
+        "policy",
+        "mean_e2e",
+        "p95_e2e",
+        "mean_ttft",
+        "mean_kv_s",
+        "n_cloud",
+        "n_split",
+        "n_mix",
+        "n_disagg",
+        "ttft_mape",
+        "e2e_mape",
+        "mean_e2e_err",
+    )
+    table = Table(
+        *keys,
+        title=f"harness ({summaries[0]['shaping']} shaping, "
+        f"{backhaul_mbps:g} Mbit/s backhaul, {wan_ms:g} ms WAN)",
+    )
     for s in summaries:
         table.add_row(*(f"{s[k]:.3g}" if isinstance(s[k], float) else str(s[k]) for k in keys))
     out_console.print(table)

@@ -104,8 +104,9 @@ class GpuTiming:
     SMs). The two are combined with a max, never added: a step is bound by one or the other.
     """
 
-    def __init__(self, cost: CostModel, sm_budget: float, chunk_tokens: int,
-                 decode_saturation: float) -> None:
+    def __init__(
+        self, cost: CostModel, sm_budget: float, chunk_tokens: int, decode_saturation: float
+    ) -> None:
         self.cost = cost
         self.budget = sm_budget
         self.chunk = chunk_tokens
@@ -117,8 +118,13 @@ class GpuTiming:
         self.correction = correction_for(gpu.name, m.name) if cost.tp == 1 else None
         self._dense: dict[tuple[int, int], float] = {}
         # ridge point of a GEMM (tokens where 2KNT/(eff·peak) = KN·dtype/(eff_hbm·HBM))
-        self.ridge = (m.dtype_bytes * cal.gemm_efficiency * gpu.bf16_tflops * 1e12
-                      / (2.0 * cal.hbm_efficiency * gpu.hbm_gbs * 1e9))
+        self.ridge = (
+            m.dtype_bytes
+            * cal.gemm_efficiency
+            * gpu.bf16_tflops
+            * 1e12
+            / (2.0 * cal.hbm_efficiency * gpu.hbm_gbs * 1e9)
+        )
 
     def slowdown(self, tokens: float, share: float, efficiency: float = 1.0) -> float:
         """Factor on the full-GPU dense time of a ``tokens``-token step run on ``share`` of the
@@ -128,11 +134,13 @@ class GpuTiming:
         memory = 1.0 / min(1.0, sms / self.saturation)
         return max(x / (efficiency * sms), memory) / max(x, 1.0)
 
-    def step_ms(self, tokens: float, seqs: int, share: float = 1.0, efficiency: float = 1.0
-                ) -> float:
+    def step_ms(
+        self, tokens: float, seqs: int, share: float = 1.0, efficiency: float = 1.0
+    ) -> float:
         """Dense part (weights, norms, LM head) of one step, milliseconds, incl. overhead."""
-        return (self.cost.overhead_ms + self.dense_ms(tokens, seqs)
-                * self.slowdown(tokens, share, efficiency))
+        return self.cost.overhead_ms + self.dense_ms(tokens, seqs) * self.slowdown(
+            tokens, share, efficiency
+        )
 
     def dense_ms(self, tokens: float, seqs: int) -> float:
         """schedlab.llm's dense step with the profiled layers' correction applied."""
@@ -142,15 +150,17 @@ class GpuTiming:
             return hit
         value = self.cost.dense_ms(tokens, seqs)
         if self.correction is not None:
-            layers = self.cost.model.layers * (self.cost.layer_linear_ms(tokens)
-                                               + self.cost.layer_norm_ms(tokens))
+            layers = self.cost.model.layers * (
+                self.cost.layer_linear_ms(tokens) + self.cost.layer_norm_ms(tokens)
+            )
             value += layers * (self.correction.factor(tokens) - 1.0)
         if len(self._dense) < 100_000:
             self._dense[key] = value
         return value
 
-    def prefill_s(self, lengths: list[int], pad_to: int, tile_m: int, efficiency: float,
-                  speed: float = 1.0) -> float:
+    def prefill_s(
+        self, lengths: list[int], pad_to: int, tile_m: int, efficiency: float, speed: float = 1.0
+    ) -> float:
         """A padded batch: every prompt padded to ``pad_to``; the GEMM M-dimension of each
         planning chunk rounded up to ``tile_m``; each chunk is one step (re-reads the weights)."""
         n = len(lengths)
@@ -172,14 +182,15 @@ class GpuTiming:
         rows = math.ceil(self.chunk / tile_m) * tile_m
         return self.step_ms(rows, 1, 1.0, efficiency) / 1e3
 
-    def decode_iter_s(self, batch: int, context_tokens: float, decode_share: float = 1.0
-                      ) -> float:
+    def decode_iter_s(self, batch: int, context_tokens: float, decode_share: float = 1.0) -> float:
         """One decode iteration: weight traffic (or compute for large batches) plus reading
         every context token's KV, both at the SM share decode holds."""
         batch = max(1, batch)
         memory = 1.0 / min(1.0, self.budget * decode_share / self.saturation)
-        ms = (self.step_ms(batch, batch, decode_share)
-              + self.cost.decode_attention_ms(context_tokens) * memory)
+        ms = (
+            self.step_ms(batch, batch, decode_share)
+            + self.cost.decode_attention_ms(context_tokens) * memory
+        )
         return ms / 1e3
 
 

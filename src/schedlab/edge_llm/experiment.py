@@ -28,21 +28,32 @@ SANITY = "Sanity check (holds by construction or for every policy, not evidence)
 BASE_RATE = 1.5
 #: the four primary regimes: (name, config changes)
 REGIMES: dict[str, dict] = {
-    "base": {}, "low-uplink": dict(uplink_mhz=5.0), "low-backhaul": dict(backhaul_gbps=1.0),
+    "base": {},
+    "low-uplink": dict(uplink_mhz=5.0),
+    "low-backhaul": dict(backhaul_gbps=1.0),
     "small-edge": dict(edge_sm_budget=0.5),
 }
 
 
-def p95_ci(values: np.ndarray, rng: np.random.Generator, resamples: int = 200
-           ) -> tuple[float, float]:
+def p95_ci(
+    values: np.ndarray, rng: np.random.Generator, resamples: int = 200
+) -> tuple[float, float]:
     """Bootstrap 95% interval of the P95 latency (percentile method)."""
     idx = rng.integers(0, values.size, size=(resamples, values.size))
     p95 = np.percentile(values[idx], 95, axis=1)
     return float(np.percentile(p95, 2.5)), float(np.percentile(p95, 97.5))
 
 
-def run_scenario(model: str, scenario: str, axis: str, value: float, rate: float,
-                 changes: dict, requests: int, seed: int) -> list[dict]:
+def run_scenario(
+    model: str,
+    scenario: str,
+    axis: str,
+    value: float,
+    rate: float,
+    changes: dict,
+    requests: int,
+    seed: int,
+) -> list[dict]:
     """Every policy on one workload and deployment; one row per policy."""
     cfg = EdgeConfig(model=model).with_(**changes)
     reqs = workload(requests, rate, seed)
@@ -51,8 +62,18 @@ def run_scenario(model: str, scenario: str, axis: str, value: float, rate: float
     for policy in POLICIES:
         res = simulate(reqs, policy, cfg)
         lo, hi = p95_ci(res.requests["e2e"].to_numpy(), rng)
-        rows.append(dict(model=model, scenario=scenario, axis=axis, value=float(value),
-                         rate=rate, **res.summary, p95_lo=lo, p95_hi=hi))
+        rows.append(
+            dict(
+                model=model,
+                scenario=scenario,
+                axis=axis,
+                value=float(value),
+                rate=rate,
+                **res.summary,
+                p95_lo=lo,
+                p95_hi=hi,
+            )
+        )
     return rows
 
 
@@ -70,8 +91,10 @@ def _data_note() -> str:
     from schedlab.edge_llm.alibaba import default_path
 
     if default_path().is_file():
-        return ("arrivals: real (Alibaba GenAI production trace, rescaled); lengths/SNRs/SLOs: "
-                "seeded class model")
+        return (
+            "arrivals: real (Alibaba GenAI production trace, rescaled); lengths/SNRs/SLOs: "
+            "seeded class model"
+        )
     return "arrivals and lengths: seeded generator (Alibaba GenAI trace not found)"
 
 
@@ -85,8 +108,11 @@ def _scenarios(model: str, loads: tuple[float, ...], full: bool):
         yield model, "load", "rate", rate, rate, {}
 
 
-@register("edge_llm", quick=dict(requests=250, loads=(0.5, 3.0)),
-          full=dict(requests=2000, loads=(0.5, 1.0, 1.5, 2.0, 3.0, 4.0)))
+@register(
+    "edge_llm",
+    quick=dict(requests=250, loads=(0.5, 3.0)),
+    full=dict(requests=2000, loads=(0.5, 1.0, 1.5, 2.0, 3.0, 4.0)),
+)
 def heterogeneous_replay(requests: int, loads: tuple[float, ...], seed: int) -> Result:
     """Online routing vs fixed modes and DistServe on Llama-3-8B and Qwen3-8B replays."""
     rows = []
@@ -94,22 +120,30 @@ def heterogeneous_replay(requests: int, loads: tuple[float, ...], seed: int) -> 
         for args in _scenarios(model, loads, full):
             rows.extend(run_scenario(*args, requests=requests, seed=seed))
     frame = pl.DataFrame(rows)
-    return Result(frame, claims=replay_claims(frame), figures=[latency_figure(frame)],
-                  notes="Modelled A800 (cloud) + A6000 (edge); " + _data_note()
-                  + "; see docs/systems/edge_llm.md.")
+    return Result(
+        frame,
+        claims=replay_claims(frame),
+        figures=[latency_figure(frame)],
+        notes="Modelled A800 (cloud) + A6000 (edge); "
+        + _data_note()
+        + "; see docs/systems/edge_llm.md.",
+    )
 
 
-def _pick(frame: pl.DataFrame, model: str, scenario: str, policy: str, value: float | None = None
-          ) -> dict:
-    sel = frame.filter((pl.col("model") == model) & (pl.col("scenario") == scenario)
-                       & (pl.col("policy") == policy))
+def _pick(
+    frame: pl.DataFrame, model: str, scenario: str, policy: str, value: float | None = None
+) -> dict:
+    sel = frame.filter(
+        (pl.col("model") == model) & (pl.col("scenario") == scenario) & (pl.col("policy") == policy)
+    )
     if value is not None:
         sel = sel.filter(pl.col("value") == value)
     return sel.row(0, named=True)
 
 
-def reduction_vs_best_fixed(frame: pl.DataFrame, model: str, scenario: str,
-                            value: float | None = None) -> float:
+def reduction_vs_best_fixed(
+    frame: pl.DataFrame, model: str, scenario: str, value: float | None = None
+) -> float:
     """(best fixed mean - online mean) / best fixed mean, in percent (all four fixed modes)."""
     best = min(_pick(frame, model, scenario, p, value)["mean_e2e"] for p in FIXED)
     online = _pick(frame, model, scenario, "online", value)["mean_e2e"]
@@ -123,7 +157,8 @@ def replay_claims(frame: pl.DataFrame) -> list[Claim]:
     overlaps = sum(
         on["p95_lo"] <= _pick(frame, qwen, "regime:base", p)["p95_hi"]
         and _pick(frame, qwen, "regime:base", p)["p95_lo"] <= on["p95_hi"]
-        for p in ("cloud", "mix"))
+        for p in ("cloud", "mix")
+    )
     online = frame.filter((pl.col("policy") == "online") & (pl.col("model") == llama))
     regimes = online.filter(pl.col("axis") == "regime")
     loads = online.filter(pl.col("scenario") == "load")
@@ -132,43 +167,73 @@ def replay_claims(frame: pl.DataFrame) -> list[Claim]:
     worst_waste = float(frame["padding_waste"].max()) / waste_bound(EdgeConfig().delta)
     # discriminating SLO yardstick: the best baseline's SLO on the same replay
     slo_gap = []
-    for row in frame.filter((pl.col("model") == llama) & (pl.col("policy") == "online")
-                            & (pl.col("axis") == "regime")).iter_rows(named=True):
-        best = max(_pick(frame, llama, row["scenario"], p)["slo"] for p in (*FIXED,
-                                                                           "distserve"))
+    for row in frame.filter(
+        (pl.col("model") == llama) & (pl.col("policy") == "online") & (pl.col("axis") == "regime")
+    ).iter_rows(named=True):
+        best = max(_pick(frame, llama, row["scenario"], p)["slo"] for p in (*FIXED, "distserve"))
         slo_gap.append(100.0 * (row["slo"] - best))
-    cloud_regimes = frame.filter((pl.col("policy") == "cloud") & (pl.col("model") == llama)
-                                 & (pl.col("axis") == "regime"))
+    cloud_regimes = frame.filter(
+        (pl.col("policy") == "cloud") & (pl.col("model") == llama) & (pl.col("axis") == "regime")
+    )
     return [
-        Claim("Qwen3-8B replay: online lowers mean E2E latency vs the best fixed mode "
-              "(of cloud/split/mix/disagg)", metric="reduction vs best fixed (%)",
-              measured=reduction_vs_best_fixed(frame, qwen, "regime:base"), target=6.4,
-              paper_figure="6.4%"),
-        Claim("Qwen3-8B replay: online P95 CI overlaps fixed Cloud's and edge-local's",
-              metric="CIs overlapping (of 2)", measured=float(overlaps), target=2.0,
-              paper_figure="both overlap"),
+        Claim(
+            "Qwen3-8B replay: online lowers mean E2E latency vs the best fixed mode "
+            "(of cloud/split/mix/disagg)",
+            metric="reduction vs best fixed (%)",
+            measured=reduction_vs_best_fixed(frame, qwen, "regime:base"),
+            target=6.4,
+            paper_figure="6.4%",
+        ),
+        Claim(
+            "Qwen3-8B replay: online P95 CI overlaps fixed Cloud's and edge-local's",
+            metric="CIs overlapping (of 2)",
+            measured=float(overlaps),
+            target=2.0,
+            paper_figure="both overlap",
+        ),
         # fixed cloud-only attains 100% in all four primary regimes too (so it meets this
         # claim as well): it does not discriminate; the sweep's SLO claim does
-        Claim(f"{SANITY}Llama-3 replay: online SLO attainment >= the best baseline's (fixed "
-              "modes, DistServe) in each of the four primary regimes (fixed cloud-only meets "
-              "it too)",
-              metric="min online - best baseline SLO (pp)", measured=min(slo_gap), target=0.0,
-              paper_figure="(sanity check, not evidence) 100% in all four"),
-        Claim(f"{SANITY}Llama-3 replay: online attains 100% SLO in the four primary regimes "
-              f"(fixed cloud-only: {100.0 * float(cloud_regimes['slo'].min()):.1f}%)",
-              metric="min SLO attainment (%)", measured=100.0 * float(regimes["slo"].min()),
-              target=100.0, paper_figure="(sanity check, not evidence)"),
-        Claim(f"{SANITY}Llama-3 replay: online SLO attainment across offered-load points",
-              metric="min SLO attainment over loads (%)",
-              measured=100.0 * float(loads["slo"].min()), target=95.6,
-              paper_figure="(sanity check, not evidence) 95.6-100%"),
-        Claim("Llama-3 replay: every paper routing mode (Cloud/Split/Mix) is used",
-              metric="modes used (of 3)", measured=float(modes_used), target=3.0,
-              paper_figure="18/21/6 of 45"),
-        Claim(f"{SANITY}delta-bucketing padding waste stays within delta/(1+delta) (the bound "
-              "the bucketing is built to respect)",
-              metric="max waste / bound", measured=worst_waste, target=1.0, comparison="<=",
-              paper_figure="(sanity check, not evidence)", required=True),
+        Claim(
+            f"{SANITY}Llama-3 replay: online SLO attainment >= the best baseline's (fixed "
+            "modes, DistServe) in each of the four primary regimes (fixed cloud-only meets "
+            "it too)",
+            metric="min online - best baseline SLO (pp)",
+            measured=min(slo_gap),
+            target=0.0,
+            paper_figure="(sanity check, not evidence) 100% in all four",
+        ),
+        Claim(
+            f"{SANITY}Llama-3 replay: online attains 100% SLO in the four primary regimes "
+            f"(fixed cloud-only: {100.0 * float(cloud_regimes['slo'].min()):.1f}%)",
+            metric="min SLO attainment (%)",
+            measured=100.0 * float(regimes["slo"].min()),
+            target=100.0,
+            paper_figure="(sanity check, not evidence)",
+        ),
+        Claim(
+            f"{SANITY}Llama-3 replay: online SLO attainment across offered-load points",
+            metric="min SLO attainment over loads (%)",
+            measured=100.0 * float(loads["slo"].min()),
+            target=95.6,
+            paper_figure="(sanity check, not evidence) 95.6-100%",
+        ),
+        Claim(
+            "Llama-3 replay: every paper routing mode (Cloud/Split/Mix) is used",
+            metric="modes used (of 3)",
+            measured=float(modes_used),
+            target=3.0,
+            paper_figure="18/21/6 of 45",
+        ),
+        Claim(
+            f"{SANITY}delta-bucketing padding waste stays within delta/(1+delta) (the bound "
+            "the bucketing is built to respect)",
+            metric="max waste / bound",
+            measured=worst_waste,
+            target=1.0,
+            comparison="<=",
+            paper_figure="(sanity check, not evidence)",
+            required=True,
+        ),
     ]
 
 
@@ -183,8 +248,12 @@ def latency_figure(frame: pl.DataFrame) -> Figure:
     for policy in POLICIES:
         sel = loads.filter(pl.col("policy") == policy).sort("rate")
         ax1.plot(sel["rate"], sel["mean_e2e"], marker="o", label=policy)
-    ax1.set(xlabel="offered load (req/s)", ylabel="mean E2E latency (s)", yscale="log",
-            title="Llama-3-8B replay")
+    ax1.set(
+        xlabel="offered load (req/s)",
+        ylabel="mean E2E latency (s)",
+        yscale="log",
+        title="Llama-3-8B replay",
+    )
     ax1.legend(fontsize=7)
     online = frame.filter((pl.col("policy") == "online") & (pl.col("model") == "llama-3-8b"))
     labels = [f"{s}:{v:g}" for s, v in zip(online["scenario"], online["value"], strict=True)]
@@ -210,21 +279,36 @@ def joint_residency(seed: int) -> Result:
     frame = pl.DataFrame(rows)
     worst = min(s["dominant_fail_share"] for s in stats.values())
     gap = 100.0 * (stats["a800"]["guarded_weight_share"] - stats["a6000"]["guarded_weight_share"])
-    return Result(frame, claims=[
-        Claim("The dominant prefill/decode pair fails joint residency on every Llama shape, "
-              "on both GPUs (ASSUMED register counts and SMEM from kernel names, "
-              "llm/kernels.toml; no GPU profiled them)", metric="min share of shapes failing (%)",
-              measured=100.0 * worst, target=100.0, paper_figure="37/37 shapes, both GPUs"),
-        Claim("Guarded alternative pairs cover more pair weight on A800 than on A6000 "
-              "(FLOP-weighted shapes, not the paper's profiled weights; ASSUMED register "
-              "counts)",
-              metric="A800 - A6000 guarded weight (pp)", measured=gap, target=0.0,
-              comparison=">", paper_figure="41.4% vs 26.9%"),
-    ], notes=f"per GPU: {stats}")
+    return Result(
+        frame,
+        claims=[
+            Claim(
+                "The dominant prefill/decode pair fails joint residency on every Llama shape, "
+                "on both GPUs (ASSUMED register counts and SMEM from kernel names, "
+                "llm/kernels.toml; no GPU profiled them)",
+                metric="min share of shapes failing (%)",
+                measured=100.0 * worst,
+                target=100.0,
+                paper_figure="37/37 shapes, both GPUs",
+            ),
+            Claim(
+                "Guarded alternative pairs cover more pair weight on A800 than on A6000 "
+                "(FLOP-weighted shapes, not the paper's profiled weights; ASSUMED register "
+                "counts)",
+                metric="A800 - A6000 guarded weight (pp)",
+                measured=gap,
+                target=0.0,
+                comparison=">",
+                paper_figure="41.4% vs 26.9%",
+            ),
+        ],
+        notes=f"per GPU: {stats}",
+    )
 
 
-@register("edge_llm", quick=dict(requests=150, congested=2000),
-          full=dict(requests=2000, congested=2000))
+@register(
+    "edge_llm", quick=dict(requests=150, congested=2000), full=dict(requests=2000, congested=2000)
+)
 def routing_regimes(requests: int, congested: int, seed: int) -> Result:
     """Online routing vs every fixed mode and DistServe across cloud SM share, WAN RTT,
     backhaul, edge GPU class, length mix and load; plus the 30%-cloud-SM 2,000-request regime."""
@@ -244,53 +328,84 @@ def routing_regimes(requests: int, congested: int, seed: int) -> Result:
     for row in frame.filter(pl.col("policy").is_in(list(FIXED))).iter_rows(named=True):
         key = (row["axis"], row["value"])
         fixed_best[key] = min(fixed_best.get(key, float("inf")), row["mean_e2e"])
-    online = {(r["axis"], r["value"]): r["mean_e2e"]
-              for r in frame.filter(pl.col("policy") == "online").iter_rows(named=True)}
+    online = {
+        (r["axis"], r["value"]): r["mean_e2e"]
+        for r in frame.filter(pl.col("policy") == "online").iter_rows(named=True)
+    }
     gain_fixed = {k: 100.0 * (fixed_best[k] - online[k]) / fixed_best[k] for k in online}
     best_point = max(gain_fixed, key=gain_fixed.get)
     best_hot = min(pick[p]["mean_e2e"] for p in FIXED)
-    notes = (f"worst sweep point: {worst['axis']}={worst['value']} "
-             f"({worst['gain_pct']:.2f}% vs {worst['best_e2e_policy']}); largest gain vs best "
-             f"fixed at {best_point[0]}={best_point[1]} ({gain_fixed[best_point]:.2f}%); "
-             f"30% cloud SMs: online {hot_row['online_e2e']:.3f} s, DistServe "
-             f"{ds['mean_e2e']:.3f} s, best fixed {best_hot:.3f} s. ")
+    notes = (
+        f"worst sweep point: {worst['axis']}={worst['value']} "
+        f"({worst['gain_pct']:.2f}% vs {worst['best_e2e_policy']}); largest gain vs best "
+        f"fixed at {best_point[0]}={best_point[1]} ({gain_fixed[best_point]:.2f}%); "
+        f"30% cloud SMs: online {hot_row['online_e2e']:.3f} s, DistServe "
+        f"{ds['mean_e2e']:.3f} s, best fixed {best_hot:.3f} s. "
+    )
     claims = [
-        Claim("Online mean E2E is no worse than the best of every fixed mode and DistServe-"
-              "style at every sweep point",
-              metric="min reduction vs best baseline (%)",
-              measured=float(sweep_vs["gain_pct"].min()), target=0.0,
-              paper_figure="never worse than a fixed mode"),
-        Claim("Online SLO attainment is no worse than the best baseline's at every sweep point",
-              metric="min online - best baseline SLO (pp)",
-              measured=float(sweep_vs["slo_pp"].min()), target=0.0,
-              paper_figure="100% SLO in primary regimes"),
-        Claim(f"Cloud at 30% of its SMs, {congested} requests: online mean E2E vs DistServe-"
-              "style",
-              metric="reduction vs DistServe (%)",
-              measured=100.0 * (ds["mean_e2e"] - hot_row["online_e2e"]) / ds["mean_e2e"],
-              target=0.0, paper_figure="(issue 26: was -142%, 7.59 s vs 3.13 s)"),
-        Claim(f"Cloud at 30% of its SMs, {congested} requests: online mean E2E vs the best "
-              "fixed mode", metric="reduction vs best fixed (%)",
-              measured=100.0 * (best_hot - hot_row["online_e2e"]) / best_hot, target=0.0,
-              paper_figure="(issue 26: fixed split was 7.70 s)"),
-        Claim(f"Cloud at 30% of its SMs, {congested} requests: online SLO vs DistServe-style",
-              metric="online - DistServe SLO (pp)",
-              measured=100.0 * (hot_row["online_slo"] - ds["slo"]), target=0.0,
-              paper_figure="(issue 26: was 95.0% vs 99.9%)"),
-        Claim("Routing pays where the regime rewards it: the largest reduction of mean E2E vs "
-              "the best fixed mode over the sweep",
-              metric="max reduction vs best fixed (%)", measured=gain_fixed[best_point],
-              target=6.4, paper_figure="6.4% (Qwen3-8B replay)"),
+        Claim(
+            "Online mean E2E is no worse than the best of every fixed mode and DistServe-"
+            "style at every sweep point",
+            metric="min reduction vs best baseline (%)",
+            measured=float(sweep_vs["gain_pct"].min()),
+            target=0.0,
+            paper_figure="never worse than a fixed mode",
+        ),
+        Claim(
+            "Online SLO attainment is no worse than the best baseline's at every sweep point",
+            metric="min online - best baseline SLO (pp)",
+            measured=float(sweep_vs["slo_pp"].min()),
+            target=0.0,
+            paper_figure="100% SLO in primary regimes",
+        ),
+        Claim(
+            f"Cloud at 30% of its SMs, {congested} requests: online mean E2E vs DistServe-style",
+            metric="reduction vs DistServe (%)",
+            measured=100.0 * (ds["mean_e2e"] - hot_row["online_e2e"]) / ds["mean_e2e"],
+            target=0.0,
+            paper_figure="(issue 26: was -142%, 7.59 s vs 3.13 s)",
+        ),
+        Claim(
+            f"Cloud at 30% of its SMs, {congested} requests: online mean E2E vs the best "
+            "fixed mode",
+            metric="reduction vs best fixed (%)",
+            measured=100.0 * (best_hot - hot_row["online_e2e"]) / best_hot,
+            target=0.0,
+            paper_figure="(issue 26: fixed split was 7.70 s)",
+        ),
+        Claim(
+            f"Cloud at 30% of its SMs, {congested} requests: online SLO vs DistServe-style",
+            metric="online - DistServe SLO (pp)",
+            measured=100.0 * (hot_row["online_slo"] - ds["slo"]),
+            target=0.0,
+            paper_figure="(issue 26: was 95.0% vs 99.9%)",
+        ),
+        Claim(
+            "Routing pays where the regime rewards it: the largest reduction of mean E2E vs "
+            "the best fixed mode over the sweep",
+            metric="max reduction vs best fixed (%)",
+            measured=gain_fixed[best_point],
+            target=6.4,
+            paper_figure="6.4% (Qwen3-8B replay)",
+        ),
     ]
-    return Result(frame.join(vs.select("axis", "value", "seed", "gain_pct", "slo_pp",
-                                       "best_e2e_policy"),
-                             on=["axis", "value", "seed"], how="left"),
-                  claims=claims,
-                  figures=[Figure.from_matplotlib(frontier_figure(frame), "edge_llm_frontier",
-                                                  "Mean E2E per policy along each regime axis; "
-                                                  "online's mode histogram")],
-                  notes=notes + "seeded generator (Poisson arrivals, class-model lengths); "
-                        "Llama-3-8B on modelled A800 cloud + A6000 edge unless the axis says")
+    return Result(
+        frame.join(
+            vs.select("axis", "value", "seed", "gain_pct", "slo_pp", "best_e2e_policy"),
+            on=["axis", "value", "seed"],
+            how="left",
+        ),
+        claims=claims,
+        figures=[
+            Figure.from_matplotlib(
+                frontier_figure(frame),
+                "edge_llm_frontier",
+                "Mean E2E per policy along each regime axis; online's mode histogram",
+            )
+        ],
+        notes=notes + "seeded generator (Poisson arrivals, class-model lengths); "
+        "Llama-3-8B on modelled A800 cloud + A6000 edge unless the axis says",
+    )
 
 
 @register("edge_llm", quick=dict(), full=dict())
@@ -303,20 +418,36 @@ def step_calibration(seed: int) -> Result:
     _, rows = fit(root)
     table = pl.DataFrame(rows)
     stats = summary(rows)
-    executed = table.filter(pl.col("tokens").is_in([1, 2, 4, 8, 16, 32, 64, 128, 256, 384,
-                                                     512]))
+    executed = table.filter(pl.col("tokens").is_in([1, 2, 4, 8, 16, 32, 64, 128, 256, 384, 512]))
     held = table.filter(pl.col("held_out"))
-    return Result(table, claims=[
-        Claim("Step time (layers x profiled operators + embedding) within 10% of Vidur's "
-              "profile on every held-out shape, every profiled GPU/model at tp=1",
-              metric="max |error| over held-out shapes (%)",
-              measured=100.0 * float(held["error"].abs().max()), target=10.0,
-              comparison="<=", paper_figure="(issue 26: error <= 10%)"),
-        Claim("Step time within 10% on the shapes the delay model runs (decode batches 1-64, "
-              "prefill chunks 128-512 tokens)", metric="max |error| (%)",
-              measured=100.0 * float(executed["error"].abs().max()), target=10.0,
-              comparison="<=", paper_figure="(issue 26: error <= 10%)"),
-        Claim("Share of held-out shapes within 10%", metric="share (%)",
-              measured=100.0 * float((held["error"].abs() <= 0.10).mean()), target=100.0,
-              paper_figure="(issue 26: error <= 10%)"),
-    ], notes=f"real data: Vidur profiles; per set: {stats}")
+    return Result(
+        table,
+        claims=[
+            Claim(
+                "Step time (layers x profiled operators + embedding) within 10% of Vidur's "
+                "profile on every held-out shape, every profiled GPU/model at tp=1",
+                metric="max |error| over held-out shapes (%)",
+                measured=100.0 * float(held["error"].abs().max()),
+                target=10.0,
+                comparison="<=",
+                paper_figure="(issue 26: error <= 10%)",
+            ),
+            Claim(
+                "Step time within 10% on the shapes the delay model runs (decode batches 1-64, "
+                "prefill chunks 128-512 tokens)",
+                metric="max |error| (%)",
+                measured=100.0 * float(executed["error"].abs().max()),
+                target=10.0,
+                comparison="<=",
+                paper_figure="(issue 26: error <= 10%)",
+            ),
+            Claim(
+                "Share of held-out shapes within 10%",
+                metric="share (%)",
+                measured=100.0 * float((held["error"].abs() <= 0.10).mean()),
+                target=100.0,
+                paper_figure="(issue 26: error <= 10%)",
+            ),
+        ],
+        notes=f"real data: Vidur profiles; per set: {stats}",
+    )

@@ -47,16 +47,21 @@ import numpy as np
 
 from schedlab.core.errors import BadInputError, ConfigError, MissingDependencyError
 
-MODES = {"cloud": ("cloud", "cloud"), "split": ("cloud", "edge"), "mix": ("edge", "edge"),
-         "disagg": ("edge", "cloud")}
+MODES = {
+    "cloud": ("cloud", "cloud"),
+    "split": ("cloud", "edge"),
+    "mix": ("edge", "edge"),
+    "disagg": ("edge", "cloud"),
+}
 #: seconds a replay waits for any reply from the sites before it fails (never hangs)
 STALL_S = 120.0
 HEADER = struct.Struct("!II")  # json length, payload length
 
 
 # --- wire format ------------------------------------------------------------------------------
-def send_msg(sock: socket.socket, header: dict, payload: bytes = b"",
-             pace_bps: float | None = None) -> None:
+def send_msg(
+    sock: socket.socket, header: dict, payload: bytes = b"", pace_bps: float | None = None
+) -> None:
     """A length-prefixed JSON header and a raw payload; optionally paced at ``pace_bps``."""
     data = json.dumps(header).encode()
     blob = HEADER.pack(len(data), len(payload)) + data + payload
@@ -66,7 +71,7 @@ def send_msg(sock: socket.socket, header: dict, payload: bytes = b"",
     chunk = 16384
     start = time.monotonic()
     for i in range(0, len(blob), chunk):
-        sock.sendall(blob[i:i + chunk])
+        sock.sendall(blob[i : i + chunk])
         due = start + (i + chunk) * 8.0 / pace_bps
         wait = due - time.monotonic()
         if wait > 0:
@@ -131,13 +136,16 @@ class LinkSpec:
     def validate(self) -> LinkSpec:
         for name in ("backhaul_mbps", "backhaul_ms", "wan_ms"):
             value = getattr(self, name)
-            if not isinstance(value, int | float) or not math.isfinite(value) or value < 0 or (
-                    name == "backhaul_mbps" and value <= 0):
+            if (
+                not isinstance(value, int | float)
+                or not math.isfinite(value)
+                or value < 0
+                or (name == "backhaul_mbps" and value <= 0)
+            ):
                 kind = "positive" if name == "backhaul_mbps" else "non-negative"
                 raise ConfigError(f"must be a finite {kind} number, got {value!r}", field=name)
         if self.shaping not in ("auto", "tc", "paced"):
-            raise ConfigError(f"must be auto, tc or paced, got {self.shaping!r}",
-                              field="shaping")
+            raise ConfigError(f"must be auto, tc or paced, got {self.shaping!r}", field="shaping")
         return self
 
 
@@ -165,8 +173,9 @@ class _DelayedSender(threading.Thread):
     def send(self, sock, header, payload=b"", delay=0.0, lock=None) -> None:
         with self.cv:
             self.seq += 1
-            heapq.heappush(self.heap, (time.monotonic() + delay, self.seq, sock, header, payload,
-                                       lock))
+            heapq.heappush(
+                self.heap, (time.monotonic() + delay, self.seq, sock, header, payload, lock)
+            )
             self.cv.notify()
 
     def run(self) -> None:
@@ -183,16 +192,28 @@ class _DelayedSender(threading.Thread):
 class Site:
     """One serving process: model, FIFO worker, KV export/import."""
 
-    def __init__(self, role: str, model: TinyModel, threads: int, client_delay_s: float,
-                 link_delay_s: float, pace_bps: float | None) -> None:
+    def __init__(
+        self,
+        role: str,
+        model: TinyModel,
+        threads: int,
+        client_delay_s: float,
+        link_delay_s: float,
+        pace_bps: float | None,
+    ) -> None:
         torch, transformers = _require_hf()
         self.torch = torch
         torch.set_num_threads(threads)
         torch.manual_seed(model.seed)
         cfg = transformers.LlamaConfig(
-            vocab_size=model.vocab, hidden_size=model.hidden, intermediate_size=model.ffn,
-            num_hidden_layers=model.layers, num_attention_heads=model.heads,
-            num_key_value_heads=model.kv_heads, max_position_embeddings=8192)
+            vocab_size=model.vocab,
+            hidden_size=model.hidden,
+            intermediate_size=model.ffn,
+            num_hidden_layers=model.layers,
+            num_attention_heads=model.heads,
+            num_key_value_heads=model.kv_heads,
+            max_position_embeddings=8192,
+        )
         self.net = transformers.LlamaForCausalLM(cfg).eval()
         self.cache_cls = transformers.DynamicCache
         self.role, self.spec = role, model
@@ -222,8 +243,9 @@ class Site:
         """Greedy decoding of ``steps`` tokens after ``first``; returns all of them."""
         toks = [first]
         for _ in range(steps):
-            tok, cache = self._forward(self.torch.tensor([[toks[-1]]], dtype=self.torch.long),
-                                       cache)
+            tok, cache = self._forward(
+                self.torch.tensor([[toks[-1]]], dtype=self.torch.long), cache
+            )
             toks.append(tok)
         return toks
 
@@ -266,26 +288,54 @@ class Site:
             t0 = time.monotonic()
             first, cache = self.prefill(tokens)
             t1 = time.monotonic()
-            self.sender.send(conn, dict(ev="first", rid=rid, token=first, t_start=t0,
-                                        prefill_s=t1 - t0), delay=self.client_delay, lock=lock)
+            self.sender.send(
+                conn,
+                dict(ev="first", rid=rid, token=first, t_start=t0, prefill_s=t1 - t0),
+                delay=self.client_delay,
+                lock=lock,
+            )
             if local:
                 toks = self.decode(first, cache, max_new - 1)
                 t2 = time.monotonic()
-                self.sender.send(conn, dict(ev="done", rid=rid, decode_s=t2 - t1, tokens=toks),
-                                 delay=self.client_delay, lock=lock)
+                self.sender.send(
+                    conn,
+                    dict(ev="done", rid=rid, decode_s=t2 - t1, tokens=toks),
+                    delay=self.client_delay,
+                    lock=lock,
+                )
             else:
                 shapes, payload = self.export_kv(cache)
-                self.kv_out.put((dict(op="kv", rid=rid, token=first, max_new=max_new,
-                                      shapes=shapes, t_sent=time.monotonic()), payload))
+                self.kv_out.put(
+                    (
+                        dict(
+                            op="kv",
+                            rid=rid,
+                            token=first,
+                            max_new=max_new,
+                            shapes=shapes,
+                            t_sent=time.monotonic(),
+                        ),
+                        payload,
+                    )
+                )
         else:  # decode after a KV import
             _, rid, header, payload, t_arrived, conn, lock = job
             cache = self.import_kv(header["shapes"], payload)
             t1 = time.monotonic()
             toks = self.decode(header["token"], cache, header["max_new"] - 1)
             t2 = time.monotonic()
-            self.sender.send(conn, dict(ev="done", rid=rid, decode_s=t2 - t1, tokens=toks,
-                                        kv_s=t_arrived - header["t_sent"]),
-                             delay=self.client_delay, lock=lock)
+            self.sender.send(
+                conn,
+                dict(
+                    ev="done",
+                    rid=rid,
+                    decode_s=t2 - t1,
+                    tokens=toks,
+                    kv_s=t_arrived - header["t_sent"],
+                ),
+                delay=self.client_delay,
+                lock=lock,
+            )
 
     def _ship(self) -> None:
         """KV transfers go out one at a time, FIFO (the serial link of the delay model)."""
@@ -320,8 +370,16 @@ class Site:
         return dict(lengths=lengths, prefill_s=pre, contexts=contexts, decode_s=dec)
 
 
-def serve(role: str, port: int, model: TinyModel, threads: int, client_delay_s: float,
-          link_delay_s: float, pace_bps: float | None, ready: Path) -> None:
+def serve(
+    role: str,
+    port: int,
+    model: TinyModel,
+    threads: int,
+    client_delay_s: float,
+    link_delay_s: float,
+    pace_bps: float | None,
+    ready: Path,
+) -> None:
     """Run one site until killed: listen on 127.0.0.1:``port``; write ``ready`` when up.
     A site dies with the process that started it (PR_SET_PDEATHSIG), so a killed client leaves
     no server behind."""
@@ -361,16 +419,22 @@ def _handle(site: Site, conn: socket.socket) -> None:
             op = header.get("op")
             if op == "run":
                 # the request itself crosses the client's link (WAN for the cloud)
-                job = ("prefill", header["rid"], header["tokens"], header["max_new"],
-                       header["local"], conn, lock)
+                job = (
+                    "prefill",
+                    header["rid"],
+                    header["tokens"],
+                    header["max_new"],
+                    header["local"],
+                    conn,
+                    lock,
+                )
                 threading.Timer(site.client_delay, site.jobs.put, args=(job,)).start()
             elif op == "expect":
                 site.expect[header["rid"]] = (conn, lock)
             elif op == "kv":
                 arrived = time.monotonic()
                 target = site.expect.pop(header["rid"])
-                job = ("decode", header["rid"], header, payload, arrived + site.link_delay,
-                       *target)
+                job = ("decode", header["rid"], header, payload, arrived + site.link_delay, *target)
                 threading.Timer(site.link_delay, site.jobs.put, args=(job,)).start()
             elif op == "connect_peer":
                 peer = socket.create_connection(("127.0.0.1", header["port"]))
@@ -381,8 +445,10 @@ def _handle(site: Site, conn: socket.socket) -> None:
                     send_msg(conn, dict(ev="ok"))
             elif op == "profile":
                 try:
-                    reply = dict(ev="profile", **site.profile(
-                        header["lengths"], header["contexts"], header["repeats"]))
+                    reply = dict(
+                        ev="profile",
+                        **site.profile(header["lengths"], header["contexts"], header["repeats"]),
+                    )
                 except Exception as exc:  # reported, not a dead handler
                     reply = dict(ev="error", error=f"profile: {exc}")
                 with lock:
@@ -412,8 +478,11 @@ class StepFit:
         c = np.asarray(profile["contexts"], dtype=float)
         d = np.asarray(profile["decode_s"], dtype=float)
         dcoef = np.linalg.lstsq(np.vstack([np.ones_like(c), c]).T, d, rcond=None)[0]
-        return cls((float(coef[0]), float(coef[1]), max(0.0, float(coef[2]))),
-                   (float(dcoef[0]), max(0.0, float(dcoef[1]))), profile)
+        return cls(
+            (float(coef[0]), float(coef[1]), max(0.0, float(coef[2]))),
+            (float(dcoef[0]), max(0.0, float(dcoef[1]))),
+            profile,
+        )
 
     def prefill_s(self, tokens: int) -> float:
         a, b, c = self.prefill
@@ -477,8 +546,9 @@ class HarnessDelayModel:
             dstart = max(link_end + self.link.backhaul_ms / 1e3, self.free[d])
         dend = dstart + self.fits[d].decode_s(tokens, out) * self.scale[(d, "decode")]
         e2e = dend + self.delay(d) - now
-        return Prediction(ttft, e2e, (dend - dstart) / max(1, out - 1), end, dstart, dend,
-                          link_end, end - start)
+        return Prediction(
+            ttft, e2e, (dend - dstart) / max(1, out - 1), end, dstart, dend, link_end, end - start
+        )
 
     def book(self, mode: str, pred: Prediction, rid: int = -1) -> None:
         """Reserve the predicted work on the sites and the link (the client's queue state)."""
@@ -525,8 +595,13 @@ class Harness:
     """Starts the two site processes (inside a shaped network namespace when possible),
     profiles them, and replays requests through a router, measuring TTFT/TPOT/E2E."""
 
-    def __init__(self, model: TinyModel | None = None, link: LinkSpec | None = None,
-                 threads: dict[str, int] | None = None, workdir: Path | None = None) -> None:
+    def __init__(
+        self,
+        model: TinyModel | None = None,
+        link: LinkSpec | None = None,
+        threads: dict[str, int] | None = None,
+        workdir: Path | None = None,
+    ) -> None:
         self.model = (model or TinyModel()).validate()
         self.link = (link or LinkSpec()).validate()
         self.threads = threads or {"cloud": 1, "edge": 1}
@@ -571,8 +646,25 @@ class Harness:
         run("ip", "netns", "exec", self.ns, "ip", "link", "set", "lo", "up")
         rate = f"{self.link.backhaul_mbps:g}mbit"
         burst = max(3000, int(self.link.backhaul_mbps * 1e6 / 8 / 1000))  # ~1 ms of bytes
-        run("ip", "netns", "exec", self.ns, "tc", "qdisc", "add", "dev", "lo", "root", "tbf",
-            "rate", rate, "burst", str(burst), "limit", str(8 << 20))
+        run(
+            "ip",
+            "netns",
+            "exec",
+            self.ns,
+            "tc",
+            "qdisc",
+            "add",
+            "dev",
+            "lo",
+            "root",
+            "tbf",
+            "rate",
+            rate,
+            "burst",
+            str(burst),
+            "limit",
+            str(8 << 20),
+        )
 
     def _drop_netns(self) -> None:
         if self.ns:
@@ -584,10 +676,20 @@ class Harness:
         pace = None if self.shaping == "tc" else self.link.backhaul_mbps * 1e6
         for role in ("cloud", "edge"):
             ready = self.workdir / f"{role}.ready"
-            cmd = [sys.executable, "-m", "schedlab.edge_llm.harness", "serve", role,
-                   str(ports[role]), json.dumps(asdict(self.model)), str(self.threads[role]),
-                   str(self.link.wan_ms / 1e3 if role == "cloud" else 0.0),
-                   str(self.link.backhaul_ms / 1e3), str(pace or 0), str(ready)]
+            cmd = [
+                sys.executable,
+                "-m",
+                "schedlab.edge_llm.harness",
+                "serve",
+                role,
+                str(ports[role]),
+                json.dumps(asdict(self.model)),
+                str(self.threads[role]),
+                str(self.link.wan_ms / 1e3 if role == "cloud" else 0.0),
+                str(self.link.backhaul_ms / 1e3),
+                str(pace or 0),
+                str(ready),
+            ]
             if self.ns:
                 cmd = ["ip", "netns", "exec", self.ns, *cmd]
             log = open(self.workdir / f"{role}.log", "w")  # noqa: SIM115
@@ -598,8 +700,9 @@ class Harness:
             while not ready.exists():
                 if proc.poll() is not None:
                     log = (self.workdir / f"{role}.log").read_text()[-800:]
-                    raise ConfigError(f"{role} site exited ({proc.returncode}): {log}",
-                                      field="harness")
+                    raise ConfigError(
+                        f"{role} site exited ({proc.returncode}): {log}", field="harness"
+                    )
                 if time.monotonic() > deadline:
                     raise ConfigError(f"{role} site did not start in 120 s", field="harness")
                 time.sleep(0.05)
@@ -641,21 +744,25 @@ class Harness:
             shutil.rmtree(self.workdir, ignore_errors=True)
 
     # measurement
-    def profile(self, lengths=(16, 64, 128, 256, 384, 512), contexts=(16, 128, 256, 512),
-                repeats: int = 3) -> dict[str, StepFit]:
+    def profile(
+        self, lengths=(16, 64, 128, 256, 384, 512), contexts=(16, 128, 256, 512), repeats: int = 3
+    ) -> dict[str, StepFit]:
         if getattr(self, "_queue", None) is not None:
             raise ConfigError("profile before the first replay", field="harness")
         for role, sock in self.conns.items():  # one site at a time: no mutual contention
-            send_msg(sock, dict(op="profile", lengths=list(lengths), contexts=list(contexts),
-                                repeats=repeats))
+            send_msg(
+                sock,
+                dict(op="profile", lengths=list(lengths), contexts=list(contexts), repeats=repeats),
+            )
             header, _ = recv_msg(sock)
             if header.get("ev") != "profile":
                 raise ConfigError(f"{role} profile failed: {header}", field="harness")
             self.fits[role] = StepFit.fit(header)
         return self.fits
 
-    def replay(self, requests: list[tuple[float, int, int]], router: HarnessRouter | str,
-               seed: int = 0) -> list[dict]:
+    def replay(
+        self, requests: list[tuple[float, int, int]], router: HarnessRouter | str, seed: int = 0
+    ) -> list[dict]:
         """Send (arrival offset s, prompt tokens, output tokens) requests at their times;
         ``router`` is a mode name (fixed) or a :class:`HarnessRouter`. Returns one row per
         request with the chosen mode, measured and predicted TTFT/TPOT/E2E."""
@@ -663,13 +770,16 @@ class Harness:
             self.profile()
         for k, (arr, tokens, out) in enumerate(requests):
             if not (math.isfinite(arr) and arr >= 0 and tokens >= 1 and out >= 2):
-                raise BadInputError(f"request {k}: needs arrival >= 0, prompt >= 1 and "
-                                    f"output >= 2 tokens, got {(arr, tokens, out)}",
-                                    field="requests")
+                raise BadInputError(
+                    f"request {k}: needs arrival >= 0, prompt >= 1 and "
+                    f"output >= 2 tokens, got {(arr, tokens, out)}",
+                    field="requests",
+                )
         if isinstance(router, str):
             if router not in MODES:
-                raise BadInputError(f"unknown mode {router!r}; valid: {', '.join(MODES)}",
-                                    field="mode")
+                raise BadInputError(
+                    f"unknown mode {router!r}; valid: {', '.join(MODES)}", field="mode"
+                )
             router = HarnessRouter((router,), router)
         model = HarnessDelayModel(self.fits, self.model, self.link)
         rng = np.random.default_rng(seed)
@@ -690,10 +800,18 @@ class Harness:
             if p != d:
                 self._send(d, dict(op="expect", rid=rid))
             ids = list(map(int, rng.integers(0, self.model.vocab, tokens)))
-            rows[rid] = dict(rid=rid, mode=mode, input_len=tokens, output_len=out, sent=now,
-                             pred_ttft=pred.ttft, pred_e2e=pred.e2e, pred_tpot=pred.tpot,
-                             sites=(p, d),
-                             kv_bytes=self.model.kv_bytes_per_token * tokens if p != d else 0)
+            rows[rid] = dict(
+                rid=rid,
+                mode=mode,
+                input_len=tokens,
+                output_len=out,
+                sent=now,
+                pred_ttft=pred.ttft,
+                pred_e2e=pred.e2e,
+                pred_tpot=pred.tpot,
+                sites=(p, d),
+                kv_bytes=self.model.kv_bytes_per_token * tokens if p != d else 0,
+            )
             self._send(p, dict(op="run", rid=rid, tokens=ids, max_new=out, local=p == d))
             pending += 1
         while pending > 0:
@@ -705,12 +823,14 @@ class Harness:
         if getattr(self, "_queue", None) is None:
             self._queue: Queue = Queue()
             for role, sock in self.conns.items():
-                threading.Thread(target=_reader, args=(role, sock, self._queue),
-                                 daemon=True).start()
+                threading.Thread(
+                    target=_reader, args=(role, sock, self._queue), daemon=True
+                ).start()
         return self._queue
 
-    def _drain(self, events: Queue, rows: dict, model: HarnessDelayModel, wait: float,
-               final: bool = False) -> int:
+    def _drain(
+        self, events: Queue, rows: dict, model: HarnessDelayModel, wait: float, final: bool = False
+    ) -> int:
         from queue import Empty
 
         done = 0
@@ -724,8 +844,9 @@ class Harness:
                 self._check_sites()
                 if time.monotonic() >= deadline:
                     if final:  # nothing came back for STALL_S: fail rather than hang
-                        raise ConfigError(f"no reply from the sites in {wait:.0f} s",
-                                          field="harness") from None
+                        raise ConfigError(
+                            f"no reply from the sites in {wait:.0f} s", field="harness"
+                        ) from None
                     return 0
         if header.get("ev") == "error":
             raise ConfigError(f"{role} site failed: {header.get('error')}", field="harness")
@@ -750,8 +871,9 @@ class Harness:
     def _check_sites(self) -> None:
         for role, proc in self.procs.items():
             if proc.poll() is not None:
-                raise ConfigError(f"{role} site exited ({proc.returncode}) mid-replay",
-                                  field="harness")
+                raise ConfigError(
+                    f"{role} site exited ({proc.returncode}) mid-replay", field="harness"
+                )
 
     def _send(self, role: str, header: dict) -> None:
         try:
@@ -766,11 +888,22 @@ class Harness:
         # time per output token at the decoding site (in split modes the first token and the
         # rest come from different sites, so (e2e - ttft) / (out - 1) is not a decode rate)
         tpot = r["decode_s"] / max(1, r["output_len"] - 1)
-        return dict(rid=r["rid"], mode=r["mode"], input_len=r["input_len"],
-                    output_len=r["output_len"], ttft=ttft, tpot=tpot, e2e=e2e,
-                    pred_ttft=r["pred_ttft"], pred_tpot=r["pred_tpot"], pred_e2e=r["pred_e2e"],
-                    prefill_s=r["prefill_s"], kv_s=r.get("kv_s", 0.0),
-                    kv_bytes=r["kv_bytes"], tokens=r.get("tokens", []))
+        return dict(
+            rid=r["rid"],
+            mode=r["mode"],
+            input_len=r["input_len"],
+            output_len=r["output_len"],
+            ttft=ttft,
+            tpot=tpot,
+            e2e=e2e,
+            pred_ttft=r["pred_ttft"],
+            pred_tpot=r["pred_tpot"],
+            pred_e2e=r["pred_e2e"],
+            prefill_s=r["prefill_s"],
+            kv_s=r.get("kv_s", 0.0),
+            kv_bytes=r["kv_bytes"],
+            tokens=r.get("tokens", []),
+        )
 
 
 def _reader(role: str, sock: socket.socket, events: Queue) -> None:
@@ -833,11 +966,21 @@ def _socket_in_netns(ns: str, port: int) -> socket.socket:
 
 def main(argv: list[str]) -> None:
     if len(argv) != 9 or argv[0] != "serve":
-        raise SystemExit("usage: python -m schedlab.edge_llm.harness serve ROLE PORT MODEL_JSON "
-                         "THREADS CLIENT_DELAY_S LINK_DELAY_S PACE_BPS READY_FILE")
+        raise SystemExit(
+            "usage: python -m schedlab.edge_llm.harness serve ROLE PORT MODEL_JSON "
+            "THREADS CLIENT_DELAY_S LINK_DELAY_S PACE_BPS READY_FILE"
+        )
     _, role, port, model, threads, cdelay, ldelay, pace, ready = argv
-    serve(role, int(port), TinyModel(**json.loads(model)), int(threads), float(cdelay),
-          float(ldelay), float(pace) or None, Path(ready))
+    serve(
+        role,
+        int(port),
+        TinyModel(**json.loads(model)),
+        int(threads),
+        float(cdelay),
+        float(ldelay),
+        float(pace) or None,
+        Path(ready),
+    )
 
 
 if __name__ == "__main__":
@@ -845,16 +988,20 @@ if __name__ == "__main__":
 
 
 # --- the headline experiment on the harness ---------------------------------------------------
-def stream(n: int, rate: float, seed: int, prompt=(32, 480), output=(8, 40)
-           ) -> list[tuple[float, int, int]]:
+def stream(
+    n: int, rate: float, seed: int, prompt=(32, 480), output=(8, 40)
+) -> list[tuple[float, int, int]]:
     """Poisson arrivals with uniform prompt/output lengths (seeded)."""
     if n < 1 or not (math.isfinite(rate) and rate > 0):
-        raise BadInputError(f"needs n >= 1 and a positive rate, got n={n}, rate={rate}",
-                            field="requests")
+        raise BadInputError(
+            f"needs n >= 1 and a positive rate, got n={n}, rate={rate}", field="requests"
+        )
     rng = np.random.default_rng(seed)
     arrivals = np.cumsum(rng.exponential(1.0 / rate, n)) - 1.0 / rate
-    return [(float(max(0.0, a)), int(rng.integers(*prompt)), int(rng.integers(*output)))
-            for a in arrivals]
+    return [
+        (float(max(0.0, a)), int(rng.integers(*prompt)), int(rng.integers(*output)))
+        for a in arrivals
+    ]
 
 
 def error_table(rows: list[dict]) -> dict[str, float]:
@@ -871,10 +1018,15 @@ def error_table(rows: list[dict]) -> dict[str, float]:
     return out
 
 
-def headline(n: int = 24, rate: float = 12.0, seed: int = 0, link: LinkSpec | None = None,
-             model: TinyModel | None = None, policies=("cloud", "split", "mix", "disagg",
-                                                       "online"),
-             harness: Harness | None = None) -> list[dict]:
+def headline(
+    n: int = 24,
+    rate: float = 12.0,
+    seed: int = 0,
+    link: LinkSpec | None = None,
+    model: TinyModel | None = None,
+    policies=("cloud", "split", "mix", "disagg", "online"),
+    harness: Harness | None = None,
+) -> list[dict]:
     """Every fixed mode and the online router on the same request stream, measured on the
     real two-process harness. One summary row per policy (measured means and the delay
     model's prediction errors); the per-request rows are under ``rows``."""
@@ -892,13 +1044,21 @@ def headline(n: int = 24, rate: float = 12.0, seed: int = 0, link: LinkSpec | No
             rows = h.replay(reqs, router, seed)
             e2e = np.array([r["e2e"] for r in rows])
             counts = {m: sum(r["mode"] == m for r in rows) for m in MODES}
-            out.append(dict(policy=policy, requests=len(rows), shaping=h.shaping,
-                            mean_e2e=float(e2e.mean()), p95_e2e=float(np.percentile(e2e, 95)),
-                            mean_ttft=float(np.mean([r["ttft"] for r in rows])),
-                            mean_tpot=float(np.mean([r["tpot"] for r in rows])),
-                            mean_kv_s=float(np.mean([r["kv_s"] for r in rows])),
-                            **{f"n_{m}": c for m, c in counts.items()}, **error_table(rows),
-                            rows=rows))
+            out.append(
+                dict(
+                    policy=policy,
+                    requests=len(rows),
+                    shaping=h.shaping,
+                    mean_e2e=float(e2e.mean()),
+                    p95_e2e=float(np.percentile(e2e, 95)),
+                    mean_ttft=float(np.mean([r["ttft"] for r in rows])),
+                    mean_tpot=float(np.mean([r["tpot"] for r in rows])),
+                    mean_kv_s=float(np.mean([r["kv_s"] for r in rows])),
+                    **{f"n_{m}": c for m, c in counts.items()},
+                    **error_table(rows),
+                    rows=rows,
+                )
+            )
         return out
     finally:
         if own:

@@ -34,19 +34,30 @@ def hopper_kernels() -> dict[str, KernelDesc]:
     for name, rec in data.get("kernels", {}).items():
         try:
             if rec["op"] == "gemm":
-                smem = (rec["stages"] * (rec["tile_m"] + rec["tile_n"]) * rec["tile_k"] * 2
-                        + rec["stages"] * BARRIER_BYTES)
+                smem = (
+                    rec["stages"] * (rec["tile_m"] + rec["tile_n"]) * rec["tile_k"] * 2
+                    + rec["stages"] * BARRIER_BYTES
+                )
                 source = "sm90 TMA ring: stages*(M+N)*K*2 B + barriers; regs assumed"
             else:
                 smem = (rec["tile_m"] + 2 * rec["stages"] * rec["tile_n"]) * rec["head_dim"] * 2
                 source = "FlashAttention-3 traits: (kBlockM+2*stages*kBlockN)*d*2 B; regs assumed"
-            out[name] = KernelDesc(name=name, threads=rec["threads"], regs=rec["regs"],
-                                   smem=smem, phase=rec["phase"], op=rec["op"],
-                                   tile_m=rec["tile_m"], efficiency=float(rec["efficiency"]),
-                                   archs=(HOPPER,), source=source)
+            out[name] = KernelDesc(
+                name=name,
+                threads=rec["threads"],
+                regs=rec["regs"],
+                smem=smem,
+                phase=rec["phase"],
+                op=rec["op"],
+                tile_m=rec["tile_m"],
+                efficiency=float(rec["efficiency"]),
+                archs=(HOPPER,),
+                source=source,
+            )
         except KeyError as exc:
-            raise ConfigError(f"hopper.toml [kernels.{name}]: missing {exc.args[0]}",
-                              field=str(exc.args[0])) from exc
+            raise ConfigError(
+                f"hopper.toml [kernels.{name}]: missing {exc.args[0]}", field=str(exc.args[0])
+            ) from exc
     return out
 
 
@@ -55,9 +66,13 @@ def kernels(arch: str, phase: str | None = None, op: str | None = None) -> list[
     if arch != HOPPER:
         return occ.kernels(arch, phase, op)
     limits = occ.get_arch(arch)
-    found = [k for k in hopper_kernels().values()
-             if (phase is None or k.phase == phase) and (op is None or k.op == op)
-             and occ.occupancy(k, limits).blocks > 0]
+    found = [
+        k
+        for k in hopper_kernels().values()
+        if (phase is None or k.phase == phase)
+        and (op is None or k.op == op)
+        and occ.occupancy(k, limits).blocks > 0
+    ]
     return sorted(found, key=lambda k: (-k.efficiency, k.name))
 
 

@@ -30,8 +30,12 @@ from schedlab.edge_llm.sites import ClusterView, SmPlan
 from schedlab.edge_llm.workloads import EdgeRequest
 
 Route = tuple[str, str]
-MODES: dict[str, Route] = {"cloud": ("cloud", "cloud"), "split": ("cloud", "edge"),
-                           "mix": ("edge", "edge"), "disagg": ("edge", "cloud")}
+MODES: dict[str, Route] = {
+    "cloud": ("cloud", "cloud"),
+    "split": ("cloud", "edge"),
+    "mix": ("edge", "edge"),
+    "disagg": ("edge", "cloud"),
+}
 MODE_OF: dict[Route, str] = {v: k for k, v in MODES.items()}
 #: padded tokens per prefill batch (a CUDA-graph-sized static shape)
 MAX_BATCH_TOKENS = 8192
@@ -90,14 +94,21 @@ class FixedRouter:
 
     def plan(self, window: Window, view: ClusterView) -> Plan:
         groups, _ = bucket_groups(window, view.cfg.delta)
-        return Plan([self.route] * len(window.requests), groups,
-                    site_plans(view, window, self.sm_allocation))
+        return Plan(
+            [self.route] * len(window.requests),
+            groups,
+            site_plans(view, window, self.sm_allocation),
+        )
 
 
 def site_plans(view: ClusterView, window: Window, sm_allocation: bool) -> dict[str, SmPlan]:
     """Stages 3-4 for every site, or each site's dominant pair when switched off."""
-    return {site: (allocate_sm(view, site, window) if sm_allocation
-                   else view.sites[site].default_plan()) for site in view.sites}
+    return {
+        site: (
+            allocate_sm(view, site, window) if sm_allocation else view.sites[site].default_plan()
+        )
+        for site in view.sites
+    }
 
 
 @dataclass(frozen=True)
@@ -110,8 +121,14 @@ class Estimate:
     prefill: float = 0.0  # the prefill's own duration on its lane
 
 
-def estimate(view: ClusterView, req: EdgeRequest, ready: float, route: Route,
-             plans: dict[str, SmPlan], pad_to: int | None = None) -> Estimate:
+def estimate(
+    view: ClusterView,
+    req: EdgeRequest,
+    ready: float,
+    route: Route,
+    plans: dict[str, SmPlan],
+    pad_to: int | None = None,
+) -> Estimate:
     """Predicted TTFT and end-to-end latency of one request on one route, given the view's
     tentative reservations (nothing is booked)."""
     cfg = view.cfg
@@ -136,8 +153,7 @@ def estimate(view: ClusterView, req: EdgeRequest, ready: float, route: Route,
     return Estimate(first - req.arrival, last - req.arrival, end, join, tpot, end - start)
 
 
-def commit(view: ClusterView, req: EdgeRequest, ready: float, route: Route, est: Estimate
-           ) -> None:
+def commit(view: ClusterView, req: EdgeRequest, ready: float, route: Route, est: Estimate) -> None:
     """Book an estimated route in the view so later requests of the window see it."""
     p, d = route
     wan = view.cfg.backhaul.wan_ms / 1e3
@@ -149,8 +165,14 @@ def commit(view: ClusterView, req: EdgeRequest, ready: float, route: Route, est:
     view.extra_decodes[d] += 1
 
 
-def externality(view: ClusterView, route: Route, est: Estimate, plans: dict[str, SmPlan],
-                output_len: int = 1, mean_input: int = 512) -> float:
+def externality(
+    view: ClusterView,
+    route: Route,
+    est: Estimate,
+    plans: dict[str, SmPlan],
+    output_len: int = 1,
+    mean_input: int = 512,
+) -> float:
     """Seconds of latency a request's choice adds to *other* requests, from live state.
 
     Four terms, each a recent rate over the duty horizon times this request's own work:
@@ -169,12 +191,12 @@ def externality(view: ClusterView, route: Route, est: Estimate, plans: dict[str,
     rd = _rates(view, d, plans, mean_input)
     backlog = max(0.0, view.lane_free[p] - view.now)
     busy = output_len * est.tpot
-    return (est.prefill * (DUTY_WEIGHT * rp[0] + rp[1] * backlog)
-            + busy * (rd[2] + rd[3]))
+    return est.prefill * (DUTY_WEIGHT * rp[0] + rp[1] * backlog) + busy * (rd[2] + rd[3])
 
 
-def _rates(view: ClusterView, name: str, plans: dict[str, SmPlan], mean_input: int
-           ) -> tuple[float, float, float, float]:
+def _rates(
+    view: ClusterView, name: str, plans: dict[str, SmPlan], mean_input: int
+) -> tuple[float, float, float, float]:
     """(duty cost per prefill second, queued prefills per second, lane cost per decode second,
     batch cost per decode second) of one site, memoised on the view for its window."""
     cache = view.__dict__.setdefault("_ext_rates", {})
@@ -191,8 +213,9 @@ def _rates(view: ClusterView, name: str, plans: dict[str, SmPlan], mean_input: i
     duty = joins * mean_out * max(0.0, penalty)
     starts = site.lane.recent_starts(now, horizon) / horizon
     active = site.pool.active(now)
-    stretch = (site.prefill_s([mean_input], mean_input, now, plan, active + 1)
-               - site.prefill_s([mean_input], mean_input, now, plan, active))
+    stretch = site.prefill_s([mean_input], mean_input, now, plan, active + 1) - site.prefill_s(
+        [mean_input], mean_input, now, plan, active
+    )
     grow = site.tpot_s(now, 1, 0.0, plan) - site.tpot_s(now, 0, 0.0, plan)
     found = (duty, starts, starts * max(0.0, stretch), joins * mean_out * max(0.0, grow))
     cache[name] = found
@@ -202,9 +225,13 @@ def _rates(view: ClusterView, name: str, plans: dict[str, SmPlan], mean_input: i
 class OnlineRouter:
     """The paper's method: the four-stage loop, then per-request latency-aware routing."""
 
-    def __init__(self, modes: tuple[str, ...] = ("cloud", "split", "mix", "disagg"),
-                 sm_allocation: bool = True, name: str = "online",
-                 externality: float = 1.0) -> None:
+    def __init__(
+        self,
+        modes: tuple[str, ...] = ("cloud", "split", "mix", "disagg"),
+        sm_allocation: bool = True,
+        name: str = "online",
+        externality: float = 1.0,
+    ) -> None:
         self.routes = [MODES[m] for m in modes]
         self.externality = externality
         self.mean_input = 512.0  # EWMA of prompt lengths seen (for the lane externality)
@@ -215,8 +242,10 @@ class OnlineRouter:
         groups, buckets = bucket_groups(window, view.cfg.delta)
         plans = site_plans(view, window, self.sm_allocation)
         pad = {i: max(window.requests[j].input_len for j in b) for b in buckets for i in b}
-        order = sorted(range(len(window.requests)),
-                       key=lambda i: window.requests[i].arrival + window.requests[i].deadline)
+        order = sorted(
+            range(len(window.requests)),
+            key=lambda i: window.requests[i].arrival + window.requests[i].deadline,
+        )
         routes: list[Route] = [self.routes[0]] * len(window.requests)
         for i in order:
             req, ready = window.requests[i], window.ready[i]
@@ -225,7 +254,8 @@ class OnlineRouter:
             for route in self.routes:
                 est = estimate(view, req, ready, route, plans, pad[i])
                 cost = est.e2e + self.externality * externality(
-                    view, route, est, plans, req.output_len, int(self.mean_input))
+                    view, route, est, plans, req.output_len, int(self.mean_input)
+                )
                 key = (est.e2e > req.deadline, cost)
                 if best_key is None or key < best_key:
                     best, best_key = (route, est), key

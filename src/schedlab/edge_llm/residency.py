@@ -53,8 +53,12 @@ def model_shapes(model: str) -> list[tuple[str, str, int, float]]:
     kv = m.kv_heads * m.head_dim
     inter = int(round(m.params / m.layers - 4 * m.hidden * m.hidden) / (3 * m.hidden))
     inter = max(inter, m.hidden)
-    linears = {"qkv": (q + 2 * kv, m.hidden), "o_proj": (m.hidden, q),
-               "gate_up": (2 * inter, m.hidden), "down": (m.hidden, inter)}
+    linears = {
+        "qkv": (q + 2 * kv, m.hidden),
+        "o_proj": (m.hidden, q),
+        "gate_up": (2 * inter, m.hidden),
+        "down": (m.hidden, inter),
+    }
     shapes = []
     for tokens in PREFILL_TOKENS:
         for name, (n, k) in linears.items():
@@ -83,16 +87,35 @@ def analyse(model: str, gpu: str, guard: float = GUARD) -> list[ShapeRow]:
         alt = alt_d = ""
         if not fits:
             need = guard * pk.efficiency * dk.efficiency
-            options = [(a.efficiency * b.efficiency, a, b) for a in pre for b in dec
-                       if a.tile_m <= max(tokens, min(k.tile_m for k in pre))
-                       and jointly_resident(a, b, arch) and a.efficiency * b.efficiency >= need]
+            options = [
+                (a.efficiency * b.efficiency, a, b)
+                for a in pre
+                for b in dec
+                if a.tile_m <= max(tokens, min(k.tile_m for k in pre))
+                and jointly_resident(a, b, arch)
+                and a.efficiency * b.efficiency >= need
+            ]
             if options:
                 _, a, b = max(options, key=lambda o: (o[0], o[1].name))
                 alt, alt_d = a.name, b.name
         chosen = (pk, dk) if fits else (None, None)
         points = len(frontier(*chosen, arch)) if chosen[0] else 0
-        rows.append(ShapeRow(model, gpu, name, tokens, flops, pk.name, dk.name, fits,
-                             binding_wall(pk, 1, dk, 1, arch), alt, alt_d, points))
+        rows.append(
+            ShapeRow(
+                model,
+                gpu,
+                name,
+                tokens,
+                flops,
+                pk.name,
+                dk.name,
+                fits,
+                binding_wall(pk, 1, dk, 1, arch),
+                alt,
+                alt_d,
+                points,
+            )
+        )
     return rows
 
 

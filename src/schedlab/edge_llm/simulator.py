@@ -25,9 +25,26 @@ from schedlab.edge_llm.policies import MODE_OF, Plan, Router, Window, make_route
 from schedlab.edge_llm.sites import ClusterView, Site, make_sites
 from schedlab.edge_llm.workloads import EdgeRequest
 
-COLUMNS = ("rid", "arrival", "input_len", "output_len", "mode", "ttft", "tpot", "e2e",
-           "deadline", "met", "ttft_met", "tpot_met", "uplink_s", "queue_s", "prefill_s",
-           "kv_s", "pad_to", "group_size")
+COLUMNS = (
+    "rid",
+    "arrival",
+    "input_len",
+    "output_len",
+    "mode",
+    "ttft",
+    "tpot",
+    "e2e",
+    "deadline",
+    "met",
+    "ttft_met",
+    "tpot_met",
+    "uplink_s",
+    "queue_s",
+    "prefill_s",
+    "kv_s",
+    "pad_to",
+    "group_size",
+)
 
 
 @dataclass
@@ -38,8 +55,9 @@ class SimResult:
     summary: dict
 
 
-def simulate(requests: list[EdgeRequest], router: Router | str, cfg: EdgeConfig | None = None
-             ) -> SimResult:
+def simulate(
+    requests: list[EdgeRequest], router: Router | str, cfg: EdgeConfig | None = None
+) -> SimResult:
     """Replay ``requests`` (sorted by arrival) through ``router`` on deployment ``cfg``."""
     cfg = (cfg or EdgeConfig()).validate()
     if not requests:
@@ -76,16 +94,19 @@ def uplink_ready(window: list[EdgeRequest], now: float, cfg: EdgeConfig) -> list
     bits = np.array([r.input_len * w.bits_per_token for r in window])
     snr = np.array([r.snr_up_db for r in window])
     shares = allocate_rbs(w.uplink_rbs, bits, snr)
-    return [now + w.air_ms / 1e3 + b / rate_bps(s, q) for b, s, q in zip(bits, shares, snr,
-                                                                         strict=True)]
+    return [
+        now + w.air_ms / 1e3 + b / rate_bps(s, q) for b, s, q in zip(bits, shares, snr, strict=True)
+    ]
 
 
 def check_plan(plan: Plan, window: Window, sites: dict[str, Site]) -> None:
     """A router bug must surface as a clear error, not as a silently wrong replay."""
     n = len(window.requests)
     if len(plan.routes) != n or len(plan.groups) != n:
-        raise BadInputError(f"plan has {len(plan.routes)} routes / {len(plan.groups)} groups "
-                            f"for {n} requests", field="plan")
+        raise BadInputError(
+            f"plan has {len(plan.routes)} routes / {len(plan.groups)} groups for {n} requests",
+            field="plan",
+        )
     for route in plan.routes:
         if route not in MODE_OF:
             raise BadInputError(f"route {route!r} is not a known mode", field="plan")
@@ -94,8 +115,9 @@ def check_plan(plan: Plan, window: Window, sites: dict[str, Site]) -> None:
             raise BadInputError(f"SM plan for unknown site {name!r}", field="plan")
 
 
-def execute(window: Window, plan: Plan, sites: dict[str, Site], link: Link, cfg: EdgeConfig,
-            stats: dict) -> list[tuple]:
+def execute(
+    window: Window, plan: Plan, sites: dict[str, Site], link: Link, cfg: EdgeConfig, stats: dict
+) -> list[tuple]:
     """Run the window's prefill groups FIFO by readiness, then ship KV and join decodes."""
     wan = cfg.backhaul.wan_ms / 1e3
     groups: dict[tuple[int, str], list[int]] = defaultdict(list)
@@ -116,13 +138,24 @@ def execute(window: Window, plan: Plan, sites: dict[str, Site], link: Link, cfg:
         duration = site.prefill_s(lengths, pad, start)
         start, end = site.lane.run(at, duration)
         for k in members:
-            rows.append(_finish(window, k, plan.routes[k], start, end, pad, len(members),
-                                sites, link, cfg))
+            rows.append(
+                _finish(window, k, plan.routes[k], start, end, pad, len(members), sites, link, cfg)
+            )
     return rows
 
 
-def _finish(window: Window, k: int, route: tuple[str, str], start: float, end: float, pad: int,
-            size: int, sites: dict[str, Site], link: Link, cfg: EdgeConfig) -> tuple:
+def _finish(
+    window: Window,
+    k: int,
+    route: tuple[str, str],
+    start: float,
+    end: float,
+    pad: int,
+    size: int,
+    sites: dict[str, Site],
+    link: Link,
+    cfg: EdgeConfig,
+) -> tuple:
     req, ready = window.requests[k], window.ready[k]
     p, d = route
     wan, air = cfg.backhaul.wan_ms / 1e3, cfg.wireless.air_ms / 1e3
@@ -138,20 +171,38 @@ def _finish(window: Window, k: int, route: tuple[str, str], start: float, end: f
     dsite.pool.add(join, finish, req.input_len + req.output_len / 2, req.output_len)
     streams = sum(s.pool.active(join) for s in sites.values())
     token_s = cfg.wireless.bits_per_token / rate_bps(
-        cfg.wireless.downlink_rbs / max(1, streams), req.snr_down_db)
+        cfg.wireless.downlink_rbs / max(1, streams), req.snr_down_db
+    )
     first = end + (wan if p == "cloud" else 0.0) + air + token_s
     last = finish + (wan if d == "cloud" else 0.0) + air + token_s
     ttft, e2e = first - req.arrival, last - req.arrival
     tpot_seen = (last - first) / (req.output_len - 1)
     at_p = ready + (wan if p == "cloud" else 0.0)
-    return (req.rid, req.arrival, req.input_len, req.output_len, MODE_OF[route], ttft,
-            tpot_seen, e2e, req.deadline, e2e <= req.deadline + 1e-9,
-            ttft <= req.ttft_slo + 1e-9, tpot_seen <= req.tpot_slo + 1e-9,
-            ready - window.now, max(0.0, start - at_p), end - start, kv_s, pad, size)
+    return (
+        req.rid,
+        req.arrival,
+        req.input_len,
+        req.output_len,
+        MODE_OF[route],
+        ttft,
+        tpot_seen,
+        e2e,
+        req.deadline,
+        e2e <= req.deadline + 1e-9,
+        ttft <= req.ttft_slo + 1e-9,
+        tpot_seen <= req.tpot_slo + 1e-9,
+        ready - window.now,
+        max(0.0, start - at_p),
+        end - start,
+        kv_s,
+        pad,
+        size,
+    )
 
 
-def summarise(frame: pl.DataFrame, sites: dict[str, Site], link: Link, stats: dict,
-              name: str) -> dict:
+def summarise(
+    frame: pl.DataFrame, sites: dict[str, Site], link: Link, stats: dict, name: str
+) -> dict:
     """Mean/P95 latency, TTFT, TPOT, SLO attainment, goodput and the routing mix."""
     e2e = frame["e2e"].to_numpy()
     span = float((frame["arrival"] + frame["e2e"]).max() - frame["arrival"].min())
@@ -160,15 +211,21 @@ def summarise(frame: pl.DataFrame, sites: dict[str, Site], link: Link, stats: di
     mix.update(dict(zip(modes["mode"].to_list(), modes["count"].to_list(), strict=True)))
     padded = max(stats["padded"], 1)
     return dict(
-        policy=name, requests=frame.height, mean_e2e=float(e2e.mean()),
-        p95_e2e=float(np.percentile(e2e, 95)), mean_ttft=float(frame["ttft"].mean()),
+        policy=name,
+        requests=frame.height,
+        mean_e2e=float(e2e.mean()),
+        p95_e2e=float(np.percentile(e2e, 95)),
+        mean_ttft=float(frame["ttft"].mean()),
         p95_ttft=float(np.percentile(frame["ttft"].to_numpy(), 95)),
-        mean_tpot=float(frame["tpot"].mean()), slo=float(frame["met"].mean()),
-        ttft_slo=float(frame["ttft_met"].mean()), tpot_slo=float(frame["tpot_met"].mean()),
+        mean_tpot=float(frame["tpot"].mean()),
+        slo=float(frame["met"].mean()),
+        ttft_slo=float(frame["ttft_met"].mean()),
+        tpot_slo=float(frame["tpot_met"].mean()),
         goodput=float(frame["met"].sum()) / max(span, 1e-9),
         **{f"n_{m}": int(c) for m, c in mix.items()},
         padding_waste=(padded - stats["used"]) / padded,
         buckets_per_window=stats["buckets"] / max(stats["windows"], 1),
         backhaul_util=link.busy_s / max(span, 1e-9),
-        cloud_fallbacks=sites["cloud"].fallbacks, edge_fallbacks=sites["edge"].fallbacks,
+        cloud_fallbacks=sites["cloud"].fallbacks,
+        edge_fallbacks=sites["edge"].fallbacks,
     )

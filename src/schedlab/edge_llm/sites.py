@@ -80,8 +80,14 @@ class Site:
             self._effective[plan] = found
         return found
 
-    def prefill_s(self, lengths: list[int], pad_to: int, at: float,
-                  plan: SmPlan | None = None, decodes: int | None = None) -> float:
+    def prefill_s(
+        self,
+        lengths: list[int],
+        pad_to: int,
+        at: float,
+        plan: SmPlan | None = None,
+        decodes: int | None = None,
+    ) -> float:
         """Duration of a padded prefill batch starting at ``at`` under the plan."""
         pk, dk, conc, share = self.effective(plan)
         active = self.pool.active(at) if decodes is None else decodes
@@ -95,8 +101,9 @@ class Site:
         ctx = active * self.pool.mean_context()
         return base + chunks * self.timing.decode_iter_s(active, ctx) / dk.efficiency
 
-    def tpot_s(self, at: float, extra_active: int = 0, extra_duty: float = 0.0,
-               plan: SmPlan | None = None) -> float:
+    def tpot_s(
+        self, at: float, extra_active: int = 0, extra_duty: float = 0.0, plan: SmPlan | None = None
+    ) -> float:
         """Time per output token for a sequence joining the decode batch at ``at``."""
         pk, dk, conc, share = self.effective(plan)
         active = self.pool.active(at) + extra_active + 1
@@ -120,8 +127,10 @@ class Site:
 
 
 def make_sites(cfg: EdgeConfig) -> dict[str, Site]:
-    return {"cloud": Site("cloud", cfg.cloud_gpu, cfg, cfg.cloud_sm_budget),
-            "edge": Site("edge", cfg.edge_gpu, cfg, cfg.edge_sm_budget)}
+    return {
+        "cloud": Site("cloud", cfg.cloud_gpu, cfg, cfg.cloud_sm_budget),
+        "edge": Site("edge", cfg.edge_gpu, cfg, cfg.edge_sm_budget),
+    }
 
 
 class ClusterView:

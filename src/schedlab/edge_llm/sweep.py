@@ -26,10 +26,16 @@ BASE_RATE = 1.5
 #: length mixes: class shares (chat, rag, agent); "long-prompt" is RAG-heavy, "long-output"
 #: agent-heavy with doubled outputs
 MIXES: dict[str, dict[str, tuple]] = {
-    "chat-heavy": {"chat": (0.8, *CLASSES["chat"][1:]), "rag": (0.1, *CLASSES["rag"][1:]),
-                   "agent": (0.1, *CLASSES["agent"][1:])},
-    "long-prompt": {"chat": (0.2, *CLASSES["chat"][1:]), "rag": (0.7, *CLASSES["rag"][1:]),
-                    "agent": (0.1, *CLASSES["agent"][1:])},
+    "chat-heavy": {
+        "chat": (0.8, *CLASSES["chat"][1:]),
+        "rag": (0.1, *CLASSES["rag"][1:]),
+        "agent": (0.1, *CLASSES["agent"][1:]),
+    },
+    "long-prompt": {
+        "chat": (0.2, *CLASSES["chat"][1:]),
+        "rag": (0.7, *CLASSES["rag"][1:]),
+        "agent": (0.1, *CLASSES["agent"][1:]),
+    },
     "long-output": {k: (v[0], v[1], v[2], 2 * v[3], *v[4:]) for k, v in CLASSES.items()},
 }
 #: axis -> (config field or "mix"/"rate", values); every point keeps the other axes at base
@@ -43,8 +49,9 @@ AXES: dict[str, tuple[str, tuple]] = {
 }
 
 
-def points(axes: tuple[str, ...] | None = None, only: tuple | None = None
-           ) -> Iterator[tuple[str, object, dict, float, str | None]]:
+def points(
+    axes: tuple[str, ...] | None = None, only: tuple | None = None
+) -> Iterator[tuple[str, object, dict, float, str | None]]:
     """(axis, value, config changes, rate, length mix) for every sweep point (of ``axes``, all
     when None; only the values in ``only`` when given)."""
     for axis in tuple(AXES) if axes is None else axes:
@@ -62,9 +69,14 @@ def run_point(requests: list[EdgeRequest], cfg: EdgeConfig, policies=POLICIES) -
     return [simulate(requests, p, cfg).summary for p in policies]
 
 
-def sweep(n: int, seed: int, model: str = "llama-3-8b", axes: tuple[str, ...] | None = None,
-          extra: tuple[tuple[str, object, dict, float, str | None], ...] = (),
-          only: tuple | None = None) -> pl.DataFrame:
+def sweep(
+    n: int,
+    seed: int,
+    model: str = "llama-3-8b",
+    axes: tuple[str, ...] | None = None,
+    extra: tuple[tuple[str, object, dict, float, str | None], ...] = (),
+    only: tuple | None = None,
+) -> pl.DataFrame:
     """Every point of the sweep (restricted to the values in ``only`` when given): one row per
     (point, policy) with the replay's summary."""
     rows = []
@@ -72,8 +84,7 @@ def sweep(n: int, seed: int, model: str = "llama-3-8b", axes: tuple[str, ...] | 
         cfg = EdgeConfig(model=model).with_(**changes)
         reqs = generate(n, rate, seed, classes=MIXES[mix] if mix else None)
         for s in run_point(reqs, cfg):
-            rows.append(dict(model=model, axis=axis, value=str(value), rate=rate, seed=seed,
-                             **s))
+            rows.append(dict(model=model, axis=axis, value=str(value), rate=rate, seed=seed, **s))
     return pl.DataFrame(rows)
 
 
@@ -81,16 +92,26 @@ def versus_best(frame: pl.DataFrame) -> pl.DataFrame:
     """Per point: online vs the best baseline (mean E2E and SLO), and which baseline it was."""
     keys = ["model", "axis", "value", "seed"]
     base = frame.filter(pl.col("policy").is_in(list(BASELINES)))
-    best_e2e = base.sort("mean_e2e").group_by(keys, maintain_order=True).first().select(
-        *keys, pl.col("policy").alias("best_e2e_policy"), pl.col("mean_e2e").alias("best_e2e"))
+    best_e2e = (
+        base.sort("mean_e2e")
+        .group_by(keys, maintain_order=True)
+        .first()
+        .select(
+            *keys, pl.col("policy").alias("best_e2e_policy"), pl.col("mean_e2e").alias("best_e2e")
+        )
+    )
     best_slo = base.group_by(keys).agg(pl.col("slo").max().alias("best_slo"))
     online = frame.filter(pl.col("policy") == "online").select(
-        *keys, pl.col("mean_e2e").alias("online_e2e"), pl.col("slo").alias("online_slo"),
-        *[pl.col(f"n_{m}") for m in FIXED])
+        *keys,
+        pl.col("mean_e2e").alias("online_e2e"),
+        pl.col("slo").alias("online_slo"),
+        *[pl.col(f"n_{m}") for m in FIXED],
+    )
     out = online.join(best_e2e, on=keys).join(best_slo, on=keys)
     return out.with_columns(
         gain_pct=100.0 * (pl.col("best_e2e") - pl.col("online_e2e")) / pl.col("best_e2e"),
-        slo_pp=100.0 * (pl.col("online_slo") - pl.col("best_slo")))
+        slo_pp=100.0 * (pl.col("online_slo") - pl.col("best_slo")),
+    )
 
 
 def frontier_figure(frame: pl.DataFrame, path=None):
@@ -103,25 +124,34 @@ def frontier_figure(frame: pl.DataFrame, path=None):
     axes = list(dict.fromkeys(frame["axis"].to_list()))
     fig, grid = plt.subplots(2, len(axes), figsize=(3.2 * len(axes), 6.2), squeeze=False)
     mean = frame.group_by(["axis", "value", "policy"], maintain_order=True).agg(
-        pl.col("mean_e2e").mean(), *[pl.col(f"n_{m}").sum() for m in FIXED])
+        pl.col("mean_e2e").mean(), *[pl.col(f"n_{m}").sum() for m in FIXED]
+    )
     for j, axis in enumerate(axes):
         sel = mean.filter(pl.col("axis") == axis)
         values = list(dict.fromkeys(sel["value"].to_list()))
         x = np.arange(len(values))
         ax = grid[0][j]
         for policy in POLICIES:
-            ys = [sel.filter((pl.col("value") == v) & (pl.col("policy") == policy))["mean_e2e"]
-                  .item() for v in values]
-            ax.plot(x, ys, marker="o" if policy == "online" else ".",
-                    lw=2.5 if policy == "online" else 1, label=policy)
+            ys = [
+                sel.filter((pl.col("value") == v) & (pl.col("policy") == policy))["mean_e2e"].item()
+                for v in values
+            ]
+            ax.plot(
+                x,
+                ys,
+                marker="o" if policy == "online" else ".",
+                lw=2.5 if policy == "online" else 1,
+                label=policy,
+            )
         ax.set(yscale="log", title=axis, ylabel="mean E2E (s)" if j == 0 else None)
         ax.set_xticks(x, values, fontsize=7)
         hist = grid[1][j]
         bottom = np.zeros(len(values))
         on = sel.filter(pl.col("policy") == "online")
         for mode in FIXED:
-            counts = np.array([on.filter(pl.col("value") == v)[f"n_{mode}"].item()
-                               for v in values], dtype=float)
+            counts = np.array(
+                [on.filter(pl.col("value") == v)[f"n_{mode}"].item() for v in values], dtype=float
+            )
             hist.bar(x, counts, bottom=bottom, label=mode)
             bottom += counts
         hist.set_xticks(x, values, fontsize=7)
