@@ -24,9 +24,22 @@ app = typer.Typer(
     add_completion=False,
 )
 
-_UNITS = {"": 1, "b": 1, "k": 10**3, "kb": 10**3, "m": 10**6, "mb": 10**6, "g": 10**9,
-          "gb": 10**9, "t": 10**12, "tb": 10**12, "kib": 2**10, "mib": 2**20, "gib": 2**30,
-          "tib": 2**40}
+_UNITS = {
+    "": 1,
+    "b": 1,
+    "k": 10**3,
+    "kb": 10**3,
+    "m": 10**6,
+    "mb": 10**6,
+    "g": 10**9,
+    "gb": 10**9,
+    "t": 10**12,
+    "tb": 10**12,
+    "kib": 2**10,
+    "mib": 2**20,
+    "gib": 2**30,
+    "tib": 2**40,
+}
 
 #: plan's --params ceiling: far past any named GPU server, and small enough to stay fast
 MAX_PLAN_PARAMS = 1e16
@@ -53,10 +66,12 @@ def _table(title: str, row: dict) -> Table:
 @app.command()
 @handle_errors
 def train(
-    model: str = typer.Option("gpt-tiny", "--model", "-m",
-                              help="gpt-tiny | gpt-small | gpt-medium | CONFIG.json"),
-    policy: str = typer.Option("synergyscale", "--policy",
-                               help="synergyscale | zero-offload | zero-infinity | no-offload"),
+    model: str = typer.Option(
+        "gpt-tiny", "--model", "-m", help="gpt-tiny | gpt-small | gpt-medium | CONFIG.json"
+    ),
+    policy: str = typer.Option(
+        "synergyscale", "--policy", help="synergyscale | zero-offload | zero-infinity | no-offload"
+    ),
     device_budget: str = typer.Option("2GiB", "--device-budget", help="Device tier budget."),
     host_budget: str = typer.Option("8GiB", "--host-budget", help="Host tier budget."),
     nvme: Path = typer.Option(None, "--nvme", help="Directory for NVMe-tier chunk files."),
@@ -73,23 +88,35 @@ def train(
     from schedlab.synergyscale.workloads import synthetic_batches, text_batches
 
     if executor not in ("threads", "cuda"):
-        raise ConfigError(f"unknown executor {executor!r}; valid: threads, cuda",
-                          field="executor")
+        raise ConfigError(f"unknown executor {executor!r}; valid: threads, cuda", field="executor")
     if executor == "cuda":
         import torch
 
         if not torch.cuda.is_available():
-            raise ConfigError("the cuda executor needs a CUDA GPU and this torch sees none",
-                              field="executor")
-    budgets = (parse_size(device_budget, "device_budget"), parse_size(host_budget, "host_budget"),
-               parse_size(nvme_budget, "nvme_budget") if nvme_budget else None)
+            raise ConfigError(
+                "the cuda executor needs a CUDA GPU and this torch sees none", field="executor"
+            )
+    budgets = (
+        parse_size(device_budget, "device_budget"),
+        parse_size(host_budget, "host_budget"),
+        parse_size(nvme_budget, "nvme_budget") if nvme_budget else None,
+    )
     cfg = load_config(model)
-    batches = (text_batches(data, cfg, steps, seed) if data
-               else synthetic_batches(cfg, steps, seed))
+    batches = text_batches(data, cfg, steps, seed) if data else synthetic_batches(cfg, steps, seed)
     device = "cuda" if executor == "cuda" else "cpu"
     err_console.print(f"training {model} with {policy} for {steps} steps ...")
-    report = run_train(cfg, batches, policy, budgets[0], budgets[1], nvme, seed,
-                       executor=executor, device=device, nvme_budget=budgets[2])
+    report = run_train(
+        cfg,
+        batches,
+        policy,
+        budgets[0],
+        budgets[1],
+        nvme,
+        seed,
+        executor=executor,
+        device=device,
+        nvme_budget=budgets[2],
+    )
     summary = report.summary()
     if json_out:
         emit_json(dict(summary=summary, losses=report.losses, step_seconds=report.step_seconds))
@@ -115,8 +142,9 @@ def plan(
     if not math.isfinite(params) or params < 1:
         raise ConfigError("must be a finite number of at least 1", field="params")
     if params > MAX_PLAN_PARAMS:
-        raise ConfigError(f"must be at most {MAX_PLAN_PARAMS:.0e} (no named GPU comes close)",
-                          field="params")
+        raise ConfigError(
+            f"must be at most {MAX_PLAN_PARAMS:.0e} (no named GPU comes close)", field="params"
+        )
     hw = named_hardware(gpu)
     layers, est = plan_for_params(params, hw, policy, batch, seq)
     row = dict(gpu=gpu, layers=layers, d_model=128 * layers, **est.row())
@@ -142,13 +170,17 @@ def hardware(
     if json_out:
         emit_json(rows)
         return
-    table = Table("name", "device", "host", "h2d GB/s", "nvme r/w GB/s", "TFLOP/s",
-                  "Adam Mparam/s")
+    table = Table("name", "device", "host", "h2d GB/s", "nvme r/w GB/s", "TFLOP/s", "Adam Mparam/s")
     for r in rows:
-        table.add_row(r["name"], f"{r['device_bytes'] / 2**30:.0f} GiB",
-                      f"{r['host_bytes'] / 2**30:.0f} GiB", f"{r['h2d_bw'] / 1e9:.1f}",
-                      f"{r['nvme_read_bw'] / 1e9:.1f}/{r['nvme_write_bw'] / 1e9:.1f}",
-                      f"{r['device_flops'] / 1e12:.3g}", f"{r['cpu_adam_rate'] / 1e6:.0f}")
+        table.add_row(
+            r["name"],
+            f"{r['device_bytes'] / 2**30:.0f} GiB",
+            f"{r['host_bytes'] / 2**30:.0f} GiB",
+            f"{r['h2d_bw'] / 1e9:.1f}",
+            f"{r['nvme_read_bw'] / 1e9:.1f}/{r['nvme_write_bw'] / 1e9:.1f}",
+            f"{r['device_flops'] / 1e12:.3g}",
+            f"{r['cpu_adam_rate'] / 1e6:.0f}",
+        )
     out_console.print(table)
 
 
@@ -158,8 +190,13 @@ def policies(json_out: bool = typer.Option(False, "--json", help="Print JSON."))
     """List the offloading policies (the method and its baselines)."""
     from schedlab.synergyscale.policies import POLICIES
 
-    rows = [dict(name=name, doc=(factory.__doc__ or "").strip().splitlines()[0]
-                 if factory.__doc__ else "") for name, factory in POLICIES.items()]
+    rows = [
+        dict(
+            name=name,
+            doc=(factory.__doc__ or "").strip().splitlines()[0] if factory.__doc__ else "",
+        )
+        for name, factory in POLICIES.items()
+    ]
     if json_out:
         emit_json(rows)
         return
@@ -171,21 +208,29 @@ def policies(json_out: bool = typer.Option(False, "--json", help="Print JSON."))
 @handle_errors
 def fit(
     model: str = typer.Option("nanogpt", "--model", "-m", help="nanogpt | gpt2 (transformers)"),
-    config: Path = typer.Option(None, "--config", "-c",
-                                help="Engine config JSON (EngineConfig fields)."),
-    size: Path = typer.Option(None, "--size", help="Model shape JSON (NanoGPTConfig or "
-                              "GPT2Config fields)."),
+    config: Path = typer.Option(
+        None, "--config", "-c", help="Engine config JSON (EngineConfig fields)."
+    ),
+    size: Path = typer.Option(
+        None, "--size", help="Model shape JSON (NanoGPTConfig or GPT2Config fields)."
+    ),
     steps: int = typer.Option(20, "--steps", min=1, help="Training steps."),
     lr: float = typer.Option(1e-3, "--lr", help="Adam learning rate."),
     seed: int = typer.Option(0, "--seed", help="Initialisation and data seed."),
     batch_size: int = typer.Option(4, "--batch", min=1, help="Sequences per step."),
-    checkpoint: Path = typer.Option(None, "--checkpoint", help="Checkpoint directory, written "
-                                    "atomically after every step."),
+    checkpoint: Path = typer.Option(
+        None, "--checkpoint", help="Checkpoint directory, written atomically after every step."
+    ),
     resume: bool = typer.Option(False, "--resume", help="Continue from --checkpoint."),
-    reference: bool = typer.Option(False, "--reference", help="Also train plain torch + Adam "
-                                   "and report the largest loss gap."),
-    data: Path = typer.Option(None, "--data", help="Train on this file's bytes (byte-level "
-                              "tokens; the model's vocabulary must be >= 256)."),
+    reference: bool = typer.Option(
+        False, "--reference", help="Also train plain torch + Adam and report the largest loss gap."
+    ),
+    data: Path = typer.Option(
+        None,
+        "--data",
+        help="Train on this file's bytes (byte-level "
+        "tokens; the model's vocabulary must be >= 256).",
+    ),
     json_out: bool = typer.Option(False, "--json", help="Print JSON."),
 ) -> None:
     """Train a model the project did not write through synergyscale.initialize."""
@@ -194,8 +239,9 @@ def fit(
     from schedlab.synergyscale.examples import fit as run_fit
     from schedlab.synergyscale.examples import fit_reference
 
-    cfg = validate_model(EngineConfig, read_json(config, "engine config") if config else {},
-                         path=config)
+    cfg = validate_model(
+        EngineConfig, read_json(config, "engine config") if config else {}, path=config
+    )
     shape = read_json(size, "model size") if size else None
     from schedlab.synergyscale.examples import build_model
 
@@ -209,25 +255,46 @@ def fit(
         raise ConfigError("--resume needs --checkpoint", field="resume")
     err_console.print(f"training {model} for {steps} steps ({cfg.tier} tier, {cfg.schedule})")
     try:
-        result = run_fit(model, steps, cfg, size=shape, lr=lr, seed=seed,
-                         batch_size=batch_size, checkpoint=checkpoint, resume=resume,
-                         data=data)
+        result = run_fit(
+            model,
+            steps,
+            cfg,
+            size=shape,
+            lr=lr,
+            seed=seed,
+            batch_size=batch_size,
+            checkpoint=checkpoint,
+            resume=resume,
+            data=data,
+        )
     except ConfigError as exc:
         if config is not None and exc.path is None and exc.field in EngineConfig.model_fields:
             exc.path = config  # e.g. a budget below the fetch window: name the config file
         raise
-    doc = dict(model=model, steps=steps, resumed_from=result.resumed_from,
-               losses=result.losses, step_seconds=result.step_seconds, stats=result.stats)
+    doc = dict(
+        model=model,
+        steps=steps,
+        resumed_from=result.resumed_from,
+        losses=result.losses,
+        step_seconds=result.step_seconds,
+        stats=result.stats,
+    )
     if reference:
-        ref = fit_reference(model, steps, size=shape, lr=lr, seed=seed, batch_size=batch_size,
-                            data=data)
-        doc["max_loss_gap_vs_torch_adam"] = max(abs(a - b) for a, b in
-                                                zip(ref, result.losses, strict=True))
+        ref = fit_reference(
+            model, steps, size=shape, lr=lr, seed=seed, batch_size=batch_size, data=data
+        )
+        doc["max_loss_gap_vs_torch_adam"] = max(
+            abs(a - b) for a, b in zip(ref, result.losses, strict=True)
+        )
     if json_out:
         emit_json(doc)
         return
-    row = dict(first_loss=result.losses[0], last_loss=result.losses[-1],
-               resumed_from=result.resumed_from, **result.stats)
+    row = dict(
+        first_loss=result.losses[0],
+        last_loss=result.losses[-1],
+        resumed_from=result.resumed_from,
+        **result.stats,
+    )
     if reference:
         row["max_loss_gap_vs_torch_adam"] = doc["max_loss_gap_vs_torch_adam"]
     out_console.print(_table(f"{model} · synergyscale.initialize", row))
