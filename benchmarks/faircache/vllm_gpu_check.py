@@ -30,7 +30,13 @@ def run(model: str, scheduler_cls: str | None) -> dict:
             SamplingParams(max_tokens=128, ignore_eos=True, extra_args={"tenant": tenant})
         )
     outputs = llm.generate(prompts, params)  # returned in finishing order is not guaranteed:
-    order = sorted(outputs, key=lambda o: o.metrics.finished_time if o.metrics else 0.0)
+    # without finish times every request would sort as 0.0 and both runs would look the same
+    if any(getattr(o.metrics, "finished_time", None) is None for o in outputs):
+        raise SystemExit(
+            "vLLM returned no RequestOutput.metrics.finished_time: cannot order the requests "
+            "by finish (this check needs them; untested against this vLLM version)"
+        )
+    order = sorted(outputs, key=lambda o: o.metrics.finished_time)
     report: dict = {}
     for pos, out in enumerate(order):
         tenant = "light" if "from light" in out.prompt else "heavy"
