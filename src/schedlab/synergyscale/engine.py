@@ -712,8 +712,8 @@ class SynergyEngine:
         for slot in self.slots:
             # A resident slot's parameter belongs to the optimizer worker once its unit's step
             # is submitted (the step writes it and clears its .grad): never touch it here.
-            # Reading ``param.grad`` while the worker sets it to None is a use-after-free in
-            # torch (its deallocation drops the GIL); that was the intermittent segfault.
+            # Reading ``param.grad`` while the worker sets it to None segfaults torch 2.13 (a
+            # two-thread script reproduces it); that was the intermittent crash.
             if slot.resident or (slot.fetching is None and slot.dev is None):
                 continue
             if slot.param.grad is None:
@@ -864,6 +864,11 @@ class SynergyEngine:
         with open(tmp, "rb") as fh:
             os.fsync(fh.fileno())
         os.replace(tmp, directory / "state.pt")  # atomic: the old checkpoint or the new one
+        fd = os.open(directory, os.O_RDONLY)
+        try:
+            os.fsync(fd)  # the rename itself survives a power loss
+        finally:
+            os.close(fd)
         return directory
 
     def load_checkpoint(self, directory: str | Path) -> dict:
