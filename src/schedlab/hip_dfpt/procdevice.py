@@ -57,9 +57,16 @@ class Arena:
             offset += -(-max(array.nbytes, 8) // 64) * 64
         self.shm = shared_memory.SharedMemory(create=True, size=max(offset, 64))
         self.name = self.shm.name
-        views = attach_views(self.shm, self.spec)
-        for name, array in arrays.items():
-            views[name][...] = array
+        try:
+            views = attach_views(self.shm, self.spec)
+            for name, array in arrays.items():
+                views[name][...] = array
+        except BaseException:
+            views = {}
+            with contextlib.suppress(BufferError):  # a view may still be alive in a frame
+                self.shm.close()
+            self.shm.unlink()
+            raise
         self.views = views
 
     def close(self) -> None:
@@ -290,22 +297,26 @@ class ProcessBackend:
         if not store.cached:
             source = store.ao_source
             coords, mol_dump = source.coords, source.mol.dumps()  # type: ignore[union-attr]
-        self.arena = Arena(pack_tasks(store, coords))
-        shape = (devices, MAX_DMS, store.nao, store.nao)
-        self.io = Arena(
-            dict(
-                dms=np.zeros((MAX_DMS, store.nao, store.nao)),
-                out_hi=np.zeros(shape, np.int64),
-                out_lo=np.zeros(shape, np.int64),
-                out_float=np.zeros(shape) if not deterministic else np.zeros(1),
-                task_wall=np.full(self.ntasks, np.nan),
-                task_cpu=np.full(self.ntasks, np.nan),
-            )
-        )
         self.deterministic = deterministic
         self.conns, self.procs = [], []
-        key = secrets.token_bytes(32)
-        listener = Listener(family="AF_UNIX", authkey=key)
+        self.arena = Arena(pack_tasks(store, coords))
+        shape = (devices, MAX_DMS, store.nao, store.nao)
+        try:  # a failure here (no room in /dev/shm, Ctrl-C) must not leave the first arena
+            self.io = Arena(
+                dict(
+                    dms=np.zeros((MAX_DMS, store.nao, store.nao)),
+                    out_hi=np.zeros(shape, np.int64),
+                    out_lo=np.zeros(shape, np.int64),
+                    out_float=np.zeros(shape) if not deterministic else np.zeros(1),
+                    task_wall=np.full(self.ntasks, np.nan),
+                    task_cpu=np.full(self.ntasks, np.nan),
+                )
+            )
+            key = secrets.token_bytes(32)
+            listener = Listener(family="AF_UNIX", authkey=key)
+        except BaseException:
+            self.close()
+            raise
         env = dict(
             os.environ,
             HIP_DFPT_AUTHKEY=key.hex(),
