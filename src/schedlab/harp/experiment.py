@@ -398,7 +398,8 @@ def calibration_validation(grid_models: tuple[str, ...], tokens: int | None, see
 
 
 def noise_rows(points: tuple[tuple[int | None, float, float, bool], ...], tokens: int,
-               seeds: int = 1, layers: int = 2, first_seed: int = 0) -> list[dict]:
+               seeds: int = 1, layers: int = 2, first_seed: int = 0,
+               hidden: int = 128) -> list[dict]:
     """Relative output error of a small BERT (HF config, random weights) under analog noise.
 
     Each point is (ADC bits or None, programming-noise scale, seconds after programming, global
@@ -412,8 +413,8 @@ def noise_rows(points: tuple[tuple[int | None, float, float, bool], ...], tokens
     rows = []
     for seed in range(first_seed, first_seed + seeds):
         torch.manual_seed(seed)
-        config = transformers.BertConfig(hidden_size=128, num_hidden_layers=layers,
-                                         num_attention_heads=2, intermediate_size=512,
+        config = transformers.BertConfig(hidden_size=hidden, num_hidden_layers=layers,
+                                         num_attention_heads=2, intermediate_size=4 * hidden,
                                          vocab_size=1000)
         model = transformers.BertModel(config).eval()
         ids = torch.randint(0, config.vocab_size, (1, tokens))
@@ -441,10 +442,13 @@ NOISE_POINTS: tuple[tuple[int | None, float, float, bool], ...] = (
 )
 
 
-@register("harp", quick=dict(tokens=16, seeds=1), full=dict(tokens=32, seeds=2))
-def noise_fidelity(tokens: int, seeds: int, seed: int) -> Result:
+# quick: a 1-layer BERT of width 64 (programming every linear at 19 points dominates the cost)
+@register("harp", quick=dict(tokens=16, seeds=1, layers=1, hidden=64),
+          full=dict(tokens=32, seeds=2, layers=2, hidden=128))
+def noise_fidelity(tokens: int, seeds: int, layers: int, hidden: int, seed: int) -> Result:
     """ADC bits, PCM programming noise and drift against a small BERT's output (no paper claim)."""
-    frame = pl.DataFrame(noise_rows(NOISE_POINTS, tokens, seeds, first_seed=seed * seeds))
+    frame = pl.DataFrame(noise_rows(NOISE_POINTS, tokens, seeds, layers=layers,
+                                    first_seed=seed * seeds, hidden=hidden))
     table = frame.group_by("adc_bits", "prog_noise_scale", "t_inference_s",
                            "drift_compensation", maintain_order=True).agg(
         pl.col("relative_error").mean().alias("mean"), pl.col("relative_error").max().alias("max"))
