@@ -107,7 +107,9 @@ class PyGWalker:
 
     Builds rowptr/col per edge type the way ``MetaPath2Vec.__init__`` does (``sort_edge_index``,
     ``index2ptr``) and calls its ``sample`` hop function; fan-out ``k`` at hop ``h`` is
-    ``num_neighbors=k`` there. Dead walks (PyG's dummy node) come back as -1.
+    ``num_neighbors=k`` there. Dead walks (PyG's dummy node) come back as -1. PyG's sampler
+    draws from torch's global generator, so building a walker calls ``torch.manual_seed(seed)``
+    (it reseeds the caller's global torch RNG).
     """
 
     def __init__(self, graph: TypedGraph, seed: int = 0, device: str = "cpu") -> None:
