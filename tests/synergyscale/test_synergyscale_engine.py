@@ -238,19 +238,42 @@ def test_fit_cli_bad_config_file(tmp_path) -> None:
     assert "Traceback" not in out.stderr
 
 
-def test_overlapped_step_runs_on_a_worker_thread() -> None:
-    """The optimizer step of an offloaded unit starts during backward (overlap, not a model)."""
+def test_overlapped_step_runs_on_a_worker_thread(monkeypatch) -> None:
+    """The optimizer step of an offloaded unit starts during backward, on the optimizer worker
+    (overlap, not a model); offload-only runs every step after backward."""
+    import threading
+
+    from schedlab.synergyscale import engine as engine_module
     from schedlab.synergyscale.nanogpt import NanoGPT
 
-    model = NanoGPT(SMALL)
-    engine = initialize(model, torch.optim.Adam(model.parameters()), {"device_budget": 0.35})
-    x = torch.randint(0, SMALL["vocab"], (2, SMALL["seq"]))
-    _, loss = engine(x, x)
-    engine.backward(loss)
-    started = [u for u in engine.units if u.submitted]
-    assert started, "no optimizer step was submitted during backward"
-    engine.step()
-    engine.close()
+    ran: list[tuple[str, str]] = []
+    original = engine_module.SynergyEngine._step_job
+
+    def record(self, unit):
+        ran.append((self.phase, threading.current_thread().name))
+        return original(self, unit)
+
+    monkeypatch.setattr(engine_module.SynergyEngine, "_step_job", record)
+    for schedule in ("overlap", "offload-only"):
+        ran.clear()
+        model = NanoGPT(SMALL)
+        engine = initialize(
+            model,
+            torch.optim.Adam(model.parameters()),
+            {"device_budget": 0.35, "schedule": schedule},
+        )
+        x = torch.randint(0, SMALL["vocab"], (2, SMALL["seq"]))
+        _, loss = engine(x, x)
+        engine.backward(loss)
+        during_backward = len(ran)
+        engine.step()
+        engine.close()
+        assert len(ran) == sum(u.optimizer is not None for u in engine.units)
+        assert all(name.startswith("ss-optim") for _, name in ran)
+        if schedule == "overlap":
+            assert during_backward > 0, "no optimizer step ran during backward"
+        else:
+            assert during_backward == 0
 
 
 def test_path_from_other_directory(tmp_path, monkeypatch) -> None:
