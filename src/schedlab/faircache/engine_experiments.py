@@ -150,7 +150,12 @@ def _both_backlogged_service(samples: pl.DataFrame, column: str) -> np.ndarray:
     return (np.diff(vals, axis=0)[both]).sum(axis=0) if both.any() else np.zeros(n)
 
 
-def run_vtc_experiments(duration: float, seed: int, model=None) -> pl.DataFrame:
+def run_vtc_experiments(
+    duration: float, seed: int, model=None, diagnostics: bool = True
+) -> pl.DataFrame:
+    """Both scenarios under VTC, FairCache (cache off) and FCFS; with ``diagnostics`` also the
+    two memory-price variants that explain FairCache's gap to VTC (full run only: every variant
+    costs ``duration`` seconds of real forwards)."""
     EngineOptions, TinyLlama, serve = _engine()
     from schedlab.faircache.accounting import CostWeights
     from schedlab.faircache.policies import FairCacheScheduler
@@ -172,6 +177,8 @@ def run_vtc_experiments(duration: float, seed: int, model=None) -> pl.DataFrame:
         ),
         (FairCacheScheduler, "faircache-cache-off-no-memory-price", CostWeights()),
     ]
+    if not diagnostics:
+        variants = variants[:3]
     rows = []
     for kind in ("overload", "on-off"):
         trace = vtc_workload(kind, cap, duration, seed)
@@ -188,10 +195,14 @@ def run_vtc_experiments(duration: float, seed: int, model=None) -> pl.DataFrame:
     return pl.DataFrame(rows)
 
 
-@register("faircache", quick=dict(duration=4.0), full=dict(duration=12.0))
-def engine_vtc(duration: float, seed: int) -> Result:
+@register(
+    "faircache",
+    quick=dict(duration=2.0, diagnostics=False),
+    full=dict(duration=12.0, diagnostics=True),
+)
+def engine_vtc(duration: float, seed: int, diagnostics: bool = True) -> Result:
     """VTC's overload and on/off experiments on the real engine, three yardsticks."""
-    frame = run_vtc_experiments(duration, seed)
+    frame = run_vtc_experiments(duration, seed, diagnostics=diagnostics)
     by = {(r["scenario"], r["scheduler"]): r for r in frame.iter_rows(named=True)}
     claims = []
     for kind in ("overload", "on-off"):
