@@ -22,4 +22,4 @@ def test_vendored_profiles_give_the_upstream_fit():
     full, full_rows = fit(SHARED)
     vend, vend_rows = fit(VENDORED)
     assert full == vend
-    assert max(abs(a["error"] - b["error"]) for a, b in zip(full_rows, vend_rows)) < 1e-12
+    assert max(abs(a["error"] - b["error"]) for a, b in zip(full_rows, vend_rows, strict=True)) < 1e-12
