@@ -22,4 +22,5 @@ def test_vendored_profiles_give_the_upstream_fit():
     full, full_rows = fit(SHARED)
     vend, vend_rows = fit(VENDORED)
     assert full == vend
-    assert max(abs(a["error"] - b["error"]) for a, b in zip(full_rows, vend_rows, strict=True)) < 1e-12
+    pairs = zip(full_rows, vend_rows, strict=True)
+    assert max(abs(a["error"] - b["error"]) for a, b in pairs) < 1e-12
