@@ -324,7 +324,13 @@ def _warn_overload(name: str, summary: dict) -> None:
     """One stderr line when the cluster could not keep up: results then measure the backlog."""
     unfinished, completed = int(summary.get("unfinished", 0)), int(summary.get("completed", 0))
     sla = float(summary.get("sla_violation_rate", 0.0))
-    if unfinished or sla > OVERLOAD_SLA:
+    if unfinished and not completed:
+        err_console.print(
+            f"warning: {name}: no task finished before the run ended ({unfinished:,} "
+            "unfinished; response time is undefined): the run is shorter than the tasks' "
+            "lifetimes, add --drain N or more --intervals"
+        )
+    elif unfinished or sla > OVERLOAD_SLA:
         err_console.print(
             f"warning: {name}: the cluster is overloaded ({unfinished:,} of "
             f"{unfinished + completed:,} tasks unfinished, SLA violation {sla:.0%}); lower "
