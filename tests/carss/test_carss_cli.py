@@ -192,34 +192,13 @@ def test_simulate_on_bitbrains_with_cosco_fleet(tmp_path: Path) -> None:
     assert bad.exit_code != 0 and "not a directory" in bad.output
 
 
-def test_a_run_shorter_than_the_tasks_says_so_instead_of_overload() -> None:
+def test_a_run_shorter_than_the_tasks_says_so_instead_of_overload(capsys) -> None:
     """A run that ends before any task can finish is not an overload: the warning names --drain."""
     from schedlab.carss.cli import _warn_overload
 
-    with patch_err() as err:
-        _warn_overload("gobi", {"unfinished": 930, "completed": 0, "sla_violation_rate": 0.0})
-    assert "no task finished before the run ended" in err.getvalue()
-    assert "--drain" in err.getvalue() and "overloaded" not in err.getvalue()
-    with patch_err() as err:
-        _warn_overload("gobi", {"unfinished": 5, "completed": 50, "sla_violation_rate": 0.0})
-    assert "overloaded" in err.getvalue()
-
-
-def patch_err():
-    """Capture what the CLI's stderr console prints."""
-    import contextlib
-    import io
-
-    from schedlab.carss import cli
-
-    @contextlib.contextmanager
-    def capture():
-        buffer = io.StringIO()
-        original = cli.err_console.file
-        cli.err_console.file = buffer
-        try:
-            yield buffer
-        finally:
-            cli.err_console.file = original
-
-    return capture()
+    _warn_overload("gobi", {"unfinished": 930, "completed": 0, "sla_violation_rate": 0.0})
+    short = capsys.readouterr().err
+    assert "no task finished before the run ended" in short
+    assert "--drain" in short and "overloaded" not in short
+    _warn_overload("gobi", {"unfinished": 5, "completed": 50, "sla_violation_rate": 0.0})
+    assert "overloaded" in capsys.readouterr().err
