@@ -31,6 +31,7 @@ IDEAL_BLOCK = 1 << 20  # the call size a coalesced access would use
 # calls is per-byte work (gzip compressing the block it read) that coalescing keeps.
 PER_CALL_WORK = 50e-6
 _MIN_OVERHEAD = 2e-6
+_MIN_FIT_BYTES = 32 * 1024  # below this per-call sizes say nothing about bandwidth
 
 
 @dataclass(frozen=True)
@@ -70,8 +71,37 @@ class Analysis:
         return name, costs[name]
 
 
+def _lower_envelope_fit(x: np.ndarray, y: np.ndarray) -> tuple[float, float]:
+    """Latency and seconds per byte of the *uncontended* calls: the lower envelope.
+
+    Queueing behind other tasks only ever adds time, so a plain least-squares line through
+    every call is pulled about by contention (on a loaded machine an empty EOF read can wait as
+    long as a 64 KiB one, giving a flat or negative slope and an infinite bandwidth). Instead
+    each size bucket (half a power of two) keeps its fastest call, and the line is fitted
+    through those minima with both coefficients bounded below (``scipy.optimize.lsq_linear``).
+    The "minimum" is the 10th percentile, so one lucky call does not set it. A per-byte term
+    is fitted only when calls reach ``_MIN_FIT_BYTES``: between an empty EOF read and a 512 B
+    read the difference is per-call work, not bandwidth (dd bs=512 would otherwise get a
+    bandwidth that makes its calls look cheap to coalesce).
+    """
+    if not len(y):
+        return _MIN_OVERHEAD, 0.0
+    buckets = np.round(2.0 * np.log2(x + 1.0)).astype(int)
+    keys = np.unique(buckets)
+    bx = np.array([x[buckets == k].mean() for k in keys])
+    by = np.array([np.quantile(y[buckets == k], 0.1) for k in keys])
+    if len(keys) < 2 or bx.max() < _MIN_FIT_BYTES:
+        return float(np.quantile(y, 0.1)), 0.0
+    from scipy.optimize import lsq_linear
+
+    scale = max(float(bx.max()), 1.0)  # keep the two columns comparable for the solver
+    design = np.column_stack([np.ones_like(bx), bx / scale])
+    fit = lsq_linear(design, by, bounds=([_MIN_OVERHEAD, 0.0], [np.inf, np.inf]))
+    return float(fit.x[0]), float(fit.x[1]) / scale
+
+
 def fit_tier_models(trace: TraceData, tiers: dict) -> tuple[dict[str, TierModel], float]:
-    """Least-squares latency/bandwidth per tier from the traced read/write calls.
+    """Uncontended latency/bandwidth per tier from the traced read/write calls.
 
     Also returns the per-call overhead (fitted latency less the configured one, smallest over
     tiers): the CPU a call costs in the kernel and the tracer, as opposed to waiting on storage.
@@ -85,11 +115,7 @@ def fit_tier_models(trace: TraceData, tiers: dict) -> tuple[dict[str, TierModel]
         calls = part["calls"].to_numpy().astype(float).clip(min=1)
         x = part["bytes"].to_numpy().astype(float) / calls  # per call (Darshan rows: many)
         y = part["dur"].to_numpy() / calls
-        design = np.column_stack([np.ones_like(x), x])
-        if len(y) >= 2 and np.ptp(x) > 0:
-            (lat, per_byte), *_ = np.linalg.lstsq(design, y, rcond=None)
-        else:
-            lat, per_byte = float(np.median(y)) if len(y) else _MIN_OVERHEAD, 0.0
+        lat, per_byte = _lower_envelope_fit(x, y)
         lat = max(float(lat), _MIN_OVERHEAD)
         bw = 1.0 / per_byte if per_byte > 1e-15 else float("inf")
         models[tier] = TierModel(lat, bw, True)
