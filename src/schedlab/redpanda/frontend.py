@@ -15,7 +15,7 @@ from functools import lru_cache
 from pathlib import Path
 
 from xdsl.context import Context
-from xdsl.dialects import arith, builtin, func, memref, scf
+from xdsl.dialects import affine, arith, builtin, func, memref, scf
 from xdsl.ir import Operation
 from xdsl.parser import Parser
 from xdsl.utils.exceptions import DiagnosticException, ParseError, VerifyException
@@ -24,16 +24,37 @@ from schedlab.core.errors import BadInputError
 
 #: the arith operations the dataflow PEs implement, by MLIR name -> RedPanda ALU function
 ALU_OPS: dict[str, str] = {
-    "arith.addi": "add", "arith.subi": "sub", "arith.muli": "mul", "arith.divsi": "div",
-    "arith.remsi": "rem", "arith.andi": "and", "arith.ori": "or", "arith.xori": "xor",
-    "arith.shli": "shl", "arith.shrsi": "shr", "arith.index_cast": "cast",
+    "arith.addi": "add",
+    "arith.subi": "sub",
+    "arith.muli": "mul",
+    "arith.divsi": "div",
+    "arith.remsi": "rem",
+    "arith.andi": "and",
+    "arith.ori": "or",
+    "arith.xori": "xor",
+    "arith.shli": "shl",
+    "arith.shrsi": "shr",
+    "arith.index_cast": "cast",
 }
 CMP_PREDICATES = ("eq", "ne", "slt", "sle", "sgt", "sge", "ult", "ule", "ugt", "uge")
-SUPPORTED = frozenset({
-    *ALU_OPS, "arith.cmpi", "arith.select", "arith.constant", "scf.for", "scf.while",
-    "scf.if", "scf.yield", "scf.condition", "memref.load", "memref.store", "func.func",
-    "func.return", "builtin.module",
-})
+SUPPORTED = frozenset(
+    {
+        *ALU_OPS,
+        "arith.cmpi",
+        "arith.select",
+        "arith.constant",
+        "scf.for",
+        "scf.while",
+        "scf.if",
+        "scf.yield",
+        "scf.condition",
+        "memref.load",
+        "memref.store",
+        "func.func",
+        "func.return",
+        "builtin.module",
+    }
+)
 
 
 @dataclass
@@ -45,6 +66,39 @@ class Kernel:
     func: func.FuncOp
     source: str
     path: str = "<string>"
+    #: C kernels: MLIR line (1-based index - 1) -> the C line it was generated from
+    line_map: list[int] | None = None
+    language: str = "mlir"
+
+    def op_line(self, op: Operation) -> int | None:
+        """Source line of ``op``: the k-th op of its name in walk order is the k-th in the text.
+
+        (xDSL keeps no locations on parsed ops; custom-format MLIR prints ops in walk order.)
+        For a C kernel the MLIR line is mapped back to the C line it came from.
+        """
+        same = [o for o in self.func.walk() if o.name == op.name]
+        try:
+            k = next(i for i, o in enumerate(same) if o is op)
+        except StopIteration:
+            return None
+        pattern = re.compile(r"(?<![\w.])" + re.escape(op.name) + r"(?![\w.])")
+        hits = [
+            n
+            for n, line in enumerate(self.source.splitlines(), start=1)
+            for _ in pattern.finditer(line.split("//", 1)[0])
+        ]
+        if k >= len(hits):
+            return None
+        line = hits[k]
+        if self.line_map is not None:
+            return self.line_map[line - 1] if line - 1 < len(self.line_map) else None
+        return line
+
+    def where(self, op: Operation) -> str:
+        """'op arith.divsi (file.c line 12)' for messages."""
+        line = self.op_line(op)
+        at = f" ({Path(self.path).name} line {line})" if line else ""
+        return f"op {op.name}{at}"
 
     def memrefs(self) -> dict[str, tuple[int, ...]]:
         """Memref arguments by name, with their static shapes."""
@@ -55,8 +109,11 @@ class Kernel:
         return out
 
     def scalars(self) -> list[str]:
-        return [n for n, a in zip(self.arg_names(), self.func.body.block.args, strict=True)
-                if not isinstance(a.type, builtin.MemRefType)]
+        return [
+            n
+            for n, a in zip(self.arg_names(), self.func.body.block.args, strict=True)
+            if not isinstance(a.type, builtin.MemRefType)
+        ]
 
     def arg_names(self) -> list[str]:
         return [a.name_hint or f"arg{i}" for i, a in enumerate(self.func.body.block.args)]
@@ -65,7 +122,7 @@ class Kernel:
 @lru_cache(maxsize=1)
 def context() -> Context:
     ctx = Context()
-    for dialect in (arith.Arith, scf.Scf, memref.MemRef, func.Func, builtin.Builtin):
+    for dialect in (arith.Arith, scf.Scf, memref.MemRef, func.Func, builtin.Builtin, affine.Affine):
         ctx.load_dialect(dialect)
     return ctx
 
@@ -82,22 +139,68 @@ def parse_kernel(text: str, path: str | Path = "<string>", name: str | None = No
         module = Parser(context(), text, path).parse_module()
     except ParseError as exc:
         line, col = _location(str(exc).splitlines()[0])
-        raise BadInputError(f"{col}: {exc.msg}\n{exc}", path=path, line=line,
-                            field="mlir") from None
+        raise BadInputError(
+            f"{col}: {exc.msg}\n{exc}", path=path, line=line, field="mlir"
+        ) from None
     except Exception as exc:  # noqa: BLE001 - any parser crash on bad text is a user error
-        raise BadInputError(f"cannot parse MLIR: {type(exc).__name__}: {exc}", path=path,
-                            field="mlir") from None
+        raise BadInputError(
+            f"cannot parse MLIR: {type(exc).__name__}: {exc}", path=path, field="mlir"
+        ) from None
     try:
         module.verify()
     except (VerifyException, DiagnosticException, ValueError, TypeError, AttributeError) as exc:
-        raise BadInputError(f"MLIR does not verify: {str(exc).splitlines()[0]}",
-                            path=path, field="mlir") from None
+        raise BadInputError(
+            f"MLIR does not verify: {str(exc).splitlines()[0]}", path=path, field="mlir"
+        ) from None
+    if any(op.name.startswith("affine.") for op in module.walk()):
+        module, text = _lower_affine(module, text, path)
     funcs = [op for op in module.ops if isinstance(op, func.FuncOp)]
     if len(funcs) != 1:
-        raise BadInputError(f"expected exactly one func.func, found {len(funcs)}",
-                            path=path, field="func.func")
+        raise BadInputError(
+            f"expected exactly one func.func, found {len(funcs)}", path=path, field="func.func"
+        )
     _check_supported(funcs[0], text, path)
     return Kernel(name or funcs[0].sym_name.data, module, funcs[0], text, path)
+
+
+def _lower_affine(module: builtin.ModuleOp, text: str, path: str):
+    """affine.for/load/store/apply -> scf/memref/arith (:mod:`.affine_lowering`); other affine
+    forms through ``mlir-opt --lower-affine`` when that tool is on PATH, else a clear error."""
+    from schedlab.redpanda.affine_lowering import lower_affine
+
+    try:
+        lower_affine(module)
+        module.verify()
+    except Exception as exc:  # noqa: BLE001 - fall back to upstream MLIR, else a clear error
+        import shutil
+        import subprocess
+
+        tool = shutil.which("mlir-opt")
+        if tool is None:
+            raise BadInputError(
+                f"cannot lower affine ops ({type(exc).__name__}: "
+                f"{str(exc).splitlines()[0] if str(exc) else ''}); these "
+                "affine forms need mlir-opt --lower-affine (not on PATH)",
+                path=path,
+                field="affine",
+            ) from None
+        proc = subprocess.run(
+            [tool, "--lower-affine", "--mlir-print-op-generic"],
+            input=text,
+            capture_output=True,
+            text=True,
+            timeout=60,
+            check=False,
+        )
+        if proc.returncode != 0:
+            raise BadInputError(
+                f"mlir-opt --lower-affine failed: {proc.stderr.strip().splitlines()[:1]}",
+                path=path,
+                field="affine",
+            ) from None
+        text = proc.stdout
+        module = Parser(context(), text, path).parse_module()
+    return module, str(module)
 
 
 def _line_of(op: Operation, text: str) -> int | None:
@@ -112,26 +215,42 @@ def _line_of(op: Operation, text: str) -> int | None:
 def _check_supported(fn: func.FuncOp, text: str, path: str) -> None:
     for op in fn.walk():
         if op.name not in SUPPORTED:
-            raise BadInputError(f"operation '{op.name}' is not supported by the RedPanda "
-                                f"front end (supported: scf, arith integer ops, memref "
-                                f"load/store)", path=path, line=_line_of(op, text), field=op.name)
+            raise BadInputError(
+                f"operation '{op.name}' is not supported by the RedPanda "
+                f"front end (supported: scf, arith integer ops, memref "
+                f"load/store)",
+                path=path,
+                line=_line_of(op, text),
+                field=op.name,
+            )
         for result in op.results:
             if not isinstance(result.type, builtin.IntegerType | builtin.IndexType):
-                raise BadInputError(f"'{op.name}' produces {result.type}; only integer and "
-                                    f"index values are supported", path=path,
-                                    line=_line_of(op, text), field=op.name)
+                raise BadInputError(
+                    f"'{op.name}' produces {result.type}; only integer and "
+                    f"index values are supported",
+                    path=path,
+                    line=_line_of(op, text),
+                    field=op.name,
+                )
     for arg in fn.body.block.args:
         if isinstance(arg.type, builtin.MemRefType):
             if any(int(d) < 0 for d in arg.type.get_shape()):
                 raise BadInputError("memrefs need static shapes", path=path, field="memref")
         elif not isinstance(arg.type, builtin.IntegerType | builtin.IndexType):
-            raise BadInputError(f"argument type {arg.type} is not supported", path=path,
-                                field="func.func")
+            raise BadInputError(
+                f"argument type {arg.type} is not supported", path=path, field="func.func"
+            )
 
 
-def load_kernel(path: str | Path) -> Kernel:
-    """Read and parse an MLIR file."""
+def load_kernel(
+    path: str | Path, function: str | None = None, defines: dict[str, int] | None = None
+) -> Kernel:
+    """Read and parse a kernel file: MLIR (``.mlir``), or C (``.c``, via :mod:`.cfront`)."""
     path = Path(path)
+    if path.suffix.lower() in (".c", ".h"):
+        from schedlab.redpanda.cfront import load_c_kernel
+
+        return load_c_kernel(path, function=function, defines=defines)
     try:
         text = path.read_text()
     except (OSError, UnicodeDecodeError) as exc:
@@ -159,9 +278,14 @@ def cleanup(kernel: Kernel) -> Kernel:
     from xdsl.transforms.loop_invariant_code_motion import LoopInvariantCodeMotionPass
 
     module = kernel.module.clone()
-    for xdsl_pass in (CanonicalizePass(), CommonSubexpressionElimination(),
-                      LoopInvariantCodeMotionPass()):
+    for xdsl_pass in (
+        CanonicalizePass(),
+        CommonSubexpressionElimination(),
+        LoopInvariantCodeMotionPass(),
+    ):
         xdsl_pass.apply(context(), module)
     fn = next(op for op in module.ops if isinstance(op, func.FuncOp))
     _check_supported(fn, kernel.source, kernel.path)
-    return Kernel(kernel.name, module, fn, kernel.source, kernel.path)
+    return Kernel(
+        kernel.name, module, fn, kernel.source, kernel.path, kernel.line_map, kernel.language
+    )

@@ -1,0 +1,1058 @@
+"""C front end: the C subset of dataflow-CGRA and Dynamatic benchmark suites -> scf/memref MLIR.
+
+RedPanda (../shared/papers/08-redpanda.md) compiles kernels written in C. We parse C with
+**pycparser** and emit the structured MLIR (``func``/``scf``/``arith``/``memref``) that
+:mod:`schedlab.redpanda.frontend` already verifies and lowers, so C and MLIR kernels share one
+middle end, one reference interpreter and both back ends.
+
+Supported: one function over array parameters with constant dimensions (``int A[N][N]``) and
+``int`` scalars, returning ``void`` or ``int``; local ``int`` scalars; ``for`` (canonical
+``for (int i = a; i < b; i += c)`` loops become ``scf.for``, every other loop ``scf.while``),
+``while``, ``do``/``while``, ``if``/``else``, ``?:``, short-circuit ``&&``/``||`` (an
+``scf.if`` when the right side reads memory or divides), indirect subscripts, ``+ - * / % & |
+^ << >> ~ !``, comparisons, ``=``/``op=``/``++``/``--`` on scalars and array elements;
+``#define NAME value`` (object-like), ``#include``/``#pragma`` ignored. Everything else (``float``,
+pointers, calls, ``break``, ``switch``, local arrays ...) is a :class:`BadInputError` naming the
+file, line and construct. Scalars become SSA values threaded through ``iter_args``/``scf.if``
+results (every loop- or branch-assigned variable that lives outside the construct).
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from pycparser import c_ast, c_parser
+
+from schedlab.core.errors import BadInputError
+
+#: C spellings accepted as the 32-bit signed integer type
+INT_TYPES = ({"int"}, {"signed", "int"}, {"signed"}, {"int32_t"}, {"_Bool"}, {"bool"})
+_PRELUDE = "typedef int int32_t; typedef int bool; "
+_ARITH = {
+    "+": "addi",
+    "-": "subi",
+    "*": "muli",
+    "/": "divsi",
+    "%": "remsi",
+    "&": "andi",
+    "|": "ori",
+    "^": "xori",
+    "<<": "shli",
+    ">>": "shrsi",
+}
+_CMP = {"<": "slt", "<=": "sle", ">": "sgt", ">=": "sge", "==": "eq", "!=": "ne"}
+_FLIP = {"<": ">", "<=": ">=", ">": "<", ">=": "<="}
+_INDEX_OPS = {"+", "-", "*"}
+
+
+class CFrontError(BadInputError):
+    """A C construct outside the supported subset, or malformed C."""
+
+
+@dataclass
+class Val:
+    name: str  # SSA name, e.g. "%12" or "%A"
+    ty: str  # "i32", "i1" or "index"
+
+
+@dataclass
+class Var:
+    val: Val
+    readonly: bool = False  # a canonical loop's induction variable
+
+
+@dataclass
+class Translation:
+    """The MLIR text of a C kernel and, per MLIR line (1-based), the C line it came from."""
+
+    name: str
+    mlir: str
+    line_map: list[int] = field(default_factory=list)
+
+
+def _preprocess(text: str, path: str, defines: Mapping[str, int | str] | None) -> str:
+    """Strip comments, record ``#define``s, substitute them; line numbers are preserved."""
+
+    def blank(match: re.Match) -> str:
+        return re.sub(r"[^\n]", " ", match.group(0))
+
+    text = re.sub(r"/\*.*?\*/|//[^\n]*", blank, text, flags=re.S)
+    if "/*" in text:
+        raise CFrontError(
+            "unterminated /* comment",
+            path=path,
+            line=text[: text.index("/*")].count("\n") + 1,
+            field="comment",
+        )
+    macros: dict[str, str] = {}
+    lines = text.split("\n")
+    for number, line in enumerate(lines, start=1):
+        stripped = line.strip()
+        if not stripped.startswith("#"):
+            continue
+        directive = re.match(r"#\s*(\w*)\s*(.*)", stripped)
+        word, rest = directive.group(1), directive.group(2).strip()
+        if word == "define":
+            m = re.match(r"([A-Za-z_]\w*)(\(?)\s*(.*)", rest)
+            if m is None:
+                raise CFrontError("malformed #define", path=path, line=number, field="#define")
+            if m.group(2):
+                raise CFrontError(
+                    f"function-like macro '{m.group(1)}' is not supported",
+                    path=path,
+                    line=number,
+                    field="#define",
+                )
+            macros[m.group(1)] = m.group(3) or "1"
+        elif word not in ("include", "pragma"):
+            raise CFrontError(
+                f"preprocessor directive #{word} is not supported (only "
+                "#define NAME value, #include, #pragma)",
+                path=path,
+                line=number,
+                field=f"#{word}",
+            )
+        lines[number - 1] = ""
+    for key, value in (defines or {}).items():
+        macros[str(key)] = str(value)
+    if not macros:
+        return "\n".join(lines)
+    pattern = re.compile(r"\b(" + "|".join(map(re.escape, macros)) + r")\b")
+    out = []
+    for line in lines:
+        for _ in range(16):
+            new = pattern.sub(lambda m: f"({macros[m.group(1)]})", line)
+            if new == line:
+                break
+            line = new
+        else:
+            raise CFrontError("recursive #define", path=path, line=len(out) + 1, field="#define")
+        out.append(line)
+    return "\n".join(out)
+
+
+def parse_c(text: str, path: str = "<string>") -> c_ast.FileAST:
+    """pycparser on preprocessed text; errors become one-line :class:`CFrontError`s."""
+    parser = c_parser.CParser()
+    try:
+        return parser.parse(_PRELUDE + text, path)
+    except c_parser.ParseError as exc:
+        message = str(exc)
+        m = re.match(r".*?:(\d+):(\d+): (.*)", message)
+        if m:
+            line, detail = int(m.group(1)), f"column {m.group(2)}: {m.group(3)}"
+        else:
+            tok = None
+            try:
+                tok = parser._peek()  # noqa: SLF001 - where the parser stopped
+            except Exception:  # noqa: BLE001
+                tok = None
+            line = tok.lineno if tok is not None else text.count("\n") + 1
+            detail = message.split(": ", 1)[-1]
+        raise CFrontError(f"C syntax error: {detail}", path=path, line=line, field="c") from None
+    except RecursionError:
+        raise CFrontError("C input nests too deeply", path=path, field="c") from None
+    except Exception as exc:  # noqa: BLE001 - any pycparser crash on bad text is a user error
+        raise CFrontError(
+            f"cannot parse C: {type(exc).__name__}: {exc}", path=path, field="c"
+        ) from None
+
+
+def _line(node: c_ast.Node | None) -> int | None:
+    coord = getattr(node, "coord", None)
+    return getattr(coord, "line", None) if coord is not None else None
+
+
+def _walk(node: c_ast.Node):
+    yield node
+    for _, child in node.children():
+        yield from _walk(child)
+
+
+def _lvalue_name(node: c_ast.Node) -> str | None:
+    return node.name if isinstance(node, c_ast.ID) else None
+
+
+def _array_base(node: c_ast.Node) -> str | None:
+    while isinstance(node, c_ast.ArrayRef):
+        node = node.name
+    return node.name if isinstance(node, c_ast.ID) else None
+
+
+def assigned_names(node: c_ast.Node | None) -> set[str]:
+    """Scalar names written anywhere inside ``node``."""
+    out: set[str] = set()
+    if node is None:
+        return out
+    for n in _walk(node):
+        if isinstance(n, c_ast.Assignment) and _lvalue_name(n.lvalue):
+            out.add(n.lvalue.name)
+        elif (
+            isinstance(n, c_ast.UnaryOp)
+            and n.op in ("++", "p++", "--", "p--")
+            and _lvalue_name(n.expr)
+        ):
+            out.add(n.expr.name)
+    return out
+
+
+def stored_arrays(node: c_ast.Node | None) -> set[str]:
+    out: set[str] = set()
+    if node is None:
+        return out
+    for n in _walk(node):
+        target = None
+        if isinstance(n, c_ast.Assignment):
+            target = n.lvalue
+        elif isinstance(n, c_ast.UnaryOp) and n.op in ("++", "p++", "--", "p--"):
+            target = n.expr
+        if isinstance(target, c_ast.ArrayRef):
+            out.add(_array_base(target))
+    return out
+
+
+def _reads_memory(node: c_ast.Node) -> bool:
+    return any(isinstance(n, c_ast.ArrayRef) for n in _walk(node))
+
+
+def _pure(node: c_ast.Node) -> bool:
+    """No memory reads, no division (cannot trap), no side effects: safe to evaluate eagerly."""
+    for n in _walk(node):
+        if isinstance(n, c_ast.ArrayRef | c_ast.FuncCall | c_ast.Assignment):
+            return False
+        if isinstance(n, c_ast.BinaryOp) and n.op in ("/", "%"):
+            return False
+        if isinstance(n, c_ast.UnaryOp) and n.op in ("++", "p++", "--", "p--"):
+            return False
+    return True
+
+
+class _Translator:
+    def __init__(self, path: str) -> None:
+        self.path = path
+        self.lines: list[tuple[int, str, int]] = []  # (indent, text, C line)
+        self.indent = 1
+        self.counter = 0
+        self.scopes: list[dict[str, Var]] = [{}]
+        self.arrays: dict[str, tuple[int, ...]] = {}
+        self.cline = 0
+
+    # ---- helpers --------------------------------------------------------------------------
+    def error(self, message: str, node: c_ast.Node | None = None, field: str = "c"):
+        line = _line(node) or self.cline or None
+        raise CFrontError(message, path=self.path, line=line, field=field)
+
+    def emit(self, text: str) -> None:
+        self.lines.append((self.indent, text, self.cline))
+
+    def fresh(self) -> str:
+        self.counter += 1
+        return f"%{self.counter}"
+
+    def op(self, text: str, ty: str) -> Val:
+        name = self.fresh()
+        self.emit(f"{name} = {text}")
+        return Val(name, ty)
+
+    def const(self, value: int, ty: str = "i32") -> Val:
+        if ty == "i1":
+            return self.op(f"arith.constant {'true' if value else 'false'}", "i1")
+        return self.op(f"arith.constant {value} : {ty}", ty)
+
+    def lookup(self, name: str, node: c_ast.Node) -> Var:
+        for scope in reversed(self.scopes):
+            if name in scope:
+                return scope[name]
+        if name in self.arrays:
+            self.error(f"array '{name}' used as a scalar (subscript it)", node, name)
+        self.error(f"undeclared identifier '{name}'", node, name)
+        raise AssertionError  # unreachable
+
+    def visible(self, name: str) -> bool:
+        return any(name in s for s in self.scopes)
+
+    def bind(self, name: str, val: Val) -> None:
+        for scope in reversed(self.scopes):
+            if name in scope:
+                scope[name].val = val
+                return
+        raise AssertionError(name)
+
+    # ---- conversions ------------------------------------------------------------------------
+    def to_i32(self, v: Val) -> Val:
+        if v.ty == "i32":
+            return v
+        if v.ty == "index":
+            return self.op(f"arith.index_cast {v.name} : index to i32", "i32")
+        one, zero = self.const(1), self.const(0)
+        return self.op(f"arith.select {v.name}, {one.name}, {zero.name} : i32", "i32")
+
+    def to_index(self, v: Val) -> Val:
+        if v.ty == "index":
+            return v
+        v = self.to_i32(v)
+        return self.op(f"arith.index_cast {v.name} : i32 to index", "index")
+
+    def to_bool(self, v: Val) -> Val:
+        if v.ty == "i1":
+            return v
+        zero = self.const(0, v.ty)
+        return self.op(f"arith.cmpi ne, {v.name}, {zero.name} : {v.ty}", "i1")
+
+    def convert(self, v: Val, ty: str) -> Val:
+        return {"i32": self.to_i32, "index": self.to_index, "i1": self.to_bool}[ty](v)
+
+    # ---- types --------------------------------------------------------------------------
+    def check_int_type(self, type_node: c_ast.Node, what: str) -> None:
+        node = type_node
+        if isinstance(node, c_ast.PtrDecl):
+            self.error(
+                f"{what}: pointers are not supported (declare arrays with constant "
+                "dimensions, e.g. int a[N])",
+                node,
+                "type",
+            )
+        if not isinstance(node, c_ast.TypeDecl) or not isinstance(node.type, c_ast.IdentifierType):
+            self.error(f"{what}: unsupported type", node, "type")
+        names = set(node.type.names)
+        if names & {"float", "double"}:
+            self.error(
+                f"{what}: type '{' '.join(node.type.names)}' is not supported: the "
+                "RedPanda middle end and back ends have integer datapaths only (use "
+                "int, e.g. fixed point)",
+                node,
+                "type",
+            )
+        if names not in INT_TYPES:
+            self.error(
+                f"{what}: type '{' '.join(node.type.names)}' is not supported (only "
+                "32-bit signed int)",
+                node,
+                "type",
+            )
+
+    def const_eval(self, node: c_ast.Node) -> int:
+        if isinstance(node, c_ast.Constant) and node.type in ("int", "long", "unsigned int"):
+            return self.int_literal(node)
+        if isinstance(node, c_ast.UnaryOp) and node.op in ("-", "+"):
+            v = self.const_eval(node.expr)
+            return -v if node.op == "-" else v
+        if isinstance(node, c_ast.BinaryOp) and node.op in ("+", "-", "*", "/", "%", "<<"):
+            a, b = self.const_eval(node.left), self.const_eval(node.right)
+            if node.op in ("/", "%") and b == 0:
+                self.error("division by zero in a constant expression", node, "dimension")
+            return {
+                "+": a + b,
+                "-": a - b,
+                "*": a * b,
+                "/": int(a / b) if b else 0,
+                "%": a - int(a / b) * b if b else 0,
+                "<<": a << b if b >= 0 else 0,
+            }[node.op]
+        self.error(
+            "array dimension must be an integer constant expression (use #define)",
+            node,
+            "dimension",
+        )
+        raise AssertionError
+
+    def int_literal(self, node: c_ast.Constant) -> int:
+        text = node.value.lower().rstrip("ul")
+        try:
+            if node.type == "char":
+                body = node.value[1:-1]
+                escapes = {"\\n": 10, "\\t": 9, "\\0": 0, "\\\\": 92, "\\'": 39}
+                return escapes[body] if body in escapes else ord(body)
+            value = int(text, 0) if not re.fullmatch(r"0[0-7]+", text) else int(text, 8)
+        except (ValueError, KeyError, TypeError):
+            self.error(f"unsupported constant {node.value}", node, "constant")
+        if not -(2**31) <= value < 2**32:
+            self.error(f"constant {node.value} does not fit in 32 bits", node, "constant")
+        return value - 2**32 if value >= 2**31 else value
+
+    # ---- function -------------------------------------------------------------------------
+    def function(self, fdef: c_ast.FuncDef) -> str:
+        decl = fdef.decl
+        ftype = decl.type
+        self.cline = _line(decl) or 0
+        ret = ftype.type
+        ret_names = (
+            set(ret.type.names)
+            if isinstance(ret, c_ast.TypeDecl) and isinstance(ret.type, c_ast.IdentifierType)
+            else set()
+        )
+        if ret_names == {"void"}:
+            ret_ty = None
+        else:
+            self.check_int_type(ret, f"return type of '{decl.name}'")
+            ret_ty = "i32"
+        params = []
+        for param in ftype.args.params if ftype.args else []:
+            if isinstance(param, c_ast.EllipsisParam):
+                self.error("variadic functions are not supported", param, "parameter")
+            if isinstance(param, c_ast.Typename):
+                if isinstance(param.type, c_ast.TypeDecl) and getattr(
+                    param.type.type, "names", None
+                ) == ["void"]:
+                    continue
+                self.error("parameters need names", param, "parameter")
+            params.append(self.parameter(param))
+        sig = ", ".join(params)
+        result = f" -> {ret_ty}" if ret_ty else ""
+        header = f"func.func @{decl.name}({sig}){result} {{"
+        items = list(fdef.body.block_items or [])
+        final = None
+        if items and isinstance(items[-1], c_ast.Return):
+            final = items.pop()
+        self.block(items)
+        if final is not None:
+            self.cline = _line(final) or self.cline
+            if ret_ty is None and final.expr is not None:
+                self.error("a void function returns a value", final, "return")
+            if ret_ty is not None:
+                if final.expr is None:
+                    self.error("missing return value", final, "return")
+                value = self.to_i32(self.expr(final.expr))
+                self.emit(f"func.return {value.name} : i32")
+            else:
+                self.emit("func.return")
+        else:
+            if ret_ty is not None:
+                self.error(
+                    f"function '{decl.name}' must end with 'return <value>;'", fdef, "return"
+                )
+            self.emit("func.return")
+        body = [header] + ["  " * ind + text for ind, text, _ in self.lines] + ["}"]
+        self.line_map = (
+            [self.cline_of_header]
+            + [c for _, _, c in self.lines]
+            + [self.lines[-1][2] if self.lines else 0]
+        )
+        return "\n".join(body) + "\n"
+
+    def parameter(self, param: c_ast.Decl) -> str:
+        name = param.name
+        if name is None:
+            self.error("parameters need names", param, "parameter")
+        self.cline_of_header = _line(param) or self.cline
+        node, dims = param.type, []
+        while isinstance(node, c_ast.ArrayDecl):
+            if node.dim is None:
+                self.error(
+                    f"array parameter '{name}' needs every dimension (e.g. int {name}"
+                    "[N]); schedlab compiles fixed-size memories",
+                    node,
+                    name,
+                )
+            dims.append(self.const_eval(node.dim))
+            node = node.type
+        self.check_int_type(node, f"parameter '{name}'")
+        if self.visible(name) or name in self.arrays:
+            self.error(f"duplicate parameter '{name}'", param, name)
+        if dims:
+            if any(d <= 0 for d in dims):
+                self.error(f"array parameter '{name}' has a non-positive dimension", param, name)
+            self.arrays[name] = tuple(dims)
+            return f"%{name}: memref<{'x'.join(map(str, dims))}xi32>"
+        self.scopes[0][name] = Var(Val(f"%{name}", "i32"))
+        return f"%{name}: i32"
+
+    # ---- statements -----------------------------------------------------------------------
+    def block(self, items: list[c_ast.Node]) -> None:
+        for item in items:
+            self.statement(item)
+
+    def statement(self, node: c_ast.Node | None) -> None:
+        if node is None or isinstance(node, c_ast.EmptyStatement):
+            return
+        self.cline = _line(node) or self.cline
+        if isinstance(node, c_ast.Compound):
+            self.scopes.append({})
+            self.block(list(node.block_items or []))
+            self.scopes.pop()
+        elif isinstance(node, c_ast.Decl):
+            self.declaration(node)
+        elif isinstance(node, c_ast.DeclList):
+            for d in node.decls:
+                self.declaration(d)
+        elif isinstance(node, c_ast.Assignment):
+            self.assignment(node)
+        elif isinstance(node, c_ast.UnaryOp) and node.op in ("++", "p++", "--", "p--"):
+            op = "+=" if "+" in node.op else "-="
+            self.assignment(c_ast.Assignment(op, node.expr, c_ast.Constant("int", "1"), node.coord))
+        elif isinstance(node, c_ast.If):
+            self.if_statement(node)
+        elif isinstance(node, c_ast.For):
+            self.for_statement(node)
+        elif isinstance(node, c_ast.While):
+            self.while_loop(None, node.cond, node.stmt, None, node, do_while=False)
+        elif isinstance(node, c_ast.DoWhile):
+            self.while_loop(None, node.cond, node.stmt, None, node, do_while=True)
+        elif isinstance(node, c_ast.Return):
+            self.error(
+                "'return' is only supported as the last statement of the function", node, "return"
+            )
+        elif isinstance(node, c_ast.Break | c_ast.Continue):
+            word = "break" if isinstance(node, c_ast.Break) else "continue"
+            self.error(
+                f"'{word}' is not supported: fold the exit into the loop condition", node, word
+            )
+        elif isinstance(node, c_ast.FuncCall):
+            self.error(
+                f"function calls are not supported (inline '{_call_name(node)}')", node, "call"
+            )
+        elif isinstance(node, c_ast.Switch | c_ast.Goto | c_ast.Label | c_ast.Case | c_ast.Default):
+            self.error(
+                f"'{type(node).__name__.lower()}' is not supported (use if/else)",
+                node,
+                type(node).__name__.lower(),
+            )
+        elif isinstance(node, c_ast.Typedef | c_ast.Pragma):
+            return
+        elif isinstance(
+            node,
+            c_ast.ExprList
+            | c_ast.BinaryOp
+            | c_ast.ID
+            | c_ast.Constant
+            | c_ast.ArrayRef
+            | c_ast.TernaryOp
+            | c_ast.Cast
+            | c_ast.UnaryOp,
+        ):
+            if not _pure(node):
+                self.error(
+                    "expression statement with effects other than assignment is not supported",
+                    node,
+                    "statement",
+                )
+        else:
+            self.error(f"'{type(node).__name__}' statement is not supported", node, "statement")
+
+    def declaration(self, node: c_ast.Decl) -> None:
+        if isinstance(node.type, c_ast.ArrayDecl):
+            self.error(
+                f"local array '{node.name}' is not supported: pass it as a parameter",
+                node,
+                node.name,
+            )
+        if isinstance(node.type, c_ast.FuncDecl):
+            self.error(
+                f"nested function declaration '{node.name}' is not supported", node, node.name
+            )
+        if isinstance(node.type, c_ast.Struct | c_ast.Enum | c_ast.Union) or (
+            isinstance(node.type, c_ast.TypeDecl)
+            and not isinstance(node.type.type, c_ast.IdentifierType)
+        ):
+            self.error("struct/union/enum declarations are not supported", node, "type")
+        self.check_int_type(node.type, f"variable '{node.name}'")
+        if isinstance(node.init, c_ast.InitList):
+            self.error(f"initialiser list for scalar '{node.name}'", node, node.name)
+        value = self.to_i32(self.expr(node.init)) if node.init is not None else self.const(0)
+        if node.name in self.scopes[-1]:
+            self.error(f"redeclaration of '{node.name}'", node, node.name)
+        self.scopes[-1][node.name] = Var(value)
+
+    def assignment(self, node: c_ast.Assignment) -> None:
+        target = node.lvalue
+        binop = node.op[:-1] if node.op != "=" else None
+        if binop is not None and binop not in _ARITH:
+            self.error(f"assignment operator {node.op} is not supported", node, node.op)
+        if isinstance(target, c_ast.ID):
+            var = self.lookup(target.name, target)
+            if var.readonly:
+                self.error(
+                    f"loop variable '{target.name}' is assigned inside its loop", node, target.name
+                )
+            value = self.expr(node.rvalue)
+            if binop is not None:
+                value = self.arith(binop, self.to_i32(var.val), self.to_i32(value), node)
+            self.bind(target.name, self.to_i32(value))
+        elif isinstance(target, c_ast.ArrayRef):
+            base, subs = self.subscripts(target)
+            if binop is None:
+                value = self.to_i32(self.expr(node.rvalue))
+            else:
+                old = self.op(f"memref.load %{base}[{subs}] : {self.mtype(base)}", "i32")
+                value = self.arith(binop, old, self.to_i32(self.expr(node.rvalue)), node)
+            self.emit(f"memref.store {value.name}, %{base}[{subs}] : {self.mtype(base)}")
+        else:
+            self.error("only scalars and array elements can be assigned", node, "lvalue")
+
+    def mtype(self, name: str) -> str:
+        return f"memref<{'x'.join(map(str, self.arrays[name]))}xi32>"
+
+    def subscripts(self, node: c_ast.ArrayRef) -> tuple[str, str]:
+        subs = []
+        while isinstance(node, c_ast.ArrayRef):
+            subs.append(node.subscript)
+            node = node.name
+        if not isinstance(node, c_ast.ID):
+            self.error("only named arrays can be subscripted", node, "subscript")
+        name = node.name
+        if name not in self.arrays or self.visible(name):
+            self.error(f"'{name}' is not an array parameter", node, name)
+        subs.reverse()
+        if len(subs) != len(self.arrays[name]):
+            self.error(
+                f"array '{name}' has {len(self.arrays[name])} dimension(s), "
+                f"subscripted with {len(subs)}",
+                node,
+                name,
+            )
+        values = [self.index_expr(s).name for s in subs]
+        return name, ", ".join(values)
+
+    # ---- control flow ---------------------------------------------------------------------
+    def carried(self, *nodes: c_ast.Node | None) -> list[str]:
+        names: set[str] = set()
+        for n in nodes:
+            names |= assigned_names(n)
+        out = []
+        for name in sorted(names):
+            if self.visible(name):
+                var = self.lookup(name, None)
+                if not var.readonly:
+                    out.append(name)
+        return out
+
+    def current(self, names: list[str]) -> list[Val]:
+        return [self.lookup(n, None).val for n in names]
+
+    def if_statement(self, node: c_ast.If) -> None:
+        cond = self.to_bool(self.expr(node.cond))
+        names = self.carried(node.iftrue, node.iffalse)
+        saved = self.current(names)
+        types = ", ".join("i32" for _ in names)
+        res = self.fresh() if names else None
+        head = f"{res}:{len(names)} = " if len(names) > 1 else (f"{res} = " if names else "")
+        self.emit(f"{head}scf.if {cond.name}{' -> (' + types + ')' if names else ''} {{")
+        for branch, closing in ((node.iftrue, "} else {"), (node.iffalse, "}")):
+            self.indent += 1
+            self.scopes.append({})
+            self.statement(branch)
+            self.scopes.pop()
+            vals = self.current(names)
+            if names:
+                self.emit(f"scf.yield {', '.join(v.name for v in vals)} : {types}")
+            else:
+                self.emit("scf.yield")
+            self.indent -= 1
+            for n, v in zip(names, saved, strict=True):
+                self.bind(n, v)
+            self.cline = _line(node) or self.cline
+            self.emit(closing)
+        self.rebind_results(names, res)
+
+    def rebind_results(
+        self, names: list[str], res: str | None, types: list[str] | None = None
+    ) -> None:
+        for i, n in enumerate(names):
+            ty = types[i] if types else "i32"
+            self.bind(n, Val(res if len(names) == 1 else f"{res}#{i}", ty))
+
+    def for_statement(self, node: c_ast.For) -> None:
+        canon = self.canonical(node)
+        if canon is None:
+            self.scopes.append({})
+            self.statement(node.init)
+            self.while_loop(None, node.cond, node.stmt, node.next, node, do_while=False)
+            self.scopes.pop()
+            return
+        iv_name, lb_node, ub_node, inclusive, step = canon
+        lb = self.index_expr(lb_node)
+        ub = self.index_expr(ub_node)
+        if inclusive:
+            one = self.const(1, "index")
+            ub = self.op(f"arith.addi {ub.name}, {one.name} : index", "index")
+        st = self.const(step, "index")
+        names = self.carried(node.stmt)
+        inits = self.current(names)
+        iv = self.fresh()
+        args = [self.fresh() for _ in names]
+        res = self.fresh() if names else None
+        types = ", ".join("i32" for _ in names)
+        head = f"{res}:{len(names)} = " if len(names) > 1 else (f"{res} = " if names else "")
+        pairs = ", ".join(f"{a} = {v.name}" for a, v in zip(args, inits, strict=True))
+        iters = f" iter_args({pairs}) -> ({types})" if names else ""
+        self.emit(f"{head}scf.for {iv} = {lb.name} to {ub.name} step {st.name}{iters} {{")
+        self.indent += 1
+        for n, a in zip(names, args, strict=True):
+            self.bind(n, Val(a, "i32"))
+        self.scopes.append({iv_name: Var(Val(iv, "index"), readonly=True)})
+        self.scopes.append({})
+        self.statement(node.stmt)
+        self.scopes.pop()
+        self.scopes.pop()
+        vals = self.current(names)
+        self.emit(
+            f"scf.yield {', '.join(v.name for v in vals)} : {types}" if names else "scf.yield"
+        )
+        self.indent -= 1
+        self.cline = _line(node) or self.cline
+        self.emit("}")
+        self.rebind_results(names, res)
+
+    def canonical(self, node: c_ast.For):
+        """(iv, lower, upper, inclusive, step) when the loop is a counted ``scf.for``."""
+        init, cond, nxt = node.init, node.cond, node.next
+        if not isinstance(init, c_ast.DeclList) or len(init.decls) != 1:
+            return None
+        decl = init.decls[0]
+        if decl.init is None or not isinstance(decl.type, c_ast.TypeDecl):
+            return None
+        iv = decl.name
+        if not isinstance(cond, c_ast.BinaryOp) or cond.op not in ("<", "<=", ">", ">="):
+            return None
+        op, left, right = cond.op, cond.left, cond.right
+        if (
+            isinstance(right, c_ast.ID)
+            and right.name == iv
+            and not (isinstance(left, c_ast.ID) and left.name == iv)
+        ):
+            op, left, right = _FLIP[op], right, left
+        if not (isinstance(left, c_ast.ID) and left.name == iv) or op not in ("<", "<="):
+            return None
+        step = _increment(nxt, iv)
+        if step is None or step <= 0:
+            return None
+        body_writes = assigned_names(node.stmt)
+        if iv in body_writes:
+            return None
+        bound_reads = {n.name for n in _walk(right) if isinstance(n, c_ast.ID)}
+        if iv in bound_reads or bound_reads & body_writes:
+            return None
+        if any(isinstance(n, c_ast.FuncCall | c_ast.Assignment) for n in _walk(right)):
+            return None
+        stored = stored_arrays(node.stmt)
+        if {_array_base(n) for n in _walk(right) if isinstance(n, c_ast.ArrayRef)} & stored:
+            return None
+        if not _pure(right) and _reads_memory(right) is False:
+            return None
+        self.check_int_type(decl.type, f"variable '{iv}'")
+        return iv, decl.init, right, op == "<=", step
+
+    def while_loop(
+        self,
+        _init,
+        cond: c_ast.Node | None,
+        body: c_ast.Node | None,
+        nxt: c_ast.Node | None,
+        node: c_ast.Node,
+        do_while: bool,
+    ) -> None:
+        if cond is not None and (assigned_names(cond) or stored_arrays(cond)):
+            self.error("assignments inside a loop condition are not supported", cond, "condition")
+        names = self.carried(body, nxt)
+        simple = cond is not None and _pure(cond) and not do_while and names
+        types = ["i32"] * len(names) + ([] if simple else ["i1"])
+        tlist = ", ".join(types)
+        if simple:
+            inits = self.current(names)
+        else:
+            go = (
+                self.to_bool(self.expr(cond))
+                if cond is not None and not do_while
+                else self.const(1, "i1")
+            )
+            inits = [*self.current(names), go]
+        args = [self.fresh() for _ in types]
+        res = self.fresh()
+        head = f"{res}:{len(types)} = " if len(types) > 1 else f"{res} = "
+        pairs = ", ".join(f"{a} = {v.name}" for a, v in zip(args, inits, strict=True))
+        self.emit(f"{head}scf.while ({pairs}) : ({tlist}) -> ({tlist}) {{")
+        self.indent += 1
+        saved = self.current(names)
+        for n, a in zip(names, args, strict=False):
+            self.bind(n, Val(a, "i32"))
+        if simple:
+            c = self.to_bool(self.expr(cond))
+        else:
+            c = Val(args[-1], "i1")
+        self.emit(f"scf.condition({c.name}) {', '.join(args)} : {tlist}")
+        self.indent -= 1
+        self.emit("} do {")
+        self.indent += 1
+        bargs = [self.fresh() for _ in types]
+        decls = ", ".join(f"{a}: {t}" for a, t in zip(bargs, types, strict=True))
+        self.emit(f"^bb0({decls}):")
+        for n, a in zip(names, bargs, strict=False):
+            self.bind(n, Val(a, "i32"))
+        self.scopes.append({})
+        self.statement(body)
+        self.scopes.pop()
+        if nxt is not None:
+            self.scopes.append({})
+            self.statement(
+                nxt if not isinstance(nxt, c_ast.ExprList) else c_ast.Compound(nxt.exprs, nxt.coord)
+            )
+            self.scopes.pop()
+        vals = self.current(names)
+        if not simple:
+            cv = self.to_bool(self.expr(cond)) if cond is not None else self.const(1, "i1")
+            vals.append(cv)
+        self.emit(f"scf.yield {', '.join(v.name for v in vals)} : {tlist}")
+        self.indent -= 1
+        self.cline = _line(node) or self.cline
+        self.emit("}")
+        for n, v in zip(names, saved, strict=True):
+            self.bind(n, v)
+        for i, n in enumerate(names):
+            self.bind(n, Val(f"{res}#{i}" if len(types) > 1 else res, "i32"))
+
+    # ---- expressions ----------------------------------------------------------------------
+    def arith(self, op: str, a: Val, b: Val, node: c_ast.Node, ty: str = "i32") -> Val:
+        a, b = self.convert(a, ty), self.convert(b, ty)
+        return self.op(f"arith.{_ARITH[op]} {a.name}, {b.name} : {ty}", ty)
+
+    def index_expr(self, node: c_ast.Node) -> Val:
+        """An expression computed in ``index`` (subscripts, loop bounds) where it is affine."""
+        if isinstance(node, c_ast.Constant) and node.type in ("int", "char"):
+            return self.const(self.int_literal(node), "index")
+        if isinstance(node, c_ast.ID):
+            return self.to_index(self.lookup(node.name, node).val)
+        if isinstance(node, c_ast.BinaryOp) and node.op in _INDEX_OPS:
+            a, b = self.index_expr(node.left), self.index_expr(node.right)
+            return self.arith(node.op, a, b, node, "index")
+        return self.to_index(self.expr(node))
+
+    def expr(self, node: c_ast.Node) -> Val:
+        self.cline = _line(node) or self.cline
+        if isinstance(node, c_ast.Constant):
+            if node.type in ("float", "double"):
+                self.error(
+                    f"floating-point constant {node.value} is not supported (integer "
+                    "datapaths only)",
+                    node,
+                    "constant",
+                )
+            if node.type == "string":
+                self.error("string literals are not supported", node, "constant")
+            return self.const(self.int_literal(node))
+        if isinstance(node, c_ast.ID):
+            if node.name in ("true", "false") and not self.visible(node.name):
+                return self.const(int(node.name == "true"))
+            return self.lookup(node.name, node).val
+        if isinstance(node, c_ast.ArrayRef):
+            base, subs = self.subscripts(node)
+            return self.op(f"memref.load %{base}[{subs}] : {self.mtype(base)}", "i32")
+        if isinstance(node, c_ast.BinaryOp):
+            if node.op in _ARITH:
+                a = self.to_i32(self.expr(node.left))
+                b = self.to_i32(self.expr(node.right))
+                return self.arith(node.op, a, b, node)
+            if node.op in _CMP:
+                a = self.to_i32(self.expr(node.left))
+                b = self.to_i32(self.expr(node.right))
+                return self.op(f"arith.cmpi {_CMP[node.op]}, {a.name}, {b.name} : i32", "i1")
+            if node.op in ("&&", "||"):
+                return self.logical(node)
+            self.error(f"operator {node.op} is not supported", node, node.op)
+        if isinstance(node, c_ast.UnaryOp):
+            return self.unary(node)
+        if isinstance(node, c_ast.TernaryOp):
+            return self.ternary(node)
+        if isinstance(node, c_ast.Cast):
+            self.check_int_type(node.to_type.type, "cast")
+            return self.to_i32(self.expr(node.expr))
+        if isinstance(node, c_ast.FuncCall):
+            self.error(
+                f"function calls are not supported (inline '{_call_name(node)}')", node, "call"
+            )
+        if isinstance(node, c_ast.Assignment):
+            self.error(
+                "assignment inside an expression is not supported (make it a statement)",
+                node,
+                "assignment",
+            )
+        self.error(f"'{type(node).__name__}' expressions are not supported", node, "expression")
+        raise AssertionError
+
+    def unary(self, node: c_ast.UnaryOp) -> Val:
+        op = node.op
+        if op in ("++", "p++", "--", "p--"):
+            self.error(
+                f"'{op.lstrip('p')}' inside an expression is not supported (make it a statement)",
+                node,
+                op.lstrip("p"),
+            )
+        if op in ("&", "*"):
+            self.error(f"pointer operator '{op}' is not supported", node, op)
+        if op == "sizeof":
+            self.error("sizeof is not supported", node, op)
+        v = self.expr(node.expr)
+        if op == "+":
+            return self.to_i32(v)
+        if op == "-":
+            zero = self.const(0)
+            return self.arith("-", zero, self.to_i32(v), node)
+        if op == "~":
+            m1 = self.const(-1)
+            return self.arith("^", self.to_i32(v), m1, node)
+        if op == "!":
+            b = self.to_bool(v)
+            true = self.const(1, "i1")
+            return self.op(f"arith.xori {b.name}, {true.name} : i1", "i1")
+        self.error(f"unary operator {op} is not supported", node, op)
+        raise AssertionError
+
+    def logical(self, node: c_ast.BinaryOp) -> Val:
+        a = self.to_bool(self.expr(node.left))
+        if _pure(node.right):
+            b = self.to_bool(self.expr(node.right))
+            fn = "andi" if node.op == "&&" else "ori"
+            return self.op(f"arith.{fn} {a.name}, {b.name} : i1", "i1")
+        # short circuit: the right side may read memory out of bounds or divide by zero
+        res = self.fresh()
+        self.emit(f"{res} = scf.if {a.name} -> (i1) {{")
+        for evaluate in (node.op == "&&", node.op != "&&"):
+            self.indent += 1
+            if evaluate:
+                v = self.to_bool(self.expr(node.right))
+            else:
+                v = self.const(int(node.op == "||"), "i1")
+            self.emit(f"scf.yield {v.name} : i1")
+            self.indent -= 1
+            self.emit("} else {" if evaluate == (node.op == "&&") else "}")
+        return Val(res, "i1")
+
+    def ternary(self, node: c_ast.TernaryOp) -> Val:
+        c = self.to_bool(self.expr(node.cond))
+        if _pure(node.iftrue) and _pure(node.iffalse):
+            a = self.to_i32(self.expr(node.iftrue))
+            b = self.to_i32(self.expr(node.iffalse))
+            return self.op(f"arith.select {c.name}, {a.name}, {b.name} : i32", "i32")
+        res = self.fresh()
+        self.emit(f"{res} = scf.if {c.name} -> (i32) {{")
+        for branch, closing in ((node.iftrue, "} else {"), (node.iffalse, "}")):
+            self.indent += 1
+            v = self.to_i32(self.expr(branch))
+            self.emit(f"scf.yield {v.name} : i32")
+            self.indent -= 1
+            self.emit(closing)
+        return Val(res, "i32")
+
+
+def _call_name(node: c_ast.FuncCall) -> str:
+    return node.name.name if isinstance(node.name, c_ast.ID) else "?"
+
+
+def _increment(node: c_ast.Node | None, iv: str) -> int | None:
+    """The constant step of ``i++``, ``++i``, ``i += c`` or ``i = i + c``; else None."""
+    if isinstance(node, c_ast.UnaryOp) and isinstance(node.expr, c_ast.ID) and node.expr.name == iv:
+        return {"++": 1, "p++": 1, "--": -1, "p--": -1}.get(node.op)
+    if (
+        isinstance(node, c_ast.Assignment)
+        and isinstance(node.lvalue, c_ast.ID)
+        and node.lvalue.name == iv
+    ):
+        value = node.rvalue
+        if node.op in ("+=", "-=") and isinstance(value, c_ast.Constant) and value.type == "int":
+            try:
+                step = int(value.value.lower().rstrip("ul"), 0)
+            except ValueError:
+                return None
+            return step if node.op == "+=" else -step
+        if (
+            node.op == "="
+            and isinstance(value, c_ast.BinaryOp)
+            and value.op == "+"
+            and isinstance(value.left, c_ast.ID)
+            and value.left.name == iv
+            and isinstance(value.right, c_ast.Constant)
+            and value.right.type == "int"
+        ):
+            try:
+                return int(value.right.value.lower().rstrip("ul"), 0)
+            except ValueError:
+                return None
+    return None
+
+
+def translate(
+    text: str,
+    path: str | Path = "<string>",
+    function: str | None = None,
+    defines: Mapping[str, int | str] | None = None,
+) -> Translation:
+    """C source -> the MLIR text of its kernel function (and the MLIR-to-C line map)."""
+    path = str(path)
+    pre = _preprocess(text, path, defines)
+    ast = parse_c(pre, path)
+    _shift_lines(ast)
+    funcs = [n for n in ast.ext if isinstance(n, c_ast.FuncDef)]
+    if function is not None:
+        chosen = [f for f in funcs if f.decl.name == function]
+        if not chosen:
+            raise CFrontError(
+                f"no function '{function}' (found: "
+                f"{', '.join(f.decl.name for f in funcs) or 'none'})",
+                path=path,
+                field="function",
+            )
+    else:
+        stem = Path(path).stem
+        chosen = funcs if len(funcs) == 1 else [f for f in funcs if f.decl.name == stem]
+        if len(chosen) != 1:
+            names = ", ".join(f.decl.name for f in funcs) or "none"
+            raise CFrontError(
+                f"expected one function definition (or one named '{stem}'), found: {names}",
+                path=path,
+                field="function",
+            )
+    for ext in ast.ext:
+        if isinstance(ext, c_ast.Decl) and not isinstance(ext.type, c_ast.FuncDecl):
+            raise CFrontError(
+                f"global variable '{ext.name}' is not supported: pass it as a parameter",
+                path=path,
+                line=_line(ext),
+                field=ext.name,
+            )
+    tr = _Translator(path)
+    tr.cline_of_header = _line(chosen[0]) or 1
+    try:
+        mlir = tr.function(chosen[0])
+    except RecursionError:
+        raise CFrontError(
+            "C expression nests too deeply", path=path, line=tr.cline or None, field="c"
+        ) from None
+    return Translation(chosen[0].decl.name, mlir, tr.line_map)
+
+
+def _shift_lines(ast: c_ast.Node) -> None:
+    """Undo the typedef prelude's effect on line numbers (it shares line 1: nothing to do)."""
+    return None
+
+
+def load_c_kernel(
+    path: str | Path,
+    function: str | None = None,
+    defines: Mapping[str, int | str] | None = None,
+    name: str | None = None,
+):
+    """Read a C file and return the :class:`~schedlab.redpanda.frontend.Kernel` it defines."""
+    path = Path(path)
+    try:
+        text = path.read_text()
+    except (OSError, UnicodeDecodeError) as exc:
+        raise BadInputError(f"cannot read kernel: {exc}", path=path) from None
+    return c_kernel_from_text(text, path, function, defines, name)
+
+
+def c_kernel_from_text(
+    text: str,
+    path: str | Path = "<string>",
+    function: str | None = None,
+    defines: Mapping[str, int | str] | None = None,
+    name: str | None = None,
+):
+    from schedlab.redpanda.frontend import parse_kernel
+
+    tr = translate(text, path, function, defines)
+    kernel = parse_kernel(tr.mlir, path, name=name or tr.name)
+    kernel.line_map = tr.line_map
+    kernel.language = "c"
+    return kernel
