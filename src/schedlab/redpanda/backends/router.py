@@ -1,0 +1,524 @@
+"""Placement, PathFinder routing and the II search of the CGRA back end.
+
+RedPanda (../shared/papers/08-redpanda.md) maps its dataflow IR onto a CGRA described by an
+:class:`~schedlab.redpanda.backends.arch.Architecture`. For a candidate II:
+
+1. **place and schedule** (list scheduling on the modulo reservation table): each instruction
+   gets a PE that supports its operation class, a context slot ``t mod II`` free on that PE, a
+   free PE output slot ``(t + latency) mod II``, and (memory ops) a port of its array free in
+   that slot (``ports_per_array``); ``t`` is the earliest cycle every operand can reach the PE
+   (shortest-path cycles on the interconnect), and loop back edges must close within II;
+2. **route** every value (a net: one producer output, its consumers) on the time-extended
+   routing-resource graph (:mod:`.rrg`) with **PathFinder** negotiated congestion (McMurchie &
+   Ebeling): nets are ripped up and rerouted with present-congestion and history costs until no
+   link slot carries more words than ``link_capacity`` and no PE holds more waiting values
+   than ``registers``; every sink must be reached by its scheduled cycle;
+3. accept the II only if routing converged; otherwise try II + 1 (temporal) or another
+   placement (spatial fabrics route at II = 1: every net owns its links).
+
+In *spatial* mode each PE holds one instruction that may fire every cycle; in *temporal* mode a
+PE holds up to ``contexts`` instructions and runs the one of context ``cycle mod II``.
+"""
+
+from __future__ import annotations
+
+import math
+import random
+import time
+from collections import defaultdict
+from dataclasses import dataclass, field
+
+import networkx as nx
+
+from schedlab.core.errors import BadInputError
+from schedlab.redpanda.backends.arch import PE, Architecture, op_class
+from schedlab.redpanda.backends.rrg import Resource, State, arrival, capacity, search
+from schedlab.redpanda.graph import Graph
+
+MEMORY_KINDS = frozenset({"load", "store"})
+
+
+def back_edge(graph: Graph, dst: int, operand: int) -> bool:
+    """Operands consumed for the *next* emission of a loop operator (distance 1)."""
+    kind = graph.nodes[dst].kind
+    return (kind == "carry" and operand >= 1) or (kind == "invariant" and operand == 0)
+
+
+@dataclass
+class NetRoute:
+    """One value's route tree: per sink, the steps from the producer and the arrival offset."""
+
+    src: int
+    port: int
+    pe: PE
+    ready: int  # scheduled cycle the value leaves the unit
+    sinks: list[tuple[int, int]] = field(default_factory=list)  # (node, operand)
+    deadline: dict[tuple[int, int], int] = field(default_factory=dict)
+    sink_pe: dict[tuple[int, int], PE] = field(default_factory=dict)
+    steps: dict[tuple[int, int], list[tuple[State, Resource | None]]] = field(default_factory=dict)
+    arrive: dict[tuple[int, int], int] = field(default_factory=dict)
+    usage: set[tuple[Resource, int]] = field(default_factory=set)  # (resource, offset)
+
+
+@dataclass
+class PnR:
+    """A placed, scheduled and routed kernel."""
+
+    graph: Graph
+    arch: Architecture
+    mode: str
+    ii: int  # the configuration's period (contexts cycled)
+    achieved_ii: int  # recurrence bound with the routed delays (>= ii)
+    min_ii: int
+    res_mii: int
+    rec_mii: int
+    place: dict[int, PE]
+    start: dict[int, int]
+    nets: list[NetRoute]
+    seconds: float
+    router_iterations: int
+    attempts: list[dict]
+
+    def latency(self, node: int) -> int:
+        return self.arch.unit_latency(self.graph.nodes[node])
+
+    def link_loads(self) -> dict[Resource, int]:
+        """Words per (link or register, slot), counted from the routes."""
+        occ: dict[Resource, int] = defaultdict(int)
+        for net in self.nets:
+            for res, _ in net.usage:
+                occ[res] += 1
+        return dict(occ)
+
+    def metrics(self) -> dict[str, float]:
+        used = len(set(self.place.values()))
+        n = len(self.place)
+        loads = self.link_loads()
+        links = [v for k, v in loads.items() if k[0] == "L"]
+        regs = [v for k, v in loads.items() if k[0] == "R"]
+        return dict(
+            ii=self.achieved_ii,
+            config_ii=self.ii,
+            min_ii=self.min_ii,
+            res_mii=self.res_mii,
+            rec_mii=self.rec_mii,
+            instructions=n,
+            pes_used=used,
+            pe_utilisation=n / (len(self.arch.pes) * self.ii),
+            mapping_seconds=self.seconds,
+            router_iterations=self.router_iterations,
+            max_link_load=max(links, default=0),
+            link_capacity=self.arch.link_capacity,
+            link_slots_used=len(links),
+            max_register_load=max(regs, default=0),
+            route_hops=sum(1 for n_ in self.nets for r, _ in n_.usage if r[0] == "L"),
+        )
+
+
+# ---- lower bounds ------------------------------------------------------------------------
+def instructions(graph: Graph) -> list[int]:
+    return [n.id for n in graph.instructions()]
+
+
+def rec_mii(graph: Graph, arch: Architecture, extra: dict[tuple[int, int], int]) -> int:
+    """Smallest II with no positive cycle of latency + routing - II * distance."""
+    lat = {n.id: arch.unit_latency(n) for n in graph.nodes.values()}
+    edges = [
+        (s, d, lat[s] + extra.get((d, i), 0), int(back_edge(graph, d, i)))
+        for s, d, i in graph.edges()
+    ]
+    if not any(k for *_, k in edges):
+        return 1
+
+    def feasible(ii: int) -> bool:
+        dist = dict.fromkeys(graph.nodes, 0)
+        for _ in range(len(graph.nodes)):
+            changed = False
+            for s, d, w, k in edges:
+                if dist[s] + w - ii * k > dist[d]:
+                    dist[d] = dist[s] + w - ii * k
+                    changed = True
+            if not changed:
+                return True
+        return False
+
+    lo, hi = 1, max(1, sum(w for _, _, w, _ in edges))
+    while lo < hi:
+        mid = (lo + hi) // 2
+        lo, hi = (lo, mid) if feasible(mid) else (mid + 1, hi)
+    return lo
+
+
+def array_accesses(graph: Graph) -> dict[str, int]:
+    out: dict[str, int] = defaultdict(int)
+    for n in graph.instructions():
+        if n.kind in MEMORY_KINDS:
+            out[n.attrs["memref"]] += 1
+    return dict(out)
+
+
+def min_ii(graph: Graph, arch: Architecture, mode: str) -> tuple[int, int, int]:
+    """(MII, ResMII, RecMII): PEs per operation class, ports per array, recurrences."""
+    nodes = [graph.nodes[n] for n in instructions(graph)]
+    by_class: dict[str, int] = defaultdict(int)
+    for n in nodes:
+        by_class[op_class(n)] += 1
+    ports = arch.memory.ports_per_array
+    port_bound = max((math.ceil(a / ports) for a in array_accesses(graph).values()), default=1)
+    if mode == "spatial":
+        if len(nodes) > len(arch.pes):
+            raise BadInputError(
+                f"{graph.name}: {len(nodes)} instructions do not fit the "
+                f"{len(arch.pes)} PEs of spatial '{arch.name}'; use --temporal "
+                "or a larger fabric",
+                field="arch",
+            )
+        for cls, count in by_class.items():
+            able = sum(cls in arch.ops_of(pe) for pe in arch.pes)
+            if count > able:
+                raise BadInputError(
+                    f"{graph.name}: {count} '{cls}' instructions but only "
+                    f"{able} PEs of '{arch.name}' support '{cls}'; use "
+                    "--temporal or a larger fabric",
+                    field="arch.pe_ops",
+                )
+        res = port_bound  # accesses to one array share its ports every cycle
+    else:
+        res = max(math.ceil(len(nodes) / len(arch.pes)), port_bound)
+        for cls, count in by_class.items():
+            able = sum(cls in arch.ops_of(pe) for pe in arch.pes)
+            if able == 0:
+                raise BadInputError(
+                    f"{graph.name}: no PE of '{arch.name}' supports '{cls}' instructions",
+                    field="arch.pe_ops",
+                )
+            res = max(res, math.ceil(count / able))
+        if res > arch.contexts:
+            raise BadInputError(
+                f"{graph.name}: needs II >= {res} but '{arch.name}' has "
+                f"{arch.contexts} contexts per PE",
+                field="arch.contexts",
+            )
+    rec = rec_mii(graph, arch, {})
+    return max(res, rec), res, rec
+
+
+# ---- placement and scheduling ------------------------------------------------------------
+def _order(graph: Graph) -> list[int]:
+    nodes = set(instructions(graph))
+    dag = nx.DiGraph()
+    dag.add_nodes_from(sorted(nodes))
+    dag.add_edges_from(
+        (s, d)
+        for s, d, i in graph.edges()
+        if s in nodes and d in nodes and not back_edge(graph, d, i)
+    )
+    return list(nx.lexicographical_topological_sort(dag))
+
+
+def place_and_schedule(
+    graph: Graph,
+    arch: Architecture,
+    mode: str,
+    ii: int,
+    rng: random.Random | None = None,
+    penalty: dict[PE, float] | None = None,
+):
+    """List-schedule every instruction onto (PE, slot); None if some instruction finds none."""
+    order = _order(graph)
+    nodes = set(order)
+    lat = {n: arch.unit_latency(graph.nodes[n]) for n in order}
+    preds: dict[int, list[int]] = {n: [] for n in order}
+    loops_to: dict[int, list[int]] = {n: [] for n in order}
+    for s, d, i in graph.edges():
+        if s in nodes and d in nodes:
+            (loops_to[s].append(d) if back_edge(graph, d, i) else preds[d].append(s))
+    rc = arch.route_cycles
+    place: dict[int, PE] = {}
+    start: dict[int, int] = {}
+    slot_used: set[tuple[PE, int]] = set()
+    out_used: set[tuple[PE, int]] = set()
+    port_used: dict[tuple[str, int], int] = defaultdict(int)
+    pe_count: dict[PE, int] = defaultdict(int)
+    ports = arch.memory.ports_per_array
+    per_pe = 1 if mode == "spatial" else min(ii, arch.contexts)
+    capable = {
+        cls: [pe for pe in arch.pes if cls in arch.ops_of(pe)]
+        for cls in {op_class(graph.nodes[n]) for n in order}
+    }
+    left = defaultdict(int)  # instructions still to place per class (to keep scarce PEs)
+    for n in order:
+        left[op_class(graph.nodes[n])] += 1
+    for n in order:
+        node = graph.nodes[n]
+        cls = op_class(node)
+        left[cls] -= 1
+        memref = node.attrs.get("memref") if node.kind in MEMORY_KINDS else None
+        best = None
+        for pe in capable[cls]:
+            if pe_count[pe] >= per_pe:
+                continue
+            # keep PEs that scarcer classes need (memory/div PEs) for those classes
+            if mode == "spatial" and len(arch.ops_of(pe)) > 0:
+                scarce = [
+                    c
+                    for c in arch.ops_of(pe)
+                    if c != cls
+                    and left[c] > 0
+                    and sum(pe_count[p] < per_pe for p in capable.get(c, [])) <= left[c]
+                ]
+                if scarce:
+                    continue
+            ready = max((start[s] + lat[s] + rc(place[s], pe) for s in preds[n]), default=0)
+            t = None
+            for x in range(ready, ready + (1 if mode == "spatial" else ii)):
+                s_ = x % ii
+                if mode == "temporal" and (
+                    (pe, s_) in slot_used or (pe, (x + lat[n]) % ii) in out_used
+                ):
+                    continue
+                if memref is not None and mode == "temporal" and port_used[(memref, s_)] >= ports:
+                    continue
+                t = x
+                break
+            if t is None:
+                continue
+            # closing a recurrence late stretches the loop's period: price it, do not forbid it
+            back = sum(
+                max(t + lat[n] + rc(pe, place[d]) - (start[d] + ii), 0)
+                for d in loops_to[n]
+                if d in place
+            )
+            wire = sum(rc(place[s], pe) for s in preds[n]) + sum(
+                rc(pe, place[d]) for d in loops_to[n] if d in place
+            )
+            noise = rng.random() if rng is not None else 0.0
+            key = (t + 2 * back, wire + (penalty or {}).get(pe, 0.0) + noise)
+            if best is None or key < best[:2]:
+                best = (*key, pe, t)
+        if best is None:
+            return None
+        _, _, pe, t = best
+        place[n], start[n] = pe, t
+        pe_count[pe] += 1
+        slot_used.add((pe, t % ii))
+        out_used.add((pe, (t + lat[n]) % ii))
+        if memref is not None:
+            port_used[(memref, t % ii)] += 1
+    return place, start
+
+
+# ---- nets and PathFinder -------------------------------------------------------------------
+def build_nets(
+    graph: Graph, arch: Architecture, mode: str, ii: int, place, start, slack: int
+) -> list[NetRoute]:
+    """One net per producer output with placed consumers; deadlines from the schedule."""
+    nets: dict[tuple[int, int], NetRoute] = {}
+    for node in graph.nodes.values():
+        for i, port in enumerate(node.inputs):
+            if port is None or port.node not in place or node.id not in place:
+                continue
+            src = port.node
+            lat = arch.unit_latency(graph.nodes[src])
+            net = nets.get((src, port.index))
+            if net is None:
+                net = nets[(src, port.index)] = NetRoute(
+                    src, port.index, place[src], start[src] + lat
+                )
+            sink = (node.id, i)
+            net.sinks.append(sink)
+            shortest = arch.route_cycles(place[src], place[node.id])
+            due = shortest + slack
+            if mode == "temporal":
+                planned = start[node.id] + (ii if back_edge(graph, node.id, i) else 0) - net.ready
+                due = max(planned, shortest) + slack
+            net.deadline[sink] = due
+            net.sink_pe[sink] = place[node.id]
+    return list(nets.values())
+
+
+class Unroutable(Exception):
+    """Routing did not converge (or a deadline cannot be met at all)."""
+
+    def __init__(self, reason: str, overuse: int = 0) -> None:
+        super().__init__(reason)
+        self.reason, self.overuse = reason, overuse
+
+
+def pathfinder(
+    arch: Architecture,
+    ii: int,
+    nets: list[NetRoute],
+    max_iterations: int = 40,
+    pres_fac: float = 0.5,
+    pres_growth: float = 1.7,
+    hist_fac: float = 0.6,
+) -> int:
+    """Negotiated-congestion routing of ``nets`` in place; returns the iterations used."""
+    occ: dict[Resource, int] = defaultdict(int)
+    hist: dict[Resource, float] = defaultdict(float)
+    order = sorted(nets, key=lambda n: min(n.deadline.values(), default=0))
+    worst = 0
+    for iteration in range(1, max_iterations + 1):
+        for net in order:
+            for res, _ in net.usage:
+                occ[res] -= 1
+            net.usage = set()
+            net.steps, net.arrive = {}, {}
+            tree: set[State] = {(net.pe, 0, 0)}
+            parent: dict[State, tuple[State, Resource | None]] = {}
+            usage = net.usage
+
+            def cost(res: Resource, o: int, usage=usage, pres_fac=pres_fac) -> float:
+                if (res, o) in usage:
+                    return 0.0
+                over = occ[res] + 1 - capacity(arch, res)
+                base = 1.0 if res[0] == "L" else 1.3
+                return (base + hist[res]) * (1.0 + pres_fac * max(over, 0))
+
+            for sink in sorted(net.sinks, key=lambda s: net.deadline[s]):
+                found = search(
+                    arch, ii, net.ready, tree, net.sink_pe[sink], net.deadline[sink], cost
+                )
+                if found is None:
+                    raise Unroutable(
+                        f"value of node {net.src} cannot reach node {sink[0]} "
+                        f"within {net.deadline[sink]} cycles"
+                    )
+                path, origin = found
+                prev = origin
+                for state, res in path:
+                    tree.add(state)
+                    parent.setdefault(state, (prev, res))
+                    prev = state
+                    if res is not None:
+                        o = _offset_before(state, res)
+                        if (res, o) not in usage:
+                            usage.add((res, o))
+                            occ[res] += 1
+                last = path[-1][0] if path else origin
+                full, cur = [], last
+                while cur in parent:  # the whole route from the producer, through the tree
+                    before, res = parent[cur]
+                    full.append((cur, res))
+                    cur = before
+                net.steps[sink] = full[::-1]
+                net.arrive[sink] = arrival(last)
+        over = {r: v - capacity(arch, r) for r, v in occ.items() if v > capacity(arch, r)}
+        if not over:
+            return iteration
+        worst = max(over.values())
+        for r, v in over.items():
+            hist[r] += hist_fac * v
+        pres_fac *= pres_growth
+    raise Unroutable(
+        f"congestion left after {max_iterations} PathFinder iterations "
+        f"({len(over)} overused resources, worst +{worst})",
+        worst,
+    )
+
+
+def _offset_before(state: State, res: Resource) -> int:
+    """Offset of the cycle in which ``res`` was used to enter ``state``."""
+    if res[0] == "R":
+        return state[1] - 1
+    return state[1]
+
+
+# ---- the II search -------------------------------------------------------------------------
+def effective_ii(ii: int, routed_rec: int) -> int:
+    """Period a loop really gets: instructions fire only in their slot, so a recurrence of
+    ``routed_rec`` cycles closes after ``ceil(routed_rec / ii)`` periods."""
+    return ii * -(-routed_rec // ii)
+
+
+def place_and_route(
+    graph: Graph,
+    arch: Architecture,
+    mode: str = "temporal",
+    max_extra: int = 16,
+    attempts_per_ii: int = 2,
+    seed: int = 0,
+    slack: int | None = None,
+) -> PnR:
+    """Place, schedule and route; the II search only accepts mappings PathFinder routed.
+
+    Temporal: every II from MII up to ``min(MII + max_extra, contexts)``; among routed
+    mappings the one with the smallest effective II (recurrences with their routed delays) wins,
+    and the search stops once II alone reaches the best. Spatial: the fabric routes at II = 1
+    (each net owns its link words every cycle), trying a few placements.
+    """
+    if mode not in ("spatial", "temporal"):
+        raise BadInputError(f"unknown CGRA mode '{mode}'", field="mode")
+    began = time.perf_counter()
+    mii, res, rec = min_ii(graph, arch, mode)
+    slack = (2 if mode == "spatial" else 1) if slack is None else slack
+    attempts: list[dict] = []
+    if mode == "spatial":
+        candidates, tries = [1], attempts_per_ii + 3
+    else:
+        candidates = list(range(mii, min(mii + max_extra, arch.contexts) + 1))
+        tries = attempts_per_ii
+    rng = random.Random(seed)
+    best: PnR | None = None
+    for ii in candidates:
+        if best is not None and ii >= best.achieved_ii:
+            break
+        penalty: dict[PE, float] = {}
+        for attempt in range(tries):
+            placed = place_and_schedule(graph, arch, mode, ii, rng if attempt else None, penalty)
+            if placed is None:
+                attempts.append(dict(ii=ii, attempt=attempt, result="no placement"))
+                break
+            place, start = placed
+            nets = build_nets(graph, arch, mode, ii, place, start, slack)
+            try:
+                iterations = pathfinder(arch, ii, nets)
+            except Unroutable as exc:
+                attempts.append(dict(ii=ii, attempt=attempt, result=exc.reason))
+                # spread the next placement away from the PEs the failed nets crowded
+                for net in nets:
+                    for r, _o in net.usage:
+                        if r[0] == "L":
+                            penalty[r[1]] = penalty.get(r[1], 0.0) + 0.25
+                continue
+            extra = {sink: a for net in nets for sink, a in net.arrive.items()}
+            routed = rec_mii(graph, arch, extra)
+            achieved = max(ii, routed) if mode == "spatial" else effective_ii(ii, routed)
+            attempts.append(
+                dict(
+                    ii=ii,
+                    attempt=attempt,
+                    result="routed",
+                    iterations=iterations,
+                    effective_ii=achieved,
+                )
+            )
+            if best is None or achieved < best.achieved_ii:
+                best = PnR(
+                    graph,
+                    arch,
+                    mode,
+                    ii,
+                    achieved,
+                    mii,
+                    res,
+                    rec,
+                    place,
+                    start,
+                    nets,
+                    0.0,
+                    iterations,
+                    attempts,
+                )
+            break
+    if best is None:
+        last = attempts[-1]["result"] if attempts else "nothing tried"
+        raise BadInputError(
+            f"{graph.name}: no routable {mode} mapping on '{arch.name}' with "
+            f"II <= {candidates[-1]} (last attempt: {last})",
+            field="arch",
+            hint="try --temporal, more contexts, more link capacity or a larger fabric",
+        )
+    best.seconds = time.perf_counter() - began
+    return best
