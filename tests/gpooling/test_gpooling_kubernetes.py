@@ -292,7 +292,7 @@ def test_the_plugin_re_registers_after_a_kubelet_restart(short_dir, native, tmp_
     try:
         assert kubelet.registered.wait(TIMEOUT)
         kubelet.stop()  # the kubelet restarts: it removes every socket in the directory
-        for sock in short_dir.glob("*.sock"):
+        for sock in list(short_dir.glob("*.sock")):
             sock.unlink()
         kubelet = FakeKubelet(short_dir)
         assert kubelet.registered.wait(TIMEOUT)

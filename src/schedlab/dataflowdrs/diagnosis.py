@@ -4,8 +4,9 @@ DataFlowDrs (paper 09, part (d)) quantifies bottlenecks on the DFL graph. This m
 from one trace, the facts every diagnoser (policies.py) may use:
 
 * a cost model per storage tier, ``time = latency + bytes / bandwidth`` per I/O call, fitted by
-  bounded least squares to their lower envelope (contention only adds time) (tiers the run did not touch fall back to their configured
-  model plus the measured per-call overhead);
+  bounded least squares to the calls' lower envelope, since contention only adds time (tiers
+  the run did not touch fall back to their configured model plus the measured per-call
+  overhead);
 * storage contention per tier: measured I/O time over the uncontended model, and the mean
   number of tasks doing I/O on the tier at once;
 * producer-consumer pairs: for every intermediate file, who wrote it, who read it, how long it

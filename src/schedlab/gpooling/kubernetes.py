@@ -595,7 +595,11 @@ class PluginServer:
                 continue
             if now is None:  # kubelet down: wait for it to come back
                 continue
-            self.server.stop(0)
+            # wait for the old server to finish shutting down: gRPC unlinks its unix socket
+            # when the listener is destroyed, which (not waited for) can remove the socket the
+            # restarted server has just bound at the same path -- the kubelet then cannot dial
+            # back (found by CI on a loaded machine)
+            self.server.stop(0).wait()
             self.start()
             try:
                 self.register()
