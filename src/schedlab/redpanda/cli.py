@@ -42,6 +42,11 @@ def compile(  # noqa: A001 - the command is called compile
     out: Path | None = typer.Option(None, "--out", help="dhls: directory for Verilog + tb."),
     synth: bool = typer.Option(True, "--synth/--no-synth", help="dhls: run Yosys."),
     index_bits: int = typer.Option(32, "--index-bits", help="dhls: width of index values."),
+    arch: str | None = typer.Option(None, "--arch", help="cgra: architecture JSON file or "
+                                    "shipped name (mesh4x4, hycube4x4, torus4x4, mesh8x8): "
+                                    "place and route + per-cycle configuration."),
+    config_out: Path | None = typer.Option(None, "--config-out", help="cgra --arch: write the "
+                                           "configuration JSON here."),
     json_out: bool = typer.Option(False, "--json", help="Print JSON."),
 ) -> None:
     """Compile KERNEL for a CGRA (schedule, II, cycles) or as a DHLS circuit (Verilog)."""
@@ -54,6 +59,9 @@ def compile(  # noqa: A001 - the command is called compile
         return
     if target != "cgra":
         raise UnknownNameError("target", target, ["cgra", "dhls"])
+    if arch is not None:
+        _compile_cgra_arch(kernel, arch, flow, temporal, seed, config_out, emit_ir, json_out)
+        return
     report = compile_file(kernel, flow=flow, rows=rows, cols=cols, contexts=contexts,
                           mode="temporal" if temporal else "spatial", mapper=mapper, seed=seed)
     if emit_ir is not None:
@@ -69,6 +77,31 @@ def compile(  # noqa: A001 - the command is called compile
     kinds = metrics.pop("instruction_kinds")
     _print_table([dict(metric=k, value=v) for k, v in metrics.items()], ["metric", "value"])
     out_console.print("instructions by kind: " + ", ".join(f"{k}={v}" for k, v in kinds.items()))
+    if report.get("simulation_note"):
+        err_console.print(report["simulation_note"])
+
+
+def _compile_cgra_arch(kernel: Path, arch: str, flow: str, temporal: bool, seed: int,
+                       config_out: Path | None, emit_ir: Path | None, json_out: bool) -> None:
+    from schedlab.core.io import write_text
+    from schedlab.redpanda.backends.cgra import compile_arch_file
+
+    report = compile_arch_file(kernel, arch, flow=flow, mode="temporal" if temporal else
+                               "spatial", seed=seed, config_out=config_out)
+    ir = report.pop("ir")
+    if emit_ir is not None:
+        write_text(emit_ir, ir)
+    if json_out:
+        emit_json(report)
+        return
+    _print_table(report["schedule"], ["node", "op", "pe", "cycle", "slot"],
+                 title=f"{report['kernel']} on {report['metrics']['arch']} ({report['mode']})")
+    metrics = dict(report["metrics"])
+    kinds = metrics.pop("instruction_kinds")
+    _print_table([dict(metric=k, value=v) for k, v in metrics.items()], ["metric", "value"])
+    out_console.print("instructions by kind: " + ", ".join(f"{k}={v}" for k, v in kinds.items()))
+    for path in report["files"].values():
+        out_console.print(f"wrote {path}")
     if report.get("simulation_note"):
         err_console.print(report["simulation_note"])
 

@@ -260,3 +260,70 @@ class CGRABackend:
 
             return map_graph_milp(graph, arch, mode)
         return map_graph(graph, arch, mode)
+
+
+# ---- the place-and-route back end (architecture file, PathFinder, configuration) ---------
+def compile_config(graph: Graph, arch, mode: str = "temporal", size_buffers: bool = True):
+    """Place, route (PathFinder, II search) and emit the checked per-cycle configuration.
+
+    ``arch`` is an :class:`~schedlab.redpanda.backends.arch.Architecture` (or a shipped name /
+    JSON path). Returns ``(PnR, configuration dict)``; the configuration has passed
+    :func:`~schedlab.redpanda.backends.config.check_config` (no link slot over capacity).
+    """
+    from schedlab.redpanda.backends.arch import Architecture, load_arch
+    from schedlab.redpanda.backends.config import check_config, emit_config
+    from schedlab.redpanda.backends.router import place_and_route
+
+    if not isinstance(arch, Architecture):
+        arch = load_arch(arch)
+    pnr = place_and_route(graph, arch, mode)
+    config = emit_config(pnr, size_buffers)
+    check_config(config)
+    return pnr, config
+
+
+def compile_arch_file(path, arch, flow: str = "redpanda", mode: str = "temporal",
+                      seed: int = 0, config_out=None, simulate: bool = True) -> dict:
+    """``schedlab redpanda compile --arch FILE``: a kernel file through place and route.
+
+    The cycle count is the emitted configuration executed by :mod:`.config_sim` on seeded
+    random inputs, checked against xDSL's interpreter; ``config_out`` receives the JSON.
+    """
+    from schedlab.redpanda.backends.config import write_config
+    from schedlab.redpanda.backends.config_sim import run_config
+    from schedlab.redpanda.compiler import middle_end, outputs_match
+    from schedlab.redpanda.dialect import print_ir
+    from schedlab.redpanda.frontend import load_kernel
+    from schedlab.redpanda.policies import get_flow
+    from schedlab.redpanda.reference import run_reference
+    from schedlab.redpanda.simulator import SimulationError
+    from schedlab.redpanda.workloads import random_inputs
+
+    kernel = load_kernel(path)
+    chosen = get_flow(flow)
+    graph = middle_end(kernel, chosen, mode)  # type: ignore[arg-type]
+    pnr, config = compile_config(graph, arch, mode, chosen.size_buffers)
+    metrics: dict[str, object] = dict(pnr.metrics(), flow=flow, arch=pnr.arch.name,
+                                      instruction_kinds=graph.kind_counts())
+    note = ""
+    if simulate:
+        inputs = random_inputs(kernel, seed)
+        try:
+            reference = run_reference(kernel, inputs)
+        except Exception as exc:  # noqa: BLE001 - the interpreter rejects these inputs
+            note = f"simulation skipped: the interpreter rejects the random inputs ({exc})"
+        else:
+            try:
+                run = run_config(config, inputs)
+                metrics.update(cycles=run.cycles, matches_interpreter=outputs_match(run, reference),
+                               sim_max_link_load=run.max_link_load, link_words=run.link_words,
+                               port_stalls=run.port_stalls)
+            except SimulationError as exc:
+                note = f"configuration simulation failed: {exc}"
+    files = {}
+    if config_out is not None:
+        files["config"] = str(write_config(config, config_out))
+    schedule = [dict(node=i["node"], op=f"{i['kind']}.{i['fn']}".rstrip("."), pe=i["pe"],
+                     cycle=i["cycle"], slot=i["context"]) for i in config["instructions"]]
+    return dict(kernel=kernel.name, mode=mode, target="cgra", metrics=metrics,
+                schedule=schedule, simulation_note=note, files=files, ir=print_ir(graph))

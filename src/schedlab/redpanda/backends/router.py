@@ -522,3 +522,54 @@ def place_and_route(
         )
     best.seconds = time.perf_counter() - began
     return best
+
+
+def xy_route(arch: Architecture, ii: int, nets: list[NetRoute]) -> None:
+    """Dimension-ordered (X then Y) routes with no congestion negotiation, in place.
+
+    What a mapper that only charges ``hops - 1`` cycles per edge implicitly assumes; used to
+    show that such mappings can overload links (``check_config`` rejects them) and that
+    :func:`pathfinder` can route the same placement within capacity.
+    """
+    for net in nets:
+        net.usage, net.steps, net.arrive = set(), {}, {}
+        for sink in net.sinks:
+            (r, c), (tr, tc) = net.pe, net.sink_pe[sink]
+            cells = []
+            while c != tc:
+                c += 1 if tc > c else -1
+                cells.append((r, c))
+            while r != tr:
+                r += 1 if tr > r else -1
+                cells.append((r, c))
+            steps, cur, o = [], net.pe, 0
+            for j, nxt in enumerate(cells):
+                if nxt not in arch.neighbours[cur]:
+                    raise Unroutable(f"no link {cur}->{nxt} for an XY route")
+                if j:  # latched in the router reached, next hop in the next cycle
+                    steps.append(((cur, o + 1, 0), None))
+                    o += 1
+                res = ("L", cur, nxt, (net.ready + o) % ii)
+                steps.append(((nxt, o, 1), res))
+                net.usage.add((res, o))
+                cur = nxt
+            net.steps[sink] = steps
+            net.arrive[sink] = o
+
+
+def route_placement(graph: Graph, arch: Architecture, mode: str, ii: int, place, start,
+                    router: str = "pathfinder", slack: int = 1) -> PnR:
+    """Route a given placement and schedule (e.g. another mapper's) with ``router``."""
+    mii, res, rec = min_ii(graph, arch, mode)
+    nets = build_nets(graph, arch, mode, ii, place, start, slack)
+    began = time.perf_counter()
+    iterations = 0
+    if router == "xy":
+        xy_route(arch, ii, nets)
+    else:
+        iterations = pathfinder(arch, ii, nets)
+    extra = {sink: a for net in nets for sink, a in net.arrive.items()}
+    routed = rec_mii(graph, arch, extra)
+    achieved = max(ii, routed) if mode == "spatial" else effective_ii(ii, routed)
+    return PnR(graph, arch, mode, ii, achieved, mii, res, rec, dict(place), dict(start), nets,
+               time.perf_counter() - began, iterations, [dict(ii=ii, result=router)])
