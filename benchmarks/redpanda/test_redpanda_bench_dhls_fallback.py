@@ -43,7 +43,6 @@ def test_redpanda_bench_dhls_yowasp(benchmark, gemm):
             tools.write_library(directory)
             top = directory / f"{design.iface.top}.v"
             top.write_text(design.verilog)
-            return tools.synthesize(directory, top, design.iface.top, design.macros,
-                                    tool=tools._yowasp())
+            return tools.synthesize(directory, top, design.iface.top, tool=tools._yowasp())
 
     assert benchmark.pedantic(once, rounds=2, iterations=1).luts > 0

@@ -106,7 +106,7 @@ def test_generated_verilog_instantiates_one_component_per_unit(circuits):
     assert text.count("rp_carry #") == sum(n.kind == "carry"
                                            for n in circuit.graph.nodes.values())
     assert "module rp_gemm" in text and "assign active" in text
-    assert {m for m, *_ in iface.loads} == {"A", "B", "C"}
+    assert {m for m, *_ in iface.ports} == {"A", "B", "C"}
 
 
 def test_widths_and_literals():

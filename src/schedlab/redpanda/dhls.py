@@ -12,6 +12,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from schedlab.redpanda.backends.dhls.backend import Design, DHLSBackend, RtlRun
+from schedlab.redpanda.backends.dhls.memory import MemoryConfig
 from schedlab.redpanda.backends.dhls.tools import Resources
 from schedlab.redpanda.compiler import middle_end, outputs_match
 from schedlab.redpanda.frontend import Kernel
@@ -36,25 +37,33 @@ class DhlsEvaluation:
         row = dict(kernel=self.kernel, flow=self.flow, cycles=self.run.cycles,
                    clock_ns=m["clock_ns"], exec_ns=self.run.cycles * float(m["clock_ns"]),
                    units=m["units"], buffer_slots=m["buffer_slots"],
+                   max_ports=max(m["memory_ports"].values(), default=0),
+                   shared_ports=m["shared_ports"],
                    shared_ops=m["shared_ops"], arith_units=m["arith_units"],
-                   correct=self.correct, luts=None, ffs=None, dsps=None, synth_levels=None)
+                   correct=self.correct, luts=None, ffs=None, dsps=None, synth_levels=None,
+                   carry4=None)
         if self.resources is not None:
             r = self.resources
-            row.update(luts=r.luts, ffs=r.ffs, dsps=r.dsps, synth_levels=r.levels)
+            row.update(luts=r.luts, ffs=r.ffs, dsps=r.dsps, synth_levels=r.levels,
+                       carry4=r.carry4)
         return row
 
 
-def compile_dhls(kernel: Kernel, flow: Flow, index_bits: int = 32) -> Design:
-    """Middle end under ``flow`` (spatial: a circuit executes every op in its own unit)."""
+def compile_dhls(kernel: Kernel, flow: Flow, index_bits: int = 32,
+                 memory: MemoryConfig | None = None) -> Design:
+    """Middle end under ``flow`` (spatial: a circuit executes every op in its own unit);
+    ``memory`` is the port budget per array (default: dual-port BRAMs)."""
     graph = middle_end(kernel, flow, "spatial")
-    return DHLSBackend().compile(graph, share=flow.share_units, index_bits=index_bits)
+    return DHLSBackend().compile(graph, share=flow.share_units, index_bits=index_bits,
+                                 memory=memory)
 
 
 def evaluate_dhls(kernel: Kernel, flow: Flow, inputs: Mapping[str, object],
                   reference: tuple[list[int], dict] | None = None, synthesize: bool = False,
-                  directory: str | Path | None = None) -> DhlsEvaluation:
+                  directory: str | Path | None = None, memory: MemoryConfig | None = None
+                  ) -> DhlsEvaluation:
     """Compile, simulate in Verilog, check against xDSL; Yosys resources if asked."""
-    design = compile_dhls(kernel, flow)
+    design = compile_dhls(kernel, flow, memory=memory)
     run = design.simulate(inputs, directory)
     if reference is None:
         reference = run_reference(kernel, inputs)

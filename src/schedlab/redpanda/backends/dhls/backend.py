@@ -22,8 +22,14 @@ from schedlab.core.io import ensure_directory, write_text
 from schedlab.redpanda.backends.dhls import tools
 from schedlab.redpanda.backends.dhls.buffers import Buffering, critical_levels, place_buffers
 from schedlab.redpanda.backends.dhls.circuit import CP_LEVELS, SHAREABLE, Circuit, build_circuit
+from schedlab.redpanda.backends.dhls.memory import (
+    MemoryConfig,
+    PortMap,
+    assign_ports,
+    port_pressure,
+)
 from schedlab.redpanda.backends.dhls.sharing import share_units
-from schedlab.redpanda.backends.dhls.testbench import parse_output, testbench
+from schedlab.redpanda.backends.dhls.testbench import collisions, parse_output, testbench
 from schedlab.redpanda.backends.dhls.verilog import Interface, generate
 from schedlab.redpanda.graph import Graph
 from schedlab.redpanda.simulator import SimulationError
@@ -49,6 +55,7 @@ class Design:
     groups: list[list[int]]
     verilog: str
     iface: Interface
+    portmap: PortMap
     seconds: float = 0.0
     extras: dict = field(default_factory=dict)
 
@@ -82,7 +89,11 @@ class Design:
                     loop_ii=[self.buffering.ii.get(k) for k in range(len(self.circuit.loops))],
                     shared_groups=len(self.groups),
                     shared_ops=sum(len(grp) for grp in self.groups),
-                    arith_units=len(self.macros), milp=self.buffering.status,
+                    arith_units=len(self.macros),
+                    memory_ports={m: len(p) for m, p in sorted(self.portmap.ports.items())},
+                    shared_ports=sum(len(lane) > 1 for lanes in self.portmap.ports.values()
+                                     for lane in lanes),
+                    milp=self.buffering.status,
                     generation_seconds=round(self.seconds, 4))
 
     def write(self, directory: str | Path, inputs: Mapping[str, object] | None = None
@@ -109,6 +120,11 @@ class Design:
         cycles, results, memory, timeout = parse_output(text)
         if timeout or cycles < 0 or "END" not in text:
             raise SimulationError(f"{self.name}: Verilog simulation did not finish")
+        clashed = collisions(text)
+        if clashed:
+            raise SimulationError(f"{self.name}: two ports of array '{clashed[0]}' accessed "
+                                  "one address in one cycle with a write (undefined on a "
+                                  "dual-port BRAM; back-end bug)")
         memories = {}
         for name, shape in self.circuit.graph.memrefs.items():
             data = np.array(inputs[name], dtype=np.int64).reshape(shape).copy()
@@ -122,17 +138,17 @@ class Design:
         return RtlRun(cycles, values, memories, complete)
 
     def resources(self) -> tools.Resources:
-        """Yosys LUT/FF/DSP estimate and clock period (cached per Verilog text)."""
-        return _synthesize(self.verilog, self.iface.top, tuple(self.macros))
+        """Yosys LUT/FF/DSP (synth_xilinx, 7-series cells) and depth (cached per Verilog)."""
+        return _synthesize(self.verilog, self.iface.top)
 
 
 @lru_cache(maxsize=256)
-def _synthesize(verilog: str, top: str, macros: tuple[tuple[str, int], ...]) -> tools.Resources:
+def _synthesize(verilog: str, top: str) -> tools.Resources:
     with tempfile.TemporaryDirectory(prefix="rp-yosys-") as tmp:
         directory = Path(tmp)
         tools.write_library(directory)
         top_file = write_text(directory / f"{top}.v", verilog)
-        return tools.synthesize(directory, top_file, top, list(macros))
+        return tools.synthesize(directory, top_file, top)
 
 
 class DHLSBackend:
@@ -141,11 +157,15 @@ class DHLSBackend:
     name = "dhls"
 
     def compile(self, graph: Graph, share: bool = True, cp_levels: int = CP_LEVELS,
-                time_limit: float = 20.0, index_bits: int = 32) -> Design:
+                time_limit: float = 20.0, index_bits: int = 32,
+                memory: MemoryConfig | None = None) -> Design:
+        """``memory``: the port budget per array (default: dual-port BRAMs, 2 ports each)."""
         began = time.perf_counter()
         circuit = build_circuit(graph, index_bits)
-        buffering = place_buffers(circuit, cp_levels, time_limit)
+        portmap = assign_ports(circuit, memory or MemoryConfig())
+        buffering = place_buffers(circuit, cp_levels, time_limit,
+                                  ii_floor=port_pressure(circuit, portmap))
         groups = share_units(circuit, buffering) if share else []
-        verilog, iface = generate(circuit, buffering, groups)
-        return Design(graph.name, circuit, buffering, groups, verilog, iface,
+        verilog, iface = generate(circuit, buffering, groups, portmap)
+        return Design(graph.name, circuit, buffering, groups, verilog, iface, portmap,
                       time.perf_counter() - began)

@@ -89,8 +89,14 @@ class _Model:
 
 
 def place_buffers(circuit: Circuit, cp_levels: int = CP_LEVELS,
-                  time_limit: float = 20.0) -> Buffering:
-    """Solve the placement MILP, then size the buffers by slack matching."""
+                  time_limit: float = 20.0, ii_floor: dict[int, int] | None = None
+                  ) -> Buffering:
+    """Solve the placement MILP, then size the buffers by slack matching.
+
+    ``ii_floor`` (loop index -> cycles) bounds a loop's II from below where a shared resource
+    must serve several operations per iteration (a memory port: :func:`.memory.port_pressure`).
+    """
+    ii_floor = ii_floor or {}
     began = time.perf_counter()
     g, channels = circuit.graph, circuit.channels
     nodes = sorted(g.nodes)
@@ -134,8 +140,8 @@ def place_buffers(circuit: Circuit, cp_levels: int = CP_LEVELS,
     for n in nodes:
         upper[t0 + pos[n]] = max(cp_levels - lv[n], 0)
         upper[o0 + pos[n]] = n_nodes
-    for phi, _ in loop_vars:
-        lower[phi] = 1
+    for k, (phi, _) in enumerate(loop_vars):
+        lower[phi] = max(1, ii_floor.get(k, 1))
     integrality = np.zeros(size)
     integrality[b0:t0] = 1
     result = milp(cost, constraints=LinearConstraint(model.matrix(size).tocsr(), model.lo,
@@ -152,7 +158,7 @@ def place_buffers(circuit: Circuit, cp_levels: int = CP_LEVELS,
     for e in chosen:
         _, v, operand = channels[e]
         buffering.depth[(v, operand)] = 2
-    _size_by_slack(circuit, buffering)
+    _size_by_slack(circuit, buffering, ii_floor)
     _decouple(circuit, buffering)
     buffering.seconds = time.perf_counter() - began
     return buffering
@@ -202,10 +208,12 @@ def _asap(body: set[int], edges, ii: float) -> dict[int, float] | None:
     return None
 
 
-def _size_by_slack(circuit: Circuit, buffering: Buffering) -> None:
+def _size_by_slack(circuit: Circuit, buffering: Buffering,
+                   ii_floor: dict[int, int] | None = None) -> None:
     """Fix each loop's II, schedule ASAP, and give waiting tokens somewhere to wait."""
     buffered = set(buffering.depth)
-    iis = loop_iis(circuit, buffered)
+    iis = [max(ii, float((ii_floor or {}).get(k, 1)))
+           for k, ii in enumerate(loop_iis(circuit, buffered))]
     order = sorted(range(len(circuit.loops)), key=lambda k: circuit.loops[k].depth)
     for k in order:  # inner loops last: their (smaller) II decides shared channels
         loop, ii = circuit.loops[k], iis[k]

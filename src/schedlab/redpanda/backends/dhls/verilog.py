@@ -17,6 +17,7 @@ from dataclasses import dataclass, field
 
 from schedlab.redpanda.backends.dhls.buffers import Buffering
 from schedlab.redpanda.backends.dhls.circuit import LATENCY, Circuit
+from schedlab.redpanda.backends.dhls.memory import MemoryConfig, PortMap, assign_ports
 from schedlab.redpanda.graph import Node, Port
 
 _SIGNED_CMP = {"slt": "<", "sle": "<=", "sgt": ">", "sge": ">=", "eq": "==", "ne": "!="}
@@ -50,16 +51,17 @@ class Interface:
     top: str
     args: list[tuple[str, int]] = field(default_factory=list)             # (name, width)
     results: list[tuple[int, int]] = field(default_factory=list)          # (index, width)
-    loads: list[tuple[str, int, int, int]] = field(default_factory=list)  # memref, k, AW, W
-    stores: list[tuple[str, int, int, int]] = field(default_factory=list)
+    ports: list[tuple[str, int, int, int]] = field(default_factory=list)  # memref, p, AW, W
     memories: dict[str, tuple[int, int]] = field(default_factory=dict)    # name -> size, W
 
 
 class Generator:
     """Emit the top module of one circuit."""
 
-    def __init__(self, circuit: Circuit, buffering: Buffering, groups: list[list[int]]) -> None:
-        self.c, self.buf, self.groups = circuit, buffering, groups
+    def __init__(self, circuit: Circuit, buffering: Buffering, groups: list[list[int]],
+                 portmap: PortMap) -> None:
+        self.c, self.buf, self.groups, self.portmap = circuit, buffering, groups, portmap
+        self.requests: dict[int, tuple[str, str, str, str]] = {}  # access -> req/gnt/go/addr
         self.g = circuit.graph
         self.lines: list[str] = []
         self.ports: list[str] = ["input clk", "input rst", "output active"]
@@ -106,6 +108,9 @@ class Generator:
                 getattr(self, f"_emit_{node.kind}")(node)
         for k, group in enumerate(self.groups):
             self._emit_shared(k, group)
+        for memref, lanes in sorted(self.portmap.ports.items()):
+            for p, lane in enumerate(lanes):
+                self._emit_port(memref, p, lane)
         fires = ", ".join(self.fires) or "1'b0"
         self.lines.append(f"  assign active = |{{{fires}}};")
         header = f"module {self.iface.top} (\n    " + ",\n    ".join(self.ports) + ");"
@@ -277,22 +282,30 @@ class Generator:
             return "1'b1"
         return f"({self.ch(node.id, node.n_values - 1)}_d != 0)"
 
+    def _port_name(self, node: Node) -> str:
+        memref, p = self.portmap.of[node.id]
+        return f"m_{ident(memref)}_p{p}"
+
+    def _request(self, node: Node, aw: int) -> str:
+        """Wires between an access and its port's controller; returns their connections."""
+        n = node.id
+        self.lines.append(f"  wire n{n}_req, n{n}_gnt, n{n}_go; wire [{aw - 1}:0] n{n}_maddr;")
+        self.requests[n] = (f"n{n}_req", f"n{n}_gnt", f"n{n}_go", f"n{n}_maddr")
+        return (f".req(n{n}_req), .gnt(n{n}_gnt), .go(n{n}_go), .mem_addr(n{n}_maddr)")
+
     def _emit_load(self, node: Node) -> None:
-        mem, k = ident(node.attrs["memref"]), self.c.memory_ports[node.id]
         width = node.attrs["bits"]
         addr, aw = self._address(node, 0)
         jv, jr = self._join(node)
-        name = f"m_{mem}_ld{k}"
-        self.ports += [f"output {name}_en", f"output [{aw - 1}:0] {name}_addr",
-                       f"input [{width - 1}:0] {name}_rdata"]
-        self.iface.loads.append((node.attrs["memref"], k, aw, width))
+        port = self._port_name(node)
+        hold = int(self.portmap.shared(node.id))
         value, token = self.p(Port(node.id, 0)), self.p(Port(node.id, 1))
         self.lines.append(f"  wire [{width - 1}:0] n{node.id}_q; wire n{node.id}_qv, "
                           f"n{node.id}_qr;")
-        self.lines.append(f"  rp_load #(.AW({aw}), .W({width})) l{node.id} (.clk(clk), "
-                          f".rst(rst), .in_valid({jv}), .in_ready({jr}), .addr({addr}), "
-                          f".pred({self._pred(node)}), .mem_en({name}_en), "
-                          f".mem_addr({name}_addr), .mem_rdata({name}_rdata), "
+        self.lines.append(f"  rp_load #(.AW({aw}), .W({width}), .HOLD({hold})) l{node.id} "
+                          f"(.clk(clk), .rst(rst), .in_valid({jv}), .in_ready({jr}), "
+                          f".addr({addr}), .pred({self._pred(node)}), "
+                          f"{self._request(node, aw)}, .mem_rdata({port}_rdata), "
                           f".out_data(n{node.id}_q), .out_valid(n{node.id}_qv), "
                           f".out_ready(n{node.id}_qr));")
         # value and completion token leave through an eager fork (they go different ways)
@@ -306,22 +319,45 @@ class Generator:
                           f"assign {token}_d = 1'b0;")
 
     def _emit_store(self, node: Node) -> None:
-        mem, k = ident(node.attrs["memref"]), self.c.memory_ports[node.id]
         width = node.attrs["bits"]
         addr, aw = self._address(node, 1)
         jv, jr = self._join(node)
-        name = f"m_{mem}_st{k}"
-        self.ports += [f"output {name}_we", f"output [{aw - 1}:0] {name}_addr",
-                       f"output [{width - 1}:0] {name}_wdata"]
-        self.iface.stores.append((node.attrs["memref"], k, aw, width))
         out = self.p(Port(node.id))
+        self.lines.append(f"  wire [{width - 1}:0] n{node.id}_wdata;")
         self.lines.append(f"  rp_store #(.AW({aw}), .W({width})) st{node.id} (.clk(clk), "
                           f".rst(rst), .in_valid({jv}), .in_ready({jr}), .addr({addr}), "
                           f".data({self.val(node, 0, width)}), .pred({self._pred(node)}), "
-                          f".mem_we({name}_we), .mem_addr({name}_addr), "
-                          f".mem_wdata({name}_wdata), .out_valid({out}_v), "
-                          f".out_ready({out}_r));")
+                          f"{self._request(node, aw)}, .mem_wdata(n{node.id}_wdata), "
+                          f".out_valid({out}_v), .out_ready({out}_r));")
         self.lines.append(f"  assign {out}_d = 1'b0;")
+
+    def _emit_port(self, memref: str, p: int, lane: list[int]) -> None:
+        """One block-RAM port of ``memref`` and its controller (``rp_memport``)."""
+        size, width = self.iface.memories[memref]
+        aw = max(1, math.ceil(math.log2(max(size, 2))))
+        name = f"m_{ident(memref)}_p{p}"
+        self.ports += [f"output {name}_en", f"output {name}_we",
+                       f"output [{aw - 1}:0] {name}_addr", f"output [{width - 1}:0] {name}_wdata",
+                       f"input [{width - 1}:0] {name}_rdata"]
+        self.iface.ports.append((memref, p, aw, width))
+        nodes = [self.g.nodes[n] for n in lane]
+        writes = sum(1 << k for k, node in enumerate(nodes) if node.kind == "store")
+        zero = f"{width}'d0"
+        wdata = [f"n{n.id}_wdata" if n.kind == "store" else zero for n in nodes]
+
+        def cat(items: list[str]) -> str:
+            return "{" + ", ".join(reversed(items)) + "}"
+
+        req = [self.requests[n][0] for n in lane]
+        gnt = [self.requests[n][1] for n in lane]
+        go = [self.requests[n][2] for n in lane]
+        addr = [self.requests[n][3] for n in lane]
+        self.lines.append(
+            f"  rp_memport #(.N({len(lane)}), .AW({aw}), .W({width}), .WR(64'd{writes})) "
+            f"mp_{ident(memref)}_{p} (.clk(clk), .rst(rst), .req({cat(req)}), .go({cat(go)}), "
+            f".addr({cat(addr)}), .wdata({cat(wdata)}), .gnt({cat(gnt)}), "
+            f".mem_en({name}_en), .mem_we({name}_we), .mem_addr({name}_addr), "
+            f".mem_wdata({name}_wdata));")
 
     # ---- control operators ------------------------------------------------------------
     def _hs(self, name: str, nid: int, i: int) -> str:
@@ -397,7 +433,9 @@ class Generator:
             f".out_ready({cat([o + '_r' for o in outs])}));")
 
 
-def generate(circuit: Circuit, buffering: Buffering, groups: list[list[int]]
-             ) -> tuple[str, Interface]:
-    """The top module's Verilog text and its interface."""
-    return Generator(circuit, buffering, groups).run()
+def generate(circuit: Circuit, buffering: Buffering, groups: list[list[int]],
+             portmap: PortMap | None = None) -> tuple[str, Interface]:
+    """The top module's Verilog text and its interface (default ports: dual-port BRAMs)."""
+    if portmap is None:
+        portmap = assign_ports(circuit, MemoryConfig())
+    return Generator(circuit, buffering, groups, portmap).run()

@@ -1,6 +1,7 @@
 // RedPanda DHLS component library: the arithmetic macros (../shared/papers/08-redpanda.md).
-// Behavioural models for simulation. For resource estimation they are black boxes
-// (rp_macros_bb.v): a multiplier is a DSP-like block, a divider an IP core, as on an FPGA.
+// Simulated and synthesised as written: Yosys maps the multiplier to DSP48E1 blocks and builds
+// the divider from LUTs and carry chains (a combinational array; the unit around it registers
+// its result LAT cycles later, and the clock model does not see that depth: documented).
 
 module rp_mul #(parameter W = 32) (input [W-1:0] a, input [W-1:0] b, output [W-1:0] y);
   assign y = a * b;
