@@ -459,6 +459,9 @@ def place_and_route(
     else:
         candidates = list(range(mii, min(mii + max_extra, arch.contexts) + 1))
         tries = attempts_per_ii
+    if not candidates:
+        raise BadInputError(f"{graph.name}: needs II >= {mii} (RecMII {rec}) but '{arch.name}' "
+                            f"has {arch.contexts} contexts per PE", field="arch.contexts")
     rng = random.Random(seed)
     best: PnR | None = None
     for ii in candidates:
