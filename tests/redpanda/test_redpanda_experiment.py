@@ -28,6 +28,9 @@ def test_suite_subset_claims():
     by_hand = math.exp(sum(math.log(rp[k] / base[k]) for k in rp) / len(rp))
     assert cycles == pytest.approx(100 * (1 - by_hand))
     assert result.figures and result.figures[0].png.startswith(b"\x89PNG")
+    # the cycles are the executed configurations', every link within its capacity
+    assert (frame["max_link_load"] <= frame["link_capacity"]).all()
+    assert (frame["max_link_load"] > 0).all()
 
 
 def test_geomean_ratio_on_a_known_frame():
