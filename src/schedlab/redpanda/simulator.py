@@ -11,6 +11,7 @@ nodes whose inputs or output space changed are examined, so cost tracks activity
 from __future__ import annotations
 
 import heapq
+import time
 from collections import deque
 from collections.abc import Mapping
 from dataclasses import dataclass, field
@@ -27,6 +28,19 @@ LATENCY = {"load": 2, "store": 1, "mul": 2, "div": 4, "rem": 4}
 
 class SimulationError(SchedlabError):
     """The graph deadlocked or ran past the cycle limit (a compiler bug, not a user error)."""
+
+
+class CycleLimitError(SimulationError):
+    """The run reached its cycle or wall-time limit with tokens still moving."""
+
+    def __init__(self, graph: str, limit: str, option: str) -> None:
+        super().__init__(f"{graph}: simulation stopped at {limit} with tokens still moving: the "
+                         "kernel may not terminate on these inputs (if it does, raise "
+                         f"{option})", field=option.lstrip("-"))
+        self.limit, self.option = limit, option
+
+    def __reduce__(self):
+        return (CycleLimitError, (self.message.split(":", 1)[0], self.limit, self.option))
 
 
 @dataclass
@@ -57,8 +71,9 @@ class Simulator:
     """Run one graph on one set of inputs."""
 
     def __init__(self, graph: Graph, inputs: Mapping[str, object], timing: Timing | None = None,
-                 max_cycles: int = 2_000_000) -> None:
+                 max_cycles: int = 2_000_000, time_limit: float | None = None) -> None:
         self.g, self.timing, self.max_cycles = graph, timing or Timing(), max_cycles
+        self.time_limit = time_limit
         self.memory = {}
         for name, shape in graph.memrefs.items():
             if name not in inputs:
@@ -167,9 +182,15 @@ class Simulator:
         g, pe_of = self.g, self.timing.pe_of
         active = {n.id for n in g.nodes.values() if not n.is_immediate}
         wake: list[tuple[int, int]] = []
-        t, last = 0, 0
+        t, last, rounds = 0, 0, 0
         delay = self.timing.delay
+        started = time.monotonic()
         while active or wake:
+            rounds += 1
+            if self.time_limit is not None and rounds % 2048 == 0 and (
+                    time.monotonic() - started > self.time_limit):
+                raise CycleLimitError(
+                    g.name, f"the {self.time_limit:g} s time limit (cycle {t:,})", "--time-limit")
             while wake and wake[0][0] <= t:
                 active.add(heapq.heappop(wake)[1])
             busy: set[int] = set()
@@ -203,7 +224,8 @@ class Simulator:
             active = nxt
             t = t + 1 if active else (wake[0][0] if wake else t + 1)
             if t > self.max_cycles:
-                raise SimulationError(f"{g.name}: no completion within {self.max_cycles} cycles")
+                raise CycleLimitError(
+                    g.name, f"the cycle limit ({self.max_cycles:,} cycles)", "--max-cycles")
         missing = [i for i in range(g.results) if i not in self.outputs]
         if missing:
             raise SimulationError(f"{g.name}: deadlock at cycle {t}, results {missing} missing")
@@ -212,6 +234,9 @@ class Simulator:
 
 
 def simulate(graph: Graph, inputs: Mapping[str, object], timing: Timing | None = None,
-             max_cycles: int = 2_000_000) -> SimResult:
-    """Execute ``graph`` on ``inputs``; results, final memory and cycle count."""
-    return Simulator(graph, inputs, timing, max_cycles).run()
+             max_cycles: int = 2_000_000, time_limit: float | None = None) -> SimResult:
+    """Execute ``graph`` on ``inputs``; results, final memory and cycle count.
+
+    Raises :class:`CycleLimitError` past ``max_cycles`` cycles or ``time_limit`` seconds.
+    """
+    return Simulator(graph, inputs, timing, max_cycles, time_limit).run()
