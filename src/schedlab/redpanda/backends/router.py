@@ -308,6 +308,91 @@ def place_and_schedule(
     return place, start
 
 
+def anneal_spatial(
+    graph: Graph,
+    arch: Architecture,
+    place: dict[int, PE],
+    rng: random.Random,
+    moves_per_node: int = 150,
+) -> tuple[dict, dict]:
+    """Simulated-annealing refinement of a spatial placement; returns (place, start).
+
+    Cost: every edge's link count, plus 8x its extra routing cycles on edges inside a
+    recurrence (a strongly connected component: those delays stretch the loop's period).
+    Moves swap two instructions, or move one to a free PE, that support each other's class.
+    Start times are then the ASAP schedule with the new routing delays.
+    """
+    nodes = sorted(place)
+    lat = {n: arch.unit_latency(graph.nodes[n]) for n in nodes}
+    dg = nx.DiGraph()
+    dg.add_nodes_from(nodes)
+    edges = [(s_, d) for s_, d, _ in graph.edges() if s_ in place and d in place and s_ != d]
+    dg.add_edges_from(edges)
+    comp = {}
+    for k, scc in enumerate(nx.strongly_connected_components(dg)):
+        for n in scc:
+            comp[n] = k
+    incident: dict[int, list[tuple[int, int, float]]] = {n: [] for n in nodes}
+    for s_, d in edges:
+        w = 8.0 if comp[s_] == comp[d] else 0.0
+        incident[s_].append((s_, d, w))
+        incident[d].append((s_, d, w))
+    dist, rc = arch.distance, arch.route_cycles
+
+    def edge_cost(s_: int, d: int, w: float, where: dict) -> float:
+        a, b = where[s_], where[d]
+        return dist[a].get(b, 99) + w * rc(a, b)
+
+    def node_cost(n: int, where: dict) -> float:
+        return sum(edge_cost(s_, d, w, where) for s_, d, w in incident[n])
+
+    where = dict(place)
+    occupant = {pe: n for n, pe in where.items()}
+    cls = {n: op_class(graph.nodes[n]) for n in nodes}
+    total_moves = moves_per_node * len(nodes)
+    temp = 2.0
+    cool = (0.02 / temp) ** (1 / max(total_moves, 1))
+    pes = arch.pes
+    for _ in range(total_moves):
+        n = nodes[rng.randrange(len(nodes))]
+        target = pes[rng.randrange(len(pes))]
+        if target == where[n] or cls[n] not in arch.ops_of(target):
+            continue
+        other = occupant.get(target)
+        if other is not None and cls[other] not in arch.ops_of(where[n]):
+            continue
+        touched = {n} if other is None else {n, other}
+        before = sum(node_cost(m, where) for m in touched)
+        old = where[n]
+        where[n] = target
+        if other is not None:
+            where[other] = old
+        after = sum(node_cost(m, where) for m in touched)
+        delta = after - before
+        if delta <= 0 or rng.random() < math.exp(-delta / temp):
+            occupant[target] = n
+            if other is not None:
+                occupant[old] = other
+            else:
+                del occupant[old]
+        else:
+            where[n] = old
+            if other is not None:
+                where[other] = target
+        temp *= cool
+    start: dict[int, int] = {}
+    for n in _order(graph):
+        start[n] = max(
+            (
+                start[s_] + lat[s_] + rc(where[s_], where[n])
+                for s_, d, i in graph.edges()
+                if d == n and s_ in start and not back_edge(graph, d, i)
+            ),
+            default=0,
+        )
+    return where, start
+
+
 # ---- nets and PathFinder -------------------------------------------------------------------
 def build_nets(
     graph: Graph, arch: Architecture, mode: str, ii: int, place, start, slack: int
@@ -353,9 +438,14 @@ def pathfinder(
     pres_fac: float = 0.5,
     pres_growth: float = 1.7,
     hist_fac: float = 0.6,
+    patience: int = 12,
 ) -> int:
-    """Negotiated-congestion routing of ``nets`` in place; returns the iterations used."""
+    """Negotiated-congestion routing of ``nets`` in place; returns the iterations used.
+
+    Gives up early when the total overuse has not improved for ``patience`` iterations.
+    """
     occ: dict[Resource, int] = defaultdict(int)
+    best_total, since_best = None, 0
     hist: dict[Resource, float] = defaultdict(float)
     order = sorted(nets, key=lambda n: min(n.deadline.values(), default=0))
     worst = 0
@@ -408,11 +498,18 @@ def pathfinder(
         if not over:
             return iteration
         worst = max(over.values())
+        total = sum(over.values())
+        if best_total is None or total < best_total:
+            best_total, since_best = total, 0
+        else:
+            since_best += 1
+            if since_best >= patience:
+                break
         for r, v in over.items():
             hist[r] += hist_fac * v
         pres_fac *= pres_growth
     raise Unroutable(
-        f"congestion left after {max_iterations} PathFinder iterations "
+        f"congestion left after {iteration} PathFinder iterations "
         f"({len(over)} overused resources, worst +{worst})",
         worst,
     )
@@ -440,6 +537,7 @@ def place_and_route(
     attempts_per_ii: int = 2,
     seed: int = 0,
     slack: int | None = None,
+    anneal: bool = True,
 ) -> PnR:
     """Place, schedule and route; the II search only accepts mappings PathFinder routed.
 
@@ -455,13 +553,16 @@ def place_and_route(
     slack = (2 if mode == "spatial" else 1) if slack is None else slack
     attempts: list[dict] = []
     if mode == "spatial":
-        candidates, tries = [1], attempts_per_ii + 3
+        candidates, tries = [1], attempts_per_ii + 1
     else:
         candidates = list(range(mii, min(mii + max_extra, arch.contexts) + 1))
         tries = attempts_per_ii
     if not candidates:
-        raise BadInputError(f"{graph.name}: needs II >= {mii} (RecMII {rec}) but '{arch.name}' "
-                            f"has {arch.contexts} contexts per PE", field="arch.contexts")
+        raise BadInputError(
+            f"{graph.name}: needs II >= {mii} (RecMII {rec}) but '{arch.name}' "
+            f"has {arch.contexts} contexts per PE",
+            field="arch.contexts",
+        )
     rng = random.Random(seed)
     best: PnR | None = None
     for ii in candidates:
@@ -474,6 +575,8 @@ def place_and_route(
                 attempts.append(dict(ii=ii, attempt=attempt, result="no placement"))
                 break
             place, start = placed
+            if mode == "spatial" and anneal:
+                place, start = anneal_spatial(graph, arch, place, random.Random(seed + attempt))
             nets = build_nets(graph, arch, mode, ii, place, start, slack)
             try:
                 iterations = pathfinder(arch, ii, nets)
@@ -560,8 +663,16 @@ def xy_route(arch: Architecture, ii: int, nets: list[NetRoute]) -> None:
             net.arrive[sink] = o
 
 
-def route_placement(graph: Graph, arch: Architecture, mode: str, ii: int, place, start,
-                    router: str = "pathfinder", slack: int = 1) -> PnR:
+def route_placement(
+    graph: Graph,
+    arch: Architecture,
+    mode: str,
+    ii: int,
+    place,
+    start,
+    router: str = "pathfinder",
+    slack: int = 1,
+) -> PnR:
     """Route a given placement and schedule (e.g. another mapper's) with ``router``."""
     mii, res, rec = min_ii(graph, arch, mode)
     nets = build_nets(graph, arch, mode, ii, place, start, slack)
@@ -574,5 +685,19 @@ def route_placement(graph: Graph, arch: Architecture, mode: str, ii: int, place,
     extra = {sink: a for net in nets for sink, a in net.arrive.items()}
     routed = rec_mii(graph, arch, extra)
     achieved = max(ii, routed) if mode == "spatial" else effective_ii(ii, routed)
-    return PnR(graph, arch, mode, ii, achieved, mii, res, rec, dict(place), dict(start), nets,
-               time.perf_counter() - began, iterations, [dict(ii=ii, result=router)])
+    return PnR(
+        graph,
+        arch,
+        mode,
+        ii,
+        achieved,
+        mii,
+        res,
+        rec,
+        dict(place),
+        dict(start),
+        nets,
+        time.perf_counter() - began,
+        iterations,
+        [dict(ii=ii, result=router)],
+    )
