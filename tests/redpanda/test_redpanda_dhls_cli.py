@@ -58,11 +58,20 @@ def test_unknown_target_is_one_line(tmp_path):
 @needs_iverilog
 def test_dhls_experiment_subset_claims():
     result = dhls_experiment.dhls_suite(size=3, seed=0, kernels=("histogram", "gcd"),
-                                        flows=("redpanda", "dynamatic"))
-    assert result.frame["correct"].all()
+                                        flows=("redpanda", "dynamatic-pipelined", "dynamatic"))
+    frame = result.frame
+    assert frame["correct"].all() and frame.height == 6
+    # the yardstick is the fastest *pipelined* baseline; the non-pipelined flow never is
+    assert set(frame["best_baseline"]) == {"dynamatic-pipelined"}
+    assert (frame["verilog_ports"] <= 2).all()
     claims = {c.statement: c for c in result.claims}
     assert all(c.holds for c in claims.values() if c.required)
-    assert any("faster" in s for s in claims)
+    speed = next(c for s, c in claims.items() if "faster" in s)
+    rp = frame.filter(frame["flow"] == "redpanda")["exec_ns"].to_list()
+    base = frame.filter(frame["flow"] == "dynamatic-pipelined")["exec_ns"].to_list()
+    expected = 100 * (1 - (rp[0] / base[0] * rp[1] / base[1]) ** 0.5)
+    assert speed.measured == pytest.approx(expected)
+    assert "non-pipelined" in result.notes
     assert result.figures[0].png.startswith(b"\x89PNG")
 
 

