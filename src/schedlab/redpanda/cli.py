@@ -43,6 +43,8 @@ def compile(  # noqa: A001 - the command is called compile
     out: Path | None = typer.Option(None, "--out", help="dhls: directory for Verilog + tb."),
     synth: bool = typer.Option(True, "--synth/--no-synth", help="dhls: run Yosys."),
     index_bits: int = typer.Option(32, "--index-bits", help="dhls: width of index values."),
+    mem_ports: str = typer.Option("2", "--mem-ports", help="dhls: ports per array (2 = "
+                                  "dual-port BRAM; 0 = one per access; '2,A=1' per array)."),
     arch: str | None = typer.Option(None, "--arch", help="cgra: architecture JSON file or "
                                     "shipped name (mesh4x4, hycube4x4, torus4x4, mesh8x8): "
                                     "place and route + per-cycle configuration."),
@@ -79,7 +81,8 @@ def compile(  # noqa: A001 - the command is called compile
 
         raise BadInputError("no such inputs file", path=inputs, field="--inputs")
     if target == "dhls":
-        _compile_dhls(kernel, out, flow, seed, synth, index_bits, emit_ir, json_out, common)
+        _compile_dhls(kernel, out, flow, seed, synth, index_bits, emit_ir, json_out,
+                      dict(common, mem_ports=mem_ports))
         return
     if target != "cgra":
         raise UnknownNameError("target", target, ["cgra", "dhls"])
