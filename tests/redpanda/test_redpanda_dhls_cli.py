@@ -47,6 +47,42 @@ def test_compile_dhls_into_a_relative_out_directory(tmp_path, monkeypatch):
     assert json.loads(result.stdout)["metrics"]["matches_interpreter"] is True
 
 
+STENCIL_C = """
+#define N 6
+void stencil(int a[N], int b[N], int idx[N], int hist[N]) {
+  for (int i = 1; i < N - 1; i++) {
+    int s = a[i - 1] + a[i] + a[i + 1];
+    a[i] = s - b[i];
+    hist[idx[i]] += a[i] * 3;
+  }
+}
+"""
+
+
+@needs_iverilog
+def test_compile_dhls_from_another_directory_with_a_port_budget(tmp_path, monkeypatch):
+    """The docs' command from a sibling directory: ../k/x.c, relative --out, --mem-ports."""
+    (tmp_path / "k").mkdir()
+    (tmp_path / "k" / "stencil.c").write_text(STENCIL_C)
+    (tmp_path / "k" / "in.json").write_text(json.dumps(
+        {"a": [1, 2, 3, 4, 5, 6], "b": [0, 1, 0, 1, 0, 1], "idx": [0, 5, 4, 3, 2, 1],
+         "hist": [0] * 6}))
+    (tmp_path / "work").mkdir()
+    monkeypatch.chdir(tmp_path / "work")
+    for budget, most in (("1", 1), ("2", 2), ("0", 5)):
+        result = runner.invoke(app, ["compile", "../k/stencil.c", "--target", "dhls", "--out",
+                                     f"rtl/{budget}", "--inputs", "../k/in.json",
+                                     "--mem-ports", budget, "--no-synth", "--json"])
+        assert result.exit_code == 0, result.output
+        metrics = json.loads(result.stdout)["metrics"]
+        assert metrics["matches_interpreter"] is True
+        assert max(metrics["memory_ports"].values()) == most  # a[] has five accesses
+        assert (tmp_path / "work" / "rtl" / budget / "rp_stencil.v").exists()
+    bad = runner.invoke(app, ["compile", "../k/stencil.c", "--target", "dhls", "--out", "x",
+                              "--mem-ports", "a=zero"])
+    assert bad.exit_code == 2 and "mem_ports" in bad.output and "Traceback" not in bad.output
+
+
 def test_unknown_target_is_one_line(tmp_path):
     path = tmp_path / "gcd.mlir"
     path.write_text(kernel_text("gcd", 3))
