@@ -3,9 +3,6 @@
 from __future__ import annotations
 
 import json
-import os
-import subprocess
-import sys
 
 import pytest
 from hypothesis import HealthCheck, given, settings
@@ -244,8 +241,12 @@ def test_too_few_contexts_or_pes_is_a_clear_error():
         place_and_route(graph, mesh(2, 2, contexts=4), "temporal")
 
 
-def test_c_kernel_of_our_own_through_the_cli_from_another_directory(tmp_path):
-    """A kernel the suite does not have, a custom architecture, relative paths, piped JSON."""
+def test_c_kernel_of_our_own_through_the_cli_from_another_directory(tmp_path, monkeypatch):
+    """A kernel the suite does not have, a custom architecture, relative paths, JSON out."""
+    from typer.testing import CliRunner
+
+    from schedlab.redpanda.cli import app
+
     work = tmp_path / "elsewhere"
     (work / "k").mkdir(parents=True)
     (work / "k" / "dot_clip.c").write_text(
@@ -263,12 +264,8 @@ def test_c_kernel_of_our_own_through_the_cli_from_another_directory(tmp_path):
     arch = load_arch("mesh4x4").describe()
     arch.update(name="mine", link_capacity=1, registers=2)
     (work / "arch.json").write_text(json.dumps(arch))
-    env = dict(os.environ)
-    cmd = [
-        sys.executable,
-        "-m",
-        "schedlab.cli",
-        "redpanda",
+    monkeypatch.chdir(work)
+    args = [
         "compile",
         "k/dot_clip.c",
         "--target",
@@ -280,23 +277,16 @@ def test_c_kernel_of_our_own_through_the_cli_from_another_directory(tmp_path):
         "out/cfg.json",
         "--json",
     ]
-    done = subprocess.run(cmd, cwd=work, capture_output=True, text=True, env=env, timeout=120)
-    assert done.returncode == 0, done.stderr
+    done = CliRunner().invoke(app, args)
+    assert done.exit_code == 0, done.output
     doc = json.loads(done.stdout)
     assert doc["metrics"]["matches_interpreter"] is True and doc["metrics"]["arch"] == "mine"
     config = read_config(work / "out" / "cfg.json")
     assert max(link_loads(config).values()) <= 1
     (work / "bad.json").write_text('{"rows": 4, "cols": 4, "link_capacity": -1}')
-    bad = subprocess.run(
-        cmd[:9] + ["../elsewhere/bad.json"],
-        cwd=work,
-        capture_output=True,
-        text=True,
-        env=env,
-        timeout=120,
-    )
-    assert bad.returncode != 0 and "link_capacity" in bad.stderr
-    assert "Traceback" not in bad.stderr
+    bad = CliRunner().invoke(app, [*args[:5], "../elsewhere/bad.json"])
+    assert bad.exit_code != 0 and "link_capacity" in bad.output
+    assert "Traceback" not in bad.output and len(bad.output.strip().splitlines()) == 1
 
 
 def test_c_suite_kernel_on_the_new_back_end():
@@ -304,3 +294,45 @@ def test_c_suite_kernel_on_the_new_back_end():
     graph = middle_end(kernel, get_flow("redpanda"), "temporal")
     _, config = compile_config(graph, "hycube4x4", "temporal")
     _executes_correctly(kernel, config, seed=2)
+
+
+# ---- the exact router (HiGHS) against PathFinder ---------------------------------------------
+@pytest.mark.parametrize("name", ["histogram", "gemm"])
+def test_exact_router_agrees_with_pathfinder_and_proves_unroutable(name):
+    """On the old mapper's placement: PathFinder and the exact program agree on routability;
+    where both route, the program moves no more words than PathFinder, and its routes execute
+    correctly. With no slack (every consumer at its earliest cycle) gemm's placement has no
+    routing at all, which the program proves."""
+    from schedlab.redpanda.backends.exact_route import exact_route
+    from schedlab.redpanda.backends.router import PnR, build_nets, min_ii, pathfinder
+
+    kernel, graph = _graph(name, "temporal", size=4)
+    old = map_graph(graph, CGRA(4, 4, contexts=16), "temporal")
+    arch = mesh(4, 4, contexts=16, link_capacity=1)
+    ii = old.slot_ii
+    heuristic = build_nets(graph, arch, "temporal", ii, old.place, old.start, 1)
+    pathfinder(arch, ii, heuristic)
+    exact = build_nets(graph, arch, "temporal", ii, old.place, old.start, 1)
+    words = exact_route(arch, ii, exact)
+    assert words <= sum(len(n.usage) for n in heuristic)
+    mii, res, rec = min_ii(graph, arch, "temporal")
+    pnr = PnR(
+        graph, arch, "temporal", ii, ii, mii, res, rec, old.place, old.start, exact, 0.0, 0, []
+    )
+    config = emit_config(pnr)
+    assert check_config(config)["max_link_load"] <= 1
+    _executes_correctly(kernel, config)
+    if name == "gemm":
+        tight = build_nets(graph, arch, "temporal", ii, old.place, old.start, 0)
+        with pytest.raises(Unroutable, match="no routing exists"):
+            exact_route(arch, ii, tight)
+        with pytest.raises(Unroutable):
+            pathfinder(arch, ii, build_nets(graph, arch, "temporal", ii, old.place, old.start, 0))
+
+
+def test_exact_router_in_the_ii_search():
+    kernel, graph = _graph("gcd", "temporal")
+    pnr = place_and_route(graph, load_arch("mesh4x4"), "temporal", router="exact")
+    _executes_correctly(kernel, emit_config(pnr))
+    with pytest.raises(BadInputError, match="router"):
+        place_and_route(graph, load_arch("mesh4x4"), "temporal", router="maze")

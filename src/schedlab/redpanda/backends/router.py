@@ -538,16 +538,23 @@ def place_and_route(
     seed: int = 0,
     slack: int | None = None,
     anneal: bool = True,
+    router: str = "pathfinder",
 ) -> PnR:
     """Place, schedule and route; the II search only accepts mappings PathFinder routed.
 
     Temporal: every II from MII up to ``min(MII + max_extra, contexts)``; among routed
     mappings the one with the smallest effective II (recurrences with their routed delays) wins,
     and the search stops once II alone reaches the best. Spatial: the fabric routes at II = 1
-    (each net owns its link words every cycle), trying a few placements.
+    (each net owns its link words every cycle), trying a few placements. ``router="exact"``
+    routes each placement with the HiGHS program of :mod:`.exact_route` instead of PathFinder
+    (small arrays: it proves a placement unroutable rather than giving up).
     """
     if mode not in ("spatial", "temporal"):
         raise BadInputError(f"unknown CGRA mode '{mode}'", field="mode")
+    if router not in ("pathfinder", "exact"):
+        from schedlab.core.errors import UnknownNameError
+
+        raise UnknownNameError("router", router, ["pathfinder", "exact"])
     began = time.perf_counter()
     mii, res, rec = min_ii(graph, arch, mode)
     slack = (2 if mode == "spatial" else 1) if slack is None else slack
@@ -579,7 +586,13 @@ def place_and_route(
                 place, start = anneal_spatial(graph, arch, place, random.Random(seed + attempt))
             nets = build_nets(graph, arch, mode, ii, place, start, slack)
             try:
-                iterations = pathfinder(arch, ii, nets)
+                if router == "exact":  # HiGHS decides routability of this placement exactly
+                    from schedlab.redpanda.backends.exact_route import exact_route
+
+                    exact_route(arch, ii, nets)
+                    iterations = 0
+                else:
+                    iterations = pathfinder(arch, ii, nets)
             except Unroutable as exc:
                 attempts.append(dict(ii=ii, attempt=attempt, result=exc.reason))
                 # spread the next placement away from the PEs the failed nets crowded
@@ -680,6 +693,10 @@ def route_placement(
     iterations = 0
     if router == "xy":
         xy_route(arch, ii, nets)
+    elif router == "exact":
+        from schedlab.redpanda.backends.exact_route import exact_route
+
+        exact_route(arch, ii, nets)
     else:
         iterations = pathfinder(arch, ii, nets)
     extra = {sink: a for net in nets for sink, a in net.arrive.items()}
