@@ -39,6 +39,7 @@ TEMPORAL_ARCH = "mesh4x4"
 SPATIAL_LINK_CAPACITY = 2
 
 
+@lru_cache(maxsize=64)
 def load_experiment_kernel(name: str, size: int, source: str = "c") -> Kernel:
     """A suite kernel through the C front end (``source='c'``) or from its MLIR file."""
     if source == "c":
@@ -46,10 +47,16 @@ def load_experiment_kernel(name: str, size: int, source: str = "c") -> Kernel:
     return load_suite_kernel(name, size)
 
 
-def _spatial_side(kernel: Kernel, flows) -> int:
+@lru_cache(maxsize=512)
+def _graph(name: str, size: int, source: str, flow: str, mode: str):
+    """The flow's graph of a suite kernel (not modified by mapping; shared by every seed)."""
+    return middle_end(load_experiment_kernel(name, size, source), FLOWS[flow](), mode)
+
+
+def _spatial_side(name: str, size: int, source: str, flows) -> int:
     need = 4
-    for name in flows:
-        graph = middle_end(kernel, FLOWS[name](), "spatial")
+    for flow in flows:
+        graph = _graph(name, size, source, flow, "spatial")
         need = max(need, graph.instruction_count())
         memory = sum(n.kind in ("load", "store") for n in graph.instructions())
         need = max(need, 0)
@@ -72,10 +79,9 @@ def spatial_fabric(side: int) -> Architecture:
 @lru_cache(maxsize=512)
 def _mapped(name: str, size: int, source: str, flow: str, mode: str, arch_json: str):
     """(graph, PnR, configuration) per kernel/flow/mode/fabric, shared by every seed."""
-    kernel = load_experiment_kernel(name, size, source)
     arch = Architecture.model_validate_json(arch_json)
     chosen = FLOWS[flow]()
-    graph = middle_end(kernel, chosen, mode)  # type: ignore[arg-type]
+    graph = _graph(name, size, source, flow, mode)
     pnr, config = compile_config(graph, arch, mode, chosen.size_buffers)
     return graph, pnr, config
 
@@ -89,7 +95,7 @@ def _fabric(name: str, size: int, source: str, mode: str, flows) -> Architecture
             base.model_copy(update=dict(contexts=c, name=f"{base.name}-c{c}")) for c in (32, 64)
         ]
     else:
-        side = _spatial_side(load_experiment_kernel(name, size, source), flows)
+        side = _spatial_side(name, size, source, flows)
         choices = [spatial_fabric(side + grow) for grow in range(4)]
     for arch in choices:
         try:

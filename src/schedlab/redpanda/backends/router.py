@@ -337,37 +337,43 @@ def anneal_spatial(
         w = 8.0 if comp[s_] == comp[d] else 0.0
         incident[s_].append((s_, d, w))
         incident[d].append((s_, d, w))
-    dist, rc = arch.distance, arch.route_cycles
+    pes = arch.pes
+    pe_index = {pe: i for i, pe in enumerate(pes)}
+    far = 99
+    # cost of an edge between PE i and PE j: links, and the weight of extra routing cycles
+    links = [[arch.distance[a].get(b, far) for b in pes] for a in pes]
+    cycles = [[arch.route_cycles(a, b) for b in pes] for a in pes]
+    inc = {n: [(s_, d, w) for s_, d, w in incident[n]] for n in nodes}
+    where = {n: pe_index[pe] for n, pe in place.items()}
 
-    def edge_cost(s_: int, d: int, w: float, where: dict) -> float:
-        a, b = where[s_], where[d]
-        return dist[a].get(b, 99) + w * rc(a, b)
+    def node_cost(n: int) -> float:
+        total = 0.0
+        for s_, d, w in inc[n]:
+            a, b = where[s_], where[d]
+            total += links[a][b] + w * cycles[a][b] if w else links[a][b]
+        return total
 
-    def node_cost(n: int, where: dict) -> float:
-        return sum(edge_cost(s_, d, w, where) for s_, d, w in incident[n])
-
-    where = dict(place)
-    occupant = {pe: n for n, pe in where.items()}
+    occupant = {i: n for n, i in where.items()}
     cls = {n: op_class(graph.nodes[n]) for n in nodes}
+    able = {c: [pe_index[pe] for pe in pes if c in arch.ops_of(pe)] for c in set(cls.values())}
     total_moves = moves_per_node * len(nodes)
     temp = 2.0
     cool = (0.02 / temp) ** (1 / max(total_moves, 1))
-    pes = arch.pes
     for _ in range(total_moves):
         n = nodes[rng.randrange(len(nodes))]
-        target = pes[rng.randrange(len(pes))]
-        if target == where[n] or cls[n] not in arch.ops_of(target):
+        choices = able[cls[n]]
+        target = choices[rng.randrange(len(choices))]
+        old = where[n]
+        if target == old:
             continue
         other = occupant.get(target)
-        if other is not None and cls[other] not in arch.ops_of(where[n]):
+        if other is not None and old not in able[cls[other]]:
             continue
-        touched = {n} if other is None else {n, other}
-        before = sum(node_cost(m, where) for m in touched)
-        old = where[n]
+        before = node_cost(n) + (node_cost(other) if other is not None else 0.0)
         where[n] = target
         if other is not None:
             where[other] = old
-        after = sum(node_cost(m, where) for m in touched)
+        after = node_cost(n) + (node_cost(other) if other is not None else 0.0)
         delta = after - before
         if delta <= 0 or rng.random() < math.exp(-delta / temp):
             occupant[target] = n
@@ -380,15 +386,16 @@ def anneal_spatial(
             if other is not None:
                 where[other] = target
         temp *= cool
+    where = {n: pes[i] for n, i in where.items()}
+    rc = arch.route_cycles
+    preds: dict[int, list[int]] = defaultdict(list)
+    for s_, d, i in graph.edges():
+        if s_ in where and d in where and not back_edge(graph, d, i):
+            preds[d].append(s_)
     start: dict[int, int] = {}
     for n in _order(graph):
         start[n] = max(
-            (
-                start[s_] + lat[s_] + rc(where[s_], where[n])
-                for s_, d, i in graph.edges()
-                if d == n and s_ in start and not back_edge(graph, d, i)
-            ),
-            default=0,
+            (start[s_] + lat[s_] + rc(where[s_], where[n]) for s_ in preds[n]), default=0
         )
     return where, start
 
