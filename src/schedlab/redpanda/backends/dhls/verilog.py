@@ -4,8 +4,10 @@ RedPanda (../shared/papers/08-redpanda.md) lowers its IR to an elastic circuit. 
 is one instance of a handshake component from ``rtl/`` (written for schedlab); each channel is
 a (data, valid, ready) triple, optionally through an ``rp_eb`` elastic buffer chosen by
 :mod:`.buffers`; operations grouped by :mod:`.sharing` are served by one ``rp_share`` unit.
-Memories stay outside the module (as block RAM would): every load/store is a port pair whose
-timing (synchronous read, one-cycle write) the testbench implements. The module raises
+Memories stay outside the module (as block RAM would): each array has the ports its budget
+allows (:mod:`.memory`; a dual-port BRAM by default), each port an ``rp_memport`` controller
+arbitrating the loads/stores assigned to it; the testbench implements the ports' timing
+(synchronous read, one-cycle write). The module raises
 ``active`` in every cycle in which some token moves, which is how the testbench counts cycles.
 """
 
