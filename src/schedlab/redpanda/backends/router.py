@@ -178,8 +178,12 @@ def min_ii(graph: Graph, arch: Architecture, mode: str) -> tuple[int, int, int]:
             if count > able:
                 raise BadInputError(
                     f"{graph.name}: {count} '{cls}' instructions but only "
-                    f"{able} PEs of '{arch.name}' support '{cls}'; use "
-                    "--temporal or a larger fabric",
+                    f"{able} PEs of '{arch.name}' support '{cls}'; "
+                    + (
+                        "use --temporal or a larger fabric"
+                        if able
+                        else f"add '{cls}' to some PEs' pe_ops"
+                    ),
                     field="arch.pe_ops",
                 )
         res = port_bound  # accesses to one array share its ports every cycle
@@ -189,7 +193,8 @@ def min_ii(graph: Graph, arch: Architecture, mode: str) -> tuple[int, int, int]:
             able = sum(cls in arch.ops_of(pe) for pe in arch.pes)
             if able == 0:
                 raise BadInputError(
-                    f"{graph.name}: no PE of '{arch.name}' supports '{cls}' instructions",
+                    f"{graph.name}: no PE of '{arch.name}' supports '{cls}' instructions; "
+                    f"add '{cls}' to some PEs' pe_ops",
                     field="arch.pe_ops",
                 )
             res = max(res, math.ceil(count / able))
