@@ -27,6 +27,7 @@ print the error tables; :func:`error_table` recomputes the errors from the store
 from __future__ import annotations
 
 import sys
+import tomllib
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -50,7 +51,11 @@ LINEAR_OPS = ("attn_pre_proj", "attn_post_proj", "mlp_up_proj", "mlp_down_proj")
 NORM_OPS = ("input_layernorm", "post_attention_layernorm", "mlp_act", "attn_rope", "add", "add")
 KNOT_STEP = 0.25
 KNOTS = tuple(float(x) for x in np.arange(0.0, 12.0 + 1e-9, KNOT_STEP))
-TILES = (1, 16, 32, 64, 128)
+#: GEMM tiles tried per GPU: token rounding only (height), or (height over tokens, width over
+#: output features) CTA tiles of cuBLAS/CUTLASS's bf16 tensor-core GEMMs (the kernel names in
+#: kernels.toml: 64x128, 128x128, 128x256, 256x128), wave-quantised over the GPU's SM count
+#: (specs.toml); one shape per GPU, picked by the worst tp=1 error -- not fitted per point
+TILES = (1, 16, 32, 64, 128, (64, 128), (128, 64), (128, 128), (128, 256), (256, 128))
 MAX_TOKENS = 4096
 
 
@@ -76,13 +81,28 @@ class Shape:
         ]
 
 
-def gemm_ms(k_dim, n_dim, tokens, peak_flops, hbm_bytes_s, gemm_eff, hbm_eff, launch_us, tile):
-    """The per-GEMM roofline (without the efficiency curve), milliseconds."""
-    tokens = np.asarray(tokens, dtype=float)
-    padded = np.ceil(tokens / tile) * tile
-    compute = 2.0 * k_dim * n_dim * padded / (gemm_eff * peak_flops)
-    traffic = 2.0 * k_dim * n_dim / (hbm_eff * hbm_bytes_s)
-    return 1e3 * (launch_us * 1e-6 + np.maximum(compute, traffic))
+def gemm_ms(
+    k_dim, n_dim, tokens, peak_flops, hbm_bytes_s, gemm_eff, hbm_eff, launch_us, tile, sms=0
+):
+    """The per-GEMM roofline (without the efficiency curve), milliseconds. ``tile`` is the
+    tile height over tokens, or a (height, width) pair: then the FLOPs are wave-quantised over
+    ``sms`` SMs (``costmodel.gemm_roofline_ms``)."""
+    from schedlab.llm.costmodel import gemm_roofline_ms
+
+    tile_m, tile_n = tile if isinstance(tile, tuple) else (tile, 0)
+    return gemm_roofline_ms(
+        k_dim,
+        n_dim,
+        tokens,
+        peak_flops,
+        hbm_bytes_s,
+        gemm_eff,
+        hbm_eff,
+        launch_us,
+        tile_m,
+        tile_n,
+        sms,
+    )
 
 
 def curve(tokens, knots_values) -> np.ndarray:
@@ -182,13 +202,28 @@ def _shapes(frame) -> list[Shape]:
     ]
 
 
-def _linear_base(frame, shapes, peak, hbm, eff, mem, launch, tile) -> np.ndarray:
+_DIMS: dict[int, tuple] = {}  # id(shapes) -> (shapes, [rows, 4 GEMMs, (K, N)])
+
+
+def _pair(tile) -> tuple[int, int]:
+    return tuple(tile) if isinstance(tile, (tuple, list)) else (int(tile), 0)
+
+
+def _linear_base(frame, shapes, peak, hbm, eff, mem, launch, tiles, sms=0) -> np.ndarray:
+    """The four projections' rooflines summed; ``tiles``: one tile per GEMM (or one for all)."""
+    if not (isinstance(tiles, tuple) and len(tiles) == 4):
+        tiles = (tiles,) * 4
     n = frame.num_tokens.to_numpy(dtype=float)
+    dims = _DIMS.get(id(shapes))
+    if dims is None or dims[0] is not shapes:
+        per = np.array([s.gemms() for s in shapes], dtype=float).reshape(len(shapes), 4, 2)
+        dims = _DIMS[id(shapes)] = (shapes, per)
+        if len(_DIMS) > 64:
+            _DIMS.pop(next(iter(_DIMS)))
+    per = dims[1]
     total = np.zeros(len(frame))
     for j in range(4):
-        k_dim = np.array([s.gemms()[j][0] for s in shapes])
-        n_dim = np.array([s.gemms()[j][1] for s in shapes])
-        total += gemm_ms(k_dim, n_dim, n, peak, hbm, eff, mem, launch, tile)
+        total += gemm_ms(per[:, j, 0], per[:, j, 1], n, peak, hbm, eff, mem, launch, tiles[j], sms)
     return total
 
 
@@ -217,7 +252,7 @@ def _group_shapes(data, shapes, tps, tp) -> list[Shape]:
     return list(seen.values())
 
 
-def fit_gpu(frame, peak: float, hbm: float) -> dict:
+def fit_gpu(frame, peak: float, hbm: float, sms: int = 0, tiles: dict | None = None) -> dict:
     """Fit one GPU's linear and norm terms (all the models it has profiles of).
 
     The GEMM roofline's physical parameters (efficiencies, launch) are fitted by least squares
@@ -225,6 +260,7 @@ def fit_gpu(frame, peak: float, hbm: float) -> dict:
     fitted model has the smallest worst tp=1 error; each TP degree (a different GEMM shape per
     GPU) then gets its own efficiency curve over tokens, fitted minimax. The norm kernels'
     launch and bandwidth are fitted on tp=1 rows, their per-layer sum gets curves the same way.
+    ``tiles`` (TP degree -> four (height, width) tiles, as stored) skips the tile search.
     """
     from scipy.optimize import least_squares
 
@@ -233,26 +269,102 @@ def fit_gpu(frame, peak: float, hbm: float) -> dict:
     n = data.num_tokens.to_numpy(dtype=float)
     tps = data.num_tensor_parallel_workers.to_numpy()
     y_lin = sum(data[f"time_stats.{op}.median"].to_numpy() for op in LINEAR_OPS)
-    best = None
-    for tile in TILES:
+    candidates = TILES if sms else tuple(t for t in TILES if not isinstance(t, tuple))
 
-        def resid(q, tile=tile):
-            return np.log(_linear_base(data, shapes, peak, hbm, q[0], q[1], q[2], tile) / y_lin)
+    def attempt(tiles):
+        """(worst tp=1 error, tiles, physical parameters, curves) for per-GEMM ``tiles``."""
+
+        def resid(q):
+            base = _linear_base(data, shapes, peak, hbm, q[0], q[1], q[2], tiles, sms)
+            return np.log(base / y_lin)
 
         fit = least_squares(resid, [0.7, 0.8, 3.0], bounds=([0.05, 0.05, 0.0], [1.0, 1.0, 30.0]))
         r = -resid(fit.x)
         curves = {}
-        for tp in np.unique(tps):
+        # the tp=1 curve decides the tiles; the other TP degrees get their own tiles and
+        # curves below
+        for tp in [1] if (tps == 1).any() else np.unique(tps):
             mono = []
             for shape in _group_shapes(data, shapes, tps, tp):
-                base = sum(gemm_ms(k, nn, GRID, peak, hbm, *fit.x, tile) for k, nn in shape.gemms())
+                base = sum(
+                    gemm_ms(k, nn, GRID, peak, hbm, *fit.x, tile, sms)
+                    for (k, nn), tile in zip(shape.gemms(), tiles, strict=True)
+                )
                 mono.append((GRID_HAT, np.log(base)))
             curves[int(tp)] = _minimax(r[tps == tp], _hat(n[tps == tp]), mono)
         one = tps == 1
         worst = float(np.max(np.abs(np.exp(-(r[one] - _hat(n[one]) @ curves[1])) - 1)))
-        if best is None or worst < best[0]:
-            best = (worst, tile, fit.x, curves)
-    _, tile, (eff, mem, launch), curves = best
+        return worst, tiles, fit.x, curves
+
+    def descend(best, score):
+        """Coordinate descent over each GEMM's tile (cuBLAS picks a kernel per shape), two
+        sweeps over the same candidates; ``score(tiles)`` -> (worst error, result)."""
+        for _ in range(2 if len(candidates) > 1 else 0):
+            for j in range(4):
+                for tile in candidates:
+                    if tile == best[1][j]:
+                        continue
+                    tiles = best[1][:j] + (tile,) + best[1][j + 1 :]
+                    err, result = score(tiles)
+                    if err < best[0] - 1e-6:
+                        best = (err, tiles, result)
+        return best
+
+    # tp = 1: one tile for all four GEMMs, then each GEMM's own; the physical parameters are
+    # the least-squares fit (over every TP degree) under the chosen tp=1 tiles
+    def given(tp):
+        return tuple(t[0] if t[1] == 0 else tuple(t) for t in tiles[str(tp)])
+
+    if tiles is not None:
+        first = attempt(given(1))
+        result1, tiles1 = first, first[1]
+    else:
+        first = min((attempt((tile,) * 4) for tile in candidates), key=lambda a: a[0])
+        _, tiles1, result1 = descend(
+            (first[0], first[1], first), lambda tiles: (lambda a: (a[0], a))(attempt(tiles))
+        )
+    _, _, (eff, mem, launch), curves = result1
+    # every other TP degree is a different per-GPU GEMM shape, so cuBLAS may pick other
+    # kernels: its tiles are chosen the same way, the physical parameters kept
+    params = (eff, mem, launch)
+    by_tp = {1: tiles1}
+    for tp in (int(t) for t in np.unique(tps) if t != 1):
+        sel = tps == tp
+        group = _group_shapes(data, shapes, tps, tp)
+
+        def score(tiles, sel=sel, group=group, tp=tp):
+            base = _linear_base(
+                data[sel],
+                [s for s, k in zip(shapes, sel, strict=True) if k],
+                peak,
+                hbm,
+                *params,
+                tiles,
+                sms,
+            )
+            r = np.log(y_lin[sel] / base)
+            mono = [
+                (
+                    GRID_HAT,
+                    np.log(
+                        sum(
+                            gemm_ms(k, nn, GRID, peak, hbm, *params, tile, sms)
+                            for (k, nn), tile in zip(shape.gemms(), tiles, strict=True)
+                        )
+                    ),
+                )
+                for shape in group
+            ]
+            knots = _minimax(r, _hat(n[sel]), mono)
+            return float(np.max(np.abs(np.exp(-(r - _hat(n[sel]) @ knots)) - 1))), knots
+
+        start = tiles1 if tiles is None else given(tp)
+        err, knots = score(start)
+        if tiles is None:
+            _, by_tp[tp], curves[tp] = descend((err, start, knots), score)
+        else:
+            by_tp[tp], curves[tp] = start, knots
+    tiles = tiles1
     # norms: per kernel launch + bytes / (eff · HBM) (least squares on the log ratio)
     norms = {}
     one = tps == 1
@@ -288,7 +400,9 @@ def fit_gpu(frame, peak: float, hbm: float) -> dict:
         hbm_efficiency=float(mem),
         knot_step=KNOT_STEP,
         gemm_launch_us=float(launch),
-        tile_tokens=int(tile),
+        tile_tokens=int(_pair(tiles[2])[0]),  # the LM head takes gate/up's tile (widest GEMM)
+        tile_n=int(_pair(tiles[2])[1]),
+        gemm_tiles={str(tp): [list(_pair(t)) for t in tl] for tp, tl in by_tp.items()},
         norm_ops=norms,
         curve_log={str(k): [round(float(v), 6) for v in c] for k, c in curves.items()},
         norm_curve_log={str(k): [round(float(v), 6) for v in c] for k, c in norm_curves.items()},
@@ -412,6 +526,41 @@ def allreduce_error_table(root: str | Path):
     return pd.DataFrame(rows)
 
 
+def _fitted_errors(fitted: dict, data, vgpu: str):
+    """Per-layer errors (linear, norm, layer) of ``data``'s rows under a fitted (not stored)
+    calibration, evaluated through ``CostModel`` exactly as a simulation would."""
+    import pandas as pd
+
+    from schedlab.llm.costmodel import CostModel, calibration_from_row, get_model
+
+    cal = calibration_from_row(GPU_OF[vgpu], fitted)
+    rows = []
+    for (name, tp), sub in data.groupby(["model", "num_tensor_parallel_workers"]):
+        cost = CostModel.from_specs(get_model(name), GPU_OF[vgpu], tp=int(tp), calibration=cal)
+        lin_cols, nrm_cols = _op_columns(sub, LINEAR_OPS), _op_columns(sub, NORM_OPS)
+        for r in sub.itertuples():
+            t = int(r.num_tokens)
+            lin = sum(r[i] for i in lin_cols)
+            nrm = sum(r[i] for i in nrm_cols)
+            ml, mn = cost.layer_linear_ms(t), cost.layer_norm_ms(t)
+            for term, meas, mod in (
+                ("linear", lin, ml),
+                ("norm", nrm, mn),
+                ("layer", lin + nrm, ml + mn),
+            ):
+                rows.append(
+                    dict(
+                        gpu=GPU_OF[vgpu],
+                        model=name,
+                        tp=int(tp),
+                        tokens=t,
+                        term=term,
+                        error=mod / meas - 1,
+                    )
+                )
+    return pd.DataFrame(rows)
+
+
 def holdout(
     root: str | Path, gpu: str = "a100", train: str = "llama-2-7b", test: str = "llama-3-8b"
 ) -> dict[int, float]:
@@ -424,38 +573,48 @@ def holdout(
     if not {train, test} <= set(part.model):
         raise BadInputError(f"needs profiles of {train} and {test} on {gpu}", path=root)
     spec = get_gpu(GPU_OF[gpu])
-    peak, hbm = spec.bf16_tflops * 1e12, spec.hbm_gbs * 1e9
-    fitted = fit_gpu(part[part.model == train], peak, hbm)
-    data = part[part.model == test]
-    shapes = _shapes(data)
-    n = data.num_tokens.to_numpy(dtype=float)
-    tps = data.num_tensor_parallel_workers.to_numpy()
-    base = _linear_base(
-        data,
-        shapes,
-        peak,
-        hbm,
-        fitted["gemm_efficiency"],
-        fitted["hbm_efficiency"],
-        fitted["gemm_launch_us"],
-        fitted["tile_tokens"],
+    fitted = fit_gpu(
+        part[part.model == train], spec.bf16_tflops * 1e12, spec.hbm_gbs * 1e9, spec.sms
     )
-    knots = np.stack([np.asarray(fitted["curve_log"][str(int(t))]) for t in tps])
-    x = np.log2(n)
-    corr = np.exp([np.interp(xi, KNOTS, k) for xi, k in zip(x, knots, strict=True)])
-    y = sum(data[f"time_stats.{op}.median"].to_numpy() for op in LINEAR_OPS)
-    err = np.abs(base * corr / y - 1)
-    return {int(t): float(err[tps == t].max()) for t in np.unique(tps)}
+    err = _fitted_errors(fitted, part[part.model == test], gpu)
+    err = err[err.term == "linear"]
+    return {int(t): float(e.error.abs().max()) for t, e in err.groupby("tp")}
 
 
-def fit_all(root: str | Path) -> dict:
+def holdout_tokens(root: str | Path, every: int = 4, tps: tuple[int, ...] = (1,)):
+    """Per-layer error on *held-out token counts*: every ``every``-th profiled token count
+    (from the second) is left out of the fit (physical parameters, tile choice and curves) and
+    the model is scored on those alone. Frame with gpu, model, tp, tokens, term, error."""
+    import pandas as pd
+
+    from schedlab.llm.costmodel import get_gpu
+
+    frame = load_compute(root)
+    frame = frame[frame.num_tensor_parallel_workers.isin(tps)]
+    out = []
+    for vgpu, part in frame.groupby("vidur_gpu"):
+        counts = np.sort(part.num_tokens.unique())
+        held = set(counts[1::every].tolist())
+        test = part.num_tokens.isin(held)
+        spec = get_gpu(GPU_OF[vgpu])
+        fitted = fit_gpu(part[~test], spec.bf16_tflops * 1e12, spec.hbm_gbs * 1e9, spec.sms)
+        out.append(_fitted_errors(fitted, part[test], vgpu))
+    return pd.concat(out, ignore_index=True)
+
+
+def fit_all(root: str | Path, stored_tiles: bool = False) -> dict:
+    """Fit every profiled GPU (``stored_tiles``: reuse calibration.toml's tile choices)."""
     from schedlab.llm.costmodel import get_gpu
 
     frame = load_compute(root)
     gpus: dict[str, dict] = {}
     for vgpu, part in frame.groupby("vidur_gpu"):
         spec = get_gpu(GPU_OF[vgpu])
-        fitted = fit_gpu(part, spec.bf16_tflops * 1e12, spec.hbm_gbs * 1e9)
+        tiles = None
+        if stored_tiles:
+            stored = tomllib.loads(Path(__file__).with_name("calibration.toml").read_text())
+            tiles = stored["gpus"].get(GPU_OF[vgpu], {}).get("gemm_tiles")
+        fitted = fit_gpu(part, spec.bf16_tflops * 1e12, spec.hbm_gbs * 1e9, spec.sms, tiles)
         fitted["profiled"] = ", ".join(sorted(set(part.model)))
         gpus[GPU_OF[vgpu]] = fitted
     net = load_allreduce(root)
@@ -485,10 +644,10 @@ def write_toml(gpus: dict, path: Path) -> None:
     for gpu, fitted in sorted(gpus.items()):
         lines.append(f"[gpus.{gpu}]")
         for key, value in fitted.items():
-            if key in ("allreduce", "norm_ops", "curve_log", "norm_curve_log"):
+            if key in ("allreduce", "norm_ops", "curve_log", "norm_curve_log", "gemm_tiles"):
                 continue
             lines.append(f"{key} = {_toml_value(value)}")
-        for key in ("curve_log", "norm_curve_log"):
+        for key in ("gemm_tiles", "curve_log", "norm_curve_log"):
             if key in fitted:
                 pairs = ", ".join(f'"{k}" = {v}' for k, v in fitted[key].items())
                 lines.append(f"{key} = {{ {pairs} }}")
@@ -543,7 +702,7 @@ def summarise(table) -> str:
 def main(argv: list[str] | None = None) -> int:
     argv = sys.argv[1:] if argv is None else argv
     if not argv:
-        print("usage: python -m schedlab.llm.calibrate VIDUR_PROFILES_DIR [--write]")
+        print("usage: python -m schedlab.llm.calibrate VIDUR_PROFILES_DIR [--write] [--holdout]")
         return 2
     root = Path(argv[0])
     if "--write" in argv:
@@ -562,6 +721,16 @@ def main(argv: list[str] | None = None) -> int:
         )
     except BadInputError:
         pass
+    if "--holdout" in argv:
+        held = holdout_tokens(root)
+        print("held-out token counts (every 4th, tp=1; fitted on the rest), |error| max / median:")
+        print(
+            held.assign(abs_err=held.error.abs())
+            .groupby(["gpu", "model", "term"])
+            .abs_err.agg(["max", "median"])
+            .round(3)
+            .to_string()
+        )
     ar = allreduce_error_table(root)
     if len(ar):
         print(

@@ -107,6 +107,7 @@ class GPUSpec:
     bf16_tflops: float
     hbm_gbs: float
     pcie_gbs: float
+    sms: int = 0  # streaming multiprocessors (GEMM wave quantisation; 0 = unknown)
 
 
 @dataclass(frozen=True)
@@ -117,7 +118,11 @@ class Calibration:
     gemm_efficiency: float
     hbm_efficiency: float
     gemm_launch_us: float = 0.0
-    tile_tokens: int = 1
+    tile_tokens: int = 1  # GEMM tile height over tokens (M)
+    tile_n: int = 0  # GEMM tile width over output features (N); 0 = no wave quantisation
+    # per TP degree, per projection (QKV, output, gate+up, down) its (tile_m, tile_n);
+    # empty = tile_tokens/tile_n for every GEMM
+    gemm_tiles: tuple[tuple[int, tuple[tuple[int, int], ...]], ...] = ()
     curve_log: tuple[tuple[int, tuple[float, ...]], ...] = ()  # per TP degree
     norm_efficiency: float = MEMORY_EFFICIENCY  # embedding copy; norms without a fit
     norm_ops: tuple[tuple[str, float, float], ...] = ()  # (op, launch_us, fraction of HBM)
@@ -142,6 +147,43 @@ class Calibration:
         return np.exp(np.interp(np.log2(np.maximum(tokens, 1.0)), grid, knots))
 
 
+def gemm_roofline_ms(
+    k_dim,
+    n_dim,
+    tokens,
+    peak_flops: float,
+    hbm_bytes_s: float,
+    gemm_eff: float,
+    hbm_eff: float,
+    launch_us: float,
+    tile_m: int,
+    tile_n: int = 0,
+    sms: int = 0,
+    dtype_bytes: int = 2,
+) -> np.ndarray:
+    """``launch + max(weight bytes / (hbm_eff·HBM), GEMM FLOPs / (gemm_eff·peak))`` in ms, the
+    FLOPs wave-quantised when ``tile_n`` and ``sms`` are given (see ``CostModel._gemm_ms``)."""
+    tokens = np.asarray(tokens, dtype=float)
+    k_dim = np.asarray(k_dim, dtype=float)
+    n_dim = np.asarray(n_dim, dtype=float)
+    if tile_n and sms:
+        # small batches run on kernels whose tile height fits them (cuBLAS's heuristics pick
+        # 16-64-row tiles, or GEMV, for a few tokens): the height is the next power of two of
+        # the token count, at least 16, at most the GPU's tile -- else a 1-token decode
+        # would pay a full 128-row tile of FLOPs and look compute-bound
+        height = np.minimum(
+            tile_m, np.maximum(16.0, 2.0 ** np.ceil(np.log2(np.maximum(tokens, 1))))
+        )
+        m_tiles = np.ceil(tokens / height)
+        waves = np.ceil(m_tiles * np.ceil(n_dim / tile_n) / sms)
+        flops = 2.0 * k_dim * waves * sms * height * tile_n
+    else:
+        flops = 2.0 * k_dim * n_dim * np.ceil(tokens / tile_m) * tile_m
+    compute = flops / (gemm_eff * peak_flops)
+    traffic = k_dim * n_dim * dtype_bytes / (hbm_eff * hbm_bytes_s)
+    return 1e3 * (launch_us * 1e-6 + np.maximum(compute, traffic))
+
+
 @lru_cache(maxsize=1)
 def _load_specs() -> tuple[dict[str, ModelSpec], dict[str, GPUSpec]]:
     text = resources.files("schedlab.llm").joinpath("specs.toml").read_text()
@@ -162,31 +204,41 @@ def _load_calibration() -> dict[str, Calibration]:
     for gpu, row in data.get("gpus", {}).items():
         if "gemm_efficiency" not in row:
             continue
-        ar = tuple(
-            sorted((int(k), float(v[0]), float(v[1])) for k, v in row.get("allreduce", {}).items())
-        )
-        out[gpu] = Calibration(
-            source=f"vidur:{row.get('profiled', gpu)}",
-            gemm_efficiency=row["gemm_efficiency"],
-            hbm_efficiency=row["hbm_efficiency"],
-            gemm_launch_us=row["gemm_launch_us"],
-            tile_tokens=int(row["tile_tokens"]),
-            curve_log=_curves(row.get("curve_log", {})),
-            norm_ops=tuple(
-                (op, float(v[0]), float(v[1])) for op, v in row.get("norm_ops", {}).items()
-            ),
-            norm_curve_log=_curves(row.get("norm_curve_log", {})),
-            knot_step=float(row.get("knot_step", 0.25)),
-            norm_efficiency=float(
-                np.median([v[1] for v in row.get("norm_ops", {}).values()] or [MEMORY_EFFICIENCY])
-            ),
-            allreduce=ar,
-        )
+        out[gpu] = calibration_from_row(gpu, row)
     for gpu, donor in data.get("borrow", {}).items():
         if donor in out and gpu not in out:
             base = out[donor]
             out[gpu] = Calibration(**{**base.__dict__, "source": f"borrowed from {donor}"})
     return out
+
+
+def calibration_from_row(gpu: str, row: dict) -> Calibration:
+    """A Calibration from one ``[gpus.X]`` table of calibration.toml (or a fit's dict)."""
+    ar = tuple(
+        sorted((int(k), float(v[0]), float(v[1])) for k, v in row.get("allreduce", {}).items())
+    )
+    return Calibration(
+        source=f"vidur:{row.get('profiled', gpu)}",
+        gemm_efficiency=row["gemm_efficiency"],
+        hbm_efficiency=row["hbm_efficiency"],
+        gemm_launch_us=row["gemm_launch_us"],
+        tile_tokens=int(row["tile_tokens"]),
+        tile_n=int(row.get("tile_n", 0)),
+        gemm_tiles=tuple(
+            sorted(
+                (int(tp), tuple((int(t[0]), int(t[1])) for t in tiles))
+                for tp, tiles in row.get("gemm_tiles", {}).items()
+            )
+        ),
+        curve_log=_curves(row.get("curve_log", {})),
+        norm_ops=tuple((op, float(v[0]), float(v[1])) for op, v in row.get("norm_ops", {}).items()),
+        norm_curve_log=_curves(row.get("norm_curve_log", {})),
+        knot_step=float(row.get("knot_step", 0.25)),
+        norm_efficiency=float(
+            np.median([v[1] for v in row.get("norm_ops", {}).values()] or [MEMORY_EFFICIENCY])
+        ),
+        allreduce=ar,
+    )
 
 
 def _curves(table: dict) -> tuple[tuple[int, tuple[float, ...]], ...]:
@@ -256,8 +308,10 @@ class CostModel:
         compute_efficiency: float | None = None,
         memory_efficiency: float | None = None,
         overhead_ms: float = ITERATION_OVERHEAD_MS,
+        calibration: Calibration | None = None,
     ) -> CostModel:
-        """The calibrated roofline; explicit efficiencies give an uncalibrated one instead."""
+        """The calibrated roofline; explicit efficiencies give an uncalibrated one instead
+        (``calibration`` overrides the stored fit, e.g. one fitted on a subset of a profile)."""
         m = get_model(model) if isinstance(model, str) else model
         g = get_gpu(gpu) if isinstance(gpu, str) else gpu
         for name, value in (
@@ -271,7 +325,7 @@ class CostModel:
         tp = tp or default_tp(m, g)
         if tp < 1:
             raise ConfigError("tp must be >= 1", field="tp")
-        cal = calibration_for(g.name)
+        cal = calibration if calibration is not None else calibration_for(g.name)
         if cal is None or compute_efficiency is not None or memory_efficiency is not None:
             cal = Calibration(
                 source="roofline",
@@ -326,18 +380,44 @@ class CostModel:
             (f / tp, h),
         ]
 
-    def _gemm_ms(self, k_dim: float, n_dim: float, tokens: np.ndarray) -> np.ndarray:
-        """The per-GEMM roofline over an array of token counts (before the curve)."""
+    def _gemm_ms(
+        self, k_dim: float, n_dim: float, tokens: np.ndarray, tile: tuple[int, int] | None = None
+    ) -> np.ndarray:
+        """The per-GEMM roofline over an array of token counts (before the curve).
+
+        With a tile width and the GPU's SM count the compute side is wave-quantised: the
+        output is cut into ``ceil(T/tile_m) · ceil(N/tile_n)`` tiles, the SMs run them in
+        ``waves = ceil(tiles / SMs)`` rounds, and every round costs a full tile's FLOPs on every
+        SM (the staircase of Vidur's profiles: e.g. H100 Llama-2-7B gate/up at 640 vs 648
+        tokens). Without them, the token count is rounded up to the tile height only."""
         cal = self.calibration
-        tile = cal.tile_tokens
-        padded = np.ceil(tokens / tile) * tile
-        compute = 2.0 * k_dim * n_dim * padded / (cal.gemm_efficiency * self._peak)
-        traffic = k_dim * n_dim * self.model.dtype_bytes / (cal.hbm_efficiency * self._hbm)
-        return 1e3 * (cal.gemm_launch_us * 1e-6 + np.maximum(compute, traffic))
+        tile_m, tile_n = tile or (cal.tile_tokens, cal.tile_n)
+        return gemm_roofline_ms(
+            k_dim,
+            n_dim,
+            tokens,
+            self._peak,
+            self._hbm,
+            cal.gemm_efficiency,
+            cal.hbm_efficiency,
+            cal.gemm_launch_us,
+            tile_m,
+            tile_n,
+            self.gpu.sms,
+            self.model.dtype_bytes,
+        )
 
     def _raw_linear_ms(self, tokens: np.ndarray) -> np.ndarray:
-        base = sum(self._gemm_ms(k, n, tokens) for k, n in self._gemms())
         cal = self.calibration
+        tiles = (None,) * 4
+        if cal.gemm_tiles:  # the nearest profiled TP degree's
+            tiles = min(
+                cal.gemm_tiles, key=lambda c: (abs(math.log2(c[0]) - math.log2(self.tp)), -c[0])
+            )[1]
+        base = sum(
+            self._gemm_ms(k, n, tokens, tile)
+            for (k, n), tile in zip(self._gemms(), tiles, strict=True)
+        )
         return base * cal.curve(tokens, cal.knots(self.tp))
 
     def _monotone(self, key: str, raw, tokens: float) -> float:
