@@ -46,6 +46,7 @@ class VLLMShim:
         ext = SimpleNamespace(
             request_id=f"r{req.rid}",
             num_prompt_tokens=req.input_len,
+            num_tokens=req.input_len,  # vLLM: prompt + generated so far
             num_computed_tokens=0,
             num_cached_tokens=0,
             block_hashes=[],
@@ -69,16 +70,29 @@ class VLLMShim:
 
     def on_admit(self, req: Request, usage) -> None:
         ext = self.ext[req.rid]
-        ext.num_cached_tokens = req.input_len - usage.computed_tokens
-        ext.num_computed_tokens = req.input_len
+        if ext.num_cached_tokens == 0:  # vLLM sets it at the first scheduling only
+            ext.num_cached_tokens = ext.num_tokens - usage.computed_tokens
+        ext.num_computed_tokens = ext.num_tokens  # schedule() advanced it over the prefill
         ext.block_hashes = [b[0] for b in usage.reused] + [b[0] for b in usage.computed]
         self.running[ext.request_id] = ext
         self.scheduled[ext.request_id] = usage.computed_tokens
 
     def on_iteration(self, out, kv, host, io) -> None:
+        for rid, ext in self.running.items():
+            if rid not in self.scheduled:
+                ext.num_computed_tokens += 1  # a decode step: schedule() advanced it by one
         steps = {rid: self.scheduled.get(rid, 1) for rid in self.running}
         self.q.on_step(steps, self.running)
         self.scheduled.clear()
+        for ext in self.running.values():  # update_from_output appends the sampled token
+            ext.num_tokens += 1
+
+    def on_preempt(self, req: Request) -> None:
+        # vLLM's _preempt_request: KV freed, num_computed_tokens = 0, prepended to waiting
+        ext = self.ext[req.rid]
+        del self.running[ext.request_id]
+        ext.num_computed_tokens = 0
+        self.q.prepend_request(ext)
 
     def on_finish(self, req: Request, now: float) -> None:
         rid = self.ext.pop(req.rid).request_id
@@ -189,6 +203,30 @@ def test_vllm_queue_makes_the_same_decisions_as_the_scheduler(policy):
 
 
 @pytest.mark.parametrize("policy", ["vtc", "faircache"])
+def test_vllm_queue_charges_preempted_requests_as_the_engine_does(policy):
+    # a pool too small for every running request's output: the engine preempts by recompute
+    # (prompt + generated tokens prefilled again); the queue, fed only vLLM-visible fields
+    # (num_tokens, num_computed_tokens, num_cached_tokens), keeps the engine's own counters
+    ids = BlockIds(1)
+    system = ids.fresh(2)
+    reqs = [Request(i, 0, 0.0, 40, 30, system + ids.fresh(1)) for i in range(5)]
+    reqs += [Request(100 + i, 1 + i % 2, 0.0, 24, 30, ids.fresh(2)) for i in range(4)]
+    trace = Trace(reqs, 16, "preempt", ["t0", "t1", "t2"])
+    opts = EngineOptions(max_batch=3, gpu_blocks=10, preemption=True)
+    direct = serve(trace, policy, "lru", opts, weights=PRICES)
+    assert direct.summary["preemptions"] > 0 and direct.tenants["recomputed_tokens"].sum() > 0
+    shim = VLLMShim(policy)
+    via = serve(trace, shim, "lru", opts, weights=PRICES)
+    assert via.requests["rid"].to_list() == direct.requests["rid"].to_list()
+    assert via.summary["preemptions"] == direct.summary["preemptions"]
+    counters = shim.q.counters()
+    truth = direct.tenants["compute_service" if policy == "vtc" else "unified_service"]
+    assert [counters[f"t{t}"] for t in range(3)] == pytest.approx(truth.to_list())
+    # every output token charged exactly once, recomputes as prefill
+    assert direct.tenants["decode"].sum() == sum(r.output_len for r in trace.requests)
+
+
+@pytest.mark.parametrize("policy", ["vtc", "faircache"])
 def test_sglang_hook_charges_what_the_engine_measured_and_protects_light_tenants(policy):
     trace = _trace()
     shim = SGLangShim(policy)
@@ -249,13 +287,16 @@ def test_vllm_queue_charges_a_preempted_request_again_and_peeks_without_charging
     a.num_computed_tokens = 40
     q.on_step({"a": 40}, {"a": a})  # settled: 40 prefill + 1 token (w_out 2)
     assert q.counters()["x"] == 42.0
-    q.prepend_request(a)  # preempted: its KV is freed, the prefill will run again
+    a.num_output_tokens = 1  # update_from_output appended the sampled token
+    q.prepend_request(a)  # preempted: its KV is freed, prompt + that token are recomputed
     a.num_computed_tokens = 0
     assert q.pop_request() is b  # y has the smaller counter now
     assert q.pop_request() is a
-    a.num_computed_tokens = 40
-    q.on_step({"a": 40, "b": 10}, {"a": a, "b": b})
-    assert q.counters()["x"] == 42.0 + 40.0 + 2.0
+    a.num_computed_tokens = 41
+    q.on_step({"a": 41, "b": 10}, {"a": a, "b": b})
+    # the recompute (40 prompt + 1 generated token) is prefill, its next token one output;
+    # the token generated before the preemption is not charged as output again
+    assert q.counters()["x"] == 42.0 + 41.0 + 2.0
     assert not q
 
 

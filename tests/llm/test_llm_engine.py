@@ -127,3 +127,44 @@ def test_bad_input_is_one_line():
         EngineOptions(block_tokens=0)
     with pytest.raises(ConfigError, match="must be even"):
         TinyLlama(hidden=5, heads=1, kv_heads=1)  # odd head dimension: RoPE cannot rotate it
+
+
+def _long_outputs_trace():
+    ids = BlockIds(1)
+    shared = ids.fresh(3)
+    reqs = [Request(i, i % 3, 0.0, 60 + 7 * (i % 4), 24, shared + ids.fresh(5)) for i in range(9)]
+    return Trace(reqs, 16, "long-outputs", ["t0", "t1", "t2"])
+
+
+def test_chunked_prefill_keeps_the_step_budget_and_the_tokens():
+    trace = _long_outputs_trace()
+    whole = serve(trace, "vtc", "lru", EngineOptions(gpu_blocks=128))
+    chunked = serve(
+        trace, "vtc", "lru", EngineOptions(gpu_blocks=128, chunked_prefill=True, token_budget=40)
+    )
+    # prompts of 60-81 tokens cut into chunks: no step computes more than the budget (the
+    # unchunked engine runs a whole prompt in one step), and the greedy tokens are the same
+    assert chunked.summary["max_step_tokens"] <= 40 < whole.summary["max_step_tokens"]
+    assert chunked.outputs == whole.outputs
+    assert chunked.summary["steps"] > whole.summary["steps"]
+    assert chunked.tenants["decode"].to_list() == whole.tenants["decode"].to_list()
+
+
+@pytest.mark.parametrize("chunked", [False, True])
+def test_preemption_by_recompute_gives_the_same_tokens(chunked):
+    trace = _long_outputs_trace()
+    base = serve(trace, "fcfs", "lru", EngineOptions(gpu_blocks=128, prefix_cache=False))
+    opts = EngineOptions(gpu_blocks=20, preemption=True, chunked_prefill=chunked, token_budget=48)
+    res = serve(trace, "faircache", "lru", opts)
+    t = res.tenants
+    # 9 requests of 5-6 blocks each in a 20-block pool: running requests run out of blocks
+    # while decoding and the most recent ones are preempted, then recompute their prompt and
+    # generated tokens from scratch (or from the prefix cache)
+    assert res.summary["preemptions"] > 0 and t["preemptions"].sum() == res.summary["preemptions"]
+    assert t["recomputed_tokens"].sum() > 0
+    assert res.outputs == base.outputs
+    # every output token is produced (and counted) once; recomputes are extra prefill
+    assert t["decode"].sum() == sum(r.output_len for r in trace.requests)
+    assert res.summary["requests"] == len(trace.requests)
+    with pytest.raises(ConfigError, match="more than the pool"):
+        serve(trace, "vtc", "lru", EngineOptions(gpu_blocks=4, preemption=True))

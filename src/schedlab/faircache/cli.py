@@ -143,6 +143,17 @@ def serve(
     host_blocks: int = typer.Option(256, "--host-blocks", min=0, help="Host tier, blocks."),
     max_batch: int = typer.Option(32, "--max-batch", min=1),
     no_cache: bool = typer.Option(False, "--no-prefix-cache", help="Disable prefix caching."),
+    token_budget: int = typer.Option(
+        512, "--token-budget", min=1, help="Prompt tokens per step (all tokens if chunked)."
+    ),
+    chunked: bool = typer.Option(
+        False, "--chunked-prefill", help="vLLM-style chunked prefill within --token-budget."
+    ),
+    preemption: bool = typer.Option(
+        False,
+        "--preemption",
+        help="Allocate KV blocks as tokens are written; preempt by recompute when none is left.",
+    ),
     duration: float = typer.Option(10.0, "--duration", help="Workload length, seconds."),
     seed: int = typer.Option(0, "--seed"),
     out: Path = typer.Option(
@@ -187,6 +198,9 @@ def serve(
         host_blocks=host_blocks,
         max_batch=max_batch,
         prefix_cache=not no_cache,
+        token_budget=token_budget,
+        chunked_prefill=chunked,
+        preemption=preemption,
         tenant_weights=_parse_weights(weights, loaded.tenant_names),
     )
     err_console.print(
@@ -229,6 +243,7 @@ def serve(
         f"{summary['requests']} requests in {summary['engine_seconds']:.2f} "
         f"engine CPU-s, {summary['tokens_per_s']:.0f} tokens/s, scheduler "
         f"{100 * summary['scheduler_share']:.2f}% of step time"
+        + (f", {summary['preemptions']} preemptions" if preemption else "")
     )
 
 

@@ -67,6 +67,9 @@ class AdmitUsage:
     computed: list[Node | BlockCost] = field(default_factory=list)
     reused: list[Node | BlockUse] = field(default_factory=list)
     load_bytes: float = 0.0
+    #: tokens the request had generated before this admission (a recompute after preemption:
+    #: ``computed_tokens`` then counts them, they are not new output)
+    generated: int = 0
 
 
 class Scheduler(Protocol):
@@ -87,6 +90,8 @@ class Scheduler(Protocol):
         io_bytes: np.ndarray,
     ) -> None: ...
     def on_finish(self, req: Request, now: float) -> None: ...
+    # an admitted request was preempted (its KV freed): queue it again, at its tenant's head
+    def on_preempt(self, req: Request) -> None: ...
     def forget(self, block: Node | Hashable) -> None: ...  # a cached block is gone
     def queued(self) -> np.ndarray: ...  # per-tenant count of waiting requests
     def remove(self, req: Request) -> bool: ...  # an abort of a queued request
@@ -119,6 +124,9 @@ class _PerTenantQueues:
     def unpick(self, req: Request) -> None:
         self.queues[req.tenant].appendleft(req)
         self.backlogged[req.tenant] = True
+
+    def on_preempt(self, req: Request) -> None:
+        self.unpick(req)
 
     def on_finish(self, req: Request, now: float) -> None:
         return None
@@ -163,6 +171,9 @@ class FCFS:
     def unpick(self, req: Request) -> None:
         self.queue.appendleft(req)
         self.counts[req.tenant] += 1
+
+    def on_preempt(self, req: Request) -> None:
+        self.unpick(req)
 
     def on_admit(self, req: Request, usage: AdmitUsage) -> None:
         return None
@@ -298,7 +309,8 @@ class FairCacheScheduler(VTC):
         t = req.tenant
         self.in_flight[t] += 1
         if self.prepay_memory and self._out_total > 0:
-            est = self._kv_total / self._out_total * req.output_len
+            remaining = max(req.output_len - usage.generated, 0)
+            est = self._kv_total / self._out_total * remaining
             self.counters[t] += est / self.share[t]
             self.prepaid[t] += est
 
@@ -318,6 +330,11 @@ class FairCacheScheduler(VTC):
         if self.in_flight[t] <= 0 and self.prepaid[t] > 0:
             self.counters[t] -= self.prepaid[t] / self.share[t]
             self.prepaid[t] = 0.0
+
+    def on_preempt(self, req: Request) -> None:
+        # it holds no KV until re-admitted (which prepays its remaining output again)
+        self.on_finish(req, 0.0)
+        self.unpick(req)
 
     def forget(self, block: Node | Hashable) -> None:
         self.ledger.forget(block)

@@ -44,6 +44,16 @@ from schedlab.faircache.policies import VTC, AdmitUsage, make_scheduler
 from schedlab.llm.requests import Request
 
 
+def num_tokens(request: Any) -> int:
+    """Tokens a (re-)admission of ``request`` computes before its next sample: vLLM's
+    ``Request.num_tokens`` (prompt + tokens generated so far; after a preemption all of them
+    are recomputed), else prompt + ``num_output_tokens``."""
+    n = getattr(request, "num_tokens", None)
+    if n is None:
+        n = request.num_prompt_tokens + int(getattr(request, "num_output_tokens", 0) or 0)
+    return int(n)
+
+
 def default_tenant(request: Any) -> str:
     """``extra_args["tenant"]``, else the LoRA name, else ``"default"``."""
     params = getattr(request, "sampling_params", None)
@@ -99,6 +109,8 @@ class FairQueue:
         self.cached_tokens = cached_tokens  # prefix-cache hit of a waiting request, if known
         self._provisional: dict[str, float] = {}  # charged at pop, settled in on_step
         self._peek_hit: dict[str, int] = {}  # prefix hit looked up at peek (before allocation)
+        self._hit: dict[str, int] = {}  # prefix hit at the pop of a preempted request
+        self._preempted: set[str] = set()  # admitted, preempted, not yet re-admitted
 
     @classmethod
     def from_env(cls, block_size: int) -> FairQueue:
@@ -191,7 +203,8 @@ class FairQueue:
             cached = self._peek_hit.pop(request.request_id, None)
             if cached is None:
                 cached = self.cached_tokens(request) if self.cached_tokens else 0
-            cost = self.sched.w_in * max(request.num_prompt_tokens - cached, 0)
+            cost = self.sched.w_in * max(num_tokens(request) - cached, 0)
+            self._hit[request.request_id] = cached
             self._settle(request.request_id, ours.tenant)
             self._provisional[request.request_id] = cost
             self.sched._charge(cost, ours.tenant)
@@ -213,9 +226,12 @@ class FairQueue:
         ours = self._wrap(request)
         self._settle(request.request_id, ours.tenant)  # popped but not scheduled
         if request.request_id in self._admitted:
-            # preempted (vLLM frees its KV): its prefill will run again and is charged again
+            # preempted (vLLM frees its KV and resets num_computed_tokens): the recompute of
+            # prompt + generated tokens is charged as prefill when it is scheduled again; the
+            # generated tokens were charged as output once and are not again
             self._admitted.discard(request.request_id)
-            self.sched.unpick(ours)
+            self._preempted.add(request.request_id)
+            self.sched.on_preempt(ours)
         elif self.sched.backlogged[ours.tenant]:
             self.sched.unpick(ours)  # back at the head of its tenant's queue
         else:
@@ -262,8 +278,10 @@ class FairQueue:
     ) -> None:
         """Charge one step. Call after ``schedule()`` advanced ``num_computed_tokens`` (as
         ``update_from_output`` sees it): a request scheduled for the first time is admitted
-        (its whole uncached prompt charged, with its block hashes), every request past its
-        prompt generated one token."""
+        (its whole uncached prompt charged, with its block hashes; after a preemption, the
+        prompt and the tokens it had generated, all recomputed), and a request whose computed
+        tokens reach its known tokens (``num_tokens``: a decode, or the last chunk of a
+        prefill) generated one token; a chunk short of that end generated none."""
         out = np.zeros(self.max_tenants)
         kv = np.zeros(self.max_tenants)
         for rid in num_scheduled_tokens:
@@ -276,7 +294,7 @@ class FairQueue:
                 self._admitted.add(rid)
                 self._settle(rid, t)
                 self.sched.on_admit(ours, self._usage(request, ours))
-            if request.num_computed_tokens >= request.num_prompt_tokens:
+            if request.num_computed_tokens >= num_tokens(request):
                 out[t] += 1
             if kv_byte_s:
                 kv[t] += kv_byte_s.get(rid, 0.0)
@@ -284,15 +302,24 @@ class FairQueue:
 
     def _usage(self, request: Any, ours: Request) -> AdmitUsage:
         bs, t = self.block_size, ours.tenant
-        cached = int(getattr(request, "num_cached_tokens", 0) or 0)
+        rid = request.request_id
+        hit = self._hit.pop(rid, None)
+        if rid in self._preempted and hit is not None:
+            # vLLM sets num_cached_tokens at the first scheduling only: a re-admission's hit
+            # is the one looked up when it was popped
+            cached = hit
+        else:
+            cached = int(getattr(request, "num_cached_tokens", 0) or 0)
         cached = max(cached, 0)
+        generated = num_tokens(request) - request.num_prompt_tokens
+        self._preempted.discard(rid)
         hashes = ours.blocks[: request.num_prompt_tokens // bs]
         n_hit = min(cached // bs, len(hashes))
         reused = [(h, self._computer.get(h, -1), float(bs)) for h in hashes[:n_hit]]
         computed = [(h, float(bs)) for h in hashes[n_hit:]]
         for h in hashes[n_hit:]:
             self._computer.setdefault(h, t)
-        return AdmitUsage(t, request.num_prompt_tokens - cached, computed, reused)
+        return AdmitUsage(t, num_tokens(request) - cached, computed, reused, generated=generated)
 
     def on_finished(self, request_id: str) -> None:
         ours = self._ours.pop(request_id, None)
@@ -301,6 +328,8 @@ class FairQueue:
             if request_id in self._admitted:
                 self.sched.on_finish(ours, 0.0)  # FairCache settles its memory prepayment
         self._admitted.discard(request_id)
+        self._preempted.discard(request_id)
+        self._hit.pop(request_id, None)
 
     def counters(self) -> dict[str, float]:
         return {name: float(self.sched.counters[t]) for name, t in self.tenants.items()}

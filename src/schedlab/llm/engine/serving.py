@@ -53,8 +53,19 @@ class EngineOptions(BaseModel):
     gpu_blocks: int = Field(256, ge=1)  # the device KV pool, in blocks
     host_blocks: int = Field(0, ge=0)  # the host tier, in blocks
     prefix_cache: bool = True
-    token_budget: int = Field(512, ge=1)  # new prompt tokens per step (first prefill exempt)
+    # new prompt tokens per step (the first prefill of a step is exempt); with
+    # ``chunked_prefill`` every token a step computes (1 per decode + prefill chunks)
+    token_budget: int = Field(512, ge=1)
     max_batch: int = Field(32, ge=1)
+    # vLLM-style chunked prefill: running requests first (decodes, then unfinished prefills),
+    # then new ones, each prefill cut to what is left of ``token_budget``
+    chunked_prefill: bool = False
+    # vLLM-style preemption by recompute: KV blocks are allocated as positions are written
+    # (prompt at admission, one block at a time while decoding) instead of reserving the whole
+    # output at admission; when none is left the most recently admitted running request is
+    # preempted (its blocks freed, it goes back to the head of its tenant's queue and later
+    # recomputes prompt + already-generated tokens)
+    preemption: bool = False
     sample_every: float = Field(0.05, gt=0)  # engine seconds between time-series samples
     hbm_share: float = Field(0.5, ge=0)
     host_ratio: float = Field(0.1, ge=0)
@@ -85,6 +96,7 @@ class _Seq:
     pos: int  # tokens whose K/V are in the pool
     generated: int = 0
     first_token: float = -1.0
+    chunk: int = 0  # tokens this step computes (set by _plan)
 
 
 @dataclass
@@ -156,6 +168,15 @@ class RealEngine:
                     field="input_length",
                 )
         bt = opt.block_tokens
+        if opt.preemption:
+            for req in trace.requests:
+                need = math.ceil((req.input_len + req.output_len) / bt)
+                if need > opt.gpu_blocks:
+                    raise ConfigError(
+                        f"request {req.rid} needs {need} KV blocks at its end, more than the "
+                        f"pool ({opt.gpu_blocks}) holds",
+                        field="gpu_blocks",
+                    )
         self.model = PagedLlama(spec)
         self.pool = BlockPool(spec.layers, opt.gpu_blocks, bt, spec.kv_heads, spec.head_dim)
         self.host = HostStore(spec.layers, opt.host_blocks, bt, spec.kv_heads, spec.head_dim)
@@ -179,6 +200,9 @@ class RealEngine:
         self._tokens: dict[int, list[int]] = {}
         self.outputs: dict[int, list[int]] = {}  # generated token ids per request
         self._hashes: dict[int, tuple] = {}
+        self._preempted: dict[int, _Seq] = {}  # rid -> its state when preempted (recompute)
+        self.preemptions = np.zeros(n, dtype=np.int64)
+        self.recomputed = np.zeros(n)  # already-generated tokens prefilled again
 
     # --- prices from measured hardware --------------------------------------------------------
     def _measured_weights(self) -> CostWeights:
@@ -211,6 +235,12 @@ class RealEngine:
         self._tokens[req.rid] = tokens
         ns = self.manager.namespace(req.tenant)
         self._hashes[req.rid] = block_hashes(tokens, bt, ns, (req.input_len - 1) // bt)
+
+    def pending_tokens(self, req: Request) -> int:
+        """Tokens an admission of ``req`` must hold: its prompt, or after a preemption its
+        prompt plus the tokens it had generated (all recomputed)."""
+        prev = self._preempted.get(req.rid)
+        return len(prev.tokens) if prev is not None else req.input_len
 
     def cached_tokens(self, req: Request) -> int:
         if not self.opt.prefix_cache:
@@ -294,12 +324,17 @@ class RealEngine:
         bt, t, opt = self.opt.block_tokens, req.tenant, self.opt
         if req.rid not in self._hashes:
             self._prep(req)
-        tokens, hashes = self._tokens[req.rid], self._hashes[req.rid]
+        prev = self._preempted.get(req.rid)
+        tokens = prev.tokens if prev is not None else self._tokens[req.rid]
+        hashes = self._hashes[req.rid]
         ns = self.manager.namespace(t)
         path = self.cache.match(ns, hashes) if opt.prefix_cache else []
         for node in path:
             self.cache.pin(node)
-        total = math.ceil((req.input_len + req.output_len) / bt)
+        if opt.preemption:  # blocks for what the prefill writes; decode blocks come later
+            total = math.ceil(len(tokens) / bt)
+        else:  # the whole output reserved now
+            total = math.ceil((req.input_len + req.output_len) / bt)
         shared = len(hashes) if opt.prefix_cache else 0
         new_shared = shared - len(path)
         private = total - shared
@@ -337,7 +372,7 @@ class RealEngine:
             self._timed(self.manager.on_access, full, t, self.now)
         table = [self.gpu_of[node.uid] for node in full] + own
         hit = len(path) * bt
-        executed = req.input_len - hit
+        executed = len(tokens) - hit  # a recompute prefills its generated tokens too
         load = len(host_only) * self.block_bytes
         usage = AdmitUsage(
             t,
@@ -345,6 +380,7 @@ class RealEngine:
             [(n.key, n.cost) for n in created],
             [(n.key, n.computer, n.cost) for n in path],
             load,
+            generated=prev.generated if prev is not None else 0,
         )
         self._timed(self.scheduler.on_admit, req, usage)
         lg = self.ledger
@@ -354,19 +390,37 @@ class RealEngine:
         lg.gpu_hit_tokens[t] += hit - len(host_only) * bt
         lg.host_hit_tokens[t] += len(host_only) * bt
         lg.miss_tokens[t] += executed
-        lg.input_tokens[t] += req.input_len
         lg.load_bytes[t] += load
-        lg.admitted[t] += 1
-        return _Seq(req, list(tokens), full, own, table, hit)
+        if prev is None:
+            lg.input_tokens[t] += req.input_len
+            lg.admitted[t] += 1
+            return _Seq(req, list(tokens), full, own, table, hit)
+        del self._preempted[req.rid]
+        self.recomputed[t] += prev.generated
+        return _Seq(req, tokens, full, own, table, hit, prev.generated, prev.first_token)
+
+    def _plan(self, running: dict[int, _Seq]) -> int:
+        """Chunked prefill: give every running request its tokens for this step in admission
+        order (a decode 1, an unfinished prefill what is left of the budget); return the rest."""
+        left = self.opt.token_budget
+        for seq in running.values():
+            remaining = len(seq.tokens) - seq.pos
+            seq.chunk = min(remaining, left) if remaining > 1 else 1
+            left -= seq.chunk
+        return left
 
     def _fill(self, running: dict[int, _Seq]) -> list[_Seq]:
+        chunked = self.opt.chunked_prefill
         admitted, budget = [], 0
+        left = self._plan(running) if chunked else 0
         while len(running) < self.opt.max_batch:
+            if chunked and left <= 0:
+                break
             req = self._timed(self.scheduler.pick, self.now)
             if req is None:
                 break
-            new = req.input_len - self.cached_tokens(req)
-            if admitted and budget + new > self.opt.token_budget:
+            new = self.pending_tokens(req) - self.cached_tokens(req)
+            if not chunked and admitted and budget + new > self.opt.token_budget:
                 self._timed(self.scheduler.unpick, req)
                 break
             seq = self._admit(req)
@@ -380,9 +434,43 @@ class RealEngine:
                     )
                 break
             budget += new
+            if chunked:
+                seq.chunk = min(len(seq.tokens) - seq.pos, left)
+                left -= seq.chunk
             running[req.rid] = seq
             admitted.append(seq)
         return admitted
+
+    def _grow(self, running: dict[int, _Seq]) -> None:
+        """Preemption mode: give every decoding request the block its next position needs,
+        preempting (by recompute) the most recently admitted running request when the pool
+        is out of blocks -- vLLM's rule; a request that must preempt itself waits."""
+        bt = self.opt.block_tokens
+        for rid in list(running):
+            seq = running.get(rid)
+            if seq is None:  # preempted by an earlier request of this loop
+                continue
+            while len(seq.table) * bt < len(seq.tokens):
+                if self._make_room(lambda: 1):
+                    blk = self.pool.take()
+                    seq.private.append(blk)
+                    seq.table.append(blk)
+                    continue
+                victim = running.pop(next(reversed(running)))
+                self._preempt(victim)
+                if victim is seq:
+                    break
+
+    def _preempt(self, seq: _Seq) -> None:
+        """Free a running request's blocks and queue it again (recompute on re-admission)."""
+        t = seq.req.tenant
+        self.cache.unpin(seq.path, self.now)
+        for blk in seq.private:
+            self.pool.give(blk)
+        seq.private, seq.path, seq.table, seq.pos, seq.chunk = [], [], [], 0, 0
+        self._preempted[seq.req.rid] = seq
+        self.preemptions[t] += 1
+        self._timed(self.scheduler.on_preempt, seq.req)
 
     # --- one step -----------------------------------------------------------------------------
     def _step(self, running: dict[int, _Seq]) -> list[_Seq]:
@@ -393,11 +481,21 @@ class RealEngine:
             groups.setdefault(seq.req.tenant, []).append(seq)
         busy = self._step_extra
         modelled = 0.0
+        self._step_tokens = 0
         out = np.zeros(self.n_tenants)
         ctx = np.zeros(self.n_tenants)
+        chunked = self.opt.chunked_prefill
         for t, seqs in groups.items():
-            inputs = [SeqInput(s.tokens[s.pos :], s.pos, s.table) for s in seqs]
+            members = seqs
+            if chunked:
+                seqs = [s for s in seqs if s.chunk > 0]
+                if not seqs:
+                    continue
+                inputs = [SeqInput(s.tokens[s.pos : s.pos + s.chunk], s.pos, s.table) for s in seqs]
+            else:
+                inputs = [SeqInput(s.tokens[s.pos :], s.pos, s.table) for s in seqs]
             t0 = time.process_time()
+            self._step_tokens += sum(len(i.tokens) for i in inputs)
             logits = self.model.forward(self.pool.k, self.pool.v, bt, inputs)
             nxt = logits.argmax(-1).tolist()
             dt = time.process_time() - t0
@@ -407,12 +505,14 @@ class RealEngine:
                 c0, c_tok, c_seq = self.opt.step_time
                 n_tok = sum(len(i.tokens) for i in inputs)
                 modelled += c0 + c_tok * n_tok + c_seq * len(inputs)
-            for s, tok in zip(seqs, nxt, strict=True):
-                s.pos = len(s.tokens)
+            for s, inp, tok in zip(seqs, inputs, nxt, strict=True):
+                s.pos += len(inp.tokens)
+                if s.pos < len(s.tokens):  # a prefill chunk short of the prompt's end
+                    continue
                 s.tokens.append(tok)
                 s.generated += 1
-            out[t] = len(seqs)
-            ctx[t] = sum(s.pos for s in seqs)
+                out[t] += 1
+            ctx[t] = sum(s.pos for s in members)
         s0 = self.sched_s
         clock = busy if self.opt.step_time is None else modelled
         kv = ctx * self.kv_bytes_per_token * clock
@@ -429,10 +529,11 @@ class RealEngine:
         else:
             self.now += modelled
         self.busy_s += busy
+        self.max_step_tokens = max(self.max_step_tokens, self._step_tokens)
         self._step_extra = self._sched_pending = 0.0
         done = [s for s in running.values() if s.generated >= s.req.output_len]
         for s in running.values():
-            if s.first_token < 0:
+            if s.first_token < 0 and s.generated > 0:
                 s.first_token = self.now
         return done
 
@@ -471,11 +572,14 @@ class RealEngine:
         self._records, self._samples = [], []
         self._step_extra = self._sched_pending = 0.0
         self.busy_s, steps, nxt, next_sample = 0.0, 0, 0, 0.0
+        self.max_step_tokens = 0
         while nxt < len(reqs) or running or self.scheduler.queued().any():
             s0 = self.sched_s
             while nxt < len(reqs) and reqs[nxt].arrival <= self.now:
                 self._timed(self.scheduler.on_arrival, reqs[nxt], self.now)
                 nxt += 1
+            if self.opt.preemption:
+                self._grow(running)
             self._fill(running)
             self._sched_pending += self.sched_s - s0
             if not running:
@@ -510,6 +614,8 @@ class RealEngine:
                 cpu_s=float(self.cpu_s[t]),
                 cpu_share=float(self.cpu_s[t]) / total_cpu,
                 tokens_served=float(self.ledger.decode[t]),
+                preemptions=int(self.preemptions[t]),
+                recomputed_tokens=float(self.recomputed[t]),
                 weight=float(self.tenant_weights[t]),
                 **{
                     f"{m}_p{int(q * 100)}": _q(mine, m, q)
@@ -554,6 +660,9 @@ class RealEngine:
             scheduler_share=self.sched_s / max(wall, 1e-12),
             tokens_per_s=float(self.ledger.decode.sum()) / max(self.now, 1e-12),
             host_used=self.host_used,
+            preemptions=int(self.preemptions.sum()),
+            max_step_tokens=self.max_step_tokens,
+            chunked_prefill=self.opt.chunked_prefill,
             weights=self.weights.__dict__ if hasattr(self.weights, "__dict__") else {},
             measured=getattr(self, "measured", {}),
         )
