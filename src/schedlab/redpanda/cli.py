@@ -87,7 +87,8 @@ def compile(  # noqa: A001 - the command is called compile
     if target != "cgra":
         raise UnknownNameError("target", target, ["cgra", "dhls"])
     if arch is not None:
-        _compile_cgra_arch(kernel, arch, flow, temporal, seed, config_out, emit_ir, json_out)
+        _compile_cgra_arch(kernel, arch, flow, temporal, seed, config_out, emit_ir, json_out,
+                           common)
         return
     report = compile_file(kernel, flow=flow, rows=rows, cols=cols, contexts=contexts,
                           mode="temporal" if temporal else "spatial", mapper=mapper, seed=seed,
@@ -110,12 +111,15 @@ def compile(  # noqa: A001 - the command is called compile
 
 
 def _compile_cgra_arch(kernel: Path, arch: str, flow: str, temporal: bool, seed: int,
-                       config_out: Path | None, emit_ir: Path | None, json_out: bool) -> None:
+                       config_out: Path | None, emit_ir: Path | None, json_out: bool,
+                       common: dict) -> None:
     from schedlab.core.io import write_text
     from schedlab.redpanda.backends.cgra import compile_arch_file
 
+    common = dict(common)
     report = compile_arch_file(kernel, arch, flow=flow, mode="temporal" if temporal else
-                               "spatial", seed=seed, config_out=config_out)
+                               "spatial", seed=seed, config_out=config_out,
+                               simulate=common.pop("simulate_run"), **common)
     ir = report.pop("ir")
     if emit_ir is not None:
         write_text(emit_ir, ir)

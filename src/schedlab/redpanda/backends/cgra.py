@@ -282,48 +282,61 @@ def compile_config(graph: Graph, arch, mode: str = "temporal", size_buffers: boo
     return pnr, config
 
 
-def compile_arch_file(path, arch, flow: str = "redpanda", mode: str = "temporal",
-                      seed: int = 0, config_out=None, simulate: bool = True) -> dict:
+def compile_arch_file(
+    path,
+    arch,
+    flow: str = "redpanda",
+    mode: str = "temporal",
+    seed: int = 0,
+    config_out=None,
+    simulate: bool = True,
+    inputs=None,
+    limits=None,
+    function: str | None = None,
+    defines: dict[str, int] | None = None,
+) -> dict:
     """``schedlab redpanda compile --arch FILE``: a kernel file through place and route.
 
-    The cycle count is the emitted configuration executed by :mod:`.config_sim` on seeded
-    random inputs, checked against xDSL's interpreter; ``config_out`` receives the JSON.
+    The cycle count is the emitted configuration executed by :mod:`.config_sim` on ``inputs``
+    (a .npz/.json file or a mapping; else seeded random data), checked against xDSL's
+    interpreter (which names a trap or a non-terminating loop first); ``config_out`` receives
+    the configuration JSON.
     """
+    from schedlab.redpanda.api import Limits, check_run, prepare_inputs
     from schedlab.redpanda.backends.config import write_config
     from schedlab.redpanda.backends.config_sim import run_config
     from schedlab.redpanda.compiler import middle_end, outputs_match
     from schedlab.redpanda.dialect import print_ir
     from schedlab.redpanda.frontend import load_kernel
     from schedlab.redpanda.policies import get_flow
-    from schedlab.redpanda.reference import run_reference
-    from schedlab.redpanda.simulator import SimulationError
-    from schedlab.redpanda.workloads import random_inputs
 
-    kernel = load_kernel(path)
+    limits = limits or Limits()
+    kernel = load_kernel(path, function=function, defines=defines)
     chosen = get_flow(flow)
     graph = middle_end(kernel, chosen, mode)  # type: ignore[arg-type]
     pnr, config = compile_config(graph, arch, mode, chosen.size_buffers)
-    metrics: dict[str, object] = dict(pnr.metrics(), flow=flow, arch=pnr.arch.name,
-                                      instruction_kinds=graph.kind_counts())
-    note = ""
+    metrics: dict[str, object] = dict(
+        pnr.metrics(), flow=flow, arch=pnr.arch.name, instruction_kinds=graph.kind_counts()
+    )
+    note = "simulation not run (--no-simulate)"
     if simulate:
-        inputs = random_inputs(kernel, seed)
-        try:
-            reference = run_reference(kernel, inputs)
-        except Exception as exc:  # noqa: BLE001 - the interpreter rejects these inputs
-            note = f"simulation skipped: the interpreter rejects the random inputs ({exc})"
-        else:
-            try:
-                run = run_config(config, inputs)
-                metrics.update(cycles=run.cycles, matches_interpreter=outputs_match(run, reference),
-                               sim_max_link_load=run.max_link_load, link_words=run.link_words,
-                               port_stalls=run.port_stalls)
-            except SimulationError as exc:
-                note = f"configuration simulation failed: {exc}"
+        data, origin = prepare_inputs(kernel, inputs, seed)
+
+        def run(reference):
+            done = run_config(config, data, limits.max_cycles, limits.time_limit)
+            return dict(cycles=done.cycles, sim_max_link_load=done.max_link_load,
+                        link_words=done.link_words, port_stalls=done.port_stalls), \
+                outputs_match(done, reference)
+
+        extra, note = check_run(kernel, data, origin, run, limits)
+        metrics.update(extra)
     files = {}
     if config_out is not None:
         files["config"] = str(write_config(config, config_out))
-    schedule = [dict(node=i["node"], op=f"{i['kind']}.{i['fn']}".rstrip("."), pe=i["pe"],
-                     cycle=i["cycle"], slot=i["context"]) for i in config["instructions"]]
+    schedule = [
+        dict(node=i["node"], op=f"{i['kind']}.{i['fn']}".rstrip("."), pe=i["pe"],
+             cycle=i["cycle"], slot=i["context"])
+        for i in config["instructions"]
+    ]
     return dict(kernel=kernel.name, mode=mode, target="cgra", metrics=metrics,
                 schedule=schedule, simulation_note=note, files=files, ir=print_ir(graph))

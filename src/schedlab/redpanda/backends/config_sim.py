@@ -24,6 +24,7 @@ simulator's), so both simulators execute the same dataflow semantics.
 from __future__ import annotations
 
 import heapq
+import time
 from collections import defaultdict, deque
 from collections.abc import Mapping
 from dataclasses import dataclass
@@ -34,7 +35,7 @@ from schedlab.core.errors import BadInputError
 from schedlab.redpanda.control import control_rule
 from schedlab.redpanda.graph import Node
 from schedlab.redpanda.semantics import evaluate, wrap
-from schedlab.redpanda.simulator import SimulationError
+from schedlab.redpanda.simulator import CycleLimitError, SimulationError
 
 
 @dataclass
@@ -53,9 +54,13 @@ class ConfigSimulator:
     """One configuration on one set of inputs."""
 
     def __init__(
-        self, config: Mapping, inputs: Mapping[str, object], max_cycles: int = 2_000_000
+        self,
+        config: Mapping,
+        inputs: Mapping[str, object],
+        max_cycles: int = 2_000_000,
+        time_limit: float | None = None,
     ) -> None:
-        self.cfg, self.max_cycles = config, max_cycles
+        self.cfg, self.max_cycles, self.time_limit = config, max_cycles, time_limit
         self.ii = int(config["ii"])
         self.temporal = config["mode"] == "temporal"
         arch = config["arch"]
@@ -237,8 +242,20 @@ class ConfigSimulator:
                 producers[dst].add(src)
         active = set(self.nodes)
         wake: list[tuple[int, int]] = []
-        t = last = firings = 0
+        t = last = firings = rounds = 0
+        started = time.monotonic()
         while active or wake:
+            rounds += 1
+            if (
+                self.time_limit is not None
+                and rounds % 2048 == 0
+                and time.monotonic() - started > self.time_limit
+            ):
+                raise CycleLimitError(
+                    self.cfg["kernel"],
+                    f"the {self.time_limit:g} s time limit (cycle {t:,})",
+                    "--time-limit",
+                )
             while wake and wake[0][0] <= t:
                 active.add(heapq.heappop(wake)[1])
             nxt: set[int] = set()
@@ -287,8 +304,10 @@ class ConfigSimulator:
             active = nxt
             t = t + 1 if active else (wake[0][0] if wake else t + 1)
             if t > self.max_cycles:
-                raise SimulationError(
-                    f"{self.cfg['kernel']}: no completion within {self.max_cycles} cycles"
+                raise CycleLimitError(
+                    self.cfg["kernel"],
+                    f"the cycle limit ({self.max_cycles:,} cycles)",
+                    "--max-cycles",
                 )
         missing = [i for i in range(self.cfg["results"]) if i not in self.outputs]
         if missing:
@@ -318,7 +337,10 @@ class ConfigSimulator:
 
 
 def run_config(
-    config: Mapping, inputs: Mapping[str, object], max_cycles: int = 2_000_000
+    config: Mapping,
+    inputs: Mapping[str, object],
+    max_cycles: int = 2_000_000,
+    time_limit: float | None = None,
 ) -> ConfigRun:
     """Execute ``config`` on ``inputs``: results, final memory, cycles and link statistics."""
-    return ConfigSimulator(config, inputs, max_cycles).run()
+    return ConfigSimulator(config, inputs, max_cycles, time_limit).run()
