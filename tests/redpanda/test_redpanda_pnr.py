@@ -283,6 +283,13 @@ def test_c_kernel_of_our_own_through_the_cli_from_another_directory(tmp_path, mo
     assert doc["metrics"]["matches_interpreter"] is True and doc["metrics"]["arch"] == "mine"
     config = read_config(work / "out" / "cfg.json")
     assert max(link_loads(config).values()) <= 1
+    # the user's own data, and compile-only
+    (work / "in.json").write_text('{"a": [1, 2, 3, 4, 5, 6], "b": [6, 5, 4, 3, 2, 1], "lim": 9}')
+    own = CliRunner().invoke(app, [*args, "--inputs", "in.json"])
+    assert own.exit_code == 0, own.output
+    assert json.loads(own.stdout)["metrics"]["matches_interpreter"] is True
+    quiet = json.loads(CliRunner().invoke(app, [*args, "--no-simulate"]).stdout)
+    assert "cycles" not in quiet["metrics"] and "--no-simulate" in quiet["simulation_note"]
     (work / "bad.json").write_text('{"rows": 4, "cols": 4, "link_capacity": -1}')
     bad = CliRunner().invoke(app, [*args[:5], "../elsewhere/bad.json"])
     assert bad.exit_code != 0 and "link_capacity" in bad.output
