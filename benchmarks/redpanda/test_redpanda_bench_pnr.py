@@ -66,3 +66,20 @@ def test_bench_config_simulator_mm2(benchmark, mm2):
         run_config, args=(config, random_inputs(kernel, 0)), rounds=3, iterations=1
     )
     benchmark.extra_info.update(cycles=run.cycles, firings=run.firings)
+
+
+def test_bench_exact_router_gemm(benchmark):
+    """The HiGHS routing program on one gemm placement (4x4 mesh), against PathFinder's time."""
+    from schedlab.redpanda.backends.cgra import CGRA, map_graph
+    from schedlab.redpanda.backends.exact_route import exact_route
+
+    graph = middle_end(load_suite_kernel("gemm", 4), get_flow("redpanda"), "temporal")
+    old = map_graph(graph, CGRA(4, 4, contexts=16), "temporal")
+    arch = mesh(4, 4, contexts=16, link_capacity=1)
+
+    def route():
+        nets = build_nets(graph, arch, "temporal", old.slot_ii, old.place, old.start, 1)
+        return exact_route(arch, old.slot_ii, nets)
+
+    words = benchmark.pedantic(route, rounds=3, iterations=1)
+    benchmark.extra_info.update(words=words)
