@@ -223,8 +223,8 @@ def _claims(frame: pl.DataFrame) -> list[Claim]:
             required=True,
         ),
         Claim(
-            "(check) executing every configuration, no link carries more words in a cycle "
-            "than its capacity",
+            "(sanity check: the router only accepts routings within capacity; recounted while "
+            "executing) no link carries more words in a cycle than its capacity",
             "max words per link-cycle / capacity (simulated)",
             float((frame["max_link_load"] / frame["link_capacity"]).max()),
             1.0,
