@@ -50,6 +50,8 @@ def compile(  # noqa: A001 - the command is called compile
                                     "place and route + per-cycle configuration."),
     config_out: Path | None = typer.Option(None, "--config-out", help="cgra --arch: write the "
                                            "configuration JSON here."),
+    router: str = typer.Option("pathfinder", "--router", help="cgra --arch: pathfinder "
+                               "(negotiated congestion) or exact (HiGHS; small arrays)."),
     inputs: Path | None = typer.Option(None, "--inputs", help="Input data: .npz or .json "
                                        "(arrays/scalars by argument name); missing names get "
                                        "seeded random values."),
@@ -88,7 +90,7 @@ def compile(  # noqa: A001 - the command is called compile
         raise UnknownNameError("target", target, ["cgra", "dhls"])
     if arch is not None:
         _compile_cgra_arch(kernel, arch, flow, temporal, seed, config_out, emit_ir, json_out,
-                           common)
+                           dict(common, router=router))
         return
     report = compile_file(kernel, flow=flow, rows=rows, cols=cols, contexts=contexts,
                           mode="temporal" if temporal else "spatial", mapper=mapper, seed=seed,

@@ -263,7 +263,8 @@ class CGRABackend:
 
 
 # ---- the place-and-route back end (architecture file, PathFinder, configuration) ---------
-def compile_config(graph: Graph, arch, mode: str = "temporal", size_buffers: bool = True):
+def compile_config(graph: Graph, arch, mode: str = "temporal", size_buffers: bool = True,
+                   router: str = "pathfinder"):
     """Place, route (PathFinder, II search) and emit the checked per-cycle configuration.
 
     ``arch`` is an :class:`~schedlab.redpanda.backends.arch.Architecture` (or a shipped name /
@@ -276,7 +277,7 @@ def compile_config(graph: Graph, arch, mode: str = "temporal", size_buffers: boo
 
     if not isinstance(arch, Architecture):
         arch = load_arch(arch)
-    pnr = place_and_route(graph, arch, mode)
+    pnr = place_and_route(graph, arch, mode, router=router)
     config = emit_config(pnr, size_buffers)
     check_config(config)
     return pnr, config
@@ -294,6 +295,7 @@ def compile_arch_file(
     limits=None,
     function: str | None = None,
     defines: dict[str, int] | None = None,
+    router: str = "pathfinder",
 ) -> dict:
     """``schedlab redpanda compile --arch FILE``: a kernel file through place and route.
 
@@ -314,9 +316,10 @@ def compile_arch_file(
     kernel = load_kernel(path, function=function, defines=defines)
     chosen = get_flow(flow)
     graph = middle_end(kernel, chosen, mode)  # type: ignore[arg-type]
-    pnr, config = compile_config(graph, arch, mode, chosen.size_buffers)
+    pnr, config = compile_config(graph, arch, mode, chosen.size_buffers, router)
     metrics: dict[str, object] = dict(
-        pnr.metrics(), flow=flow, arch=pnr.arch.name, instruction_kinds=graph.kind_counts()
+        pnr.metrics(), flow=flow, arch=pnr.arch.name, router=router,
+        instruction_kinds=graph.kind_counts(),
     )
     note = "simulation not run (--no-simulate)"
     if simulate:
