@@ -31,6 +31,7 @@ from schedlab.core.errors import BadInputError
 #: C spellings accepted as the 32-bit signed integer type
 INT_TYPES = ({"int"}, {"signed", "int"}, {"signed"}, {"int32_t"}, {"_Bool"}, {"bool"})
 _PRELUDE = "typedef int int32_t; typedef int bool; "
+_MAX_EXPANSION = 20_000  # characters of one line after #define substitution
 _ARITH = {
     "+": "addi",
     "-": "subi",
@@ -128,6 +129,13 @@ def _preprocess(text: str, path: str, defines: Mapping[str, int | str] | None) -
             if new == line:
                 break
             line = new
+            if len(line) > _MAX_EXPANSION:
+                raise CFrontError(
+                    f"#define expansion longer than {_MAX_EXPANSION:,} characters",
+                    path=path,
+                    line=len(out) + 1,
+                    field="#define",
+                )
         else:
             raise CFrontError("recursive #define", path=path, line=len(out) + 1, field="#define")
         out.append(line)
