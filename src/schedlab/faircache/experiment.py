@@ -24,6 +24,7 @@ from schedlab.faircache import workloads
 from schedlab.faircache.fairmgr import FairCacheManager
 from schedlab.faircache.metrics import backlogged_window, jain, service_difference, vtc_bound
 from schedlab.faircache.overhead import time_eviction, time_pick
+from schedlab.faircache.policies import VTC, FairCacheScheduler
 from schedlab.faircache.simulator import EngineConfig, simulate
 from schedlab.llm.generators import vtc_scenario
 
@@ -31,15 +32,64 @@ PARITY = EngineConfig(gpu="a10g", kv_tokens=10_000, prefix_cache=False)
 BIAS = EngineConfig(gpu="a10g", kv_tokens=40_000, host_gb=4)
 
 
+class _FixedMemoryLump(FairCacheScheduler):
+    """Diagnosis only: FairCache with its memory term replaced by a fixed charge per output
+    token (the FairCache run's mean), all of it at admission, never settled -- no estimate,
+    no noise; what is left of the gap to VTC is the timing of a lifetime-held charge."""
+
+    name = "faircache-fixed-lump"
+
+    def __init__(self, per_token: float) -> None:
+        super().__init__()
+        self.per_token = per_token
+
+    def on_admit(self, req, usage) -> None:
+        super().on_admit(req, usage)
+        self._charge(self.per_token * max(req.output_len - usage.generated, 0), req.tenant)
+
+    def on_iteration(self, out_tokens, kv_byte_s, host_byte_s, io_bytes) -> None:
+        self._charge(self.w_out * out_tokens)
+
+
+class _VTCOutputPrepaid(VTC):
+    """Diagnosis only: plain VTC (no memory price) charging each request's output
+    (w_out x output_len) at admission instead of as it is generated."""
+
+    name = "vtc-output-prepaid"
+
+    def on_admit(self, req, usage) -> None:
+        rest = max(req.output_len - usage.generated, 0)
+        self._charge(self.w_in * usage.computed_tokens + self.w_out * rest, req.tenant)
+
+    def on_iteration(self, out_tokens, kv_byte_s, host_byte_s, io_bytes) -> None:
+        return None
+
+
 @register("faircache", quick=dict(duration=120.0), full=dict(duration=600.0))
 def vtc_parity(duration: float, seed: int) -> Result:
-    """No sharing, cache off: FairCache's service difference stays within VTC's 2U bound."""
+    """No sharing, cache off: FairCache's service difference stays within VTC's 2U bound.
+
+    Diagnosis rows (no claims): FairCache with memory charged in arrears, with a fixed memory
+    lump at admission, and plain VTC with its output charged at admission."""
     rows = []
     for scenario in ("overload", "overload-multi"):
         trace = vtc_scenario(scenario, duration=duration, seed=seed)
         bound = vtc_bound(max(r.input_len for r in trace), PARITY.kv_tokens or 0)
-        for sched in ("vtc", "faircache", "fcfs"):
-            res = simulate(trace, sched, "lru", PARITY)
+        per_token = 0.0
+        for sched in ("vtc", "faircache", "fcfs", "arrears", "lump", "vtc-prepaid"):
+            if sched == "arrears":
+                plugin = FairCacheScheduler(prepay_memory=False)
+            elif sched == "lump":  # after "faircache": its mean memory charge per token
+                plugin = _FixedMemoryLump(per_token)
+            elif sched == "vtc-prepaid":
+                plugin = _VTCOutputPrepaid()
+            else:
+                plugin = sched
+            res = simulate(trace, plugin, "lru", PARITY)
+            if sched == "faircache":
+                t = res.tenants
+                memory = (t["unified_service"] - t["compute_service"]).sum()
+                per_token = float(memory / max(t["decode"].sum(), 1.0))
             worst, mean = service_difference(res.samples)
             worst_u, mean_u = service_difference(res.samples, "unified_service")
             rows.append(
