@@ -9,8 +9,9 @@ operator for 1-4096 (or 32768) tokens; ``all_reduce.csv`` NCCL all-reduce times 
 What is fitted, per GPU (``schedlab.llm.costmodel`` evaluates the same formulas):
 
 * **linear layers** (QKV, output, gate+up, down projections, summed per layer): each GEMM is a
-  roofline ``launch + max(weight bytes / (hbm_eff·HBM), 2·K·N·M' / (gemm_eff·peak))`` with the
-  token count M rounded up to the tile height (M' = ceil(M/tile)·tile), times an efficiency
+  roofline ``launch + max(weight bytes / (hbm_eff·HBM), FLOPs / (gemm_eff·peak))`` with the
+  FLOPs wave-quantised over the GPU's SMs (``costmodel.gemm_roofline_ms``; the CTA tile of each
+  projection and TP degree picked from ``TILES`` by coordinate descent), times an efficiency
   curve over log2(tokens) (piecewise linear, quarter-octave knots) fitted minimax (an LP) on the
   log ratio, one curve per TP degree (each is a different per-GPU GEMM shape). The physical
   parameters come from a least-squares fit on the log ratio over all token counts and TPs.
@@ -700,6 +701,14 @@ def summarise(table) -> str:
 
 
 def main(argv: list[str] | None = None) -> int:
+    try:
+        return _main(argv)
+    except BadInputError as exc:  # one line naming the file/field, no traceback
+        print(f"error: {exc}", file=sys.stderr)
+        return 2
+
+
+def _main(argv: list[str] | None = None) -> int:
     argv = sys.argv[1:] if argv is None else argv
     if not argv:
         print("usage: python -m schedlab.llm.calibrate VIDUR_PROFILES_DIR [--write] [--holdout]")

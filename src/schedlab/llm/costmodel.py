@@ -7,9 +7,14 @@ sequences costs, in milliseconds::
              + lm_head(S) + attention
 
 * **linear(T)**: the QKV, output, gate+up and down projections of one layer, each a roofline
-  ``launch + max(weight bytes / (hbm_eff · HBM), 2·K·N·ceil(T/tile)·tile / (gemm_eff · peak))``
-  times a fitted efficiency curve over log2(T). Embedding lookups do no FLOPs (they are a
-  memory copy, counted with the norms); the LM head multiplies only the sampled positions (S).
+  ``launch + max(weight bytes / (hbm_eff · HBM), FLOPs / (gemm_eff · peak))`` times a fitted
+  efficiency curve over log2(T). The FLOPs are wave-quantised: ``waves · SMs · tile_m · tile_n
+  · 2K`` with ``waves = ceil(ceil(T/tile_m) · ceil(N/tile_n) / SMs)`` (SM count from
+  specs.toml; the tile a cuBLAS/CUTLASS CTA shape chosen per GPU, projection and TP degree by
+  ``calibrate``; a few tokens use a tile of the next power of two >= 16), or, for a
+  calibration without tile widths, ``2·K·N·ceil(T/tile)·tile``. Embedding lookups do no FLOPs
+  (they are a memory copy, counted with the norms); the LM head multiplies only the sampled
+  positions (S).
 * **norms(T)**: RMSNorms, SiLU·mul, RoPE and residual adds, memory-bound
   (``kernels · launch + bytes / (norm_eff · HBM)``).
 * **all_reduce**: two per layer under tensor parallelism (after attention and after the MLP),
