@@ -187,6 +187,8 @@ def evaluate(
     size: int = typer.Option(4, "--size", min=2, help="Problem size N."),
     flows: str = typer.Option("all", "--flows", help="Comma-separated flows."),
     seed: int = typer.Option(0, "--seed"),
+    language: str = typer.Option("c", "--language", help="c (the C suite, as the experiments) "
+                                 "or mlir."),
     out: Path | None = typer.Option(None, "--out", help="Also write the table (.csv/.parquet)."),
     json_out: bool = typer.Option(False, "--json", help="Print JSON."),
 ) -> None:
@@ -195,18 +197,21 @@ def evaluate(
     from schedlab.core.io import write_frame
     from schedlab.redpanda.experiment import run_suite
     from schedlab.redpanda.policies import FLOWS
-    from schedlab.redpanda.workloads import KERNELS
+    from schedlab.redpanda.workloads import C_KERNELS, KERNELS
 
-    names = list(KERNELS) if kernels == "all" else [k.strip() for k in kernels.split(",")]
+    if language not in ("c", "mlir"):
+        raise UnknownNameError("language", language, ["c", "mlir"])
+    suite = C_KERNELS if language == "c" else KERNELS
+    names = list(suite) if kernels == "all" else [k.strip() for k in kernels.split(",")]
     for name in names:
-        if name not in KERNELS:
-            raise UnknownNameError("kernel", name, KERNELS)
+        if name not in suite:
+            raise UnknownNameError("kernel", name, suite)
     chosen = list(FLOWS) if flows == "all" else [f.strip() for f in flows.split(",")]
     for name in chosen:
         if name not in FLOWS:
             raise UnknownNameError("flow", name, list(FLOWS))
     err_console.print(f"evaluating {len(names)} kernel(s) x {len(chosen)} flow(s)")
-    frame = run_suite(names, size, seed, chosen)
+    frame = run_suite(names, size, seed, chosen, source=language)
     if out is not None:
         write_frame(frame, out)
     rows = frame.drop("branch_modes").to_dicts()
