@@ -29,11 +29,20 @@ def _trace(n=96, tenants=4):
     return Trace(reqs, 16, "bench", [f"t{i}" for i in range(tenants)])
 
 
+MODES = {
+    "default": dict(gpu_blocks=160),
+    # vLLM-style: 256-token step budget with prefill chunks, KV allocated as written and
+    # preemption by recompute in a pool too small for 16 running requests' outputs
+    "chunked+preempt": dict(gpu_blocks=96, chunked_prefill=True, token_budget=256, preemption=True),
+}
+
+
+@pytest.mark.parametrize("mode", list(MODES))
 @pytest.mark.parametrize("model", list(MODELS))
 @pytest.mark.parametrize("sched", ["vtc", "faircache"])
-def test_faircache_bench_engine_scheduler_share(benchmark, sched, model):
+def test_faircache_bench_engine_scheduler_share(benchmark, sched, model, mode):
     trace = _trace()
-    opts = EngineOptions(gpu_blocks=160, host_blocks=128, max_batch=16)
+    opts = EngineOptions(host_blocks=128, max_batch=16, **MODES[mode])
     res = benchmark.pedantic(
         serve, args=(trace, sched, "faircache", opts, MODELS[model]), rounds=1, iterations=1
     )
@@ -41,10 +50,12 @@ def test_faircache_bench_engine_scheduler_share(benchmark, sched, model):
     benchmark.extra_info.update(
         scheduler_share=share,
         steps=res.summary["steps"],
+        preemptions=res.summary["preemptions"],
         step_ms=1e3 * res.summary["busy_s"] / res.summary["steps"],
     )
     print(
-        f"\n{sched} {model}: scheduler share {share:.4f}, "
+        f"\n{sched} {model} {mode}: scheduler share {share:.4f}, "
+        f"preemptions {res.summary['preemptions']}, "
         f"step {1e3 * res.summary['busy_s'] / res.summary['steps']:.2f} ms"
     )
     assert res.summary["requests"] == len(trace)

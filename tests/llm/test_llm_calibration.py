@@ -148,3 +148,9 @@ def test_fit_on_one_model_predicts_the_other():
     # 20% at tp=1 and 22-38% at tp > 1 (docs/systems/faircache.md); an unfitted roofline
     # (efficiency 0.5, no tiles) is off by 46-86%
     assert worst[1] <= 0.25 and max(worst.values()) <= 0.45
+
+
+def test_calibrate_cli_bad_folder_is_one_line(tmp_path, capsys):
+    assert calibrate.main([str(tmp_path)]) == 2
+    err = capsys.readouterr().err.strip()
+    assert err.count("\n") == 0 and "no Vidur compute profiles" in err and str(tmp_path) in err
