@@ -173,6 +173,53 @@ def test_kernels_of_our_own_against_numpy_and_the_simulator(seed):
         assert evaluate(k, get_flow(flow), inputs, CGRA(rows=4, cols=4), "temporal").correct
 
 
+BREAKS = """
+int f(int a[8], int b[8]) {
+  int found = -1, s = 0;
+  for (int i = 0; i < 8; i++) {
+    if (a[i] < 0) continue;
+    s += a[i];
+    if (a[i] == 5) { found = i; break; }
+    b[i] = s;
+  }
+  int j = 0;
+  while (1) {
+    j++;
+    if (j >= 3) break;
+  }
+  do { j += 10; if (j > 20) break; } while (j < 100);
+  return found * 1000 + s * 10 + j;
+}
+"""
+
+
+def test_break_and_continue_become_carried_flags():
+    kernel = c_kernel_from_text(BREAKS, "b.c")
+
+    def model(a):
+        b, found, s, j = [0] * 8, -1, 0, 0
+        for i in range(8):
+            if a[i] < 0:
+                continue
+            s += a[i]
+            if a[i] == 5:
+                found = i
+                break
+            b[i] = s
+        j = 3
+        while True:
+            j += 10
+            if j > 20 or not j < 100:
+                break
+        return found * 1000 + s * 10 + j, b
+
+    for a in ([1, -2, 3, 5, 7, 5, 1, 1], [1, 2, 3, 4, 6, 7, 8, 9], [-1] * 8):
+        inputs = dict(a=np.array(a), b=np.zeros(8, dtype=np.int64))
+        result, memory = run_reference(kernel, inputs)
+        assert (result[0], list(memory["b"])) == model(a)
+    assert evaluate(kernel, get_flow("redpanda"), inputs, CGRA(rows=4, cols=4), "temporal").correct
+
+
 def test_c_semantics_short_circuit_ternary_and_loops():
     src = """
     int f(int a[8], int n) {
@@ -223,7 +270,7 @@ def test_c_semantics_short_circuit_ternary_and_loops():
         ("void f(int a[4]) {\n  a[0] = 2.5;\n}", 2, "floating-point"),
         ("void f(int *a) { }", 1, "pointers"),
         ("void f(int a[4]) {\n\n  g(a);\n}", 3, "function calls"),
-        ("void f(int a[4]) {\n for (int i = 0; i < 4; i++)\n   if (a[i]) break;\n}", 3, "break"),
+        ("void f(int a[4]) {\n  if (a[0])\n    break;\n}", 3, "break"),
         ("void f(int a[4]) {\n  a[0] = ;\n}", 2, "syntax"),
         ("void f(int a[4]) {\n  int t[4];\n}", 2, "local array"),
         ("void f(int a[4]) {\n  a[0] = q;\n}", 2, "undeclared"),
@@ -367,13 +414,15 @@ def _expr(draw, depth=0, loop_vars=()):
 
 
 @st.composite
-def _stmts(draw, depth=0, loop_vars=(), n=None):
+def _stmts(draw, depth=0, loop_vars=(), n=None, in_loop=False):
     out = []
     count = draw(st.integers(1, 3)) if n is None else n
     for _ in range(count):
-        kind = draw(st.integers(0, 9 if depth < 2 else 4))
+        kind = draw(st.integers(0, 11 if depth < 2 else 4))
         e = lambda: draw(_expr(0, loop_vars))  # noqa: E731
-        if kind <= 2:
+        if kind >= 10 and in_loop:
+            out.append(f"if ({e()}) {'break' if kind == 10 else 'continue'};")
+        elif kind <= 2 or kind >= 10:
             v = draw(st.sampled_from(VARS))
             op = draw(st.sampled_from(["=", "+=", "-=", "*=", "^=", "|=", "&="]))
             out.append(f"{v} {op} {e()};")
@@ -382,20 +431,20 @@ def _stmts(draw, depth=0, loop_vars=(), n=None):
             op = draw(st.sampled_from(["=", "+=", "^="]))
             out.append(f"{arr}[({e()}) & 7] {op} {e()};")
         elif kind <= 6:
-            body = draw(_stmts(depth + 1, loop_vars))
+            body = draw(_stmts(depth + 1, loop_vars, in_loop=in_loop))
             if draw(st.booleans()):
-                other = draw(_stmts(depth + 1, loop_vars))
+                other = draw(_stmts(depth + 1, loop_vars, in_loop=in_loop))
                 out.append(f"if ({e()}) {{ {body} }} else {{ {other} }}")
             else:
                 out.append(f"if ({e()}) {{ {body} }}")
         elif kind <= 8:
             iv = f"i{depth}"
             bound = draw(st.sampled_from(["3", "n & 3", "x & 3", "a[0] & 3"]))
-            body = draw(_stmts(depth + 1, (*loop_vars, iv)))
+            body = draw(_stmts(depth + 1, (*loop_vars, iv), in_loop=True))
             out.append(f"for (int {iv} = 0; {iv} < ({bound}); {iv}++) {{ {body} }}")
         else:
             c = f"c{depth}"
-            body = draw(_stmts(depth + 1, loop_vars))
+            body = draw(_stmts(depth + 1, loop_vars, in_loop=True))
             cond = e()
             out.append(f"{{ int {c} = 0; while ({c} < 3 && {cond}) {{ {c}++; {body} }} }}")
     return " ".join(out)

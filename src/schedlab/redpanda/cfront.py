@@ -10,11 +10,13 @@ Supported: one function over array parameters with constant dimensions (``int A[
 ``for (int i = a; i < b; i += c)`` loops become ``scf.for``, every other loop ``scf.while``),
 ``while``, ``do``/``while``, ``if``/``else``, ``?:``, short-circuit ``&&``/``||`` (an
 ``scf.if`` when the right side reads memory or divides), indirect subscripts, ``+ - * / % & |
-^ << >> ~ !``, comparisons, ``=``/``op=``/``++``/``--`` on scalars and array elements;
-``#define NAME value`` (object-like), ``#include``/``#pragma`` ignored. Everything else (``float``,
-pointers, calls, ``break``, ``switch``, local arrays ...) is a :class:`BadInputError` naming the
-file, line and construct. Scalars become SSA values threaded through ``iter_args``/``scf.if``
-results (every loop- or branch-assigned variable that lives outside the construct).
+^ << >> ~ !``, comparisons, ``=``/``op=``/``++``/``--`` on scalars and array elements,
+``break``/``continue`` (carried flags; later statements guarded);
+``#define NAME value`` (object-like), ``#include``/``#pragma`` ignored. Everything else
+(``float``, pointers, calls, early ``return``, ``switch``, local arrays ...) is a
+:class:`BadInputError` naming the file, line and construct. Scalars become SSA values
+threaded through ``iter_args``/``scf.if`` results (every loop- or branch-assigned variable
+that lives outside the construct).
 """
 
 from __future__ import annotations
@@ -493,6 +495,8 @@ class _Translator:
             self.assignment(c_ast.Assignment(op, node.expr, c_ast.Constant("int", "1"), node.coord))
         elif isinstance(node, c_ast.If):
             self.if_statement(node)
+        elif isinstance(node, c_ast.For | c_ast.While | c_ast.DoWhile) and any(_jumps(node.stmt)):
+            self.loop_with_jumps(node)
         elif isinstance(node, c_ast.For):
             self.for_statement(node)
         elif isinstance(node, c_ast.While):
@@ -505,9 +509,7 @@ class _Translator:
             )
         elif isinstance(node, c_ast.Break | c_ast.Continue):
             word = "break" if isinstance(node, c_ast.Break) else "continue"
-            self.error(
-                f"'{word}' is not supported: fold the exit into the loop condition", node, word
-            )
+            self.error(f"'{word}' outside a loop (or in a switch) is not supported", node, word)
         elif isinstance(node, c_ast.FuncCall):
             self.error(
                 f"function calls are not supported (inline '{_call_name(node)}')", node, "call"
@@ -743,6 +745,34 @@ class _Translator:
         self.check_int_type(decl.type, f"variable '{iv}'")
         return iv, decl.init, right, op == "<=", step
 
+    def loop_with_jumps(self, node: c_ast.For | c_ast.While | c_ast.DoWhile) -> None:
+        """``break``/``continue`` as carried flags: the loop tests ``!break``, and every
+        statement after one that may jump runs under ``if (!(break || continue))``."""
+        import copy
+
+        self.jump_counter = getattr(self, "jump_counter", 0) + 1
+        has_break, has_continue = _jumps(node.stmt)
+        brk = f"break.{self.jump_counter}" if has_break else None
+        cont = f"continue.{self.jump_counter}" if has_continue else None
+        coord = node.coord
+        body = _replace_jumps(copy.deepcopy(node.stmt), brk, cont, coord)
+        flags = [f for f in (brk, cont) if f]
+        body = c_ast.Compound(_guard(list(_items(body)), flags, coord), coord)
+        if cont:
+            reset = c_ast.Assignment("=", c_ast.ID(cont, coord), c_ast.Constant("int", "0"), coord)
+            body = c_ast.Compound([reset, *body.block_items], coord)
+        cond = node.cond
+        if brk:
+            not_brk = c_ast.UnaryOp("!", c_ast.ID(brk, coord), coord)
+            cond = not_brk if cond is None else c_ast.BinaryOp("&&", not_brk, cond, coord)
+        self.scopes.append({f: Var(self.const(0)) for f in flags})
+        if isinstance(node, c_ast.For):
+            self.statement(node.init)
+            self.while_loop(None, cond, body, node.next, node, do_while=False)
+        else:
+            self.while_loop(None, cond, body, None, node, do_while=isinstance(node, c_ast.DoWhile))
+        self.scopes.pop()
+
     def while_loop(
         self,
         _init,
@@ -942,6 +972,101 @@ class _Translator:
             self.indent -= 1
             self.emit(closing)
         return Val(res, "i32")
+
+
+_LOOPS = (c_ast.For, c_ast.While, c_ast.DoWhile)
+
+
+def _jumps(node: c_ast.Node | None) -> tuple[bool, bool]:
+    """(has break, has continue) belonging to the loop whose body is ``node``."""
+    found = [False, False]
+
+    def visit(n):
+        if n is None or isinstance(n, _LOOPS):
+            return
+        if isinstance(n, c_ast.Break):
+            found[0] = True
+        elif isinstance(n, c_ast.Continue):
+            found[1] = True
+        if isinstance(n, c_ast.Switch):
+            return
+        for _, child in n.children():
+            visit(child)
+
+    visit(node)
+    return found[0], found[1]
+
+
+def _replace_jumps(node, brk, cont, coord):
+    """``break;`` -> ``brk = 1;``, ``continue;`` -> ``cont = 1;`` (not inside inner loops)."""
+
+    def flag(name):
+        return c_ast.Assignment("=", c_ast.ID(name, coord), c_ast.Constant("int", "1"), coord)
+
+    if isinstance(node, c_ast.Break):
+        return flag(brk)
+    if isinstance(node, c_ast.Continue):
+        return flag(cont)
+    if node is None or isinstance(node, _LOOPS):
+        return node
+    if isinstance(node, c_ast.Compound):
+        node.block_items = [_replace_jumps(i, brk, cont, coord) for i in node.block_items or []]
+    elif isinstance(node, c_ast.If):
+        node.iftrue = _replace_jumps(node.iftrue, brk, cont, coord)
+        node.iffalse = _replace_jumps(node.iffalse, brk, cont, coord)
+    return node
+
+
+def _items(node) -> list:
+    if node is None:
+        return []
+    return list(node.block_items or []) if isinstance(node, c_ast.Compound) else [node]
+
+
+def _sets(node, flags) -> bool:
+    return any(
+        isinstance(n, c_ast.Assignment)
+        and isinstance(n.lvalue, c_ast.ID)
+        and n.lvalue.name in flags
+        for n in _walk(node)
+    )
+
+
+def _guard(items: list, flags: list[str], coord) -> list:
+    """Statements after one that may set a jump flag run only while no flag is set."""
+    out = []
+    for index, item in enumerate(items):
+        if isinstance(item, c_ast.Compound):
+            item = c_ast.Compound(_guard(_items(item), flags, coord), item.coord)
+        elif isinstance(item, c_ast.If):
+            item = c_ast.If(
+                item.cond,
+                _guard_one(item.iftrue, flags, coord),
+                _guard_one(item.iffalse, flags, coord),
+                item.coord,
+            )
+        out.append(item)
+        rest = items[index + 1 :]
+        if rest and _sets(item, flags):
+            jumped = c_ast.ID(flags[0], coord)
+            for f in flags[1:]:
+                jumped = c_ast.BinaryOp("||", jumped, c_ast.ID(f, coord), coord)
+            out.append(
+                c_ast.If(
+                    c_ast.UnaryOp("!", jumped, coord),
+                    c_ast.Compound(_guard(rest, flags, coord), coord),
+                    None,
+                    coord,
+                )
+            )
+            break
+    return out
+
+
+def _guard_one(node, flags, coord):
+    if node is None:
+        return None
+    return c_ast.Compound(_guard(_items(node), flags, coord), getattr(node, "coord", coord))
 
 
 def _call_name(node: c_ast.FuncCall) -> str:
