@@ -143,9 +143,11 @@ def parse_kernel(text: str, path: str | Path = "<string>", name: str | None = No
             # an affine form xDSL cannot even parse (affine.if, ...): upstream MLIR, if present
             lowered = _mlir_opt_lower_affine(text, path, exc.msg.rstrip("."), line)
             return parse_kernel(lowered, path, name)
-        raise BadInputError(
-            f"{col}: {exc.msg}\n{exc}", path=path, line=line, field="mlir"
-        ) from None
+        hint = ""
+        if not path.endswith(".mlir") and re.search(r"\b(void|int)\s+\w+\s*\(", text):
+            hint = " (this looks like C: name the file .c)"
+        msg = " ".join(exc.msg.split())
+        raise BadInputError(f"{col}: {msg}{hint}", path=path, line=line, field="mlir") from None
     except Exception as exc:  # noqa: BLE001 - any parser crash on bad text is a user error
         raise BadInputError(
             f"cannot parse MLIR: {type(exc).__name__}: {exc}", path=path, field="mlir"
