@@ -220,6 +220,43 @@ def test_break_and_continue_become_carried_flags():
     assert evaluate(kernel, get_flow("redpanda"), inputs, CGRA(rows=4, cols=4), "temporal").correct
 
 
+CALLS = """
+#define N 6
+int clamp(int v, int lo, int hi) { if (v < lo) v = lo; if (v > hi) v = hi; return v; }
+int dot(int u[N], int w[N], int n) { int s = 0; for (int i = 0; i < n; i++) s += u[i] * w[i];
+  return s; }
+void bump(int h[N], int k) { h[clamp(k, 0, N - 1)] += 1; }
+int kern(int a[N], int b[N], int h[N]) {
+  int t = 0;
+  for (int i = 0; i < N; i++) { bump(h, a[i]); t += clamp(a[i] * b[i], -10, 10); }
+  return t + dot(a, b, N);
+}
+"""
+
+
+def test_helper_functions_are_inlined():
+    kernel = c_kernel_from_text(CALLS, "calls.c")  # kern: the one function nobody calls
+    assert kernel.name == "kern" and set(kernel.memrefs()) == {"a", "b", "h"}
+    rng = np.random.default_rng(4)
+    a, b = rng.integers(-8, 8, 6), rng.integers(-8, 8, 6)
+    inputs = dict(a=a, b=b, h=np.zeros(6, dtype=np.int64))
+    h, t = np.zeros(6, dtype=np.int64), 0
+    for i in range(6):
+        h[min(max(a[i], 0), 5)] += 1
+        t += min(max(a[i] * b[i], -10), 10)
+    result, memory = run_reference(kernel, inputs)
+    assert result == [t + int(a @ b)] and np.array_equal(memory["h"], h)
+    assert evaluate(kernel, get_flow("redpanda"), inputs, CGRA(rows=4, cols=4), "temporal").correct
+    for src, words in (
+        ("int g(int x) { return g(x); }\nint f(int a[2]) { return g(a[0]); }", "recursive"),
+        ("int g(int x[3]) { return x[0]; }\nint f(int a[2]) { return g(a); }", "does not match"),
+        ("int g(int x) { return x; }\nint f(int a[2]) { return g(a[0], 1); }", "argument"),
+        ("void g(int x) { x = 1; }\nint f(int a[2]) { return g(a[0]); }", "returns void"),
+    ):
+        with pytest.raises(BadInputError, match=words):
+            c_kernel_from_text(src, "c.c")
+
+
 def test_c_semantics_short_circuit_ternary_and_loops():
     src = """
     int f(int a[8], int n) {
@@ -269,7 +306,7 @@ def test_c_semantics_short_circuit_ternary_and_loops():
         ("void f(float a[4]) { }", 1, "integer datapaths"),
         ("void f(int a[4]) {\n  a[0] = 2.5;\n}", 2, "floating-point"),
         ("void f(int *a) { }", 1, "pointers"),
-        ("void f(int a[4]) {\n\n  g(a);\n}", 3, "function calls"),
+        ("void f(int a[4]) {\n\n  g(a);\n}", 3, "not defined in this file"),
         ("void f(int a[4]) {\n  if (a[0])\n    break;\n}", 3, "break"),
         ("void f(int a[4]) {\n  a[0] = ;\n}", 2, "syntax"),
         ("void f(int a[4]) {\n  int t[4];\n}", 2, "local array"),

@@ -11,9 +11,10 @@ Supported: one function over array parameters with constant dimensions (``int A[
 ``while``, ``do``/``while``, ``if``/``else``, ``?:``, short-circuit ``&&``/``||`` (an
 ``scf.if`` when the right side reads memory or divides), indirect subscripts, ``+ - * / % & |
 ^ << >> ~ !``, comparisons, ``=``/``op=``/``++``/``--`` on scalars and array elements,
-``break``/``continue`` (carried flags; later statements guarded);
+``break``/``continue`` (carried flags; later statements guarded); calls of the file's
+other functions (inlined);
 ``#define NAME value`` (object-like), ``#include``/``#pragma`` ignored. Everything else
-(``float``, pointers, calls, early ``return``, ``switch``, local arrays ...) is a
+(``float``, pointers, recursion, early ``return``, ``switch``, local arrays ...) is a
 :class:`BadInputError` naming the file, line and construct. Scalars become SSA values
 threaded through ``iter_args``/``scf.if`` results (every loop- or branch-assigned variable
 that lives outside the construct).
@@ -247,7 +248,11 @@ class _Translator:
         self.indent = 1
         self.counter = 0
         self.scopes: list[dict[str, Var]] = [{}]
-        self.arrays: dict[str, tuple[int, ...]] = {}
+        self.arrays: dict[str, tuple[int, ...]] = {}  # visible array names -> dims
+        self.alias: dict[str, str] = {}  # visible name -> kernel memref
+        self.memrefs: dict[str, tuple[int, ...]] = {}  # kernel memrefs -> dims
+        self.functions: dict[str, c_ast.FuncDef] = {}
+        self.call_stack: list[str] = []
         self.cline = 0
 
     # ---- helpers --------------------------------------------------------------------------
@@ -465,7 +470,7 @@ class _Translator:
         if dims:
             if any(d <= 0 for d in dims):
                 self.error(f"array parameter '{name}' has a non-positive dimension", param, name)
-            self.arrays[name] = tuple(dims)
+            self.arrays[name] = self.memrefs[name] = tuple(dims)
             return f"%{name}: memref<{'x'.join(map(str, dims))}xi32>"
         self.scopes[0][name] = Var(Val(f"%{name}", "i32"))
         return f"%{name}: i32"
@@ -511,9 +516,7 @@ class _Translator:
             word = "break" if isinstance(node, c_ast.Break) else "continue"
             self.error(f"'{word}' outside a loop (or in a switch) is not supported", node, word)
         elif isinstance(node, c_ast.FuncCall):
-            self.error(
-                f"function calls are not supported (inline '{_call_name(node)}')", node, "call"
-            )
+            self.inline(node, need_value=False)
         elif isinstance(node, c_ast.Switch | c_ast.Goto | c_ast.Label | c_ast.Case | c_ast.Default):
             self.error(
                 f"'{type(node).__name__.lower()}' is not supported (use if/else)",
@@ -593,7 +596,7 @@ class _Translator:
             self.error("only scalars and array elements can be assigned", node, "lvalue")
 
     def mtype(self, name: str) -> str:
-        return f"memref<{'x'.join(map(str, self.arrays[name]))}xi32>"
+        return f"memref<{'x'.join(map(str, self.memrefs[name]))}xi32>"
 
     def subscripts(self, node: c_ast.ArrayRef) -> tuple[str, str]:
         subs = []
@@ -614,7 +617,7 @@ class _Translator:
                 name,
             )
         values = [self.index_expr(s).name for s in subs]
-        return name, ", ".join(values)
+        return self.alias.get(name, name), ", ".join(values)
 
     # ---- control flow ---------------------------------------------------------------------
     def carried(self, *nodes: c_ast.Node | None) -> list[str]:
@@ -738,6 +741,8 @@ class _Translator:
         if any(isinstance(n, c_ast.FuncCall | c_ast.Assignment) for n in _walk(right)):
             return None
         stored = stored_arrays(node.stmt)
+        if any(isinstance(n, c_ast.FuncCall) for n in _walk(node.stmt)) and _reads_memory(right):
+            return None  # an inlined callee may store to the arrays the bound reads
         if {_array_base(n) for n in _walk(right) if isinstance(n, c_ast.ArrayRef)} & stored:
             return None
         if not _pure(right) and _reads_memory(right) is False:
@@ -897,9 +902,7 @@ class _Translator:
             self.check_int_type(node.to_type.type, "cast")
             return self.to_i32(self.expr(node.expr))
         if isinstance(node, c_ast.FuncCall):
-            self.error(
-                f"function calls are not supported (inline '{_call_name(node)}')", node, "call"
-            )
+            return self.inline(node, need_value=True)
         if isinstance(node, c_ast.Assignment):
             self.error(
                 "assignment inside an expression is not supported (make it a statement)",
@@ -908,6 +911,92 @@ class _Translator:
             )
         self.error(f"'{type(node).__name__}' expressions are not supported", node, "expression")
         raise AssertionError
+
+    def inline(self, node: c_ast.FuncCall, need_value: bool) -> Val | None:
+        """A call of another function of the file, inlined: scalars by value, arrays by name."""
+        name = _call_name(node)
+        callee = self.functions.get(name)
+        if callee is None:
+            self.error(
+                f"call of '{name}', which is not defined in this file (only functions "
+                "of the same file are inlined)",
+                node,
+                "call",
+            )
+        if name in self.call_stack or len(self.call_stack) > 16:
+            self.error(f"recursive call of '{name}' cannot be inlined", node, "call")
+        ftype = callee.decl.type
+        params = [
+            p
+            for p in (ftype.args.params if ftype.args else [])
+            if not (
+                isinstance(p, c_ast.Typename)
+                and getattr(getattr(p.type, "type", None), "names", None) == ["void"]
+            )
+        ]
+        args = list(node.args.exprs) if node.args is not None else []
+        if len(args) != len(params):
+            self.error(
+                f"'{name}' takes {len(params)} argument(s), the call gives {len(args)}",
+                node,
+                "call",
+            )
+        ret = ftype.type
+        void = isinstance(ret, c_ast.TypeDecl) and getattr(ret.type, "names", None) == ["void"]
+        if need_value and void:
+            self.error(f"'{name}' returns void; its value is used", node, "call")
+        if not void:
+            self.check_int_type(ret, f"return type of '{name}'")
+        scope: dict[str, Var] = {}
+        arrays: dict[str, tuple[int, ...]] = {}
+        alias: dict[str, str] = {}
+        for param, arg in zip(params, args, strict=True):
+            if not isinstance(param, c_ast.Decl) or param.name is None:
+                self.error(f"parameters of '{name}' need names", param, "parameter")
+            tnode, dims = param.type, []
+            while isinstance(tnode, c_ast.ArrayDecl):
+                dims.append(None if tnode.dim is None else self.const_eval(tnode.dim))
+                tnode = tnode.type
+            self.check_int_type(tnode, f"parameter '{param.name}' of '{name}'")
+            if dims:
+                base = arg.name if isinstance(arg, c_ast.ID) else None
+                if base is None or base not in self.arrays or self.visible(base):
+                    self.error(
+                        f"argument {param.name} of '{name}' must be an array name", arg, "call"
+                    )
+                real = self.alias.get(base, base)
+                shape = self.memrefs[real]
+                if len(dims) != len(shape) or any(
+                    d not in (None, s) for d, s in zip(dims, shape, strict=True)
+                ):
+                    self.error(
+                        f"'{base}' ({'x'.join(map(str, shape))}) does not match "
+                        f"parameter {param.name} of '{name}'",
+                        arg,
+                        "call",
+                    )
+                arrays[param.name] = shape
+                alias[param.name] = real
+            else:
+                scope[param.name] = Var(self.to_i32(self.expr(arg)))
+        items = list(callee.body.block_items or [])
+        final = items.pop() if items and isinstance(items[-1], c_ast.Return) else None
+        if not void and (final is None or final.expr is None):
+            self.error(f"'{name}' must end with 'return <value>;' to be inlined", callee, "return")
+        saved = (self.scopes, self.arrays, self.alias, self.cline)
+        self.scopes, self.arrays, self.alias = [scope], arrays, alias
+        self.call_stack.append(name)
+        try:
+            self.block(items)
+            value = None
+            if final is not None and final.expr is not None:
+                if void:
+                    self.error(f"void function '{name}' returns a value", final, "return")
+                value = self.to_i32(self.expr(final.expr))
+        finally:
+            self.call_stack.pop()
+            self.scopes, self.arrays, self.alias, self.cline = saved
+        return value
 
     def unary(self, node: c_ast.UnaryOp) -> Val:
         op = node.op
@@ -1128,11 +1217,16 @@ def translate(
             )
     else:
         stem = Path(path).stem
-        chosen = funcs if len(funcs) == 1 else [f for f in funcs if f.decl.name == stem]
+        called = {
+            _call_name(n) for f in funcs for n in _walk(f.body) if isinstance(n, c_ast.FuncCall)
+        }
+        roots = [f for f in funcs if f.decl.name not in called]
+        chosen = roots if len(roots) == 1 else [f for f in funcs if f.decl.name == stem]
         if len(chosen) != 1:
             names = ", ".join(f.decl.name for f in funcs) or "none"
             raise CFrontError(
-                f"expected one function definition (or one named '{stem}'), found: {names}",
+                f"expected one kernel function (one that no other calls, or one named '{stem}'; "
+                f"else --function), found: {names}",
                 path=path,
                 field="function",
             )
@@ -1145,6 +1239,7 @@ def translate(
                 field=ext.name,
             )
     tr = _Translator(path)
+    tr.functions = {f.decl.name: f for f in funcs if f is not chosen[0]}
     tr.cline_of_header = _line(chosen[0]) or 1
     try:
         mlir = tr.function(chosen[0])
