@@ -234,6 +234,33 @@ int kern(int a[N], int b[N], int h[N]) {
 """
 
 
+MACROS = """#define N 8
+#define M 4+1
+#define NEG -1
+#define MAX(a, b) ((a) > (b) ? (a) : (b))
+#define MIN(a,b) ((a) < (b) ? \\
+   (a) : (b))
+#define SQ(x) x * x
+int f(int a[N]) {
+  int m = a[0], lo = a[0], s = 0;
+  for (int i = 1; i < N; i++) { m = MAX(m, a[i]); lo = MIN(lo, MAX(a[i], -3)); s += SQ(a[i] + 1); }
+  return m * 10000 + lo * 100 + s + 2 * M - NEG;
+}
+"""
+
+
+def test_macros_expand_as_the_c_preprocessor_does():
+    kernel = c_kernel_from_text(MACROS, "m.c")  # 69717: gcc on the same text and inputs
+    assert run_reference(kernel, dict(a=np.array([3, -5, 7, 2, -9, 4, 0, 1])))[0] == [69717]
+    assert kernel.op_line(next(o for o in kernel.func.walk() if o.name == "scf.for")) == 10
+    for src, words in (
+        ("#define F(x) x\nint f(int a[2]) { return F(a[0], 1); }", "takes 1 argument"),
+        ("#define F(x) x\nint f(int a[2]) { return F(a[0]\n); }", "one line"),
+    ):
+        with pytest.raises(BadInputError, match=words):
+            c_kernel_from_text(src, "c.c")
+
+
 def test_helper_functions_are_inlined():
     kernel = c_kernel_from_text(CALLS, "calls.c")  # kern: the one function nobody calls
     assert kernel.name == "kern" and set(kernel.memrefs()) == {"a", "b", "h"}
@@ -314,6 +341,7 @@ def test_c_semantics_short_circuit_ternary_and_loops():
         ("void f(int a[4]) {\n  switch (a[0]) { default: a[1] = 0; }\n}", 2, "switch"),
         ("void f(long a[4]) { }", 1, "32-bit"),
         ("#if 1\nvoid f(int a[4]) { }\n#endif", 1, "#if"),
+        ("#define F(x, ...) x\nvoid f(int a[4]) { }", 1, "parameters must be names"),
         ("void f(int a[4]) {\n  int i = 0;\n  a[i++] = 1;\n}", 3, "statement"),
     ],
 )

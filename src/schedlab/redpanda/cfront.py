@@ -92,7 +92,17 @@ def _preprocess(text: str, path: str, defines: Mapping[str, int | str] | None) -
             field="comment",
         )
     macros: dict[str, str] = {}
+    functions: dict[str, tuple[list[str], str]] = {}
     lines = text.split("\n")
+    for index in range(len(lines)):  # join backslash-continued lines (blank lines keep numbers)
+        while lines[index].rstrip().endswith("\\") and index + 1 < len(lines):
+            j = index + 1
+            while j < len(lines) and lines[j] == "" and j > index + 1:
+                j += 1
+            lines[index] = lines[index].rstrip()[:-1] + " " + lines[j]
+            lines[j] = ""
+            if j == index + 1:
+                pass
     for number, line in enumerate(lines, start=1):
         stripped = line.strip()
         if not stripped.startswith("#"):
@@ -100,21 +110,25 @@ def _preprocess(text: str, path: str, defines: Mapping[str, int | str] | None) -
         directive = re.match(r"#\s*(\w*)\s*(.*)", stripped)
         word, rest = directive.group(1), directive.group(2).strip()
         if word == "define":
-            m = re.match(r"([A-Za-z_]\w*)(\(?)\s*(.*)", rest)
+            m = re.match(r"([A-Za-z_]\w*)(\(([^()]*)\))?\s*(.*)", rest)
             if m is None:
                 raise CFrontError("malformed #define", path=path, line=number, field="#define")
             if m.group(2):
-                raise CFrontError(
-                    f"function-like macro '{m.group(1)}' is not supported",
-                    path=path,
-                    line=number,
-                    field="#define",
-                )
-            macros[m.group(1)] = m.group(3) or "1"
+                params = [p.strip() for p in m.group(3).split(",")] if m.group(3).strip() else []
+                if not all(p.isidentifier() for p in params):
+                    raise CFrontError(
+                        f"macro '{m.group(1)}': parameters must be names (no ...)",
+                        path=path,
+                        line=number,
+                        field="#define",
+                    )
+                functions[m.group(1)] = (params, m.group(4))
+            else:
+                macros[m.group(1)] = m.group(4)
         elif word not in ("include", "pragma"):
             raise CFrontError(
                 f"preprocessor directive #{word} is not supported (only "
-                "#define NAME value, #include, #pragma)",
+                "#define, #include, #pragma)",
                 path=path,
                 line=number,
                 field=f"#{word}",
@@ -122,13 +136,15 @@ def _preprocess(text: str, path: str, defines: Mapping[str, int | str] | None) -
         lines[number - 1] = ""
     for key, value in (defines or {}).items():
         macros[str(key)] = str(value)
-    if not macros:
+        functions.pop(str(key), None)
+    if not macros and not functions:
         return "\n".join(lines)
-    pattern = re.compile(r"\b(" + "|".join(map(re.escape, macros)) + r")\b")
+    pattern = re.compile(r"\b(" + "|".join(map(re.escape, macros)) + r")\b") if macros else None
     out = []
-    for line in lines:
+    for number, line in enumerate(lines, start=1):
         for _ in range(16):
-            new = pattern.sub(lambda m: f"({macros[m.group(1)]})", line)
+            new = pattern.sub(lambda m: f" {macros[m.group(1)]} ", line) if pattern else line
+            new = _expand_calls(new, functions, path, number)
             if new == line:
                 break
             line = new
@@ -136,13 +152,64 @@ def _preprocess(text: str, path: str, defines: Mapping[str, int | str] | None) -
                 raise CFrontError(
                     f"#define expansion longer than {_MAX_EXPANSION:,} characters",
                     path=path,
-                    line=len(out) + 1,
+                    line=number,
                     field="#define",
                 )
         else:
-            raise CFrontError("recursive #define", path=path, line=len(out) + 1, field="#define")
+            raise CFrontError("recursive #define", path=path, line=number, field="#define")
         out.append(line)
     return "\n".join(out)
+
+
+def _expand_calls(
+    line: str, functions: dict[str, tuple[list[str], str]], path: str, number: int
+) -> str:
+    """One pass of function-like macro calls ``NAME(args)`` on one line."""
+    if not functions:
+        return line
+    call = re.compile(r"\b(" + "|".join(map(re.escape, functions)) + r")\s*\(")
+    out, pos = [], 0
+    while (m := call.search(line, pos)) is not None:
+        depth, i, args, start = 1, m.end(), [], m.end()
+        while i < len(line) and depth:
+            ch = line[i]
+            if ch == "(":
+                depth += 1
+            elif ch == ")":
+                depth -= 1
+            elif ch == "," and depth == 1:
+                args.append(line[start:i])
+                start = i + 1
+            i += 1
+        if depth:
+            raise CFrontError(
+                f"call of macro '{m.group(1)}' must fit on one line",
+                path=path,
+                line=number,
+                field="#define",
+            )
+        args.append(line[start : i - 1])
+        params, body = functions[m.group(1)]
+        if params == [] and args == [""]:
+            args = []
+        if len(args) != len(params):
+            raise CFrontError(
+                f"macro '{m.group(1)}' takes {len(params)} argument(s), got {len(args)}",
+                path=path,
+                line=number,
+                field="#define",
+            )
+        values = dict(zip(params, (a.strip() for a in args), strict=True))
+        if values:
+            body = re.sub(
+                r"\b(" + "|".join(map(re.escape, values)) + r")\b",
+                lambda p, v=values: f" {v[p.group(1)]} ",
+                body,
+            )
+        out.append(line[pos : m.start()] + f" {body} ")
+        pos = i
+    out.append(line[pos:])
+    return "".join(out)
 
 
 def parse_c(text: str, path: str = "<string>") -> c_ast.FileAST:
