@@ -13,7 +13,8 @@ Supported: one function over array parameters with constant dimensions (``int A[
 ^ << >> ~ !``, comparisons, ``=``/``op=``/``++``/``--`` on scalars and array elements,
 ``break``/``continue`` (carried flags; later statements guarded); calls of the file's
 other functions (inlined);
-``#define NAME value`` (object-like), ``#include``/``#pragma`` ignored. Everything else
+``#define`` (object- and function-like, as the C preprocessor expands them),
+``#include``/``#pragma`` ignored. Everything else
 (``float``, pointers, recursion, early ``return``, ``switch``, local arrays ...) is a
 :class:`BadInputError` naming the file, line and construct. Scalars become SSA values
 threaded through ``iter_args``/``scf.if`` results (every loop- or branch-assigned variable
