@@ -35,12 +35,34 @@ ALU_OPS: dict[str, str] = {
     "arith.shli": "shl",
     "arith.shrsi": "shr",
     "arith.index_cast": "cast",
+    # f32 (values travel as IEEE bit patterns; see semantics.py)
+    "arith.addf": "addf",
+    "arith.subf": "subf",
+    "arith.mulf": "mulf",
+    "arith.divf": "divf",
+    "arith.negf": "negf",
+    "arith.sitofp": "sitofp",
+    "arith.fptosi": "fptosi",
 }
 CMP_PREDICATES = ("eq", "ne", "slt", "sle", "sgt", "sge", "ult", "ule", "ugt", "uge")
+#: MLIR ops that compute on floating point (the DHLS back end has integer datapaths only)
+FLOAT_OPS = frozenset(
+    {
+        "arith.addf",
+        "arith.subf",
+        "arith.mulf",
+        "arith.divf",
+        "arith.negf",
+        "arith.sitofp",
+        "arith.fptosi",
+        "arith.cmpf",
+    }
+)
 SUPPORTED = frozenset(
     {
         *ALU_OPS,
         "arith.cmpi",
+        "arith.cmpf",
         "arith.select",
         "arith.constant",
         "scf.for",
@@ -236,17 +258,17 @@ def _check_supported(fn: func.FuncOp, text: str, path: str) -> None:
         if op.name not in SUPPORTED:
             raise BadInputError(
                 f"operation '{op.name}' is not supported by the RedPanda "
-                f"front end (supported: scf, arith integer ops, memref "
+                f"front end (supported: scf, arith integer and f32 ops, memref "
                 f"load/store)",
                 path=path,
                 line=_line_of(op, text),
                 field=op.name,
             )
         for result in op.results:
-            if not isinstance(result.type, builtin.IntegerType | builtin.IndexType):
+            if not _value_type(result.type):
                 raise BadInputError(
-                    f"'{op.name}' produces {result.type}; only integer and "
-                    f"index values are supported",
+                    f"'{op.name}' produces {result.type}; only integer, index and "
+                    f"f32 values are supported",
                     path=path,
                     line=_line_of(op, text),
                     field=op.name,
@@ -255,10 +277,42 @@ def _check_supported(fn: func.FuncOp, text: str, path: str) -> None:
         if isinstance(arg.type, builtin.MemRefType):
             if any(int(d) < 0 for d in arg.type.get_shape()):
                 raise BadInputError("memrefs need static shapes", path=path, field="memref")
-        elif not isinstance(arg.type, builtin.IntegerType | builtin.IndexType):
+            if not _value_type(arg.type.element_type):
+                raise BadInputError(
+                    f"memref element type {arg.type.element_type} is not supported "
+                    "(integer, index or f32)",
+                    path=path,
+                    field="func.func",
+                )
+        elif not _value_type(arg.type):
             raise BadInputError(
                 f"argument type {arg.type} is not supported", path=path, field="func.func"
             )
+
+
+def _value_type(t) -> bool:
+    return isinstance(t, builtin.IntegerType | builtin.IndexType | builtin.Float32Type)
+
+
+def is_float(type_attr) -> bool:
+    """Whether a value (or memref element) of this type is an f32 bit pattern."""
+    if isinstance(type_attr, builtin.MemRefType):
+        type_attr = type_attr.element_type
+    return isinstance(type_attr, builtin.Float32Type)
+
+
+def float_args(kernel: Kernel) -> set[str]:
+    """Names of the f32 arguments (scalars and memrefs of f32) of ``kernel``."""
+    return {
+        n
+        for n, a in zip(kernel.arg_names(), kernel.func.body.block.args, strict=True)
+        if is_float(a.type)
+    }
+
+
+def first_float_op(kernel: Kernel) -> Operation | None:
+    """The first floating-point operation of ``kernel`` (walk order), if any."""
+    return next((op for op in kernel.func.walk() if op.name in FLOAT_OPS), None)
 
 
 def load_kernel(
@@ -278,9 +332,11 @@ def load_kernel(
 
 
 def bit_width(type_attr) -> int:
-    """Bit width of an integer/index type (index is 64 bits, as in xDSL's interpreter)."""
+    """Bit width of an integer/index/f32 type (index is 64 bits, as in xDSL's interpreter)."""
     if isinstance(type_attr, builtin.IndexType):
         return 64
+    if isinstance(type_attr, builtin.Float32Type):
+        return 32
     return type_attr.width.data
 
 

@@ -10,7 +10,7 @@ decides; memory operations get explicit ordering tokens from the reduced orderin
 from __future__ import annotations
 
 from xdsl.dialects import arith, func, memref, scf
-from xdsl.dialects.builtin import MemRefType
+from xdsl.dialects.builtin import Float32Type, FloatAttr, MemRefType
 from xdsl.ir import Block, Operation
 
 from schedlab.core.errors import BadInputError
@@ -19,7 +19,7 @@ from schedlab.redpanda.frontend import ALU_OPS, CMP_PREDICATES, Kernel, bit_widt
 from schedlab.redpanda.graph import Graph, Port
 from schedlab.redpanda.policies import BranchShape, Flow, Mode
 from schedlab.redpanda.scopes import Scope, join
-from schedlab.redpanda.semantics import evaluate
+from schedlab.redpanda.semantics import CMPF_PREDICATES, evaluate, f32_bits
 
 
 class Lowering:
@@ -136,7 +136,7 @@ class Lowering:
                 edges |= {(i, index[id(op)]) for i in deps}
             own = {index[id(op)]} if isinstance(op, memref.LoadOp) and id(op) in index else set()
             if isinstance(op, arith.ConstantOp | memref.LoadOp) or op.name in ALU_OPS or \
-                    isinstance(op, arith.CmpiOp | arith.SelectOp):
+                    isinstance(op, arith.CmpiOp | arith.CmpfOp | arith.SelectOp):
                 for result in op.results:
                     depends[result] = deps | own
         return edges
@@ -145,9 +145,15 @@ class Lowering:
     def lower_op(self, op: Operation, scope: Scope, token: Port | None) -> dict[str, Port]:
         if isinstance(op, arith.ConstantOp):
             bits = bit_width(op.result.type)
-            value = int(op.value.value.data)
+            if isinstance(op.value, FloatAttr):  # f32: its IEEE bit pattern (semantics.py)
+                if not isinstance(op.result.type, Float32Type):
+                    raise BadInputError(f"only f32 floats are supported, not {op.result.type}",
+                                        field=op.name)
+                value = f32_bits(op.value.value.data)
+            else:
+                value = int(op.value.value.data)
             scope.constants[op.result] = (value & 1 if bits == 1 else value, bits)
-        elif op.name in ALU_OPS or isinstance(op, arith.CmpiOp | arith.SelectOp):
+        elif op.name in ALU_OPS or isinstance(op, arith.CmpiOp | arith.CmpfOp | arith.SelectOp):
             self.lower_alu(op, scope)
         elif isinstance(op, memref.LoadOp | memref.StoreOp):
             return self.lower_memory(op, scope, token)
@@ -164,6 +170,11 @@ class Lowering:
         if isinstance(op, arith.CmpiOp):
             fn = CMP_PREDICATES[op.predicate.value.data]
             bits = bit_width(op.lhs.type)
+        elif isinstance(op, arith.CmpfOp):
+            fn = "f" + CMPF_PREDICATES[op.predicate.value.data]
+            bits = bit_width(op.lhs.type)
+        elif op.name in ("arith.sitofp", "arith.fptosi"):  # bits: the operand's width
+            fn, bits = ALU_OPS[op.name], bit_width(op.operands[0].type)
         elif isinstance(op, arith.SelectOp):
             fn, bits = "select", bit_width(op.result.type)
         else:

@@ -11,11 +11,13 @@ out-of-bounds accesses raise :class:`KernelTrap` ("division by zero at op arith.
 
 from __future__ import annotations
 
+import math
 import time
 from collections.abc import Mapping
 
 import numpy as np
 from xdsl.dialects import arith, builtin, memref, scf
+from xdsl.dialects.builtin import FloatAttr
 from xdsl.interpreter import Interpreter, impl, register_impls
 from xdsl.interpreters import arith as i_arith
 from xdsl.interpreters import builtin as i_builtin
@@ -27,7 +29,8 @@ from xdsl.interpreters.shaped_array import ShapedArray
 from xdsl.interpreters.utils.ptr import TypedPtr
 
 from schedlab.core.errors import BadInputError
-from schedlab.redpanda.frontend import Kernel
+from schedlab.redpanda.frontend import Kernel, is_float
+from schedlab.redpanda.semantics import bits_f32, f32_bits
 
 #: default bound on loop-body executions of one interpreter run (all loops together)
 MAX_STEPS = 2_000_000
@@ -123,6 +126,39 @@ class _ArithFunctions(i_arith.ArithFunctions):
             self.budget.trap(op, "remainder by zero")
         return super().run_remsi(interpreter, op, args).values
 
+    # f32: xDSL 0.75 computes addf/subf/mulf in Python double and rounds the FloatAttr to f32
+    # (one correctly rounded binary32 operation, as gcc's float arithmetic); it has no
+    # divf/negf/sitofp/fptosi, which follow here in the same style.
+    @impl(arith.DivfOp)
+    def run_divf(self, interpreter: Interpreter, op: arith.DivfOp, args):
+        a, b = args[0].value.data, args[1].value.data
+        if b == 0.0:
+            if math.isnan(a) or a == 0.0:
+                q = math.nan
+            else:
+                q = math.copysign(math.inf, a) * math.copysign(1.0, b)
+        else:
+            q = a / b
+        return (FloatAttr(q, op.result.type),)
+
+    @impl(arith.NegfOp)
+    def run_negf(self, interpreter: Interpreter, op: arith.NegfOp, args):
+        return (FloatAttr(-args[0].value.data, op.result.type),)
+
+    @impl(arith.SIToFPOp)
+    def run_sitofp(self, interpreter: Interpreter, op: arith.SIToFPOp, args):
+        return (FloatAttr(float(args[0].value.data), op.result.type),)
+
+    @impl(arith.FPToSIOp)
+    def run_fptosi(self, interpreter: Interpreter, op: arith.FPToSIOp, args):
+        value = args[0].value.data
+        bits = 64 if isinstance(op.result.type, builtin.IndexType) else op.result.type.width.data
+        if not math.isfinite(value) or not -(2 ** (bits - 1)) <= math.trunc(value) < 2 ** (
+            bits - 1
+        ):
+            self.budget.trap(op, f"float-to-int conversion of {value!r} (NaN or out of range)")
+        return (scalar_attr(math.trunc(value), op.result.type, interpreter.index_bitwidth),)
+
     @impl(arith.ShRSIOp)
     def run_shrsi(self, interpreter: Interpreter, op: arith.ShRSIOp, args):
         if args[1].value.data < 0:
@@ -170,6 +206,9 @@ def run_reference(
 ) -> tuple[list[int], dict]:
     """Interpret ``kernel``; returns (results, final memory by memref name as int64 arrays).
 
+    f32 values (inputs, results, memory) are IEEE bit patterns as signed 32-bit integers, the
+    form every RedPanda simulator uses (:mod:`.semantics`).
+
     Raises :class:`KernelTrap` (division by zero, out-of-bounds access: op and line named) or
     :class:`StepLimitError` (more than ``max_steps`` loop iterations or ``time_limit`` s).
     """
@@ -184,19 +223,36 @@ def run_reference(
     for name, arg in zip(kernel.arg_names(), kernel.func.body.block.args, strict=True):
         if name not in inputs:
             raise BadInputError(f"missing input '{name}'", field=name)
-        if isinstance(arg.type, builtin.MemRefType):
+        if isinstance(arg.type, builtin.MemRefType) and is_float(arg.type):
+            data = np.asarray(inputs[name], dtype=np.int64).ravel()
+            floats = (data & 0xFFFFFFFF).astype(np.uint32).view(np.float32).tolist()
+            arrays[name] = ShapedArray(TypedPtr.new_float32(floats), list(arg.type.get_shape()))
+            mem_f.names[id(arrays[name])] = name
+            call_args.append(arrays[name])
+        elif isinstance(arg.type, builtin.MemRefType):
             data = np.asarray(inputs[name], dtype=np.int64).ravel().tolist()
             width = arg.type.element_type.width.data
             ptr = TypedPtr.new_int32(data) if width == 32 else TypedPtr.new_int64(data)
             arrays[name] = ShapedArray(ptr, list(arg.type.get_shape()))
             mem_f.names[id(arrays[name])] = name
             call_args.append(arrays[name])
+        elif is_float(arg.type):
+            call_args.append(FloatAttr(float(bits_f32(int(inputs[name]))), arg.type))
         else:
             call_args.append(scalar_attr(int(inputs[name]), arg.type, 64))
     results = interp.call_op(kernel.func.sym_name.data, tuple(call_args))
     out = []
     for value, rtype in zip(results, kernel.func.function_type.outputs, strict=True):
+        if is_float(rtype):
+            out.append(f32_bits(value.value.data))
+            continue
         bits = 64 if isinstance(rtype, builtin.IndexType) else rtype.width.data
         out.append(_wrap(int(value.value.data), bits))
-    memory = {n: np.array(a.data, dtype=np.int64).reshape(a.shape) for n, a in arrays.items()}
+    memory = {}
+    for n, a in arrays.items():
+        if isinstance(a.data_ptr.xtype, builtin.Float32Type):
+            bits = np.array(a.data, dtype=np.float32).view(np.int32)
+            memory[n] = bits.astype(np.int64).reshape(a.shape)
+        else:
+            memory[n] = np.array(a.data, dtype=np.int64).reshape(a.shape)
     return out, memory

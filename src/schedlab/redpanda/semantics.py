@@ -4,11 +4,23 @@ Shared by the constant folder and the cycle simulator so both agree with xDSL's 
 (../shared/papers/08-redpanda.md: the simulator must reproduce the original kernel's results).
 Division by zero yields 0 instead of trapping: a predicated (if-converted) division executes
 even when its branch is not taken, and its result is then discarded.
+
+Floating point (``f32``) travels through the graph, the memories and both simulators as its
+IEEE-754 bit pattern, held as a signed 32-bit integer like an ``i32`` (so loads, stores,
+steers, merges and selects need no change). The float functions (``addf`` ... ``fptosi``,
+comparisons ``f<predicate>``) reinterpret those bits as ``numpy.float32`` and compute one
+IEEE binary32 operation, rounded to nearest-even: exactly what gcc's ``float`` arithmetic does
+with ``-ffp-contract=off`` and what xDSL's interpreter does (it rounds each result to f32).
+``fptosi`` truncates toward zero; NaN or an out-of-range value (undefined in C, poison in
+MLIR: the reference interpreter traps on it) gives 0 here.
 """
 
 from __future__ import annotations
 
+import math
 from collections.abc import Callable
+
+import numpy as np
 
 
 def wrap(value: int, bits: int) -> int:
@@ -45,8 +57,77 @@ _SIGNED: dict[str, Callable[[int, int], int]] = {
 }
 _UNSIGNED = {"ult": lambda a, b: int(a < b), "ule": lambda a, b: int(a <= b),
              "ugt": lambda a, b: int(a > b), "uge": lambda a, b: int(a >= b)}
+#: arith.cmpf predicates in MLIR's order (the attribute's integer value indexes this)
+CMPF_PREDICATES = ("false", "oeq", "ogt", "oge", "olt", "ole", "one", "ord",
+                   "ueq", "ugt", "uge", "ult", "ule", "une", "uno", "true")
+
+
+def f32_bits(value: float) -> int:
+    """The IEEE binary32 bit pattern of ``value`` (rounded to f32) as a signed 32-bit int."""
+    return int(np.array(value, dtype=np.float32).view(np.int32))
+
+
+def bits_f32(bits: int) -> np.float32:
+    """The f32 whose bit pattern is ``bits`` (any integer; its low 32 bits are used)."""
+    return np.array(wrap(int(bits), 32), dtype=np.int32).view(np.float32)[()]
+
+
+def _fcmp(pred: str, a: float, b: float) -> int:
+    unordered = math.isnan(a) or math.isnan(b)
+    if pred in ("false", "true"):
+        return int(pred == "true")
+    if pred == "ord":
+        return int(not unordered)
+    if pred == "uno":
+        return int(unordered)
+    rel = {"eq": a == b, "gt": a > b, "ge": a >= b, "lt": a < b, "le": a <= b,
+           "ne": a != b}[pred[1:]]
+    return int(rel or unordered) if pred[0] == "u" else int(rel and not unordered)
+
+
+def _fbin(op: Callable) -> Callable[[np.float32, np.float32], np.float32]:
+    def run(a: np.float32, b: np.float32) -> np.float32:
+        with np.errstate(all="ignore"):
+            return np.float32(op(a, b))
+    return run
+
+
+_FLOAT: dict[str, Callable] = {
+    "addf": _fbin(lambda a, b: a + b), "subf": _fbin(lambda a, b: a - b),
+    "mulf": _fbin(lambda a, b: a * b), "divf": _fbin(lambda a, b: a / b),
+}
+FLOAT_COMPARISONS = frozenset(f"f{p}" for p in CMPF_PREDICATES)
+#: functions whose operands are f32 bit patterns
+FLOAT_OPERANDS = frozenset({*_FLOAT, "negf", "fptosi", *FLOAT_COMPARISONS})
+#: functions whose result is an f32 bit pattern
+FLOAT_RESULTS = frozenset({*_FLOAT, "negf", "sitofp"})
 COMPARISONS = frozenset({"eq", "ne", "slt", "sle", "sgt", "sge", *_UNSIGNED})
-FUNCTIONS = frozenset({*_SIGNED, *_UNSIGNED, "cast", "select"})
+FUNCTIONS = frozenset({*_SIGNED, *_UNSIGNED, "cast", "select", *FLOAT_OPERANDS, *FLOAT_RESULTS})
+
+
+def fptosi(value: float, out_bits: int) -> int | None:
+    """Truncate toward zero; None when NaN or outside the signed ``out_bits`` range."""
+    if not math.isfinite(value):
+        return None
+    result = math.trunc(value)
+    if not -(2 ** (out_bits - 1)) <= result < 2 ** (out_bits - 1):
+        return None
+    return result
+
+
+def _evaluate_float(fn: str, values: list[int], bits: int, out_bits: int) -> int:
+    if fn == "sitofp":
+        return f32_bits(float(np.float32(wrap(values[0], bits))))
+    a = bits_f32(values[0])
+    if fn == "negf":
+        return wrap(values[0] ^ (1 << 31), 32)  # flips the sign bit only (NaNs too)
+    if fn == "fptosi":
+        result = fptosi(float(a), out_bits)
+        return 0 if result is None else wrap(result, out_bits)
+    b = bits_f32(values[1])
+    if fn in FLOAT_COMPARISONS:
+        return _fcmp(fn[1:], float(a), float(b))
+    return int(np.array(_FLOAT[fn](a, b), dtype=np.float32).view(np.int32))
 
 
 def evaluate(fn: str, values: list[int], bits: int, out_bits: int) -> int:
@@ -55,6 +136,8 @@ def evaluate(fn: str, values: list[int], bits: int, out_bits: int) -> int:
         return values[1] if values[0] else values[2]
     if fn == "cast":
         return wrap(values[0], out_bits)
+    if fn in FLOAT_OPERANDS or fn in FLOAT_RESULTS:
+        return _evaluate_float(fn, values, bits, out_bits)
     a, b = (wrap(v, bits) for v in values[:2])
     if fn in _UNSIGNED:
         return _UNSIGNED[fn](_unsigned(a, bits), _unsigned(b, bits))
