@@ -3,9 +3,11 @@
 from __future__ import annotations
 
 import json
+from pathlib import Path
 
 from typer.testing import CliRunner
 
+from schedlab.redpanda.backends.config import link_loads, read_config
 from schedlab.redpanda.cli import app
 from schedlab.redpanda.workloads import kernel_text
 
@@ -19,15 +21,20 @@ def test_compile_spatial_and_temporal_json(tmp_path):
                                  "--cols", "6", "--json"])
     assert result.exit_code == 0, result.output
     doc = json.loads(result.stdout)
-    assert doc["metrics"]["ii"] >= doc["metrics"]["min_ii"]
+    # without --arch the default is place and route on a rows x cols mesh, 1 word/link-cycle
+    assert doc["metrics"]["arch"] == "mesh6x6c16" and doc["metrics"]["link_capacity"] == 1
     assert doc["metrics"]["matches_interpreter"] is True
     assert len(doc["schedule"]) == doc["metrics"]["instructions"]
+    config = read_config(doc["files"]["config"])  # written next to the kernel by default
+    assert Path(doc["files"]["config"]) == tmp_path / "gcd.cgra.json"
+    assert config["arch"]["memory"]["ports_per_array"] == 2
+    assert 0 < max(link_loads(config).values()) <= 1
     ir = tmp_path / "gcd.rp.mlir"
     result = runner.invoke(app, ["compile", str(path), "--rows", "4", "--cols", "4",
                                  "--temporal", "--mapper", "milp", "--emit-ir", str(ir)])
     assert result.exit_code == 0, result.output
     assert "redpanda.carry" in ir.read_text()
-    assert "min_ii" in result.stdout
+    assert "min_ii" in result.stdout and "no routes" in result.output
 
 
 def test_malformed_mlir_is_one_line_with_location(tmp_path):
@@ -52,7 +59,7 @@ def test_unknown_mapper_and_negative_seed(tmp_path):
     path = tmp_path / "k.mlir"
     path.write_text(kernel_text("fir", 3))
     result = runner.invoke(app, ["compile", str(path), "--temporal", "--mapper", "ilp"])
-    assert result.exit_code == 2 and "unknown mapper 'ilp'; valid: list, milp" in result.output
+    assert result.exit_code == 2 and "unknown mapper 'ilp'; valid: pnr, schedule-only, milp" in result.output
     for args in (["compile", str(path), "--temporal", "--seed", "-1"],
                  ["evaluate", "--kernels", "fir", "--flows", "redpanda", "--seed", "-1"]):
         result = runner.invoke(app, args)

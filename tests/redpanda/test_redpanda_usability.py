@@ -58,9 +58,11 @@ def test_docs_examples_run_with_relative_paths_in_a_fresh_directory(tmp_path, mo
     assert Path("mykernels/gemm.mlir").is_file()
     _run(
         _docs_command(
-            "schedlab redpanda compile mykernels/gcd.mlir --target cgra --rows 5 --cols 5"
+            "schedlab redpanda compile mykernels/gcd.mlir --target cgra --rows 5 --cols 5 "
+            "--link-capacity 2"
         )
     )
+    assert Path("mykernels/gcd.cgra.json").is_file()  # the configuration, next to the kernel
     result = _run(
         _docs_command("schedlab redpanda compile mykernels/gemm.mlir --target dhls --out gemm_rtl")
     )

@@ -96,19 +96,50 @@ def compile_file(
     cols: int = 4,
     contexts: int = 16,
     mode: str = "spatial",
-    mapper: str = "list",
+    mapper: str = "pnr",
     seed: int = 0,
     inputs: str | Path | MappingABC | None = None,
     simulate_run: bool = True,
     limits: Limits | None = None,
     function: str | None = None,
     defines: dict[str, int] | None = None,
+    arch=None,
+    link_capacity: int = 1,
+    router: str = "pathfinder",
+    config_out: str | Path | None = None,
 ) -> dict:
     """Compile a kernel file (.mlir or .c) for a CGRA; schedule, metrics, and cycles.
 
-    Cycles come from the token simulator on ``inputs`` (a .npz/.json file or a mapping; else
-    seeded random data), checked against xDSL's interpreter; ``simulate_run=False`` skips it.
+    ``mapper="pnr"`` (default): place and route on ``arch`` (shipped name, JSON path or
+    :class:`~schedlab.redpanda.backends.arch.Architecture`; default a ``rows`` x ``cols`` mesh
+    with ``contexts``, memory PEs on both border columns, 2 ports per array, ``link_capacity``
+    words per link-cycle); the per-cycle configuration is emitted (``config_out``), checked and
+    executed by the configuration simulator. ``"schedule-only"`` (alias ``"list"``) and
+    ``"milp"`` are the issue-14 schedule-only mappers: a schedule, no routes, no configuration,
+    unlimited links, cycles from the token simulator.
+
+    Cycles are measured on ``inputs`` (a .npz/.json file or a mapping; else seeded random
+    data) and checked against xDSL's interpreter; ``simulate_run=False`` skips it.
     """
+    from schedlab.core.errors import BadInputError, UnknownNameError
+
+    if mapper not in ("pnr", "schedule-only", "list", "milp"):
+        raise UnknownNameError("mapper", mapper, ["pnr", "schedule-only", "milp"])
+    if mapper == "pnr":
+        from schedlab.redpanda.backends.arch import mesh
+        from schedlab.redpanda.backends.cgra import compile_arch_file
+
+        if arch is None:
+            arch = mesh(rows, cols, contexts, link_capacity=link_capacity,
+                        name=f"mesh{rows}x{cols}c{contexts}")
+        return compile_arch_file(path, arch, flow=flow, mode=mode, seed=seed,
+                                 config_out=config_out, simulate=simulate_run, inputs=inputs,
+                                 limits=limits, function=function, defines=defines,
+                                 router=router)
+    if arch is not None:
+        raise BadInputError("an architecture file is placed and routed: use --mapper pnr "
+                            "(the default)", field="mapper")
+    mapper = "list" if mapper == "schedule-only" else mapper
     limits = limits or Limits()
     kernel = load_kernel(path, function=function, defines=defines)
     chosen = get_flow(flow)

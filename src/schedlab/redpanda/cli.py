@@ -37,10 +37,19 @@ def compile(  # noqa: A001 - the command is called compile
     temporal: bool = typer.Option(False, "--temporal", help="Time-multiplex PEs (contexts)."),
     contexts: int = typer.Option(16, "--contexts", min=1, help="Instruction slots per PE."),
     flow: str = typer.Option("redpanda", "--flow", help="redpanda or a baseline flow."),
-    mapper: str = typer.Option("list", "--mapper", help="list (fast) or milp (HiGHS)."),
+    mapper: str = typer.Option("pnr", "--mapper", help="cgra: pnr = place and route on --arch "
+                               "or on a --rows x --cols mesh (--contexts, --link-capacity; "
+                               "memory PEs on both border columns, 2 ports per array), "
+                               "emitting and executing the per-cycle configuration; "
+                               "schedule-only (list scheduler) or milp (HiGHS): the old "
+                               "schedule-only mappers, NOT routed (links unlimited, no "
+                               "configuration)."),
+    link_capacity: int = typer.Option(1, "--link-capacity", min=1, max=64, help="cgra pnr "
+                                      "without --arch: words per directed link per cycle."),
     seed: int = typer.Option(0, "--seed", help="Seed of the random inputs simulated."),
     emit_ir: Path | None = typer.Option(None, "--emit-ir", help="Write the RedPanda IR here."),
-    out: Path | None = typer.Option(None, "--out", help="dhls: directory for Verilog + tb."),
+    out: Path | None = typer.Option(None, "--out", help="dhls: directory for Verilog + tb; "
+                                    "cgra: directory for the configuration JSON."),
     synth: bool = typer.Option(True, "--synth/--no-synth", help="dhls: run Yosys."),
     index_bits: int = typer.Option(32, "--index-bits", help="dhls: width of index values."),
     mem_ports: str = typer.Option("2", "--mem-ports", help="dhls: ports per array (2 = "
@@ -48,9 +57,11 @@ def compile(  # noqa: A001 - the command is called compile
     arch: str | None = typer.Option(None, "--arch", help="cgra: architecture JSON file or "
                                     "shipped name (mesh4x4, hycube4x4, torus4x4, mesh8x8): "
                                     "place and route + per-cycle configuration."),
-    config_out: Path | None = typer.Option(None, "--config-out", help="cgra --arch: write the "
-                                           "configuration JSON here."),
-    router: str = typer.Option("pathfinder", "--router", help="cgra --arch: pathfinder "
+    config_out: Path | None = typer.Option(None, "--config-out", help="cgra pnr: write the "
+                                           "configuration JSON here (default: "
+                                           "<kernel>.cgra.json in --out, else next to the "
+                                           "kernel)."),
+    router: str = typer.Option("pathfinder", "--router", help="cgra pnr: pathfinder "
                                "(negotiated congestion) or exact (HiGHS; small arrays)."),
     inputs: Path | None = typer.Option(None, "--inputs", help="Input data: .npz or .json "
                                        "(arrays/scalars by argument name); missing names get "
@@ -69,7 +80,8 @@ def compile(  # noqa: A001 - the command is called compile
                                      "#define (e.g. -D N=16); repeatable."),
     json_out: bool = typer.Option(False, "--json", help="Print JSON."),
 ) -> None:
-    """Compile KERNEL for a CGRA (schedule, II, cycles) or as a DHLS circuit (Verilog)."""
+    """Compile KERNEL for a CGRA (placed, routed, per-cycle configuration executed) or as a
+    DHLS circuit (Verilog)."""
     from schedlab.core.errors import UnknownNameError
     from schedlab.core.io import write_text
     from schedlab.redpanda.api import Limits, compile_file
@@ -88,13 +100,21 @@ def compile(  # noqa: A001 - the command is called compile
         return
     if target != "cgra":
         raise UnknownNameError("target", target, ["cgra", "dhls"])
-    if arch is not None:
+    if mapper == "pnr":
+        from schedlab.redpanda.backends.arch import mesh
+
+        if config_out is None:
+            name = f"{kernel.stem}.cgra.json"
+            config_out = out / name if out is not None else kernel.with_name(name)
+        if arch is None:
+            arch = mesh(rows, cols, contexts, link_capacity=link_capacity,
+                        name=f"mesh{rows}x{cols}c{contexts}")
         _compile_cgra_arch(kernel, arch, flow, temporal, seed, config_out, emit_ir, json_out,
                            dict(common, router=router))
         return
     report = compile_file(kernel, flow=flow, rows=rows, cols=cols, contexts=contexts,
                           mode="temporal" if temporal else "spatial", mapper=mapper, seed=seed,
-                          **common)
+                          arch=arch, **common)
     if emit_ir is not None:
         write_text(emit_ir, report.pop("ir"))
     else:
@@ -108,11 +128,13 @@ def compile(  # noqa: A001 - the command is called compile
     kinds = metrics.pop("instruction_kinds")
     _print_table([dict(metric=k, value=v) for k, v in metrics.items()], ["metric", "value"])
     out_console.print("instructions by kind: " + ", ".join(f"{k}={v}" for k, v in kinds.items()))
+    err_console.print(f"--mapper {mapper}: a schedule only (no routes, no configuration, links "
+                      "unlimited); the default --mapper pnr places and routes")
     if report.get("simulation_note"):
         err_console.print(report["simulation_note"])
 
 
-def _compile_cgra_arch(kernel: Path, arch: str, flow: str, temporal: bool, seed: int,
+def _compile_cgra_arch(kernel: Path, arch, flow: str, temporal: bool, seed: int,
                        config_out: Path | None, emit_ir: Path | None, json_out: bool,
                        common: dict) -> None:
     from schedlab.core.io import write_text

@@ -40,7 +40,7 @@ from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
-from schedlab.core.errors import BadInputError, UnknownNameError
+from schedlab.core.errors import UnknownNameError
 from schedlab.core.io import read_json, validate_model
 from schedlab.redpanda.graph import Node
 
@@ -264,14 +264,5 @@ def mesh(
         PEGroup(pes="all", ops=["alu", "mul", "div", "control"]),
         PEGroup(pes=PESelector(cols=list(memory_cols)), ops=["memory"]),
     ]
-    try:
-        return Architecture(
-            name=changes.pop("name", f"mesh{rows}x{cols}"),
-            rows=rows,
-            cols=cols,
-            contexts=contexts,
-            pe_ops=groups,
-            **changes,
-        )
-    except ValueError as exc:  # pydantic's ValidationError is a ValueError
-        raise BadInputError(str(exc).splitlines()[-1].strip(), field="arch") from None
+    data = dict(name=f"mesh{rows}x{cols}", rows=rows, cols=cols, contexts=contexts, pe_ops=groups)
+    return validate_model(Architecture, {**data, **changes})  # one line naming the field
