@@ -330,8 +330,8 @@ def test_c_semantics_short_circuit_ternary_and_loops():
 @pytest.mark.parametrize(
     "src, line, words",
     [
-        ("void f(float a[4]) { }", 1, "integer datapaths"),
-        ("void f(int a[4]) {\n  a[0] = 2.5;\n}", 2, "floating-point"),
+        ("void f(double a[4]) { }", 1, "binary32"),
+        ("void f(int a[4]) {\n  a[0] = 2.5;\n}", 2, "double in C"),
         ("void f(int *a) { }", 1, "pointers"),
         ("void f(int a[4]) {\n\n  g(a);\n}", 3, "not defined in this file"),
         ("void f(int a[4]) {\n  if (a[0])\n    break;\n}", 3, "break"),

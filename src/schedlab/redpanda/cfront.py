@@ -5,8 +5,13 @@ RedPanda (../shared/papers/08-redpanda.md) compiles kernels written in C. We par
 :mod:`schedlab.redpanda.frontend` already verifies and lowers, so C and MLIR kernels share one
 middle end, one reference interpreter and both back ends.
 
-Supported: one function over array parameters with constant dimensions (``int A[N][N]``) and
-``int`` scalars, returning ``void`` or ``int``; local ``int`` scalars; ``for`` (canonical
+Supported: one function over array parameters with constant dimensions (``int A[N][N]``,
+``float x[N]``) and ``int``/``float`` scalars, returning ``void``, ``int`` or ``float``; local
+``int``/``float`` scalars; ``float`` arithmetic ``+ - * /``, comparisons and conversions
+(C's usual arithmetic conversions: ``int op float`` is computed in float, assignment converts;
+casts ``(int)``/``(float)``), computed as IEEE binary32 (``arith.addf`` ...; floating constants
+need the ``f`` suffix, ``0.5f``: an unsuffixed ``0.5`` is a ``double`` in C and would make gcc
+compute that expression in double); ``for`` (canonical
 ``for (int i = a; i < b; i += c)`` loops become ``scf.for``, every other loop ``scf.while``),
 ``while``, ``do``/``while``, ``if``/``else``, ``?:``, short-circuit ``&&``/``||`` (an
 ``scf.if`` when the right side reads memory or divides), indirect subscripts, ``+ - * / % & |
@@ -15,7 +20,7 @@ Supported: one function over array parameters with constant dimensions (``int A[
 other functions (inlined);
 ``#define`` (object- and function-like, as the C preprocessor expands them),
 ``#include``/``#pragma`` ignored. Everything else
-(``float``, pointers, recursion, early ``return``, ``switch``, local arrays ...) is a
+(``double``, pointers, recursion, early ``return``, ``switch``, local arrays ...) is a
 :class:`BadInputError` naming the file, line and construct. Scalars become SSA values
 threaded through ``iter_args``/``scf.if`` results (every loop- or branch-assigned variable
 that lives outside the construct).
@@ -28,6 +33,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 
+import numpy as np
 from pycparser import c_ast, c_parser
 
 from schedlab.core.errors import BadInputError
@@ -49,6 +55,9 @@ _ARITH = {
     ">>": "shrsi",
 }
 _CMP = {"<": "slt", "<=": "sle", ">": "sgt", ">=": "sge", "==": "eq", "!=": "ne"}
+#: C's float comparisons: ordered, except != (true when either side is NaN)
+_FCMP = {"<": "olt", "<=": "ole", ">": "ogt", ">=": "oge", "==": "oeq", "!=": "une"}
+_FARITH = {"+": "addf", "-": "subf", "*": "mulf", "/": "divf"}
 _FLIP = {"<": ">", "<=": ">=", ">": "<", ">=": "<="}
 _INDEX_OPS = {"+", "-", "*"}
 
@@ -60,13 +69,14 @@ class CFrontError(BadInputError):
 @dataclass
 class Val:
     name: str  # SSA name, e.g. "%12" or "%A"
-    ty: str  # "i32", "i1" or "index"
+    ty: str  # "i32", "i1", "index" or "f32"
 
 
 @dataclass
 class Var:
     val: Val
     readonly: bool = False  # a canonical loop's induction variable
+    ctype: str = "i32"  # the declared type: "i32" or "f32"
 
 
 @dataclass
@@ -319,6 +329,7 @@ class _Translator:
         self.arrays: dict[str, tuple[int, ...]] = {}  # visible array names -> dims
         self.alias: dict[str, str] = {}  # visible name -> kernel memref
         self.memrefs: dict[str, tuple[int, ...]] = {}  # kernel memrefs -> dims
+        self.elem: dict[str, str] = {}  # kernel memrefs -> element type ("i32" or "f32")
         self.functions: dict[str, c_ast.FuncDef] = {}
         self.call_stack: list[str] = []
         self.cline = 0
@@ -340,9 +351,11 @@ class _Translator:
         self.emit(f"{name} = {text}")
         return Val(name, ty)
 
-    def const(self, value: int, ty: str = "i32") -> Val:
+    def const(self, value: int | float, ty: str = "i32") -> Val:
         if ty == "i1":
             return self.op(f"arith.constant {'true' if value else 'false'}", "i1")
+        if ty == "f32":  # repr of the f32 value as a double: exact, parses back to it
+            return self.op(f"arith.constant {float(np.float32(value))!r} : f32", "f32")
         return self.op(f"arith.constant {value} : {ty}", ty)
 
     def lookup(self, name: str, node: c_ast.Node) -> Var:
@@ -360,22 +373,35 @@ class _Translator:
     def bind(self, name: str, val: Val) -> None:
         for scope in reversed(self.scopes):
             if name in scope:
-                scope[name].val = val
+                scope[name].val = self.convert(val, scope[name].ctype)
                 return
         raise AssertionError(name)
+
+    def ctype(self, name: str) -> str:
+        return self.lookup(name, None).ctype
 
     # ---- conversions ------------------------------------------------------------------------
     def to_i32(self, v: Val) -> Val:
         if v.ty == "i32":
             return v
+        if v.ty == "f32":  # C truncates toward zero
+            return self.op(f"arith.fptosi {v.name} : f32 to i32", "i32")
         if v.ty == "index":
             return self.op(f"arith.index_cast {v.name} : index to i32", "i32")
         one, zero = self.const(1), self.const(0)
         return self.op(f"arith.select {v.name}, {one.name}, {zero.name} : i32", "i32")
 
+    def to_f32(self, v: Val) -> Val:
+        if v.ty == "f32":
+            return v
+        v = self.to_i32(v)
+        return self.op(f"arith.sitofp {v.name} : i32 to f32", "f32")
+
     def to_index(self, v: Val) -> Val:
         if v.ty == "index":
             return v
+        if v.ty == "f32":
+            self.error("array subscripts and loop bounds must be integers, not float")
         v = self.to_i32(v)
         return self.op(f"arith.index_cast {v.name} : i32 to index", "index")
 
@@ -383,13 +409,22 @@ class _Translator:
         if v.ty == "i1":
             return v
         zero = self.const(0, v.ty)
+        if v.ty == "f32":
+            return self.op(f"arith.cmpf une, {v.name}, {zero.name} : f32", "i1")
         return self.op(f"arith.cmpi ne, {v.name}, {zero.name} : {v.ty}", "i1")
 
     def convert(self, v: Val, ty: str) -> Val:
-        return {"i32": self.to_i32, "index": self.to_index, "i1": self.to_bool}[ty](v)
+        return {"i32": self.to_i32, "index": self.to_index, "i1": self.to_bool, "f32": self.to_f32}[
+            ty
+        ](v)
+
+    def value_of(self, v: Val) -> Val:
+        """C's integer promotion: bool/index values become int; float stays float."""
+        return v if v.ty == "f32" else self.to_i32(v)
 
     # ---- types --------------------------------------------------------------------------
-    def check_int_type(self, type_node: c_ast.Node, what: str) -> None:
+    def check_int_type(self, type_node: c_ast.Node, what: str, allow_float: bool = True) -> str:
+        """The MLIR type of a C scalar type ("i32" or "f32"), or a line-numbered error."""
         node = type_node
         if isinstance(node, c_ast.PtrDecl):
             self.error(
@@ -401,21 +436,27 @@ class _Translator:
         if not isinstance(node, c_ast.TypeDecl) or not isinstance(node.type, c_ast.IdentifierType):
             self.error(f"{what}: unsupported type", node, "type")
         names = set(node.type.names)
+        if names == {"float"} and allow_float:
+            return "f32"
         if names & {"float", "double"}:
+            why = (
+                "RedPanda's floating point is IEEE binary32: declare it float"
+                if allow_float
+                else "it must be an integer here"
+            )
             self.error(
-                f"{what}: type '{' '.join(node.type.names)}' is not supported: the "
-                "RedPanda middle end and back ends have integer datapaths only (use "
-                "int, e.g. fixed point)",
+                f"{what}: type '{' '.join(node.type.names)}' is not supported ({why})",
                 node,
                 "type",
             )
         if names not in INT_TYPES:
             self.error(
                 f"{what}: type '{' '.join(node.type.names)}' is not supported (only "
-                "32-bit signed int)",
+                "32-bit signed int and float)",
                 node,
                 "type",
             )
+        return "i32"
 
     def const_eval(self, node: c_ast.Node) -> int:
         if isinstance(node, c_ast.Constant) and node.type in ("int", "long", "unsigned int"):
@@ -470,8 +511,7 @@ class _Translator:
         if ret_names == {"void"}:
             ret_ty = None
         else:
-            self.check_int_type(ret, f"return type of '{decl.name}'")
-            ret_ty = "i32"
+            ret_ty = self.check_int_type(ret, f"return type of '{decl.name}'")
         params = []
         for param in ftype.args.params if ftype.args else []:
             if isinstance(param, c_ast.EllipsisParam):
@@ -498,8 +538,8 @@ class _Translator:
             if ret_ty is not None:
                 if final.expr is None:
                     self.error("missing return value", final, "return")
-                value = self.to_i32(self.expr(final.expr))
-                self.emit(f"func.return {value.name} : i32")
+                value = self.converted(final.expr, ret_ty)
+                self.emit(f"func.return {value.name} : {ret_ty}")
             else:
                 self.emit("func.return")
         else:
@@ -532,16 +572,17 @@ class _Translator:
                 )
             dims.append(self.const_eval(node.dim))
             node = node.type
-        self.check_int_type(node, f"parameter '{name}'")
+        ty = self.check_int_type(node, f"parameter '{name}'")
         if self.visible(name) or name in self.arrays:
             self.error(f"duplicate parameter '{name}'", param, name)
         if dims:
             if any(d <= 0 for d in dims):
                 self.error(f"array parameter '{name}' has a non-positive dimension", param, name)
             self.arrays[name] = self.memrefs[name] = tuple(dims)
-            return f"%{name}: memref<{'x'.join(map(str, dims))}xi32>"
-        self.scopes[0][name] = Var(Val(f"%{name}", "i32"))
-        return f"%{name}: i32"
+            self.elem[name] = ty
+            return f"%{name}: memref<{'x'.join(map(str, dims))}x{ty}>"
+        self.scopes[0][name] = Var(Val(f"%{name}", ty), ctype=ty)
+        return f"%{name}: {ty}"
 
     # ---- statements -----------------------------------------------------------------------
     def block(self, items: list[c_ast.Node]) -> None:
@@ -629,13 +670,16 @@ class _Translator:
             and not isinstance(node.type.type, c_ast.IdentifierType)
         ):
             self.error("struct/union/enum declarations are not supported", node, "type")
-        self.check_int_type(node.type, f"variable '{node.name}'")
+        ty = self.check_int_type(node.type, f"variable '{node.name}'")
         if isinstance(node.init, c_ast.InitList):
             self.error(f"initialiser list for scalar '{node.name}'", node, node.name)
-        value = self.to_i32(self.expr(node.init)) if node.init is not None else self.const(0)
+        if node.init is not None:
+            value = self.converted(node.init, ty)
+        else:
+            value = self.const(0, ty)
         if node.name in self.scopes[-1]:
             self.error(f"redeclaration of '{node.name}'", node, node.name)
-        self.scopes[-1][node.name] = Var(value)
+        self.scopes[-1][node.name] = Var(value, ctype=ty)
 
     def assignment(self, node: c_ast.Assignment) -> None:
         target = node.lvalue
@@ -648,23 +692,26 @@ class _Translator:
                 self.error(
                     f"loop variable '{target.name}' is assigned inside its loop", node, target.name
                 )
-            value = self.expr(node.rvalue)
             if binop is not None:
-                value = self.arith(binop, self.to_i32(var.val), self.to_i32(value), node)
-            self.bind(target.name, self.to_i32(value))
+                value = self.arith(binop, var.val, self.expr(node.rvalue), node)
+            else:
+                value = self.converted(node.rvalue, var.ctype)
+            self.bind(target.name, value)
         elif isinstance(target, c_ast.ArrayRef):
             base, subs = self.subscripts(target)
+            elem = self.elem[base]
             if binop is None:
-                value = self.to_i32(self.expr(node.rvalue))
+                value = self.converted(node.rvalue, elem)
             else:
-                old = self.op(f"memref.load %{base}[{subs}] : {self.mtype(base)}", "i32")
-                value = self.arith(binop, old, self.to_i32(self.expr(node.rvalue)), node)
+                old = self.op(f"memref.load %{base}[{subs}] : {self.mtype(base)}", elem)
+                value = self.arith(binop, old, self.expr(node.rvalue), node)
+                value = self.convert(value, elem)
             self.emit(f"memref.store {value.name}, %{base}[{subs}] : {self.mtype(base)}")
         else:
             self.error("only scalars and array elements can be assigned", node, "lvalue")
 
     def mtype(self, name: str) -> str:
-        return f"memref<{'x'.join(map(str, self.memrefs[name]))}xi32>"
+        return f"memref<{'x'.join(map(str, self.memrefs[name]))}x{self.elem[name]}>"
 
     def subscripts(self, node: c_ast.ArrayRef) -> tuple[str, str]:
         subs = []
@@ -707,7 +754,8 @@ class _Translator:
         cond = self.to_bool(self.expr(node.cond))
         names = self.carried(node.iftrue, node.iffalse)
         saved = self.current(names)
-        types = ", ".join("i32" for _ in names)
+        tys = [self.ctype(n) for n in names]
+        types = ", ".join(tys)
         res = self.fresh() if names else None
         head = f"{res}:{len(names)} = " if len(names) > 1 else (f"{res} = " if names else "")
         self.emit(f"{head}scf.if {cond.name}{' -> (' + types + ')' if names else ''} {{")
@@ -726,13 +774,13 @@ class _Translator:
                 self.bind(n, v)
             self.cline = _line(node) or self.cline
             self.emit(closing)
-        self.rebind_results(names, res)
+        self.rebind_results(names, res, tys)
 
     def rebind_results(
         self, names: list[str], res: str | None, types: list[str] | None = None
     ) -> None:
         for i, n in enumerate(names):
-            ty = types[i] if types else "i32"
+            ty = types[i] if types else self.ctype(n)
             self.bind(n, Val(res if len(names) == 1 else f"{res}#{i}", ty))
 
     def for_statement(self, node: c_ast.For) -> None:
@@ -755,14 +803,15 @@ class _Translator:
         iv = self.fresh()
         args = [self.fresh() for _ in names]
         res = self.fresh() if names else None
-        types = ", ".join("i32" for _ in names)
+        tys = [self.ctype(n) for n in names]
+        types = ", ".join(tys)
         head = f"{res}:{len(names)} = " if len(names) > 1 else (f"{res} = " if names else "")
         pairs = ", ".join(f"{a} = {v.name}" for a, v in zip(args, inits, strict=True))
         iters = f" iter_args({pairs}) -> ({types})" if names else ""
         self.emit(f"{head}scf.for {iv} = {lb.name} to {ub.name} step {st.name}{iters} {{")
         self.indent += 1
-        for n, a in zip(names, args, strict=True):
-            self.bind(n, Val(a, "i32"))
+        for n, a, t in zip(names, args, tys, strict=True):
+            self.bind(n, Val(a, t))
         self.scopes.append({iv_name: Var(Val(iv, "index"), readonly=True)})
         self.scopes.append({})
         self.statement(node.stmt)
@@ -775,7 +824,7 @@ class _Translator:
         self.indent -= 1
         self.cline = _line(node) or self.cline
         self.emit("}")
-        self.rebind_results(names, res)
+        self.rebind_results(names, res, tys)
 
     def canonical(self, node: c_ast.For):
         """(iv, lower, upper, inclusive, step) when the loop is a counted ``scf.for``."""
@@ -815,7 +864,8 @@ class _Translator:
             return None
         if not _pure(right) and _reads_memory(right) is False:
             return None
-        self.check_int_type(decl.type, f"variable '{iv}'")
+        if self.check_int_type(decl.type, f"variable '{iv}'") != "i32":
+            return None
         return iv, decl.init, right, op == "<=", step
 
     def loop_with_jumps(self, node: c_ast.For | c_ast.While | c_ast.DoWhile) -> None:
@@ -859,7 +909,7 @@ class _Translator:
             self.error("assignments inside a loop condition are not supported", cond, "condition")
         names = self.carried(body, nxt)
         simple = cond is not None and _pure(cond) and not do_while and names
-        types = ["i32"] * len(names) + ([] if simple else ["i1"])
+        types = [self.ctype(n) for n in names] + ([] if simple else ["i1"])
         tlist = ", ".join(types)
         if simple:
             inits = self.current(names)
@@ -877,8 +927,8 @@ class _Translator:
         self.emit(f"{head}scf.while ({pairs}) : ({tlist}) -> ({tlist}) {{")
         self.indent += 1
         saved = self.current(names)
-        for n, a in zip(names, args, strict=False):
-            self.bind(n, Val(a, "i32"))
+        for n, a, t in zip(names, args, types, strict=False):
+            self.bind(n, Val(a, t))
         if simple:
             c = self.to_bool(self.expr(cond))
         else:
@@ -890,8 +940,8 @@ class _Translator:
         bargs = [self.fresh() for _ in types]
         decls = ", ".join(f"{a}: {t}" for a, t in zip(bargs, types, strict=True))
         self.emit(f"^bb0({decls}):")
-        for n, a in zip(names, bargs, strict=False):
-            self.bind(n, Val(a, "i32"))
+        for n, a, t in zip(names, bargs, types, strict=False):
+            self.bind(n, Val(a, t))
         self.scopes.append({})
         self.statement(body)
         self.scopes.pop()
@@ -912,12 +962,27 @@ class _Translator:
         for n, v in zip(names, saved, strict=True):
             self.bind(n, v)
         for i, n in enumerate(names):
-            self.bind(n, Val(f"{res}#{i}" if len(types) > 1 else res, "i32"))
+            self.bind(n, Val(f"{res}#{i}" if len(types) > 1 else res, types[i]))
 
     # ---- expressions ----------------------------------------------------------------------
-    def arith(self, op: str, a: Val, b: Val, node: c_ast.Node, ty: str = "i32") -> Val:
+    def arith(self, op: str, a: Val, b: Val, node: c_ast.Node, ty: str | None = None) -> Val:
+        """``a op b`` in ``ty``; by default C's usual arithmetic conversions (float wins)."""
+        if ty is None:
+            ty = "f32" if "f32" in (a.ty, b.ty) else "i32"
+        if ty == "f32":
+            if op not in _FARITH:
+                self.error(f"operator {op} needs integer operands, not float", node, op)
+            a, b = self.to_f32(a), self.to_f32(b)
+            return self.op(f"arith.{_FARITH[op]} {a.name}, {b.name} : f32", "f32")
         a, b = self.convert(a, ty), self.convert(b, ty)
         return self.op(f"arith.{_ARITH[op]} {a.name}, {b.name} : {ty}", ty)
+
+    def compare(self, op: str, a: Val, b: Val) -> Val:
+        if "f32" in (a.ty, b.ty):
+            a, b = self.to_f32(a), self.to_f32(b)
+            return self.op(f"arith.cmpf {_FCMP[op]}, {a.name}, {b.name} : f32", "i1")
+        a, b = self.to_i32(a), self.to_i32(b)
+        return self.op(f"arith.cmpi {_CMP[op]}, {a.name}, {b.name} : i32", "i1")
 
     def index_expr(self, node: c_ast.Node) -> Val:
         """An expression computed in ``index`` (subscripts, loop bounds) where it is affine."""
@@ -934,12 +999,7 @@ class _Translator:
         self.cline = _line(node) or self.cline
         if isinstance(node, c_ast.Constant):
             if node.type in ("float", "double"):
-                self.error(
-                    f"floating-point constant {node.value} is not supported (integer "
-                    "datapaths only)",
-                    node,
-                    "constant",
-                )
+                return self.float_literal(node)
             if node.type == "string":
                 self.error("string literals are not supported", node, "constant")
             return self.const(self.int_literal(node))
@@ -949,16 +1009,17 @@ class _Translator:
             return self.lookup(node.name, node).val
         if isinstance(node, c_ast.ArrayRef):
             base, subs = self.subscripts(node)
-            return self.op(f"memref.load %{base}[{subs}] : {self.mtype(base)}", "i32")
+            elem = self.elem[base]
+            return self.op(f"memref.load %{base}[{subs}] : {self.mtype(base)}", elem)
         if isinstance(node, c_ast.BinaryOp):
             if node.op in _ARITH:
-                a = self.to_i32(self.expr(node.left))
-                b = self.to_i32(self.expr(node.right))
+                a = self.value_of(self.expr(node.left))
+                b = self.value_of(self.expr(node.right))
                 return self.arith(node.op, a, b, node)
             if node.op in _CMP:
-                a = self.to_i32(self.expr(node.left))
-                b = self.to_i32(self.expr(node.right))
-                return self.op(f"arith.cmpi {_CMP[node.op]}, {a.name}, {b.name} : i32", "i1")
+                a = self.value_of(self.expr(node.left))
+                b = self.value_of(self.expr(node.right))
+                return self.compare(node.op, a, b)
             if node.op in ("&&", "||"):
                 return self.logical(node)
             self.error(f"operator {node.op} is not supported", node, node.op)
@@ -967,8 +1028,8 @@ class _Translator:
         if isinstance(node, c_ast.TernaryOp):
             return self.ternary(node)
         if isinstance(node, c_ast.Cast):
-            self.check_int_type(node.to_type.type, "cast")
-            return self.to_i32(self.expr(node.expr))
+            ty = self.check_int_type(node.to_type.type, "cast")
+            return self.converted(node.expr, ty)
         if isinstance(node, c_ast.FuncCall):
             return self.inline(node, need_value=True)
         if isinstance(node, c_ast.Assignment):
@@ -1013,8 +1074,7 @@ class _Translator:
         void = isinstance(ret, c_ast.TypeDecl) and getattr(ret.type, "names", None) == ["void"]
         if need_value and void:
             self.error(f"'{name}' returns void; its value is used", node, "call")
-        if not void:
-            self.check_int_type(ret, f"return type of '{name}'")
+        ret_ty = "i32" if void else self.check_int_type(ret, f"return type of '{name}'")
         scope: dict[str, Var] = {}
         arrays: dict[str, tuple[int, ...]] = {}
         alias: dict[str, str] = {}
@@ -1025,7 +1085,7 @@ class _Translator:
             while isinstance(tnode, c_ast.ArrayDecl):
                 dims.append(None if tnode.dim is None else self.const_eval(tnode.dim))
                 tnode = tnode.type
-            self.check_int_type(tnode, f"parameter '{param.name}' of '{name}'")
+            pty = self.check_int_type(tnode, f"parameter '{param.name}' of '{name}'")
             if dims:
                 base = arg.name if isinstance(arg, c_ast.ID) else None
                 if base is None or base not in self.arrays or self.visible(base):
@@ -1034,6 +1094,13 @@ class _Translator:
                     )
                 real = self.alias.get(base, base)
                 shape = self.memrefs[real]
+                if self.elem[real] != pty:
+                    self.error(
+                        f"'{base}' has {self.elem[real]} elements, parameter {param.name} of "
+                        f"'{name}' {pty}",
+                        arg,
+                        "call",
+                    )
                 if len(dims) != len(shape) or any(
                     d not in (None, s) for d, s in zip(dims, shape, strict=True)
                 ):
@@ -1046,7 +1113,7 @@ class _Translator:
                 arrays[param.name] = shape
                 alias[param.name] = real
             else:
-                scope[param.name] = Var(self.to_i32(self.expr(arg)))
+                scope[param.name] = Var(self.converted(arg, pty), ctype=pty)
         items = list(callee.body.block_items or [])
         final = items.pop() if items and isinstance(items[-1], c_ast.Return) else None
         if not void and (final is None or final.expr is None):
@@ -1060,7 +1127,7 @@ class _Translator:
             if final is not None and final.expr is not None:
                 if void:
                     self.error(f"void function '{name}' returns a value", final, "return")
-                value = self.to_i32(self.expr(final.expr))
+                value = self.converted(final.expr, ret_ty)
         finally:
             self.call_stack.pop()
             self.scopes, self.arrays, self.alias, self.cline = saved
@@ -1080,10 +1147,14 @@ class _Translator:
             self.error("sizeof is not supported", node, op)
         v = self.expr(node.expr)
         if op == "+":
-            return self.to_i32(v)
+            return self.value_of(v)
+        if op == "-" and v.ty == "f32":
+            return self.op(f"arith.negf {v.name} : f32", "f32")
         if op == "-":
             zero = self.const(0)
             return self.arith("-", zero, self.to_i32(v), node)
+        if op == "~" and v.ty == "f32":
+            self.error("operator ~ needs an integer operand, not float", node, op)
         if op == "~":
             m1 = self.const(-1)
             return self.arith("^", self.to_i32(v), m1, node)
@@ -1116,22 +1187,128 @@ class _Translator:
 
     def ternary(self, node: c_ast.TernaryOp) -> Val:
         c = self.to_bool(self.expr(node.cond))
+        sides = (self.expr_type(node.iftrue), self.expr_type(node.iffalse))
+        ty = "f32" if "f32" in sides else "i32"
         if _pure(node.iftrue) and _pure(node.iffalse):
-            a = self.to_i32(self.expr(node.iftrue))
-            b = self.to_i32(self.expr(node.iffalse))
-            return self.op(f"arith.select {c.name}, {a.name}, {b.name} : i32", "i32")
+            a = self.convert(self.expr(node.iftrue), ty)
+            b = self.convert(self.expr(node.iffalse), ty)
+            return self.op(f"arith.select {c.name}, {a.name}, {b.name} : {ty}", ty)
         res = self.fresh()
-        self.emit(f"{res} = scf.if {c.name} -> (i32) {{")
+        self.emit(f"{res} = scf.if {c.name} -> ({ty}) {{")
         for branch, closing in ((node.iftrue, "} else {"), (node.iffalse, "}")):
             self.indent += 1
-            v = self.to_i32(self.expr(branch))
-            self.emit(f"scf.yield {v.name} : i32")
+            v = self.convert(self.expr(branch), ty)
+            self.emit(f"scf.yield {v.name} : {ty}")
             self.indent -= 1
             self.emit(closing)
-        return Val(res, "i32")
+        return Val(res, ty)
+
+    def expr_type(self, node: c_ast.Node) -> str:
+        """The C type ("i32" or "f32") of an expression, without emitting anything."""
+        if isinstance(node, c_ast.Constant):
+            return "f32" if node.type in ("float", "double") else "i32"
+        if isinstance(node, c_ast.ID):
+            if not self.visible(node.name):
+                return "i32"
+            return self.lookup(node.name, node).ctype
+        if isinstance(node, c_ast.ArrayRef):
+            base = node
+            while isinstance(base, c_ast.ArrayRef):
+                base = base.name
+            if isinstance(base, c_ast.ID) and base.name in self.arrays:
+                return self.elem.get(self.alias.get(base.name, base.name), "i32")
+            return "i32"
+        if isinstance(node, c_ast.BinaryOp):
+            if node.op in _ARITH:
+                types = (self.expr_type(node.left), self.expr_type(node.right))
+                return "f32" if "f32" in types else "i32"
+            return "i32"
+        if isinstance(node, c_ast.UnaryOp):
+            return self.expr_type(node.expr) if node.op in ("-", "+") else "i32"
+        if isinstance(node, c_ast.TernaryOp):
+            types = (self.expr_type(node.iftrue), self.expr_type(node.iffalse))
+            return "f32" if "f32" in types else "i32"
+        if isinstance(node, c_ast.Cast):
+            names = getattr(getattr(node.to_type.type, "type", None), "names", [])
+            return "f32" if names == ["float"] else "i32"
+        if isinstance(node, c_ast.FuncCall):
+            callee = self.functions.get(_call_name(node))
+            ret = callee.decl.type.type if callee is not None else None
+            names = getattr(getattr(ret, "type", None), "names", [])
+            return "f32" if names == ["float"] else "i32"
+        return "i32"
+
+    def converted(self, node: c_ast.Node, ty: str) -> Val:
+        """``node``'s value converted to ``ty``, as C's assignment/cast/return converts it.
+
+        A double constant converted to float (``float s = 0.0;``, ``(float)0.64``) is that
+        constant rounded to double and then to float, exactly as C does; nowhere else is a
+        double allowed (it would make C compute the surrounding expression in double).
+        """
+        value = _double_literal(node)
+        if ty == "f32" and value is not None:
+            return self.const(value, "f32")
+        return self.convert(self.expr(node), ty)
+
+    def float_literal(self, node: c_ast.Constant) -> Val:
+        text = node.value
+        if not text.lower().endswith("f"):
+            self.error(
+                f"floating constant {text} is a double in C; write {text}f (RedPanda computes "
+                "in float, IEEE binary32, and a double constant would make C compute that "
+                "expression in double)",
+                node,
+                "constant",
+            )
+        try:
+            value = _decimal_to_f32(text[:-1])
+        except (ValueError, ZeroDivisionError):
+            self.error(f"unsupported floating constant {text}", node, "constant")
+        if not np.isfinite(value):
+            self.error(f"floating constant {text} overflows float", node, "constant")
+        return self.const(float(value), "f32")
 
 
 _LOOPS = (c_ast.For, c_ast.While, c_ast.DoWhile)
+
+
+def _double_literal(node: c_ast.Node) -> float | None:
+    """The value of an unsuffixed floating constant (C: a double), possibly negated."""
+    sign = 1.0
+    while isinstance(node, c_ast.UnaryOp) and node.op in ("-", "+"):
+        sign = -sign if node.op == "-" else sign
+        node = node.expr
+    if isinstance(node, c_ast.Constant) and node.type == "double":
+        text = node.value.lower()
+        if text.endswith("l"):
+            return None
+        try:
+            return sign * (float.fromhex(text) if "x" in text else float(text))
+        except ValueError:
+            return None
+    return None
+
+
+def _decimal_to_f32(text: str) -> np.float32:
+    """A C float constant (``0.7`` of ``0.7f``) correctly rounded to binary32 (nearest, ties
+    to even) from its exact decimal value, as gcc does (no double rounding via double)."""
+    from fractions import Fraction
+
+    if "x" in text.lower():
+        return np.float32(float.fromhex(text))
+    exact = Fraction(text)
+    guess = np.float32(float(exact))
+    if not np.isfinite(guess):
+        return guess
+    best = guess
+    for cand in (np.nextafter(guess, np.float32(-np.inf)), np.nextafter(guess, np.float32(np.inf))):
+        if not np.isfinite(cand):
+            continue
+        d_best, d_cand = abs(Fraction(float(best)) - exact), abs(Fraction(float(cand)) - exact)
+        even = int(np.array(cand).view(np.int32)) % 2 == 0
+        if d_cand < d_best or (d_cand == d_best and even):
+            best = cand
+    return best
 
 
 def _jumps(node: c_ast.Node | None) -> tuple[bool, bool]:

@@ -18,7 +18,7 @@ from pathlib import Path
 import numpy as np
 
 from schedlab.core.errors import UnknownNameError
-from schedlab.redpanda.frontend import Kernel, parse_kernel
+from schedlab.redpanda.frontend import Kernel, float_args, parse_kernel
 
 KERNELS = (
     "gemm",
@@ -39,6 +39,10 @@ KERNELS = (
 )
 #: the C suite: the MLIR suite's kernels plus Dynamatic's matrix_power, gsum and gsumif
 C_KERNELS = (*KERNELS, "matpower", "gsum", "gsumif")
+#: float (IEEE binary32) C kernels, shipped alongside the integer suite: Dynamatic's gsum and
+#: gsumif in their original float form, a float FIR and PolyBench's float gemm. Not part of
+#: C_KERNELS (the claims' suite): the DHLS back end has integer datapaths only.
+FLOAT_C_KERNELS = ("gsum_float", "gsumif_float", "fir_float", "gemm_float")
 #: kernels whose control or memory behaviour depends on the data
 IRREGULAR = frozenset(
     {
@@ -77,8 +81,8 @@ def load_suite_kernel(name: str, size: int, language: str = "mlir") -> Kernel:
 
 def c_kernel_source(name: str) -> str:
     """The C text of a shipped C kernel (``#define N 4``; :func:`c_kernel` sets the size)."""
-    if name not in C_KERNELS:
-        raise UnknownNameError("C kernel", name, C_KERNELS)
+    if name not in C_KERNELS and name not in FLOAT_C_KERNELS:
+        raise UnknownNameError("C kernel", name, (*C_KERNELS, *FLOAT_C_KERNELS))
     return resources.files("schedlab.redpanda").joinpath(f"kernels/c/{name}.c").read_text()
 
 
@@ -112,6 +116,13 @@ def random_inputs(kernel: Kernel, seed: int) -> dict[str, object]:
     shapes = kernel.memrefs()
     inputs: dict[str, object] = {n: rng.integers(-8, 8, size=s) for n, s in shapes.items()}
     inputs.update({n: int(rng.integers(-4, 5)) for n in kernel.scalars()})
+    floats = float_args(kernel)
+    if floats:  # f32 arguments: values in [-4, 4) as IEEE bit patterns (see semantics.py)
+        frng = np.random.default_rng([seed, 1])
+        for n in sorted(floats):
+            values = frng.uniform(-4, 4, size=shapes.get(n, ())).astype(np.float32)
+            bits = values.view(np.int32).astype(np.int64)
+            inputs[n] = bits if n in shapes else int(bits)
     special = _SPECIAL.get(kernel.name)
     if special is not None:
         inputs.update(special(shapes, rng))
