@@ -213,11 +213,12 @@ def compile_dhls_file(
     from schedlab.redpanda.backends.dhls.backend import DHLSBackend
     from schedlab.redpanda.backends.dhls.memory import MemoryConfig
     from schedlab.redpanda.backends.dhls.tools import NO_SIMULATOR, simulator, synthesizer
-    from schedlab.redpanda.dhls import get_dhls_flow
+    from schedlab.redpanda.dhls import get_dhls_flow, reject_float
 
     limits = limits or Limits()
     memory = MemoryConfig.parse(mem_ports)
     kernel = load_kernel(path, function=function, defines=defines)
+    reject_float(kernel)
     chosen = get_dhls_flow(flow)
     graph = middle_end(kernel, chosen, "spatial")
     design = DHLSBackend().compile(graph, share=chosen.share_units, index_bits=index_bits,

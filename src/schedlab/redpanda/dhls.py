@@ -107,10 +107,26 @@ class DhlsEvaluation:
         return row
 
 
+def reject_float(kernel: Kernel) -> None:
+    """One-line error for a floating-point kernel: the circuits have no FP units."""
+    from schedlab.core.errors import BadInputError
+    from schedlab.redpanda.frontend import first_float_op
+
+    op = first_float_op(kernel)
+    if op is not None:
+        line = kernel.op_line(op)
+        at = f" at {Path(kernel.path).name} line {line}" if line else f" in {kernel.name}"
+        raise BadInputError(
+            f"the dynamic-HLS back end has integer datapaths only: {op.name}{at}",
+            path=kernel.path, line=line, field=op.name,
+        )
+
+
 def compile_dhls(kernel: Kernel, flow: Flow, index_bits: int = 32,
                  memory: MemoryConfig | None = None) -> Design:
     """Middle end under ``flow`` (spatial: a circuit executes every op in its own unit);
     ``memory`` is the port budget per array (default: dual-port BRAMs)."""
+    reject_float(kernel)
     graph = middle_end(kernel, flow, "spatial")
     return DHLSBackend().compile(graph, share=flow.share_units, index_bits=index_bits,
                                  memory=memory)
