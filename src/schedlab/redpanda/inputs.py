@@ -9,6 +9,10 @@ not be zero) you give the data:
   lists of integers, scalars as integers;
 - ``.npz`` (``numpy.savez``): one integer array per memref, 0-d (or size-1) arrays for scalars.
 
+``float`` (f32) arguments take numbers (integers or floats; JSON ``NaN``/``Infinity`` too),
+rounded to IEEE binary32 and carried as their bit patterns (:mod:`.semantics`);
+:func:`f32_values` turns the bit patterns of results and memories back into floats.
+
 Every value is checked against the kernel's signature (name, element count, integer, fits the
 element type); names the file does not give are filled from the seeded random inputs, and
 :func:`load_inputs` says which.
@@ -23,7 +27,7 @@ from pathlib import Path
 import numpy as np
 
 from schedlab.core.errors import BadInputError
-from schedlab.redpanda.frontend import Kernel
+from schedlab.redpanda.frontend import Kernel, float_args
 
 
 def _read(path: Path) -> dict[str, object]:
@@ -76,7 +80,7 @@ def _integers(value: object, name: str, path: Path | None) -> np.ndarray:
     if array.dtype.kind == "f":
         if not np.all(np.isfinite(array)) or not np.all(array == np.round(array)):
             raise BadInputError(
-                "values must be integers (the kernels have integer datapaths)",
+                "values must be integers (only float arguments take fractions)",
                 path=path,
                 field=name,
             )
@@ -90,6 +94,37 @@ def _integers(value: object, name: str, path: Path | None) -> np.ndarray:
     return array.astype(np.int64)
 
 
+def _floats(value: object, name: str, path: Path | None) -> np.ndarray:
+    """f32 bit patterns (int64) of numbers given for an f32 argument."""
+    try:
+        array = np.asarray(value)
+    except (ValueError, TypeError) as exc:
+        raise BadInputError(f"not an array of numbers ({exc})", path=path, field=name) from None
+    if array.dtype == bool or array.dtype.kind not in "iuf":
+        raise BadInputError(
+            f"values must be numbers, got {array.dtype} data (ragged lists or strings?)",
+            path=path,
+            field=name,
+        )
+    wide = array.astype(np.float64)
+    with np.errstate(over="ignore"):
+        single = wide.astype(np.float32)
+    overflow = np.isfinite(wide) & ~np.isfinite(single)
+    if overflow.any():
+        bad = wide[overflow].ravel()[0]
+        raise BadInputError(
+            f"value {bad!r} is outside the float (f32) range", path=path, field=name
+        )
+    return single.view(np.int32).astype(np.int64)
+
+
+def f32_values(bits: object) -> np.ndarray | float:
+    """Floats from f32 bit patterns (a result or a memory of an f32 argument)."""
+    array = np.asarray(bits, dtype=np.int64)
+    values = (array & 0xFFFFFFFF).astype(np.uint32).view(np.float32)
+    return float(values) if values.ndim == 0 else values
+
+
 def validate_inputs(
     kernel: Kernel, given: Mapping[str, object], path: str | Path | None = None
 ) -> dict[str, object]:
@@ -98,6 +133,7 @@ def validate_inputs(
     shapes, scalars = kernel.memrefs(), kernel.scalars()
     valid = [*shapes, *scalars]
     out: dict[str, object] = {}
+    floats = float_args(kernel)
     for name, value in given.items():
         if name not in valid:
             raise BadInputError(
@@ -105,10 +141,18 @@ def validate_inputs(
                 path=path,
                 field=name,
             )
-        array = _integers(value, name, path)
-        bits = _bits(kernel, name)
+        if name in floats:
+            array = _floats(value, name, path)
+        else:
+            array = _integers(value, name, path)
+        bits = 32 if name in floats else _bits(kernel, name)
         lo, hi = -(2 ** (bits - 1)), 2 ** (bits - 1) - 1
-        if bits > 1 and array.size and (array.min() < lo or array.max() > hi):
+        if (
+            name not in floats
+            and bits > 1
+            and array.size
+            and (array.min() < lo or array.max() > hi)
+        ):
             raise BadInputError(
                 f"values outside the i{bits} range [{lo}, {hi}]", path=path, field=name
             )
@@ -126,7 +170,7 @@ def validate_inputs(
         else:
             if array.size != 1:
                 raise BadInputError(
-                    f"scalar {name} needs one integer, the file gives {array.size} values",
+                    f"scalar {name} needs one value, the file gives {array.size} values",
                     path=path,
                     field=name,
                 )
