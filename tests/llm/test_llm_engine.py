@@ -168,3 +168,54 @@ def test_preemption_by_recompute_gives_the_same_tokens(chunked):
     assert res.summary["requests"] == len(trace.requests)
     with pytest.raises(ConfigError, match="more than the pool"):
         serve(trace, "vtc", "lru", EngineOptions(gpu_blocks=4, preemption=True))
+
+
+def _logits_by_position(trace, opts, monkeypatch):
+    """Serve ``trace`` recording every forward's last-position logits, keyed by (last token,
+    its position): the same key in two runs is the same prefix of the same request."""
+    seen, forward = {}, PagedLlama.forward
+
+    def recording(self, k_pool, v_pool, bt, seqs):
+        out = forward(self, k_pool, v_pool, bt, seqs)
+        for s, row in zip(seqs, out, strict=True):
+            seen[(s.tokens[-1], s.start + len(s.tokens))] = row.clone()
+        return out
+
+    with monkeypatch.context() as m:
+        m.setattr(PagedLlama, "forward", recording)
+        res = serve(trace, "fcfs", "lru", opts)
+    return res, seen
+
+
+@pytest.mark.parametrize(
+    "opts",
+    [
+        {},  # tenant 1's group runs before tenant 0's, which writes the shared prefix this step
+        dict(chunked_prefill=True, token_budget=48),  # the creator writes it steps later
+        dict(chunked_prefill=True, token_budget=24, preemption=True, gpu_blocks=9),
+    ],
+    ids=["same-step", "chunked", "chunked+preempt"],
+)
+def test_a_cache_hit_never_reads_a_block_before_its_creator_writes_it(opts, monkeypatch):
+    # t1 decodes first, then t0 and t1 each admit a request on the same 3-4 block prefix: t0
+    # creates the blocks, t1 matches them. Reading them before t0's forward has written them
+    # (t1's forward runs first in a step; a chunked prefill writes them over several steps; a
+    # preempted creator never does) gives other logits than computing without the cache.
+    ids = BlockIds(1)
+    prefix = ids.fresh(4 if not opts else 3)
+    if not opts or "preemption" not in opts:
+        reqs = [Request(0, 1, 0.0, 20, 4, ids.fresh(2))]
+        reqs += [Request(1 + i, i, 1e-4, 80, 6, prefix + ids.fresh(1)) for i in range(2)]
+    else:  # two 31-token decodes outgrow a 9-block pool while a 64-token prefill is chunked
+        reqs = [Request(i, i % 2, 0.0, 31, 20, ids.fresh(1)) for i in range(2)]
+        reqs += [Request(10 + i, i % 2, 1e-4, 64, 4, prefix + ids.fresh(1)) for i in range(2)]
+    trace = Trace(reqs, 16, "unwritten", ["t0", "t1"])
+    on, cached = _logits_by_position(trace, EngineOptions(**opts), monkeypatch)
+    plain = {k: v for k, v in opts.items() if k not in ("preemption", "gpu_blocks")}
+    _, fresh = _logits_by_position(trace, EngineOptions(prefix_cache=False, **plain), monkeypatch)
+    assert on.tenants["gpu_hit_tokens"][1] >= 48  # t1 still reuses the prefix (after waiting)
+    common = cached.keys() & fresh.keys()
+    assert len(common) >= sum(r.output_len for r in reqs) - 2
+    assert max(float((cached[k] - fresh[k]).abs().max()) for k in common) < 1e-5
+    if "preemption" in opts:
+        assert on.summary["preemptions"] > 0

@@ -97,6 +97,8 @@ class _Seq:
     generated: int = 0
     first_token: float = -1.0
     chunk: int = 0  # tokens this step computes (set by _plan)
+    # cache blocks this request created whose K/V it has not written yet: (node, end position)
+    unready: list = field(default_factory=list)
 
 
 @dataclass
@@ -201,6 +203,9 @@ class RealEngine:
         self.outputs: dict[int, list[int]] = {}  # generated token ids per request
         self._hashes: dict[int, tuple] = {}
         self._preempted: dict[int, _Seq] = {}  # rid -> its state when preempted (recompute)
+        # cache node uid -> the running request that created it and has not yet written its
+        # K/V (a chunked prefill short of it, or a prefill of this very step)
+        self._unready: dict[int, _Seq] = {}
         self.preemptions = np.zeros(n, dtype=np.int64)
         self.recomputed = np.zeros(n)  # already-generated tokens prefilled again
 
@@ -329,6 +334,8 @@ class RealEngine:
         hashes = self._hashes[req.rid]
         ns = self.manager.namespace(t)
         path = self.cache.match(ns, hashes) if opt.prefix_cache else []
+        if not self._usable(path, t):
+            return None
         for node in path:
             self.cache.pin(node)
         if opt.preemption:  # blocks for what the prefill writes; decode blocks come later
@@ -366,6 +373,7 @@ class RealEngine:
             self.gpu_of[node.uid] = self.pool.take()
         own = [self.pool.take() for _ in range(private)]
         full = path + created
+        unready = [(node, (len(path) + i + 1) * bt) for i, node in enumerate(created)]
         for node in full:
             node.last_user = t
         if opt.prefix_cache:
@@ -394,10 +402,39 @@ class RealEngine:
         if prev is None:
             lg.input_tokens[t] += req.input_len
             lg.admitted[t] += 1
-            return _Seq(req, list(tokens), full, own, table, hit)
-        del self._preempted[req.rid]
-        self.recomputed[t] += prev.generated
-        return _Seq(req, tokens, full, own, table, hit, prev.generated, prev.first_token)
+            seq = _Seq(req, list(tokens), full, own, table, hit)
+        else:
+            del self._preempted[req.rid]
+            self.recomputed[t] += prev.generated
+            seq = _Seq(req, tokens, full, own, table, hit, prev.generated, prev.first_token)
+        seq.unready = unready
+        for node, _ in unready:
+            self._unready[node.uid] = seq
+        return seq
+
+    def _usable(self, path: list[Node], tenant: int) -> bool:
+        """Whether every matched block's K/V is written before this request reads it: a block
+        whose creator has not written it yet is usable only in the creator's own step, by a
+        forward that runs no earlier than the creator's (the creator's tenant, or a tenant whose
+        group comes later in the step) -- never under chunked prefill, where the creator may
+        write it steps later. Otherwise the request waits (vLLM and SGLang cache a block only
+        once it is computed)."""
+        creators = [self._unready[n.uid] for n in path if n.uid in self._unready]
+        if not creators:
+            return True
+        if self.opt.chunked_prefill:
+            return False
+        order = {}
+        for seq in self._running.values():
+            order.setdefault(seq.req.tenant, len(order))
+        mine = order.get(tenant, len(order))
+        return all(order[c.req.tenant] <= mine for c in creators)
+
+    def _written(self, seqs) -> None:
+        """Mark the cache blocks whose K/V the step just wrote as ready for other requests."""
+        for seq in seqs:
+            while seq.unready and seq.unready[0][1] <= seq.pos:
+                self._unready.pop(seq.unready.pop(0)[0].uid, None)
 
     def _plan(self, running: dict[int, _Seq]) -> int:
         """Chunked prefill: give every running request its tokens for this step in admission
@@ -405,7 +442,7 @@ class RealEngine:
         left = self.opt.token_budget
         for seq in running.values():
             remaining = len(seq.tokens) - seq.pos
-            seq.chunk = min(remaining, left) if remaining > 1 else 1
+            seq.chunk = max(0, min(remaining, left)) if remaining > 1 else 1
             left -= seq.chunk
         return left
 
@@ -465,6 +502,13 @@ class RealEngine:
         """Free a running request's blocks and queue it again (recompute on re-admission)."""
         t = seq.req.tenant
         self.cache.unpin(seq.path, self.now)
+        if seq.unready:  # blocks it created but never wrote (a chunked prefill cut short)
+            for node, _ in seq.unready:
+                self._unready.pop(node.uid, None)
+            first = seq.unready[0][0]
+            if first.alive and first.pins == 0:
+                self._drop(first)
+            seq.unready = []
         for blk in seq.private:
             self.pool.give(blk)
         seq.private, seq.path, seq.table, seq.pos, seq.chunk = [], [], [], 0, 0
@@ -530,6 +574,7 @@ class RealEngine:
             self.now += modelled
         self.busy_s += busy
         self.max_step_tokens = max(self.max_step_tokens, self._step_tokens)
+        self._written(running.values())
         self._step_extra = self._sched_pending = 0.0
         done = [s for s in running.values() if s.generated >= s.req.output_len]
         for s in running.values():
@@ -569,6 +614,7 @@ class RealEngine:
             key=lambda r: (r.arrival, r.rid),
         )
         running: dict[int, _Seq] = {}
+        self._running = running
         self._records, self._samples = [], []
         self._step_extra = self._sched_pending = 0.0
         self.busy_s, steps, nxt, next_sample = 0.0, 0, 0, 0.0
