@@ -55,7 +55,9 @@ KNOTS = tuple(float(x) for x in np.arange(0.0, 12.0 + 1e-9, KNOT_STEP))
 #: GEMM tiles tried per GPU: token rounding only (height), or (height over tokens, width over
 #: output features) CTA tiles of cuBLAS/CUTLASS's bf16 tensor-core GEMMs (the kernel names in
 #: kernels.toml: 64x128, 128x128, 128x256, 256x128), wave-quantised over the GPU's SM count
-#: (specs.toml); one shape per GPU, picked by the worst tp=1 error -- not fitted per point
+#: (specs.toml). A discrete choice per GPU, per projection and per TP degree, picked by
+#: coordinate descent on the worst error over the same profile (a fitted parameter, chosen
+#: from these shapes, not derived from cuBLAS's heuristics); never per token count
 TILES = (1, 16, 32, 64, 128, (64, 128), (128, 64), (128, 128), (128, 256), (256, 128))
 MAX_TOKENS = 4096
 

@@ -10,8 +10,10 @@ sequences costs, in milliseconds::
   ``launch + max(weight bytes / (hbm_eff · HBM), FLOPs / (gemm_eff · peak))`` times a fitted
   efficiency curve over log2(T). The FLOPs are wave-quantised: ``waves · SMs · tile_m · tile_n
   · 2K`` with ``waves = ceil(ceil(T/tile_m) · ceil(N/tile_n) / SMs)`` (SM count from
-  specs.toml; the tile a cuBLAS/CUTLASS CTA shape chosen per GPU, projection and TP degree by
-  ``calibrate``; a few tokens use a tile of the next power of two >= 16), or, for a
+  specs.toml; the tile a cuBLAS/CUTLASS CTA shape, or plain token rounding, chosen per GPU,
+  projection and TP degree by ``calibrate``'s search on the profile's worst error -- a fitted
+  discrete parameter, not cuBLAS's heuristics; a few tokens use a tile of the next power of
+  two >= 16), or, for a
   calibration without tile widths, ``2·K·N·ceil(T/tile)·tile``. Embedding lookups do no FLOPs
   (they are a memory copy, counted with the norms); the LM head multiplies only the sampled
   positions (S).
