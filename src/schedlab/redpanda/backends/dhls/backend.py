@@ -9,10 +9,13 @@ simulate itself with Icarus Verilog on given inputs and estimate its resources w
 
 from __future__ import annotations
 
+import hashlib
+import json
 import tempfile
 import time
 from collections.abc import Mapping
-from dataclasses import dataclass, field
+from contextlib import suppress
+from dataclasses import asdict, dataclass, field
 from functools import lru_cache
 from pathlib import Path
 
@@ -144,11 +147,33 @@ class Design:
 
 @lru_cache(maxsize=256)
 def _synthesize(verilog: str, top: str) -> tools.Resources:
+    tool = tools.synthesizer()
+    cached = _synth_cache_file(verilog, top, tool.label) if tool is not None else None
+    if cached is not None and cached.is_file():
+        try:
+            data = json.loads(cached.read_text())
+            data["cells"] = tuple(tuple(c) for c in data["cells"])
+            return tools.Resources(**data)
+        except (OSError, ValueError, TypeError, KeyError):
+            pass  # unreadable entry: synthesise again and overwrite it
     with tempfile.TemporaryDirectory(prefix="rp-yosys-") as tmp:
         directory = Path(tmp)
         tools.write_library(directory)
         top_file = write_text(directory / f"{top}.v", verilog)
-        return tools.synthesize(directory, top_file, top)
+        result = tools.synthesize(directory, top_file, top)
+    if cached is not None:
+        with suppress(OSError):  # the cache is an optimisation; a read-only home is fine
+            write_text(cached, json.dumps(asdict(result)))
+    return result
+
+
+def _synth_cache_file(verilog: str, top: str, label: str) -> Path:
+    """On-disk cache entry of one synthesis (separate processes, e.g. reproduce's seeds, share
+    it): keyed by the design, the component library, the Yosys build and the counting code."""
+    parts = [verilog, top, label, Path(tools.__file__).read_text()]
+    parts += [tools.rtl_text(name) for name in (*tools.LIBRARY, tools.MACROS)]
+    key = hashlib.sha256("\0".join(parts).encode()).hexdigest()[:32]
+    return tools.cache_root() / "yosys-synth" / f"{key}.json"
 
 
 class DHLSBackend:
