@@ -461,34 +461,48 @@ def error_table(root: str | Path):
     """
     import pandas as pd
 
+    frame = load_compute(root)
+    return pd.concat(
+        [_layer_errors(part, vgpu) for vgpu, part in frame.groupby("vidur_gpu")],
+        ignore_index=True,
+    )
+
+
+def _layer_errors(data, vgpu: str, calibration=None):
+    """Per-layer rows (linear, norm, layer) of one Vidur GPU's profile rows, evaluated through
+    ``CostModel`` exactly as a simulation would (``calibration``: a fit, else the stored one)."""
+    import pandas as pd
+
     from schedlab.llm.costmodel import CostModel, get_model
 
-    frame = load_compute(root)
     rows = []
-    for (vgpu, name), part in frame.groupby(["vidur_gpu", "model"]):
-        for tp, sub in part.groupby("num_tensor_parallel_workers"):
-            cost = CostModel.from_specs(get_model(name), GPU_OF[vgpu], tp=int(tp))
-            for r in sub.itertuples():
-                t = int(r.num_tokens)
-                lin = sum(getattr(r, f"_{i}") for i in _op_columns(sub, LINEAR_OPS))
-                nrm = sum(getattr(r, f"_{i}") for i in _op_columns(sub, NORM_OPS))
-                for term, meas, mod in (
-                    ("linear", lin, cost.layer_linear_ms(t)),
-                    ("norm", nrm, cost.layer_norm_ms(t)),
-                    ("layer", lin + nrm, cost.layer_linear_ms(t) + cost.layer_norm_ms(t)),
-                ):
-                    rows.append(
-                        dict(
-                            gpu=GPU_OF[vgpu],
-                            model=name,
-                            tp=int(tp),
-                            tokens=t,
-                            term=term,
-                            measured_ms=meas,
-                            model_ms=mod,
-                            error=mod / meas - 1,
-                        )
+    for (name, tp), sub in data.groupby(["model", "num_tensor_parallel_workers"]):
+        cost = CostModel.from_specs(
+            get_model(name), GPU_OF[vgpu], tp=int(tp), calibration=calibration
+        )
+        lin_cols, nrm_cols = _op_columns(sub, LINEAR_OPS), _op_columns(sub, NORM_OPS)
+        for r in sub.itertuples():
+            t = int(r.num_tokens)
+            lin = sum(r[i] for i in lin_cols)
+            nrm = sum(r[i] for i in nrm_cols)
+            ml, mn = cost.layer_linear_ms(t), cost.layer_norm_ms(t)
+            for term, meas, mod in (
+                ("linear", lin, ml),
+                ("norm", nrm, mn),
+                ("layer", lin + nrm, ml + mn),
+            ):
+                rows.append(
+                    dict(
+                        gpu=GPU_OF[vgpu],
+                        model=name,
+                        tp=int(tp),
+                        tokens=t,
+                        term=term,
+                        measured_ms=meas,
+                        model_ms=mod,
+                        error=mod / meas - 1,
                     )
+                )
     return pd.DataFrame(rows)
 
 
@@ -532,36 +546,9 @@ def allreduce_error_table(root: str | Path):
 def _fitted_errors(fitted: dict, data, vgpu: str):
     """Per-layer errors (linear, norm, layer) of ``data``'s rows under a fitted (not stored)
     calibration, evaluated through ``CostModel`` exactly as a simulation would."""
-    import pandas as pd
+    from schedlab.llm.costmodel import calibration_from_row
 
-    from schedlab.llm.costmodel import CostModel, calibration_from_row, get_model
-
-    cal = calibration_from_row(GPU_OF[vgpu], fitted)
-    rows = []
-    for (name, tp), sub in data.groupby(["model", "num_tensor_parallel_workers"]):
-        cost = CostModel.from_specs(get_model(name), GPU_OF[vgpu], tp=int(tp), calibration=cal)
-        lin_cols, nrm_cols = _op_columns(sub, LINEAR_OPS), _op_columns(sub, NORM_OPS)
-        for r in sub.itertuples():
-            t = int(r.num_tokens)
-            lin = sum(r[i] for i in lin_cols)
-            nrm = sum(r[i] for i in nrm_cols)
-            ml, mn = cost.layer_linear_ms(t), cost.layer_norm_ms(t)
-            for term, meas, mod in (
-                ("linear", lin, ml),
-                ("norm", nrm, mn),
-                ("layer", lin + nrm, ml + mn),
-            ):
-                rows.append(
-                    dict(
-                        gpu=GPU_OF[vgpu],
-                        model=name,
-                        tp=int(tp),
-                        tokens=t,
-                        term=term,
-                        error=mod / meas - 1,
-                    )
-                )
-    return pd.DataFrame(rows)
+    return _layer_errors(data, vgpu, calibration_from_row(GPU_OF[vgpu], fitted))
 
 
 def holdout(
