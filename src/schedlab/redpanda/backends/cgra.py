@@ -130,9 +130,10 @@ def min_ii(graph: Graph, arch: CGRA, mode: str) -> tuple[int, int, int]:
     return max(res, rec), res, rec
 
 
-def rec_mii(graph: Graph, extra: dict[tuple[int, int], int]) -> int:
-    """Smallest II with no positive cycle of latency - II * distance (Bellman-Ford)."""
-    lat = {n.id: node_latency(n) for n in graph.nodes.values()}
+def rec_mii(graph: Graph, extra: dict[tuple[int, int], int], latency=node_latency) -> int:
+    """Smallest II with no positive cycle of latency - II * distance (Bellman-Ford);
+    ``latency(node)`` gives unit latencies (default: the token simulator's)."""
+    lat = {n.id: latency(n) for n in graph.nodes.values()}
     edges = [(s, d, lat[s] + extra.get((d, i), 0), int(back_edge(graph, d, i)))
              for s, d, i in graph.edges()]
     if not any(dist for *_, dist in edges):

@@ -32,16 +32,10 @@ import networkx as nx
 
 from schedlab.core.errors import BadInputError
 from schedlab.redpanda.backends.arch import PE, Architecture, op_class
+from schedlab.redpanda.backends.cgra import MEMORY_KINDS, back_edge
+from schedlab.redpanda.backends.cgra import rec_mii as bellman_ford_rec_mii
 from schedlab.redpanda.backends.rrg import Resource, State, arrival, capacity, search
 from schedlab.redpanda.graph import Graph
-
-MEMORY_KINDS = frozenset({"load", "store"})
-
-
-def back_edge(graph: Graph, dst: int, operand: int) -> bool:
-    """Operands consumed for the *next* emission of a loop operator (distance 1)."""
-    kind = graph.nodes[dst].kind
-    return (kind == "carry" and operand >= 1) or (kind == "invariant" and operand == 0)
 
 
 @dataclass
@@ -122,31 +116,7 @@ def instructions(graph: Graph) -> list[int]:
 
 def rec_mii(graph: Graph, arch: Architecture, extra: dict[tuple[int, int], int]) -> int:
     """Smallest II with no positive cycle of latency + routing - II * distance."""
-    lat = {n.id: arch.unit_latency(n) for n in graph.nodes.values()}
-    edges = [
-        (s, d, lat[s] + extra.get((d, i), 0), int(back_edge(graph, d, i)))
-        for s, d, i in graph.edges()
-    ]
-    if not any(k for *_, k in edges):
-        return 1
-
-    def feasible(ii: int) -> bool:
-        dist = dict.fromkeys(graph.nodes, 0)
-        for _ in range(len(graph.nodes)):
-            changed = False
-            for s, d, w, k in edges:
-                if dist[s] + w - ii * k > dist[d]:
-                    dist[d] = dist[s] + w - ii * k
-                    changed = True
-            if not changed:
-                return True
-        return False
-
-    lo, hi = 1, max(1, sum(w for _, _, w, _ in edges))
-    while lo < hi:
-        mid = (lo + hi) // 2
-        lo, hi = (lo, mid) if feasible(mid) else (mid + 1, hi)
-    return lo
+    return bellman_ford_rec_mii(graph, extra, arch.unit_latency)
 
 
 def array_accesses(graph: Graph) -> dict[str, int]:
