@@ -29,7 +29,7 @@ def test_undefined_value_reports_line_and_column():
 
 
 def test_unsupported_operation_is_named():
-    text = ("func.func @k(%a: memref<4xi32>) {\n  %c = arith.constant 1.0 : f32\n"
+    text = ("func.func @k(%a: memref<4xi32>) {\n  %c = arith.constant 1.0 : f64\n"
             "  func.return\n}\n")
     with pytest.raises(BadInputError) as info:
         parse_kernel(text, "f.mlir")

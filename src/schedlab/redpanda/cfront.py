@@ -308,9 +308,10 @@ def _reads_memory(node: c_ast.Node) -> bool:
 
 
 def _pure(node: c_ast.Node) -> bool:
-    """No memory reads, no division (cannot trap), no side effects: safe to evaluate eagerly."""
+    """No memory reads, no division, no casts (a float-to-int cast traps on NaN), no side
+    effects: safe to evaluate eagerly."""
     for n in _walk(node):
-        if isinstance(n, c_ast.ArrayRef | c_ast.FuncCall | c_ast.Assignment):
+        if isinstance(n, c_ast.ArrayRef | c_ast.FuncCall | c_ast.Assignment | c_ast.Cast):
             return False
         if isinstance(n, c_ast.BinaryOp) and n.op in ("/", "%"):
             return False

@@ -126,9 +126,26 @@ class _ArithFunctions(i_arith.ArithFunctions):
             self.budget.trap(op, "remainder by zero")
         return super().run_remsi(interpreter, op, args).values
 
-    # f32: xDSL 0.75 computes addf/subf/mulf in Python double and rounds the FloatAttr to f32
-    # (one correctly rounded binary32 operation, as gcc's float arithmetic); it has no
-    # divf/negf/sitofp/fptosi, which follow here in the same style.
+    # f32: like xDSL 0.75's addf/subf/mulf we compute in Python double and let FloatAttr round
+    # to f32 (exact inputs, so one correctly rounded binary32 operation, as gcc's float
+    # arithmetic); xDSL has no divf/negf/sitofp/fptosi. Every NaN result is the canonical
+    # positive quiet NaN (IEEE leaves its sign and payload open; see semantics.py), so we
+    # define addf/subf/mulf here too.
+    @impl(arith.AddfOp)
+    def run_addf(self, interpreter: Interpreter, op: arith.AddfOp, args):
+        return (_f32(args[0].value.data + args[1].value.data, op),)
+
+    @impl(arith.SubfOp)
+    def run_subf(self, interpreter: Interpreter, op: arith.SubfOp, args):
+        return (_f32(args[0].value.data - args[1].value.data, op),)
+
+    @impl(arith.MulfOp)
+    def run_mulf(self, interpreter: Interpreter, op: arith.MulfOp, args):
+        a, b = args[0].value.data, args[1].value.data
+        if math.isinf(a) and b == 0.0 or math.isinf(b) and a == 0.0:
+            return (_f32(math.nan, op),)
+        return (_f32(a * b, op),)
+
     @impl(arith.DivfOp)
     def run_divf(self, interpreter: Interpreter, op: arith.DivfOp, args):
         a, b = args[0].value.data, args[1].value.data
@@ -139,11 +156,11 @@ class _ArithFunctions(i_arith.ArithFunctions):
                 q = math.copysign(math.inf, a) * math.copysign(1.0, b)
         else:
             q = a / b
-        return (FloatAttr(q, op.result.type),)
+        return (_f32(q, op),)
 
     @impl(arith.NegfOp)
     def run_negf(self, interpreter: Interpreter, op: arith.NegfOp, args):
-        return (FloatAttr(-args[0].value.data, op.result.type),)
+        return (_f32(-args[0].value.data, op),)
 
     @impl(arith.SIToFPOp)
     def run_sitofp(self, interpreter: Interpreter, op: arith.SIToFPOp, args):
@@ -191,6 +208,11 @@ class _MemRefFunctions(i_memref.MemRefFunctions):
         array, *indices = args
         self._check(op, array, tuple(int(i.value.data) for i in indices))
         return super().run_load(interpreter, op, args).values
+
+
+def _f32(value: float, op) -> FloatAttr:
+    """``value`` rounded to the op's f32 result; NaN is the canonical positive quiet NaN."""
+    return FloatAttr(math.nan if math.isnan(value) else value, op.result.type)
 
 
 def _wrap(value: int, bits: int) -> int:

@@ -11,8 +11,12 @@ steers, merges and selects need no change). The float functions (``addf`` ... ``
 comparisons ``f<predicate>``) reinterpret those bits as ``numpy.float32`` and compute one
 IEEE binary32 operation, rounded to nearest-even: exactly what gcc's ``float`` arithmetic does
 with ``-ffp-contract=off`` and what xDSL's interpreter does (it rounds each result to f32).
-``fptosi`` truncates toward zero; NaN or an out-of-range value (undefined in C, poison in
-MLIR: the reference interpreter traps on it) gives 0 here.
+IEEE 754 leaves the sign and payload of a NaN result open (x86 makes 0/0 a negative NaN,
+Python a positive one), so every float function here returns the one canonical quiet NaN
+(:data:`CANONICAL_NAN`, ``0x7fc00000``) for a NaN result, as the reference interpreter does;
+NaNs that are only loaded, stored or selected keep their bits. ``fptosi`` truncates toward
+zero; NaN or an out-of-range value (undefined in C, poison in MLIR: the reference interpreter
+traps on it) gives 0 here.
 """
 
 from __future__ import annotations
@@ -60,6 +64,10 @@ _UNSIGNED = {"ult": lambda a, b: int(a < b), "ule": lambda a, b: int(a <= b),
 #: arith.cmpf predicates in MLIR's order (the attribute's integer value indexes this)
 CMPF_PREDICATES = ("false", "oeq", "ogt", "oge", "olt", "ole", "one", "ord",
                    "ueq", "ugt", "uge", "ult", "ule", "une", "uno", "true")
+
+
+#: the bit pattern of every NaN a float function produces (positive quiet NaN)
+CANONICAL_NAN = 0x7FC00000
 
 
 def f32_bits(value: float) -> int:
@@ -120,14 +128,19 @@ def _evaluate_float(fn: str, values: list[int], bits: int, out_bits: int) -> int
         return f32_bits(float(np.float32(wrap(values[0], bits))))
     a = bits_f32(values[0])
     if fn == "negf":
-        return wrap(values[0] ^ (1 << 31), 32)  # flips the sign bit only (NaNs too)
+        if math.isnan(a):
+            return CANONICAL_NAN
+        return wrap(values[0] ^ (1 << 31), 32)  # flips the sign bit only
     if fn == "fptosi":
         result = fptosi(float(a), out_bits)
         return 0 if result is None else wrap(result, out_bits)
     b = bits_f32(values[1])
     if fn in FLOAT_COMPARISONS:
         return _fcmp(fn[1:], float(a), float(b))
-    return int(np.array(_FLOAT[fn](a, b), dtype=np.float32).view(np.int32))
+    result = _FLOAT[fn](a, b)
+    if math.isnan(result):
+        return CANONICAL_NAN
+    return int(np.array(result, dtype=np.float32).view(np.int32))
 
 
 def evaluate(fn: str, values: list[int], bits: int, out_bits: int) -> int:
