@@ -619,7 +619,9 @@ def place_and_route(
             f"{graph.name}: no routable {mode} mapping on '{arch.name}' with "
             f"II <= {candidates[-1]} (last attempt: {last})",
             field="arch",
-            hint="try --temporal, more contexts, more link capacity or a larger fabric",
+            hint="try --temporal, more contexts, more link capacity (--link-capacity), a "
+            "larger fabric, or --router exact (PathFinder gives up on some routable spatial "
+            "placements; the exact router decides)",
         )
     best.seconds = time.perf_counter() - began
     return best
