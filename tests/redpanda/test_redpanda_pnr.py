@@ -294,6 +294,9 @@ def test_c_kernel_of_our_own_through_the_cli_from_another_directory(tmp_path, mo
     bad = CliRunner().invoke(app, [*args[:5], "../elsewhere/bad.json"])
     assert bad.exit_code != 0 and "link_capacity" in bad.output
     assert "Traceback" not in bad.output and len(bad.output.strip().splitlines()) == 1
+    into_dir = CliRunner().invoke(app, [*args[:7], "--no-simulate", "--config-out", "out"])
+    assert into_dir.exit_code == 2 and "is a directory" in into_dir.output
+    assert "Traceback" not in into_dir.output and (work / "out" / "cfg.json").is_file()
 
 
 def test_c_suite_kernel_on_the_new_back_end():
