@@ -65,6 +65,8 @@ def test_per_array_override_and_every_access_is_served_once():
     accesses = sorted(n.id for n in design.circuit.graph.nodes.values()
                       if n.kind in ("load", "store"))
     assert served == accesses
+    with pytest.raises(BadInputError, match="no array 'A' is accessed by jacobi1d"):
+        compile_dhls(kernel, get_flow("redpanda"), memory=MemoryConfig(2, {"A": 1}))
 
 
 @needs_iverilog

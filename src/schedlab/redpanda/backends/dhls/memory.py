@@ -102,6 +102,13 @@ def assign_ports(circuit, config: MemoryConfig) -> PortMap:
     for node in sorted(g.nodes.values(), key=lambda n: n.id):
         if node.kind in ("load", "store"):
             accesses.setdefault(node.attrs["memref"], []).append(node.id)
+    unknown = sorted(set(config.per_array) - set(accesses))
+    if unknown:  # a mistyped array name would otherwise be ignored silently
+        raise BadInputError(
+            f"no array '{unknown[0]}' is accessed by {g.name} (arrays: "
+            f"{', '.join(sorted(accesses)) or 'none'})",
+            field="mem_ports",
+        )
     ports: dict[str, list[list[int]]] = {}
     of: dict[int, tuple[str, int]] = {}
     for memref, nids in accesses.items():
