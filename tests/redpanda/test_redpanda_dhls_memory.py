@@ -24,8 +24,9 @@ from schedlab.redpanda.dhls import (
 from schedlab.redpanda.policies import get_flow
 from schedlab.redpanda.workloads import load_suite_kernel, random_inputs
 
-needs_iverilog = pytest.mark.skipif(not tools.have("iverilog"),
-                                    reason="iverilog not installed (apt-get install iverilog)")
+needs_iverilog = pytest.mark.skipif(
+    not tools.have("iverilog"), reason="iverilog not installed (apt-get install iverilog)"
+)
 
 
 def test_memory_config_parses_budgets_and_rejects_bad_ones():
@@ -33,8 +34,12 @@ def test_memory_config_parses_budgets_and_rejects_bad_ones():
     config = MemoryConfig.parse("1, a=2,b=4")
     assert (config.budget("a"), config.budget("b"), config.budget("c")) == (2, 4, 1)
     assert MemoryConfig.parse("0").budget("x") == 0
-    for bad, where in (("two", "'two'"), ("a=x", "'a=x'"), ("-1", "mem_ports"),
-                       ("a=0", "array 'a'")):
+    for bad, where in (
+        ("two", "'two'"),
+        ("a=x", "'a=x'"),
+        ("-1", "mem_ports"),
+        ("a=0", "array 'a'"),
+    ):
         with pytest.raises(BadInputError, match=where):
             MemoryConfig.parse(bad)
 
@@ -62,8 +67,9 @@ def test_per_array_override_and_every_access_is_served_once():
     ports = ports_in_verilog(design.verilog)
     assert ports["a"] == 1 and ports["b"] <= 2
     served = sorted(n for lanes in design.portmap.ports.values() for lane in lanes for n in lane)
-    accesses = sorted(n.id for n in design.circuit.graph.nodes.values()
-                      if n.kind in ("load", "store"))
+    accesses = sorted(
+        n.id for n in design.circuit.graph.nodes.values() if n.kind in ("load", "store")
+    )
     assert served == accesses
     with pytest.raises(BadInputError, match="no array 'A' is accessed by jacobi1d"):
         compile_dhls(kernel, get_flow("redpanda"), memory=MemoryConfig(2, {"A": 1}))
@@ -77,8 +83,13 @@ def test_shared_ports_compute_what_the_interpreter_computes(name, tmp_path):
     kernel = load_suite_kernel(name, 3, "c")
     cycles = {}
     for budget in (0, 1):
-        ev = evaluate_dhls(kernel, get_flow("redpanda"), random_inputs(kernel, 5),
-                           directory=tmp_path / str(budget), memory=MemoryConfig(budget))
+        ev = evaluate_dhls(
+            kernel,
+            get_flow("redpanda"),
+            random_inputs(kernel, 5),
+            directory=tmp_path / str(budget),
+            memory=MemoryConfig(budget),
+        )
         assert ev.correct
         cycles[budget] = ev.run.cycles
     assert cycles[0] < cycles[1]  # four-plus accesses through one port cost cycles

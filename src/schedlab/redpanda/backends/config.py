@@ -266,8 +266,9 @@ def _link(pair) -> tuple[str, str]:
 def write_config(config: dict, path: str | Path) -> Path:
     """Atomically write the configuration as JSON."""
     if Path(path).is_dir():
-        raise BadInputError("is a directory; give a file name (e.g. k.cgra.json)", path=path,
-                            field="--config-out")
+        raise BadInputError(
+            "is a directory; give a file name (e.g. k.cgra.json)", path=path, field="--config-out"
+        )
     return write_text(path, json.dumps(config, indent=1) + "\n")
 
 

@@ -46,12 +46,15 @@ class MemoryConfig:
 
     def __post_init__(self) -> None:
         if not isinstance(self.ports, int) or self.ports < 0:
-            raise BadInputError(f"memory ports must be an integer >= 0, got {self.ports!r}",
-                                field="mem_ports")
+            raise BadInputError(
+                f"memory ports must be an integer >= 0, got {self.ports!r}", field="mem_ports"
+            )
         for name, value in self.per_array.items():
             if not isinstance(value, int) or value < 1:
-                raise BadInputError(f"memory ports of array '{name}' must be an integer >= 1, "
-                                    f"got {value!r}", field=f"mem_ports.{name}")
+                raise BadInputError(
+                    f"memory ports of array '{name}' must be an integer >= 1, got {value!r}",
+                    field=f"mem_ports.{name}",
+                )
 
     def budget(self, memref: str) -> int:
         return int(self.per_array.get(memref, self.ports))
@@ -71,8 +74,9 @@ class MemoryConfig:
             try:
                 number = int(value if eq else name)
             except ValueError:
-                raise BadInputError(f"memory ports: '{item}' is not N or ARRAY=N",
-                                    field="mem_ports") from None
+                raise BadInputError(
+                    f"memory ports: '{item}' is not N or ARRAY=N", field="mem_ports"
+                ) from None
             if eq:
                 per_array[name.strip()] = number
             else:
@@ -84,8 +88,8 @@ class MemoryConfig:
 class PortMap:
     """Which accesses each physical port of each array serves."""
 
-    ports: dict[str, list[list[int]]]          # memref -> [port -> [load/store node ids]]
-    of: dict[int, tuple[str, int]]             # node id -> (memref, port index)
+    ports: dict[str, list[list[int]]]  # memref -> [port -> [load/store node ids]]
+    of: dict[int, tuple[str, int]]  # node id -> (memref, port index)
 
     def count(self, memref: str) -> int:
         return len(self.ports.get(memref, []))
