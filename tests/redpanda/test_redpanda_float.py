@@ -10,6 +10,8 @@ import subprocess
 
 import numpy as np
 import pytest
+from hypothesis import HealthCheck, Phase, given, settings
+from hypothesis import strategies as st
 
 from schedlab.core.errors import BadInputError
 from schedlab.redpanda.backends.arch import load_arch
@@ -286,3 +288,89 @@ def test_float_inputs_from_json_and_their_errors(tmp_path):
         with pytest.raises(BadInputError, match=words) as err:
             load_inputs(path, kernel)
         assert "in.json" in str(err.value) and "\n" not in str(err.value)
+
+
+# --- differential: random float C kernels (usual arithmetic conversions) vs gcc -----------
+_FLEAVES = ["x", "s", "a[(i + 3) & 7]", "0.25f", "1.5f", "3.3f", "(-0.1f)", "(float)k"]
+_ILEAVES = ["k", "t", "i", "(int)x", "(int)a[(i + 1) & 7]", "3", "-2"]
+
+
+@st.composite
+def _fexpr(draw, depth=0):
+    if depth >= 3 or draw(st.integers(0, 3)) == 0:
+        return draw(st.sampled_from(_FLEAVES))
+    kind = draw(st.integers(0, 5))
+    sub = lambda: _fexpr(depth + 1)  # noqa: E731
+    if kind <= 2:
+        op = draw(st.sampled_from(["+", "-", "*", "/"]))
+        return f"({draw(sub())} {op} {draw(sub())})"
+    if kind == 3:
+        return f"(-({draw(sub())}))"
+    if kind == 4:
+        return f"({draw(_fcond(depth + 1))} ? {draw(sub())} : {draw(sub())})"
+    return f"({draw(sub())} {draw(st.sampled_from(['+', '*']))} {draw(_iexpr())})"
+
+
+@st.composite
+def _iexpr(draw, depth=0):
+    if depth >= 2 or draw(st.integers(0, 2)) == 0:
+        return draw(st.sampled_from(_ILEAVES))
+    op = draw(st.sampled_from(["+", "-", "*"]))
+    return f"({draw(_iexpr(depth + 1))} {op} {draw(_iexpr(depth + 1))})"
+
+
+@st.composite
+def _fcond(draw, depth=0):
+    op = draw(st.sampled_from(["<", "<=", ">", ">=", "==", "!="]))
+    return f"({draw(_fexpr(depth + 1))} {op} {draw(_fexpr(depth + 1))})"
+
+
+@st.composite
+def _float_program(draw):
+    stmts = []
+    for _ in range(draw(st.integers(1, 3))):
+        kind = draw(st.integers(0, 3))
+        if kind == 0:
+            stmts.append(f"s {draw(st.sampled_from(['=', '+=', '-=', '*=']))} {draw(_fexpr())};")
+        elif kind == 1:
+            stmts.append(f"y[i] = {draw(_fexpr())};")
+        elif kind == 2:
+            stmts.append(f"if {draw(_fcond())} s = {draw(_fexpr())}; else y[i] = {draw(_fexpr())};")
+        else:
+            stmts.append(f"t += {draw(_iexpr())};")
+    body = "\n    ".join(stmts)
+    return f"""
+float f(float a[8], int b[8], float y[8]) {{
+  float s = 0.0f;
+  int t = 0;
+  for (int i = 0; i < 8; i++) {{
+    float x = a[i];
+    int k = b[i];
+    {body}
+  }}
+  return s + t;
+}}
+"""
+
+
+@needs_gcc
+@settings(
+    max_examples=12,
+    deadline=None,
+    derandomize=True,
+    phases=(Phase.explicit, Phase.generate),  # no shrinking: a failure prints its program
+    suppress_health_check=[HealthCheck.too_slow, HealthCheck.function_scoped_fixture],
+)
+@given(source=_float_program())
+def test_random_float_c_kernels_equal_gcc(tmp_path, source):
+    kernel = c_kernel_from_text(source, "r.c")
+    rng = np.random.default_rng(len(source))
+    inputs = dict(
+        a=_bits_of(rng.uniform(-4, 4, 8)),
+        b=rng.integers(-8, 8, 8),
+        y=_bits_of(rng.uniform(-1, 1, 8)),
+    )
+    ref = run_reference(kernel, inputs)
+    assert _same(*ref, *_gcc(tmp_path, source, kernel, inputs), kernel), source
+    run = simulate(middle_end(kernel, get_flow("redpanda"), "spatial"), inputs)
+    assert _same(run.results, run.memory, *ref), source
