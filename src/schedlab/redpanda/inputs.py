@@ -111,7 +111,7 @@ def _floats(value: object, name: str, path: Path | None) -> np.ndarray:
         single = wide.astype(np.float32)
     overflow = np.isfinite(wide) & ~np.isfinite(single)
     if overflow.any():
-        bad = wide[overflow].ravel()[0]
+        bad = float(wide[overflow].ravel()[0])
         raise BadInputError(
             f"value {bad!r} is outside the float (f32) range", path=path, field=name
         )
