@@ -59,8 +59,7 @@ def _spatial_side(name: str, size: int, source: str, flows) -> int:
         graph = _graph(name, size, source, flow, "spatial")
         need = max(need, graph.instruction_count())
         memory = sum(n.kind in ("load", "store") for n in graph.instructions())
-        need = max(need, 0)
-        side_mem = math.ceil(memory / 2)
+        side_mem = math.ceil(memory / 2)  # memory PEs sit on the two border columns
         need = max(need, side_mem * side_mem)
     return max(math.ceil(math.sqrt(need)), 2)
 
