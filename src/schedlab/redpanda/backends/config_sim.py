@@ -34,8 +34,8 @@ import numpy as np
 from schedlab.core.errors import BadInputError
 from schedlab.redpanda.control import control_rule
 from schedlab.redpanda.graph import Node
-from schedlab.redpanda.semantics import evaluate, wrap
-from schedlab.redpanda.simulator import CycleLimitError, SimulationError
+from schedlab.redpanda.semantics import evaluate
+from schedlab.redpanda.simulator import CycleLimitError, SimulationError, Simulator
 
 
 @dataclass
@@ -174,24 +174,9 @@ class ConfigSimulator:
             return self._memory(node, vals, everything)
         raise SimulationError(f"configuration holds an unknown instruction kind '{kind}'")
 
-    def _memory(self, node: Node, vals: list[int], everything: list[int]):
-        array = self.memory[node.attrs["memref"]]
-        pred = True
-        if node.attrs.get("predicated"):
-            pred, vals = bool(vals[-1]), vals[:-1]
-        if node.kind == "load":
-            value = int(array[self._index(node, array, vals)]) if pred else 0
-            return everything, [(0, value), (1, 0)]
-        if pred:
-            array[self._index(node, array, vals[1:])] = wrap(vals[0], node.attrs["bits"])
-        return everything, [(0, 0)]
-
-    def _index(self, node: Node, array: np.ndarray, idx: list[int]) -> tuple[int, ...]:
-        if any(not 0 <= i < s for i, s in zip(idx, array.shape, strict=True)):
-            raise SimulationError(
-                f"{node.kind} {node.attrs['memref']}{idx} out of bounds {array.shape}"
-            )
-        return tuple(idx)
+    # loads and stores fire as in the token simulator (same predicate, wrap and bounds rules)
+    _memory = Simulator._memory
+    _index = Simulator._index
 
     def _send(self, nid: int, port: int, value: int, t: int, wake: list) -> int:
         """Move one value over its route tree; returns the last arrival cycle."""
