@@ -80,8 +80,7 @@ def compile(  # noqa: A001 - the command is called compile
                                      "#define (e.g. -D N=16); repeatable."),
     json_out: bool = typer.Option(False, "--json", help="Print JSON."),
 ) -> None:
-    """Compile KERNEL for a CGRA (placed, routed, per-cycle configuration executed) or as a
-    DHLS circuit (Verilog)."""
+    """Compile KERNEL for a CGRA (placed, routed, configuration executed) or DHLS (Verilog)."""
     from schedlab.core.errors import UnknownNameError
     from schedlab.core.io import write_text
     from schedlab.redpanda.api import Limits, compile_file
@@ -100,64 +99,31 @@ def compile(  # noqa: A001 - the command is called compile
         return
     if target != "cgra":
         raise UnknownNameError("target", target, ["cgra", "dhls"])
-    if mapper == "pnr":
-        from schedlab.redpanda.backends.arch import mesh
-
-        if config_out is None:
-            name = f"{kernel.stem}.cgra.json"
-            config_out = out / name if out is not None else kernel.with_name(name)
-        if arch is None:
-            arch = mesh(rows, cols, contexts, link_capacity=link_capacity,
-                        name=f"mesh{rows}x{cols}c{contexts}")
-        _compile_cgra_arch(kernel, arch, flow, temporal, seed, config_out, emit_ir, json_out,
-                           dict(common, router=router))
-        return
+    if mapper == "pnr" and config_out is None:
+        name = f"{kernel.stem}.cgra.json"
+        config_out = out / name if out is not None else kernel.with_name(name)
     report = compile_file(kernel, flow=flow, rows=rows, cols=cols, contexts=contexts,
                           mode="temporal" if temporal else "spatial", mapper=mapper, seed=seed,
-                          arch=arch, **common)
-    if emit_ir is not None:
-        write_text(emit_ir, report.pop("ir"))
-    else:
-        report.pop("ir")
-    if json_out:
-        emit_json(report)
-        return
-    _print_table(report["schedule"], ["node", "op", "pe", "cycle", "slot"],
-                 title=f"{report['kernel']} on {rows}x{cols} ({report['mode']})")
-    metrics = dict(report["metrics"])
-    kinds = metrics.pop("instruction_kinds")
-    _print_table([dict(metric=k, value=v) for k, v in metrics.items()], ["metric", "value"])
-    out_console.print("instructions by kind: " + ", ".join(f"{k}={v}" for k, v in kinds.items()))
-    err_console.print(f"--mapper {mapper}: a schedule only (no routes, no configuration, links "
-                      "unlimited); the default --mapper pnr places and routes")
-    if report.get("simulation_note"):
-        err_console.print(report["simulation_note"])
-
-
-def _compile_cgra_arch(kernel: Path, arch, flow: str, temporal: bool, seed: int,
-                       config_out: Path | None, emit_ir: Path | None, json_out: bool,
-                       common: dict) -> None:
-    from schedlab.core.io import write_text
-    from schedlab.redpanda.backends.cgra import compile_arch_file
-
-    common = dict(common)
-    report = compile_arch_file(kernel, arch, flow=flow, mode="temporal" if temporal else
-                               "spatial", seed=seed, config_out=config_out,
-                               simulate=common.pop("simulate_run"), **common)
+                          arch=arch, link_capacity=link_capacity, router=router,
+                          config_out=config_out, **common)
     ir = report.pop("ir")
     if emit_ir is not None:
         write_text(emit_ir, ir)
     if json_out:
         emit_json(report)
         return
+    where = report["metrics"].get("arch", f"{rows}x{cols}")
     _print_table(report["schedule"], ["node", "op", "pe", "cycle", "slot"],
-                 title=f"{report['kernel']} on {report['metrics']['arch']} ({report['mode']})")
+                 title=f"{report['kernel']} on {where} ({report['mode']})")
     metrics = dict(report["metrics"])
     kinds = metrics.pop("instruction_kinds")
     _print_table([dict(metric=k, value=v) for k, v in metrics.items()], ["metric", "value"])
     out_console.print("instructions by kind: " + ", ".join(f"{k}={v}" for k, v in kinds.items()))
-    for path in report["files"].values():
+    for path in report.get("files", {}).values():
         out_console.print(f"wrote {path}")
+    if mapper != "pnr":
+        err_console.print(f"--mapper {mapper}: a schedule only (no routes, no configuration, "
+                          "links unlimited); the default --mapper pnr places and routes")
     if report.get("simulation_note"):
         err_console.print(report["simulation_note"])
 
