@@ -59,7 +59,8 @@ def test_unknown_mapper_and_negative_seed(tmp_path):
     path = tmp_path / "k.mlir"
     path.write_text(kernel_text("fir", 3))
     result = runner.invoke(app, ["compile", str(path), "--temporal", "--mapper", "ilp"])
-    assert result.exit_code == 2 and "unknown mapper 'ilp'; valid: pnr, schedule-only, milp" in result.output
+    assert result.exit_code == 2
+    assert "unknown mapper 'ilp'; valid: pnr, schedule-only, milp" in result.output
     for args in (["compile", str(path), "--temporal", "--seed", "-1"],
                  ["evaluate", "--kernels", "fir", "--flows", "redpanda", "--seed", "-1"]):
         result = runner.invoke(app, args)
