@@ -29,6 +29,8 @@ def test_compile_spatial_and_temporal_json(tmp_path):
     assert Path(doc["files"]["config"]) == tmp_path / "gcd.cgra.json"
     assert config["arch"]["memory"]["ports_per_array"] == 2
     assert 0 < max(link_loads(config).values()) <= 1
+    done = runner.invoke(app, ["compile", str(path), "--temporal", "--out", str(tmp_path / "o")])
+    assert done.exit_code == 0 and (tmp_path / "o" / "gcd.cgra.json").is_file(), done.output
     ir = tmp_path / "gcd.rp.mlir"
     result = runner.invoke(app, ["compile", str(path), "--rows", "4", "--cols", "4",
                                  "--temporal", "--mapper", "milp", "--emit-ir", str(ir)])
