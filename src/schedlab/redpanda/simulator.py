@@ -144,6 +144,19 @@ class Simulator:
         if not all(self._ready(nid, i, t) for i in everything):
             return None
         vals = [self._peek(nid, i) for i in range(node.n_values)]
+        fired = self._datapath(node, vals, everything)
+        if fired is not None:
+            return fired
+        if kind == "output":
+            self.outputs[node.attrs["index"]] = vals[0]
+            return everything, []
+        return self._memory(node, vals, everything)
+
+    @staticmethod
+    def _datapath(node: Node, vals: list[int], everything: list[int]):
+        """What a const/ALU/select/join/fork/buffer firing consumes and emits, or None for
+        other kinds (shared with the configuration simulator, so both compute alike)."""
+        kind = node.kind
         if kind == "const":
             return everything, [(0, node.attrs["value"])]
         if kind in ("alu", "select"):
@@ -154,10 +167,7 @@ class Simulator:
             return everything, [(0, value)]
         if kind in ("join", "fork", "buffer"):
             return everything, [(i, vals[0] if vals else 0) for i in range(node.n_out)]
-        if kind == "output":
-            self.outputs[node.attrs["index"]] = vals[0]
-            return everything, []
-        return self._memory(node, vals, everything)
+        return None
 
     def _memory(self, node: Node, vals: list[int], everything: list[int]):
         array = self.memory[node.attrs["memref"]]

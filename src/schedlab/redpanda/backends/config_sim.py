@@ -34,7 +34,6 @@ import numpy as np
 from schedlab.core.errors import BadInputError
 from schedlab.redpanda.control import control_rule
 from schedlab.redpanda.graph import Node
-from schedlab.redpanda.semantics import evaluate
 from schedlab.redpanda.simulator import CycleLimitError, SimulationError, Simulator
 
 
@@ -160,22 +159,16 @@ class ConfigSimulator:
         if not all(self._ready(nid, i, t) for i in everything):
             return None
         vals = [self._peek(nid, i) for i in range(node.n_values)]
-        if kind == "const":
-            return everything, [(0, node.attrs["value"])]
-        if kind in ("alu", "select"):
-            value = evaluate(node.fn, vals, node.attrs["bits"], node.attrs["out_bits"])
-            guard = node.attrs.get("guard")
-            if guard is not None and bool(vals[-1]) != guard:
-                return everything, []
-            return everything, [(0, value)]
-        if kind in ("join", "fork", "buffer"):
-            return everything, [(i, vals[0] if vals else 0) for i in range(node.n_out)]
+        fired = self._datapath(node, vals, everything)
+        if fired is not None:
+            return fired
         if kind in ("load", "store"):
             return self._memory(node, vals, everything)
         raise SimulationError(f"configuration holds an unknown instruction kind '{kind}'")
 
     # loads and stores fire as in the token simulator (same predicate, wrap and bounds rules)
     _memory = Simulator._memory
+    _datapath = staticmethod(Simulator._datapath)
     _index = Simulator._index
 
     def _send(self, nid: int, port: int, value: int, t: int, wake: list) -> int:
