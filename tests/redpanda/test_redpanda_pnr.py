@@ -346,3 +346,52 @@ def test_exact_router_in_the_ii_search():
     _executes_correctly(kernel, emit_config(pnr))
     with pytest.raises(BadInputError, match="router"):
         place_and_route(graph, load_arch("mesh4x4"), "temporal", router="maze")
+
+
+# ---- robustness of the default router (PathFinder gave up on routable spatial placements) ----
+DOT_SHIFT_XOR = """
+int dot(int a[16], int b[16], int c) {
+  int s = 0; int t = 0;
+  for (int i = 0; i < 16; i++) { s += (a[i] * b[i]) >> 1; t ^= b[i]; }
+  return s + t * 2;
+}
+"""
+
+
+@pytest.mark.parametrize("size", [8, 5])
+def test_default_router_maps_the_dot_product_that_pathfinder_gave_up_on(tmp_path, size):
+    """20 instructions, spatial, 1 word per link: the old default (3 placements, PathFinder
+    giving up after 12 stalled iterations) found no mapping on 8x8 or 5x5; a routing exists
+    (``--router exact`` finds one). The default must map it, within every capacity."""
+    from schedlab.redpanda import load_kernel
+
+    path = tmp_path / "dot.c"
+    path.write_text(DOT_SHIFT_XOR)
+    kernel = load_kernel(path)
+    graph = middle_end(kernel, get_flow("redpanda"), "spatial")
+    arch = mesh(size, size, contexts=16, link_capacity=1)
+    pnr = place_and_route(graph, arch, "spatial")
+    config = emit_config(pnr)
+    assert check_config(config)["max_link_load"] <= 1
+    assert max(link_loads(config).values()) <= 1
+    _executes_correctly(kernel, config)
+
+
+def test_exact_fallback_when_pathfinder_routes_no_placement(monkeypatch):
+    """PathFinder failing on every placement hands a small problem to HiGHS; the result says
+    so and is within capacity. With the fallback off the error stays."""
+    from schedlab.redpanda.backends import router
+
+    def gives_up(*args, **kwargs):
+        raise Unroutable("congestion left (forced)")
+
+    kernel, graph = _graph("gcd", "spatial")
+    arch = mesh(6, 6, contexts=16, link_capacity=1)
+    monkeypatch.setattr(router, "pathfinder", gives_up)
+    pnr = place_and_route(graph, arch, "spatial")
+    assert pnr.router == "exact (fallback)" and pnr.metrics()["exact_fallback"] == 1
+    config = emit_config(pnr)
+    assert check_config(config)["max_link_load"] <= 1
+    _executes_correctly(kernel, config)
+    with pytest.raises(BadInputError, match="forced"):
+        place_and_route(graph, arch, "spatial", exact_fallback=False)

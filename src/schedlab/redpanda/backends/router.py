@@ -72,6 +72,7 @@ class PnR:
     seconds: float
     router_iterations: int
     attempts: list[dict]
+    router: str = "pathfinder"  # "exact", or "exact (fallback)" when PathFinder gave up
 
     def latency(self, node: int) -> int:
         return self.arch.unit_latency(self.graph.nodes[node])
@@ -101,6 +102,7 @@ class PnR:
             pe_utilisation=n / (len(self.arch.pes) * self.ii),
             mapping_seconds=self.seconds,
             router_iterations=self.router_iterations,
+            exact_fallback=int(self.router == "exact (fallback)"),
             max_link_load=max(links, default=0),
             link_capacity=self.arch.link_capacity,
             link_slots_used=len(links),
@@ -416,20 +418,27 @@ def pathfinder(
     arch: Architecture,
     ii: int,
     nets: list[NetRoute],
-    max_iterations: int = 40,
+    max_iterations: int = 120,
     pres_fac: float = 0.5,
     pres_growth: float = 1.7,
     hist_fac: float = 0.6,
-    patience: int = 12,
+    patience: int = 40,
+    seed: int = 0,
 ) -> int:
     """Negotiated-congestion routing of ``nets`` in place; returns the iterations used.
 
-    Gives up early when the total overuse has not improved for ``patience`` iterations.
+    McMurchie–Ebeling PathFinder: every iteration rips up and reroutes every net; the
+    present-congestion factor grows each iteration and history costs grow on overused resources.
+    When the total overuse stalls, the net order is reshuffled (seeded) and the present factor
+    restarts, so the negotiation is not stuck in one order's cycle; gives up when the overuse
+    has not improved for ``patience`` iterations.
     """
     occ: dict[Resource, int] = defaultdict(int)
     best_total, since_best = None, 0
     hist: dict[Resource, float] = defaultdict(float)
     order = sorted(nets, key=lambda n: min(n.deadline.values(), default=0))
+    shuffle = random.Random(seed)
+    pres_start = pres_fac
     worst = 0
     for iteration in range(1, max_iterations + 1):
         for net in order:
@@ -487,9 +496,12 @@ def pathfinder(
             since_best += 1
             if since_best >= patience:
                 break
+            if since_best % 6 == 0:  # stalled: a new net order and a fresh present factor
+                shuffle.shuffle(order)
+                pres_fac = pres_start
         for r, v in over.items():
             hist[r] += hist_fac * v
-        pres_fac *= pres_growth
+        pres_fac = min(pres_fac * pres_growth, 1e6)
     raise Unroutable(
         f"congestion left after {iteration} PathFinder iterations "
         f"({len(over)} overused resources, worst +{worst})",
@@ -511,6 +523,79 @@ def effective_ii(ii: int, routed_rec: int) -> int:
     return ii * -(-routed_rec // ii)
 
 
+SPATIAL_PLACEMENTS = 8  # spatial placements tried before the exact fallback
+EXACT_FALLBACK_ARCS = 400_000  # consumers x time-extended arcs: HiGHS decides these in seconds
+EXACT_FALLBACK_SECONDS = 30.0
+
+
+def _program_size(arch: Architecture, nets: list[NetRoute]) -> int:
+    """Upper estimate of the exact program's flow columns (one per consumer and arc)."""
+    fan = 1 + 4 * arch.hops_per_cycle  # the links out of a state, a wait, a latch
+    pes = len(arch.pes)
+    return sum(
+        pes * (d + 1) * arch.hops_per_cycle * fan for net in nets for d in net.deadline.values()
+    )
+
+
+def _route(
+    arch: Architecture, ii: int, nets: list[NetRoute], router: str, seed: int
+) -> tuple[int, str]:
+    """Route ``nets`` in place; returns (PathFinder iterations, router used)."""
+    if router == "exact":  # HiGHS decides routability of this placement exactly
+        from schedlab.redpanda.backends.exact_route import exact_route
+
+        exact_route(arch, ii, nets)
+        return 0, "exact"
+    return pathfinder(arch, ii, nets, seed=seed), "pathfinder"
+
+
+def _exact_fallback(graph, arch, mode, mii, res, rec, failed, attempts) -> PnR | None:
+    """PathFinder routed no placement: let HiGHS decide the ones small enough, smallest II
+    first; the first routed one is returned with ``router="exact (fallback)"``."""
+    from schedlab.redpanda.backends.exact_route import exact_route
+
+    for ii, attempt, place, start, nets in sorted(failed, key=lambda f: (f[0], f[1])):
+        if _program_size(arch, nets) > EXACT_FALLBACK_ARCS:
+            attempts.append(dict(ii=ii, attempt=attempt, result="exact fallback: too large"))
+            continue
+        try:
+            exact_route(arch, ii, nets, time_limit=EXACT_FALLBACK_SECONDS)
+        except Unroutable as exc:
+            attempts.append(dict(ii=ii, attempt=attempt, result=f"exact fallback: {exc.reason}"))
+            continue
+        extra = {sink: a for net in nets for sink, a in net.arrive.items()}
+        routed = rec_mii(graph, arch, extra)
+        achieved = max(ii, routed) if mode == "spatial" else effective_ii(ii, routed)
+        attempts.append(
+            dict(
+                ii=ii,
+                attempt=attempt,
+                result="routed",
+                router="exact (fallback)",
+                iterations=0,
+                effective_ii=achieved,
+            )
+        )
+        return PnR(
+            graph,
+            arch,
+            mode,
+            ii,
+            achieved,
+            mii,
+            res,
+            rec,
+            place,
+            start,
+            nets,
+            0.0,
+            0,
+            attempts,
+            "exact (fallback)",
+        )
+    return None
+
+
 def place_and_route(
     graph: Graph,
     arch: Architecture,
@@ -521,6 +606,7 @@ def place_and_route(
     slack: int | None = None,
     anneal: bool = True,
     router: str = "pathfinder",
+    exact_fallback: bool = True,
 ) -> PnR:
     """Place, schedule and route; the II search only accepts mappings PathFinder routed.
 
@@ -529,7 +615,10 @@ def place_and_route(
     and the search stops once II alone reaches the best. Spatial: the fabric routes at II = 1
     (each net owns its link words every cycle), trying a few placements. ``router="exact"``
     routes each placement with the HiGHS program of :mod:`.exact_route` instead of PathFinder
-    (small arrays: it proves a placement unroutable rather than giving up).
+    (small arrays: it proves a placement unroutable rather than giving up). With PathFinder,
+    a placement it fails to route is handed to the exact router when the program is small
+    (``exact_fallback``, :data:`EXACT_FALLBACK_ARCS`); ``PnR.router`` then says
+    ``"exact (fallback)"``. Either way the routing is within every capacity.
     """
     if mode not in ("spatial", "temporal"):
         raise BadInputError(f"unknown CGRA mode '{mode}'", field="mode")
@@ -542,7 +631,9 @@ def place_and_route(
     slack = (2 if mode == "spatial" else 1) if slack is None else slack
     attempts: list[dict] = []
     if mode == "spatial":
-        candidates, tries = [1], attempts_per_ii + 1
+        # a few placements first; only when PathFinder routes none of them, more (every other
+        # one without the crowding penalty, which can push a placement into a dead end)
+        candidates, tries = [1], max(attempts_per_ii + 1, SPATIAL_PLACEMENTS)
     else:
         candidates = list(range(mii, min(mii + max_extra, arch.contexts) + 1))
         tries = attempts_per_ii
@@ -554,12 +645,16 @@ def place_and_route(
         )
     rng = random.Random(seed)
     best: PnR | None = None
+    failed: list[tuple] = []  # placements PathFinder did not route, for the exact fallback
     for ii in candidates:
         if best is not None and ii >= best.achieved_ii:
             break
         penalty: dict[PE, float] = {}
         for attempt in range(tries):
-            placed = place_and_schedule(graph, arch, mode, ii, rng if attempt else None, penalty)
+            crowd = (
+                penalty if mode == "temporal" or attempt <= attempts_per_ii or attempt % 2 else {}
+            )
+            placed = place_and_schedule(graph, arch, mode, ii, rng if attempt else None, crowd)
             if placed is None:
                 attempts.append(dict(ii=ii, attempt=attempt, result="no placement"))
                 break
@@ -568,15 +663,11 @@ def place_and_route(
                 place, start = anneal_spatial(graph, arch, place, random.Random(seed + attempt))
             nets = build_nets(graph, arch, mode, ii, place, start, slack)
             try:
-                if router == "exact":  # HiGHS decides routability of this placement exactly
-                    from schedlab.redpanda.backends.exact_route import exact_route
-
-                    exact_route(arch, ii, nets)
-                    iterations = 0
-                else:
-                    iterations = pathfinder(arch, ii, nets)
+                iterations, used = _route(arch, ii, nets, router, seed + attempt)
             except Unroutable as exc:
                 attempts.append(dict(ii=ii, attempt=attempt, result=exc.reason))
+                if router == "pathfinder":
+                    failed.append((ii, attempt, place, start, nets))
                 # spread the next placement away from the PEs the failed nets crowded
                 for net in nets:
                     for r, _o in net.usage:
@@ -591,6 +682,7 @@ def place_and_route(
                     ii=ii,
                     attempt=attempt,
                     result="routed",
+                    router=used,
                     iterations=iterations,
                     effective_ii=achieved,
                 )
@@ -611,8 +703,11 @@ def place_and_route(
                     0.0,
                     iterations,
                     attempts,
+                    used,
                 )
             break
+    if best is None and exact_fallback:
+        best = _exact_fallback(graph, arch, mode, mii, res, rec, failed, attempts)
     if best is None:
         last = attempts[-1]["result"] if attempts else "nothing tried"
         raise BadInputError(
