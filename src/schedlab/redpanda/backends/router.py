@@ -652,7 +652,11 @@ def place_and_route(
         penalty: dict[PE, float] = {}
         for attempt in range(tries):
             crowd = (
-                penalty if mode == "temporal" or attempt <= attempts_per_ii or attempt % 2 else {}
+                penalty
+                if mode == "temporal"
+                or attempt <= attempts_per_ii
+                or (attempt - attempts_per_ii) % 2 == 0
+                else {}
             )
             placed = place_and_schedule(graph, arch, mode, ii, rng if attempt else None, crowd)
             if placed is None:
