@@ -719,8 +719,8 @@ def place_and_route(
             f"II <= {candidates[-1]} (last attempt: {last})",
             field="arch",
             hint="try --temporal, more contexts, more link capacity (--link-capacity), a "
-            "larger fabric, or --router exact (PathFinder gives up on some routable spatial "
-            "placements; the exact router decides)",
+            "larger fabric, or --router exact (routes every placement tried with HiGHS; by "
+            "default only those PathFinder failed on, when small)",
         )
     best.seconds = time.perf_counter() - began
     return best
