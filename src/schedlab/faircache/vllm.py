@@ -92,8 +92,9 @@ class FairQueue:
             raise ConfigError(
                 f"'{policy}' is not a VTC-family scheduler (vtc, faircache)", field="policy"
             )
-        if max_tenants < 1 or block_size < 1:
-            raise ConfigError("must be >= 1", field="max_tenants")
+        for name, value in (("max_tenants", max_tenants), ("block_size", block_size)):
+            if value < 1:
+                raise ConfigError(f"must be >= 1, got {value}", field=name)
         self.tenant_weights = dict(tenant_weights or {})
         shares = np.ones(max_tenants)
         self.sched.bind(_View(max_tenants, weights or CostWeights(), shares))
