@@ -72,6 +72,17 @@ class Analysis:
         return name, costs[name]
 
 
+def _least_squares_fit(x: np.ndarray, y: np.ndarray) -> tuple[float, float]:
+    """Latency and seconds per byte through per-row means (Darshan's counters average many
+    calls per (rank, file), so a row's time is not one call's and its lower envelope says
+    little: the minimum of a handful of means would drop the per-byte term)."""
+    if len(y) >= 2 and np.ptp(x) > 0:
+        (lat, per_byte), *_ = np.linalg.lstsq(np.column_stack([np.ones_like(x), x]), y,
+                                              rcond=None)
+        return float(lat), float(per_byte)
+    return (float(np.median(y)) if len(y) else _MIN_OVERHEAD), 0.0
+
+
 def _lower_envelope_fit(x: np.ndarray, y: np.ndarray) -> tuple[float, float]:
     """Latency and seconds per byte of the *uncontended* calls: the lower envelope.
 
@@ -116,7 +127,10 @@ def fit_tier_models(trace: TraceData, tiers: dict) -> tuple[dict[str, TierModel]
         calls = part["calls"].to_numpy().astype(float).clip(min=1)
         x = part["bytes"].to_numpy().astype(float) / calls  # per call (Darshan rows: many)
         y = part["dur"].to_numpy() / calls
-        lat, per_byte = _lower_envelope_fit(x, y)
+        if part["calls"].max() > 1:  # aggregated counters (Darshan): each row is already a mean
+            lat, per_byte = _least_squares_fit(x, y)
+        else:  # one row per traced call: contention shows, so fit its lower envelope
+            lat, per_byte = _lower_envelope_fit(x, y)
         lat = max(float(lat), _MIN_OVERHEAD)
         bw = 1.0 / per_byte if per_byte > 1e-15 else float("inf")
         models[tier] = TierModel(lat, bw, True)
