@@ -24,6 +24,8 @@ app = typer.Typer(
 SUMMARY_KEYS = (
     "policy",
     "requests",
+    "refused",
+    "truncated",
     "mean_e2e",
     "p95_e2e",
     "mean_ttft",
@@ -78,6 +80,10 @@ def simulate(
         "trace CSV (real), rescaled to --rate; lengths generated.",
     ),
     window_ms: float = typer.Option(20.0, "--window-ms"),
+    context: str = typer.Option(
+        "refuse", "--context",
+        help="refuse|truncate requests beyond the model's context (refused: not served, counted).",
+    ),
     seed: int = typer.Option(0, "--seed"),
     out: Path = typer.Option(
         None, "--out", help="Write requests_<policy>.parquet and summary.json here."
@@ -86,7 +92,9 @@ def simulate(
 ) -> None:
     """Replay a request stream through one or more routers and print a summary table."""
     from schedlab.edge_llm.config import EdgeConfig
+    from schedlab.edge_llm.context import fit_to_context
     from schedlab.edge_llm.simulator import simulate as run
+    from schedlab.llm.costmodel import get_model
 
     if alibaba is not None:
         from schedlab.edge_llm.alibaba import replay
@@ -106,13 +114,17 @@ def simulate(
             edge_sm_budget=edge_sm_budget,
             cloud_sm_budget=cloud_sm_budget,
             window_ms=window_ms,
+            context=context,
         )
         .with_(uplink_mhz=uplink_mhz, backhaul_gbps=backhaul_gbps, wan_ms=wan_ms)
         .validate()
     )
     summaries = []
+    fit = fit_to_context(reqs, get_model(model).max_context, context)
+    if fit.refused or fit.truncated:
+        err_console.print(fit.message(model, get_model(model).max_context, len(reqs)))
     for name in policy:
-        err_console.print(f"replaying {len(reqs)} requests through {name} ...")
+        err_console.print(f"replaying {len(fit.requests)} requests through {name} ...")
         result = run(reqs, name, cfg)
         summaries.append(result.summary)
         if out is not None:

@@ -14,6 +14,7 @@ from dataclasses import dataclass, field, replace
 from schedlab.core.errors import ConfigError
 from schedlab.llm.costmodel import get_gpu, get_model
 from schedlab.llm.occupancy import gpu_arch
+from schedlab.llm.requests import CONTEXT_POLICIES
 
 #: SNR range a link-level model is meaningful over (LTE/NR CQI tables span about -10..30 dB)
 SNR_DB_RANGE = (-10.0, 40.0)
@@ -88,6 +89,7 @@ class EdgeConfig:
     delta: float = 0.25  # delta-similar bucketing
     decode_saturation: float = 0.35  # SM share beyond which memory-bound decode stops speeding up
     duty_horizon_s: float = 2.0
+    context: str = "refuse"  # requests beyond the model's window: refuse (drop, count) | truncate
     wireless: Wireless = field(default_factory=Wireless)
     backhaul: Backhaul = field(default_factory=Backhaul)
 
@@ -103,6 +105,9 @@ class EdgeConfig:
                 raise ConfigError(f"is a share of SMs and must be in (0, 1], got {value}",
                                   field=name)
         _positive(self.window_ms, "window_ms")
+        if self.context not in CONTEXT_POLICIES:
+            raise ConfigError(f"must be one of {', '.join(CONTEXT_POLICIES)}, got "
+                              f"{self.context!r}", field="context")
         _positive(self.duty_horizon_s, "duty_horizon_s")
         _positive(self.delta, "delta", allow_zero=True)
         if not isinstance(self.chunk_tokens, int) or self.chunk_tokens < 16:

@@ -20,10 +20,12 @@ import polars as pl
 
 from schedlab.core.errors import BadInputError
 from schedlab.edge_llm.config import EdgeConfig
+from schedlab.edge_llm.context import fit_to_context
 from schedlab.edge_llm.delay import Link, allocate_rbs, rate_bps
 from schedlab.edge_llm.policies import MODE_OF, Plan, Router, Window, make_router
 from schedlab.edge_llm.sites import ClusterView, Site, make_sites
 from schedlab.edge_llm.workloads import EdgeRequest
+from schedlab.llm.costmodel import get_model
 
 COLUMNS = (
     "rid",
@@ -63,7 +65,11 @@ def simulate(
     if not requests:
         raise BadInputError("needs at least one request", field="requests")
     router = make_router(router) if isinstance(router, str) else router
-    reqs = sorted(requests, key=lambda r: (r.arrival, r.rid))
+    fit = fit_to_context(requests, get_model(cfg.model).max_context, cfg.context)
+    if not fit.requests:
+        raise BadInputError(f"every request exceeds {cfg.model}'s context "
+                            f"({get_model(cfg.model).max_context} tokens)", field="requests")
+    reqs = sorted(fit.requests, key=lambda r: (r.arrival, r.rid))
     sites = make_sites(cfg)
     link = Link(cfg.backhaul.gbps, cfg.backhaul.transfer_ms)
     width = cfg.window_ms / 1e3
@@ -85,7 +91,9 @@ def simulate(
         rows.extend(execute(window, plan, sites, link, cfg, stats))
         i = j
     frame = pl.DataFrame(rows, schema=list(COLUMNS), orient="row")
-    return SimResult(frame, summarise(frame, sites, link, stats, router.name))
+    summary = summarise(frame, sites, link, stats, router.name)
+    summary.update(refused=fit.refused, truncated=fit.truncated)
+    return SimResult(frame, summary)
 
 
 def uplink_ready(window: list[EdgeRequest], now: float, cfg: EdgeConfig) -> list[float]:

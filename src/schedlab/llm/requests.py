@@ -154,6 +154,13 @@ def assign_tenants(requests: Iterable[Request], n_tenants: int, how: str = "pref
 CONTEXT_POLICIES = ("refuse", "truncate")
 
 
+def fitted_lengths(output_len: int, max_context: int) -> tuple[int, int]:
+    """(input, output) lengths of a request cut to fit ``max_context``: the output is capped to
+    half the window and the prompt keeps what remains (its last tokens, for the caller)."""
+    output = max(1, min(output_len, max_context // 2))
+    return max_context - output, output
+
+
 def fit_context(trace: Trace, max_context: int, model: str, policy: str = "refuse") -> int:
     """Check every request's prompt + output against the model's context window.
 
@@ -181,8 +188,7 @@ def fit_context(trace: Trace, max_context: int, model: str, policy: str = "refus
                 line=req.rid,
                 field="input_length",
             )
-        req.output_len = max(1, min(req.output_len, max_context // 2))
-        req.input_len = max_context - req.output_len
+        req.input_len, req.output_len = fitted_lengths(req.output_len, max_context)
         req.blocks = req.blocks[: math.ceil(req.input_len / trace.block_tokens)]
         changed += 1
     return changed
