@@ -5,7 +5,8 @@ import pytest
 from schedlab.core.errors import BadInputError, ConfigError, UnknownNameError
 from schedlab.edge_llm import EdgeConfig, generate, make_router, simulate
 from schedlab.edge_llm.delay import Link
-from schedlab.edge_llm.policies import MODE_OF, ROUTERS, Plan, Window
+from schedlab.edge_llm.policies import MODE_OF, Plan, Window
+from schedlab.edge_llm.routers import ROUTERS
 from schedlab.edge_llm.sites import ClusterView, make_sites
 
 

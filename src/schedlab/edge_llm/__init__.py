@@ -11,8 +11,8 @@ _EXPORTS = {
     "bucket_count_bound": "bucketing", "delta_buckets": "bucketing", "padding_waste": "bucketing",
     "Backhaul": "config", "EdgeConfig": "config", "Wireless": "config", "Link": "delay",
     "allocate_rbs": "delay", "kv_bytes": "delay", "rate_bps": "delay", "MODES": "policies",
-    "Plan": "policies", "ROUTERS": "policies", "Router": "policies", "Window": "policies",
-    "make_router": "policies", "analyse": "residency", "SimResult": "simulator",
+    "Plan": "policies", "ROUTERS": "routers", "Router": "policies", "Window": "policies",
+    "make_router": "routers", "analyse": "residency", "SimResult": "simulator",
     "simulate": "simulator", "ClusterView": "sites", "SmPlan": "sites", "EdgeRequest": "workloads",
     "generate": "workloads", "read_requests": "workloads", "write_requests": "workloads",
 }

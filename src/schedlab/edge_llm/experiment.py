@@ -5,7 +5,8 @@ Paper: "Latency-aware LLM inference scheduling across device, edge and cloud"
 (../shared/papers/04-edge_llm.md). Targets are the paper's figures; our testbed is modelled
 (schedlab.llm's Vidur-calibrated cost model for A800/A6000, OFDMA cell, 10 Gbit/s backhaul), so
 magnitudes differ and the claims table says whether the *shape* holds. Every comparison's
-yardstick is a baseline replayed on the same requests (each fixed mode, DistServe-style), never
+yardstick is a baseline replayed on the same requests (each fixed mode, DistServe placement
+search, Splitwise), never
 the router's own estimate. Claims that hold by construction are labelled sanity checks.
 """
 
@@ -21,9 +22,10 @@ from schedlab.edge_llm.bucketing import waste_bound
 from schedlab.edge_llm.config import EdgeConfig
 from schedlab.edge_llm.residency import analyse, summary
 from schedlab.edge_llm.simulator import simulate
-from schedlab.edge_llm.workloads import generate
+from schedlab.edge_llm.workloads import generate, mooncake
 
-POLICIES = ("cloud", "split", "mix", "disagg", "distserve", "online", "online-nosm")
+POLICIES = ("cloud", "split", "mix", "disagg", "distserve", "splitwise", "online",
+            "online-nosm")
 FIXED = ("cloud", "split", "mix", "disagg")
 PAPER_MODES = ("cloud", "split", "mix")
 SANITY = "Sanity check (holds by construction or for every policy, not evidence): "
@@ -346,8 +348,8 @@ def routing_regimes(requests: int, congested: int, seed: int) -> Result:
     )
     claims = [
         Claim(
-            "Online mean E2E is no worse than the best of every fixed mode and DistServe-"
-            "style at every sweep point",
+            "Online mean E2E is no worse than the best of every fixed mode and DistServe "
+            "(placement search) and Splitwise at every sweep point",
             metric="min reduction vs best baseline (%)",
             measured=float(sweep_vs["gain_pct"].min()),
             target=0.0,
@@ -361,7 +363,8 @@ def routing_regimes(requests: int, congested: int, seed: int) -> Result:
             paper_figure="100% SLO in primary regimes",
         ),
         Claim(
-            f"Cloud at 30% of its SMs, {congested} requests: online mean E2E vs DistServe-style",
+            f"Cloud at 30% of its SMs, {congested} requests: online mean E2E vs DistServe "
+            "(placement search)",
             metric="reduction vs DistServe (%)",
             measured=100.0 * (ds["mean_e2e"] - hot_row["online_e2e"]) / ds["mean_e2e"],
             target=0.0,
@@ -376,7 +379,8 @@ def routing_regimes(requests: int, congested: int, seed: int) -> Result:
             paper_figure="(issue 26: fixed split was 7.70 s)",
         ),
         Claim(
-            f"Cloud at 30% of its SMs, {congested} requests: online SLO vs DistServe-style",
+            f"Cloud at 30% of its SMs, {congested} requests: online SLO vs DistServe "
+            "(placement search)",
             metric="online - DistServe SLO (pp)",
             measured=100.0 * (hot_row["online_slo"] - ds["slo"]),
             target=0.0,
@@ -457,4 +461,59 @@ def step_calibration(seed: int) -> Result:
         ],
         notes=f"{ran_with}; per set: {stats}",
         ran_with=ran_with,
+    )
+
+
+#: real-length regimes: (name, arrival stretch, config changes). Raw Mooncake arrivals saturate
+#: one A800 + one A6000 (3 req/s of ~12k-token prompts); stretched 10x they do not.
+REAL_REGIMES: tuple[tuple[str, float, dict], ...] = (
+    ("raw", 1.0, {}),
+    ("stretched-10x", 10.0, {}),
+    ("stretched-10x uplink-bound (5 MHz)", 10.0, dict(uplink_mhz=5.0)),
+    ("stretched-10x backhaul-bound (1 Gbit/s)", 10.0, dict(backhaul_gbps=1.0)),
+)
+
+
+@register("edge_llm", quick=dict(), full=dict())
+def real_lengths(seed: int) -> Result:
+    """Online vs every baseline (fixed modes, DistServe's placement search, Splitwise) on real
+    Mooncake conversation lengths and arrivals, Qwen3-8B, raw and stretched, two radio limits."""
+    from schedlab.edge_llm.sweep import BASELINES, versus_best
+
+    rows = []
+    for name, stretch, changes in REAL_REGIMES:
+        cfg = EdgeConfig(model="qwen3-8b").with_(**changes)
+        reqs = mooncake(stretch, seed)
+        for policy in (*BASELINES, "online"):
+            s = simulate(reqs, policy, cfg).summary
+            rows.append(dict(model="qwen3-8b", axis="mooncake", value=name, seed=seed, **s))
+    frame = pl.DataFrame(rows)
+    vs = versus_best(frame)
+    worst_e2e = vs.sort("gain_pct").row(0, named=True)
+    worst_slo = vs.sort("slo_pp").row(0, named=True)
+    refused = int(frame["refused"].max())
+    return Result(
+        frame.join(vs.select("value", "seed", "gain_pct", "slo_pp", "best_e2e_policy"),
+                   on=["value", "seed"], how="left"),
+        claims=[
+            Claim("Real lengths (Mooncake): online mean E2E is no worse than the best baseline "
+                  "(fixed modes, DistServe placement search, Splitwise) in every regime",
+                  metric="min reduction vs best baseline (%)",
+                  measured=float(vs["gain_pct"].min()), target=0.0,
+                  paper_figure="6.4% lower than the best fixed mode (Qwen3-8B replay)"),
+            Claim("Real lengths (Mooncake): online SLO attainment is no worse than the best "
+                  "baseline's in every regime", metric="min online - best baseline SLO (pp)",
+                  measured=float(vs["slo_pp"].min()), target=0.0,
+                  paper_figure="100% SLO in the primary regimes"),
+            Claim("Real lengths (Mooncake): the largest reduction of mean E2E vs the best "
+                  "baseline over the regimes", metric="max reduction vs best baseline (%)",
+                  measured=float(vs["gain_pct"].max()), target=6.4,
+                  paper_figure="6.4% (Qwen3-8B replay)"),
+        ],
+        notes=(f"Mooncake FAST'25 conversation trace, first 600 requests (vendored, Apache-2.0); "
+               f"{refused} prompts beyond Qwen3-8B's 32k context refused (same for every "
+               f"policy); SNRs seeded, SLOs 2 s TTFT / 80 ms TPOT. Worst E2E regime: "
+               f"{worst_e2e['value']} ({worst_e2e['gain_pct']:.2f}% vs "
+               f"{worst_e2e['best_e2e_policy']}); worst SLO regime: {worst_slo['value']} "
+               f"({worst_slo['slo_pp']:.2f} pp)."),
     )

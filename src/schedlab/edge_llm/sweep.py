@@ -3,7 +3,8 @@
 Paper: "Latency-aware LLM inference scheduling across device, edge and cloud"
 (../shared/papers/04-edge_llm.md). Axes: cloud SM share (congestion), WAN one-way latency,
 backhaul bandwidth, edge GPU class, prompt/output length mix and offered load; each point
-replays the same requests through ``online``, the four fixed modes and ``distserve``. The
+replays the same requests through ``online``, the four fixed modes, ``distserve`` (placement
+search) and ``splitwise``. The
 yardstick of every claim is the best of those baselines *on the same replay* (the strongest
 fixed choice an operator could have made with hindsight), never the router's own estimate.
 """
@@ -20,7 +21,7 @@ from schedlab.edge_llm.simulator import simulate
 from schedlab.edge_llm.workloads import CLASSES, EdgeRequest, generate
 
 FIXED = ("cloud", "split", "mix", "disagg")
-BASELINES = (*FIXED, "distserve")
+BASELINES = (*FIXED, "distserve", "splitwise")
 POLICIES = (*BASELINES, "online")
 BASE_RATE = 1.5
 #: length mixes: class shares (chat, rag, agent); "long-prompt" is RAG-heavy, "long-output"

@@ -153,3 +153,27 @@ def write_requests(requests: list[EdgeRequest], path: str | Path) -> Path:
             handle.write(f"{r.rid},{r.arrival:.6f},{r.input_len},{r.output_len},"
                          f"{r.snr_up_db:.3f},{r.snr_down_db:.3f},{r.ttft_slo},{r.tpot_slo}\n")
     return Path(path)
+
+
+#: the first 600 requests of Mooncake's FAST'25 conversation trace (kvcache-ai/Mooncake,
+#: FAST25-release/traces/conversation_trace.jsonl, Apache-2.0): timestamp (ms), prompt and output
+#: lengths; hash_ids dropped. See data/README.md.
+MOONCAKE_SLICE = Path(__file__).with_name("data") / "mooncake_conversation_600.csv"
+
+
+def mooncake(stretch: float = 1.0, seed: int = 0, snr_db: tuple[float, float] = (5.0, 25.0),
+             ttft_slo: float = 2.0, tpot_slo: float = 0.08,
+             path: str | Path = MOONCAKE_SLICE) -> list[EdgeRequest]:
+    """Real request lengths and arrivals (stretched ``stretch`` times) from a Mooncake-format
+    CSV (``timestamp_ms,input_length,output_length``); SNRs seeded, SLOs as ``from_trace``."""
+    if not math.isfinite(stretch) or stretch <= 0:
+        raise BadInputError(f"must be a positive factor, got {stretch}", field="stretch")
+    _check_snr_range(snr_db)
+    frame = read_frame(Path(path), required=dict(timestamp_ms=float, input_length=int,
+                                                 output_length=int))
+    rng = np.random.default_rng(seed)
+    snr = rng.uniform(snr_db[0], snr_db[1], size=(frame.height, 2))
+    return [EdgeRequest(i, t / 1e3 * stretch, max(1, int(n)), max(2, int(m)), float(snr[i, 0]),
+                        float(snr[i, 1]), ttft_slo, tpot_slo)
+            for i, (t, n, m) in enumerate(frame.select("timestamp_ms", "input_length",
+                                                       "output_length").iter_rows())]
