@@ -84,7 +84,7 @@ class DistServeRouter:
 
     name = "distserve"
 
-    def __init__(self, sample: int = 400, every: int = 100, first: int = 20,
+    def __init__(self, sample: int = 300, every: int = 200, first: int = 20,
                  placements: tuple[Placement, ...] = PLACEMENTS) -> None:
         self.placements = placements
         self.seen: deque[EdgeRequest] = deque(maxlen=sample)
