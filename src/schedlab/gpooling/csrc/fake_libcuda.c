@@ -20,6 +20,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
+#include <unistd.h>
 
 #include "gpooling_cuda.h"
 
@@ -30,7 +31,7 @@ static uint64_t capacity, used, host_used, next_address = 0x7f0000000000ULL;
 static uint64_t next_small = 0x10000000ULL; /* 32-bit addresses for the legacy entry points */
 static uint64_t allocs, frees, launches, syncs;
 
-typedef struct { uint64_t key, size; int host; } entry;
+typedef struct { uint64_t key, size; int host; int refs; } entry; /* refs: IPC opens + 1 */
 static entry live[1 << 16]; /* enough for tests; a full table is reported as out of memory */
 
 static uint64_t env_bytes(const char *name, uint64_t fallback) {
@@ -57,6 +58,7 @@ static CUresult take_kind(unsigned long long *out, uint64_t bytes, int host, int
         live[i].key = *next;
         live[i].size = bytes;
         live[i].host = host;
+        live[i].refs = 1;
         *out = *next;
         *next += ((bytes ? bytes : 1) + 511) & ~511ULL;
         if (host) host_used += bytes; else used += bytes;
@@ -78,18 +80,25 @@ static CUresult take_ptr(void **out, uint64_t bytes, int host) {
     return rc;
 }
 
+static entry *live_of(uint64_t key) {
+    for (size_t i = 0; key && i < sizeof live / sizeof *live; i++)
+        if (live[i].key == key) return &live[i];
+    return NULL;
+}
+/* one reference fewer; the memory goes with the last (an IPC import keeps it alive) */
+static CUresult drop_live_locked(entry *e) {
+    frees++;
+    if (--e->refs > 0) return CUDA_SUCCESS;
+    if (e->host) host_used -= e->size; else used -= e->size;
+    e->key = 0;
+    return CUDA_SUCCESS;
+}
 static CUresult give_back(uint64_t key) {
     pthread_mutex_lock(&lock);
-    frees++;
-    for (size_t i = 0; i < sizeof live / sizeof *live; i++) {
-        if (live[i].key != key || !key) continue;
-        if (live[i].host) host_used -= live[i].size; else used -= live[i].size;
-        live[i].key = 0;
-        pthread_mutex_unlock(&lock);
-        return CUDA_SUCCESS;
-    }
+    entry *e = live_of(key);
+    CUresult rc = e ? drop_live_locked(e) : CUDA_ERROR_INVALID_VALUE;
     pthread_mutex_unlock(&lock);
-    return CUDA_ERROR_INVALID_VALUE;
+    return rc;
 }
 
 EXPORT CUresult cuInit(unsigned int flags) { (void)flags; init_capacity(); return CUDA_SUCCESS; }
@@ -145,28 +154,278 @@ EXPORT CUresult cuMemFree(CUdeviceptr_v1 d) { return give_back(d); }
 EXPORT CUresult cuMemFreeAsync(CUdeviceptr d, CUstream s) { (void)s; return give_back(d); }
 EXPORT CUresult cuMemFreeAsync_ptsz(CUdeviceptr d, CUstream s) { (void)s; return give_back(d); }
 
-/* ---- virtual memory management ---- */
+/* ---- virtual memory management: the driver API's documented lifetime rules ----
+ * cuMemCreate makes a physical allocation with one reference (its handle). cuMemMap adds one
+ * per mapping, cuMemRetainAllocationHandle one per handle it returns (the same value), an import
+ * of an exported handle one more; cuMemRelease and cuMemUnmap each drop one. The memory is
+ * freed when the last goes: "memory is not freed until all mappings are unmapped" (cuMemRelease).
+ * Mappings must lie in a reserved range and not overlap; cuMemUnmap takes whole mappings (several
+ * laid end to end are fine); cuMemAddressFree refuses a range that is still mapped. */
+typedef struct { uint64_t handle, size; int64_t refs; } vmm_alloc;
+typedef struct { uint64_t va, size, handle; } vmm_map;
+typedef struct { uint64_t va, size; } vmm_range;
+#define VMM_MAX 4096
+static vmm_alloc vallocs[VMM_MAX];
+static vmm_map vmaps[VMM_MAX];
+static vmm_range vranges[VMM_MAX];
+
+static vmm_alloc *valloc_of(uint64_t h) {
+    for (int i = 0; h && i < VMM_MAX; i++)
+        if (vallocs[i].handle == h) return &vallocs[i];
+    return NULL;
+}
+static void vunref_locked(vmm_alloc *a) {
+    if (--a->refs > 0) return;
+    used -= a->size;
+    frees++;
+    a->handle = 0;
+}
 EXPORT CUresult cuMemCreate(CUmemGenericAllocationHandle *h, size_t n, const void *p,
                             unsigned long long f) {
     (void)p; (void)f;
-    return take(h, n);
-}
-EXPORT CUresult cuMemRelease(CUmemGenericAllocationHandle h) { return give_back(h); }
-EXPORT CUresult cuMemAddressReserve(CUdeviceptr *ptr, size_t size, size_t align, CUdeviceptr addr,
-                                    unsigned long long flags) {
-    (void)align; (void)addr; (void)flags;
+    if (!h || !n) return CUDA_ERROR_INVALID_VALUE;
     pthread_mutex_lock(&lock);
-    *ptr = next_address;
-    next_address += (size + 511) & ~511ULL;
+    init_capacity();
+    allocs++;
+    vmm_alloc *slot = valloc_of(0);
+    for (int i = 0; !slot && i < VMM_MAX; i++)
+        if (!vallocs[i].handle) slot = &vallocs[i];
+    if (n > capacity - used || !slot) {
+        pthread_mutex_unlock(&lock);
+        return CUDA_ERROR_OUT_OF_MEMORY;
+    }
+    *slot = (vmm_alloc){next_small, n, 1};
+    next_small += 4096; /* handles are opaque ids, not addresses */
+    used += n;
+    *h = slot->handle;
     pthread_mutex_unlock(&lock);
     return CUDA_SUCCESS;
 }
+EXPORT CUresult cuMemRelease(CUmemGenericAllocationHandle h) {
+    pthread_mutex_lock(&lock);
+    vmm_alloc *a = valloc_of(h);
+    if (a) vunref_locked(a);
+    pthread_mutex_unlock(&lock);
+    return a ? CUDA_SUCCESS : CUDA_ERROR_INVALID_VALUE;
+}
+EXPORT CUresult cuMemAddressReserve(CUdeviceptr *ptr, size_t size, size_t align, CUdeviceptr addr,
+                                    unsigned long long flags) {
+    (void)align; (void)addr; (void)flags;
+    if (!ptr || !size) return CUDA_ERROR_INVALID_VALUE;
+    pthread_mutex_lock(&lock);
+    for (int i = 0; i < VMM_MAX; i++) {
+        if (vranges[i].size) continue;
+        vranges[i] = (vmm_range){next_address, size};
+        *ptr = next_address;
+        next_address += (size + 0x1fffff) & ~0x1fffffULL;
+        pthread_mutex_unlock(&lock);
+        return CUDA_SUCCESS;
+    }
+    pthread_mutex_unlock(&lock);
+    return CUDA_ERROR_OUT_OF_MEMORY;
+}
+static int range_mapped_locked(uint64_t va, uint64_t size) {
+    for (int i = 0; i < VMM_MAX; i++)
+        if (vmaps[i].size && vmaps[i].va < va + size && va < vmaps[i].va + vmaps[i].size)
+            return 1;
+    return 0;
+}
+EXPORT CUresult cuMemAddressFree(CUdeviceptr ptr, size_t size) {
+    CUresult rc = CUDA_ERROR_INVALID_VALUE;
+    pthread_mutex_lock(&lock);
+    for (int i = 0; i < VMM_MAX; i++)
+        if (vranges[i].size && vranges[i].va == ptr && vranges[i].size == size &&
+            !range_mapped_locked(ptr, size)) {
+            vranges[i].size = 0;
+            rc = CUDA_SUCCESS;
+            break;
+        }
+    pthread_mutex_unlock(&lock);
+    return rc;
+}
 EXPORT CUresult cuMemMap(CUdeviceptr ptr, size_t size, size_t offset,
                          CUmemGenericAllocationHandle h, unsigned long long flags) {
-    (void)ptr; (void)size; (void)offset; (void)flags;
-    return h ? CUDA_SUCCESS : CUDA_ERROR_INVALID_VALUE;
+    (void)flags;
+    CUresult rc = CUDA_ERROR_INVALID_VALUE;
+    pthread_mutex_lock(&lock);
+    vmm_alloc *a = valloc_of(h);
+    int reserved = 0;
+    for (int i = 0; i < VMM_MAX && !reserved; i++)
+        reserved = vranges[i].size && ptr >= vranges[i].va &&
+                   ptr + size <= vranges[i].va + vranges[i].size;
+    if (!a) rc = CUDA_ERROR_INVALID_HANDLE;
+    else if (reserved && size && offset + size <= a->size && !range_mapped_locked(ptr, size))
+        for (int i = 0; i < VMM_MAX; i++) {
+            if (vmaps[i].size) continue;
+            vmaps[i] = (vmm_map){ptr, size, h};
+            a->refs++;
+            rc = CUDA_SUCCESS;
+            break;
+        }
+    pthread_mutex_unlock(&lock);
+    return rc;
 }
-EXPORT CUresult cuMemUnmap(CUdeviceptr ptr, size_t size) { (void)ptr; (void)size; return CUDA_SUCCESS; }
+EXPORT CUresult cuMemUnmap(CUdeviceptr ptr, size_t size) {
+    pthread_mutex_lock(&lock);
+    uint64_t at = ptr, end = (uint64_t)ptr + size;
+    int whole = size > 0;
+    while (whole && at < end) { /* whole mappings only, end to end */
+        int found = 0;
+        for (int i = 0; i < VMM_MAX && !found; i++)
+            if (vmaps[i].size && vmaps[i].va == at && at + vmaps[i].size <= end) {
+                at += vmaps[i].size;
+                found = 1;
+            }
+        whole = found;
+    }
+    if (whole)
+        for (int i = 0; i < VMM_MAX; i++)
+            if (vmaps[i].size && vmaps[i].va >= ptr && vmaps[i].va < end) {
+                vmm_alloc *a = valloc_of(vmaps[i].handle);
+                vmaps[i].size = 0;
+                if (a) vunref_locked(a);
+            }
+    pthread_mutex_unlock(&lock);
+    return whole ? CUDA_SUCCESS : CUDA_ERROR_INVALID_VALUE;
+}
+EXPORT CUresult cuMemRetainAllocationHandle(CUmemGenericAllocationHandle *h, void *addr) {
+    uint64_t va = (uint64_t)(uintptr_t)addr;
+    CUresult rc = CUDA_ERROR_INVALID_VALUE;
+    pthread_mutex_lock(&lock);
+    for (int i = 0; h && i < VMM_MAX; i++)
+        if (vmaps[i].size && va >= vmaps[i].va && va < vmaps[i].va + vmaps[i].size) {
+            vmm_alloc *a = valloc_of(vmaps[i].handle);
+            if (a) { a->refs++; *h = a->handle; rc = CUDA_SUCCESS; }
+            break;
+        }
+    pthread_mutex_unlock(&lock);
+    return rc;
+}
+/* shareable handles (POSIX file descriptor type): the descriptor names the allocation; an
+ * import in this process takes one more reference (another process's stand-in has no memory
+ * to share: the stand-in models one process's view) */
+static int export_fd[VMM_MAX];
+static uint64_t export_handle[VMM_MAX];
+EXPORT CUresult cuMemExportToShareableHandle(void *out, CUmemGenericAllocationHandle h, int type,
+                                             unsigned long long flags) {
+    (void)type; (void)flags;
+    CUresult rc = CUDA_ERROR_INVALID_VALUE;
+    pthread_mutex_lock(&lock);
+    if (out && valloc_of(h))
+        for (int i = 0; i < VMM_MAX; i++) {
+            if (export_handle[i]) continue;
+            int fd = dup(2);
+            if (fd < 0) break;
+            export_fd[i] = fd;
+            export_handle[i] = h;
+            *(int *)out = fd;
+            rc = CUDA_SUCCESS;
+            break;
+        }
+    pthread_mutex_unlock(&lock);
+    return rc;
+}
+EXPORT CUresult cuMemImportFromShareableHandle(CUmemGenericAllocationHandle *h, void *os_handle,
+                                               int type) {
+    (void)type;
+    int fd = (int)(intptr_t)os_handle;
+    CUresult rc = CUDA_ERROR_INVALID_VALUE;
+    pthread_mutex_lock(&lock);
+    for (int i = 0; h && i < VMM_MAX; i++)
+        if (export_handle[i] && export_fd[i] == fd) {
+            vmm_alloc *a = valloc_of(export_handle[i]);
+            if (a) { a->refs++; *h = a->handle; rc = CUDA_SUCCESS; }
+            break;
+        }
+    pthread_mutex_unlock(&lock);
+    return rc;
+}
+
+/* ---- legacy IPC: the handle carries the allocation's address. Opening one takes a
+ * reference: the memory outlives the exporter's cuMemFree until cuIpcCloseMemHandle (the stand-in
+ * lets a process open its own handle, which the real driver refuses; there is no second process
+ * in the stand-in's model) ---- */
+static uint64_t ipc_open[VMM_MAX];
+EXPORT CUresult cuIpcGetMemHandle(CUipcMemHandle *out, CUdeviceptr d) {
+    if (!out) return CUDA_ERROR_INVALID_VALUE;
+    memset(out, 0, sizeof *out);
+    memcpy(out->reserved, &d, sizeof d);
+    return CUDA_SUCCESS;
+}
+static entry *live_of(uint64_t key);
+EXPORT CUresult cuIpcOpenMemHandle_v2(CUdeviceptr *d, CUipcMemHandle h, unsigned int flags) {
+    (void)flags;
+    uint64_t key;
+    memcpy(&key, h.reserved, sizeof key);
+    CUresult rc = CUDA_ERROR_INVALID_VALUE;
+    pthread_mutex_lock(&lock);
+    entry *e = live_of(key);
+    for (int i = 0; d && e && i < VMM_MAX; i++) {
+        if (ipc_open[i]) continue;
+        ipc_open[i] = key;
+        e->refs++;
+        *d = key;
+        rc = CUDA_SUCCESS;
+        break;
+    }
+    pthread_mutex_unlock(&lock);
+    return rc;
+}
+EXPORT CUresult cuIpcOpenMemHandle(CUdeviceptr *d, CUipcMemHandle h, unsigned int flags) {
+    return cuIpcOpenMemHandle_v2(d, h, flags);
+}
+static CUresult drop_live_locked(entry *e);
+EXPORT CUresult cuIpcCloseMemHandle(CUdeviceptr d) {
+    CUresult rc = CUDA_ERROR_INVALID_VALUE;
+    pthread_mutex_lock(&lock);
+    for (int i = 0; i < VMM_MAX; i++)
+        if (ipc_open[i] == d && d) {
+            ipc_open[i] = 0;
+            entry *e = live_of(d);
+            rc = e ? drop_live_locked(e) : CUDA_ERROR_INVALID_VALUE;
+            break;
+        }
+    pthread_mutex_unlock(&lock);
+    return rc;
+}
+
+/* ---- graph memory nodes: the node owns an allocation from when it is added (the real driver
+ * reserves the address there and backs it at the graph's launch) until cuGraphDestroy ---- */
+static CUresult take(unsigned long long *out, uint64_t bytes);
+EXPORT CUresult cuGraphCreate(CUgraph *g, unsigned int flags) {
+    static unsigned zero_us;
+    (void)flags;
+    if (!g) return CUDA_ERROR_INVALID_VALUE;
+    *g = &zero_us; /* cuGraphLaunch reads a microsecond count through the handle */
+    return CUDA_SUCCESS;
+}
+EXPORT CUresult cuGraphAddMemAllocNode(CUgraphNode *node, CUgraph g, const CUgraphNode *deps,
+                                       size_t n, CUDA_MEM_ALLOC_NODE_PARAMS *params) {
+    (void)g; (void)deps; (void)n;
+    if (!node || !params) return CUDA_ERROR_INVALID_VALUE;
+    CUresult rc = take(&params->dptr, params->bytesize);
+    if (rc == CUDA_SUCCESS) *node = (CUgraphNode)(uintptr_t)params->dptr;
+    return rc;
+}
+EXPORT CUresult cuGraphAddNode(CUgraphNode *node, CUgraph g, const CUgraphNode *deps, size_t n,
+                               CUgraphNodeParams *params) {
+    if (!params || params->type != CU_GRAPH_NODE_TYPE_MEM_ALLOC) return CUDA_ERROR_NOT_SUPPORTED;
+    /* the union that follows the type starts with CUDA_MEM_ALLOC_NODE_PARAMS */
+    return cuGraphAddMemAllocNode(node, g, deps, n, (CUDA_MEM_ALLOC_NODE_PARAMS *)(params + 1));
+}
+
+/* ---- cuGetExportTable: one private table, standing in for the driver's hidden entry points,
+ * whose first function allocates device memory ({0xa1, 0x11, ...} below) ---- */
+static CUresult hidden_alloc(CUdeviceptr *d, size_t n) { return take(d, n); }
+static const void *hidden_table[2] = {(void *)(sizeof(void *) * 2), (void *)hidden_alloc};
+static const unsigned char hidden_id[16] = {0xa1, 0x11, 0x0c, 0xa7, 0xe0, 0x00, 0x40, 0x00,
+                                            0x80, 0x00, 0x00, 0x00, 0x00, 0x00, 0x00, 0x01};
+EXPORT CUresult cuGetExportTable(const void **table, const CUuuid *id) {
+    if (!table || !id) return CUDA_ERROR_INVALID_VALUE;
+    if (memcmp(id->bytes, hidden_id, 16)) return CUDA_ERROR_NOT_SUPPORTED;
+    *table = hidden_table;
+    return CUDA_SUCCESS;
+}
 
 /* ---- arrays ---- */
 static CUresult take_array(void **out, uint64_t bytes) {
@@ -389,7 +648,11 @@ static const symbol symbols[] = {
     SYM(cuMemAllocAsync_ptsz), SYM(cuMemAllocFromPoolAsync), SYM(cuMemAllocFromPoolAsync_ptsz),
     SYM(cuMemAllocPitch), SYM(cuMemAllocPitch_v2), SYM(cuMemFree), SYM(cuMemFree_v2),
     SYM(cuMemFreeAsync), SYM(cuMemFreeAsync_ptsz), SYM(cuMemCreate), SYM(cuMemRelease),
-    SYM(cuMemAddressReserve), SYM(cuMemMap), SYM(cuMemUnmap), SYM(cuArrayCreate),
+    SYM(cuMemAddressReserve), SYM(cuMemAddressFree), SYM(cuMemMap), SYM(cuMemUnmap),
+    SYM(cuMemRetainAllocationHandle), SYM(cuMemExportToShareableHandle),
+    SYM(cuMemImportFromShareableHandle), SYM(cuIpcGetMemHandle), SYM(cuIpcOpenMemHandle),
+    SYM(cuIpcOpenMemHandle_v2), SYM(cuIpcCloseMemHandle), SYM(cuGraphCreate),
+    SYM(cuGraphAddMemAllocNode), SYM(cuGraphAddNode), SYM(cuGetExportTable), SYM(cuArrayCreate),
     SYM(cuArrayCreate_v2), SYM(cuArray3DCreate), SYM(cuArray3DCreate_v2),
     SYM(cuMipmappedArrayCreate), SYM(cuArrayDestroy), SYM(cuMipmappedArrayDestroy),
     SYM(cuMemAllocHost), SYM(cuMemAllocHost_v2), SYM(cuMemHostAlloc), SYM(cuMemFreeHost),
@@ -418,7 +681,7 @@ static const variant variants[] = {
     {"cuArray3DCreate", "_v2", 3020}, {"cuCtxCreate", "_v2", 3020},
     {"cuCtxCreate", "_v3", 11040}, {"cuCtxCreate", "_v4", 12050}, {"cuCtxDestroy", "_v2", 4000},
     {"cuDevicePrimaryCtxRelease", "_v2", 11000}, {"cuDevicePrimaryCtxReset", "_v2", 11000},
-    {"cuGetProcAddress", "_v2", 12000},
+    {"cuGetProcAddress", "_v2", 12000}, {"cuIpcOpenMemHandle", "_v2", 11000},
 };
 static const char *const ptsz_names[] = {
     "cuLaunchKernel", "cuLaunchKernelEx", "cuStreamSynchronize", "cuMemAllocAsync",

@@ -1,0 +1,223 @@
+/* Outside bypass routes round a 1 GiB quota through memory whose lifetime is not one call's:
+ * VMM handles released while mapped, retained handles, shareable-handle imports, legacy IPC,
+ * graph memory nodes, private export tables and libraries opened with RTLD_DEEPBIND. Each route
+ * holds BYTES (default 600 MiB) and then tries to hold BYTES more; the driver's own count of
+ * what it holds (fakecuStats of the stand-in libcuda) is the yardstick: under the shim it must
+ * never pass the quota. Prototypes are cuda.h's; nothing here knows the shim's sources.
+ *
+ *   bypass_vmm ROUTE [PLUGIN]
+ *
+ * One JSON line: {"route", "first", "escape", "second", "driver_used", "driver_peak"}: first is
+ * the rc of taking the first BYTES, escape the rc of the route's own step, second the rc of the
+ * second BYTES, driver_peak the most the driver held at once.
+ */
+#define _GNU_SOURCE
+#include <dlfcn.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+typedef int CUresult;
+typedef unsigned long long CUdeviceptr;
+typedef unsigned long long CUhandle;
+typedef struct { char reserved[64]; } IPC;
+typedef struct { unsigned char bytes[16]; } UUID;
+typedef struct {
+    unsigned char pool_props[88];
+    const void *access;
+    size_t access_count, bytesize;
+    CUdeviceptr dptr;
+} MEM_ALLOC_NODE;
+typedef struct { int type; int reserved0[3]; MEM_ALLOC_NODE alloc; char rest[128]; } NODE_PARAMS;
+
+static size_t BYTES = 600ULL << 20;
+static void *lib;
+static unsigned long long peak;
+
+static void *sym(const char *name) {
+    void *f = dlsym(lib, name);
+    if (!f) { fprintf(stderr, "bypass_vmm: no %s\n", name); exit(3); }
+    return f;
+}
+static unsigned long long driver_used(void) {
+    uint64_t s[6] = {0};
+    ((void (*)(uint64_t *))sym("fakecuStats"))(s);
+    if (s[0] > peak) peak = s[0];
+    return (unsigned long long)s[0];
+}
+static CUresult alloc(CUdeviceptr *d) {
+    CUresult rc = ((CUresult(*)(CUdeviceptr *, size_t))sym("cuMemAlloc_v2"))(d, BYTES);
+    driver_used();
+    return rc;
+}
+static CUresult create(CUhandle *h) {
+    CUresult rc = ((CUresult(*)(CUhandle *, size_t, const void *, unsigned long long))sym(
+        "cuMemCreate"))(h, BYTES, NULL, 0);
+    driver_used();
+    return rc;
+}
+static CUresult reserve_va(CUdeviceptr *va) {
+    return ((CUresult(*)(CUdeviceptr *, size_t, size_t, CUdeviceptr, unsigned long long))sym(
+        "cuMemAddressReserve"))(va, BYTES, 0, 0, 0);
+}
+static CUresult map(CUdeviceptr va, CUhandle h) {
+    return ((CUresult(*)(CUdeviceptr, size_t, size_t, CUhandle, unsigned long long))sym(
+        "cuMemMap"))(va, BYTES, 0, h, 0);
+}
+static CUresult unmap(CUdeviceptr va) {
+    return ((CUresult(*)(CUdeviceptr, size_t))sym("cuMemUnmap"))(va, BYTES);
+}
+static CUresult release(CUhandle h) {
+    CUresult rc = ((CUresult(*)(CUhandle))sym("cuMemRelease"))(h);
+    driver_used();
+    return rc;
+}
+static int report(const char *route, CUresult first, CUresult escape, CUresult second) {
+    unsigned long long now = driver_used();
+    printf("{\"route\":\"%s\",\"first\":%d,\"escape\":%d,\"second\":%d,\"driver_used\":%llu,"
+           "\"driver_peak\":%llu}\n", route, first, escape, second, now, peak);
+    return 0;
+}
+
+/* the CUDA samples' and NCCL's order: create, map, release the handle at once */
+static int release_while_mapped(void) {
+    CUhandle h = 0;
+    CUdeviceptr va = 0, d = 0;
+    CUresult first = create(&h);
+    reserve_va(&va);
+    CUresult escape = map(va, h);
+    release(h); /* the memory lives on: it is mapped */
+    return report("vmm-release-mapped", first, escape, alloc(&d));
+}
+
+/* a second handle to mapped memory, released: the first handle and the mapping still hold it */
+static int retain_release(void) {
+    CUhandle h = 0, again = 0;
+    CUdeviceptr va = 0, d = 0;
+    CUresult first = create(&h);
+    reserve_va(&va);
+    map(va, h);
+    CUresult escape = ((CUresult(*)(CUhandle *, void *))sym("cuMemRetainAllocationHandle"))(
+        &again, (void *)(uintptr_t)va);
+    release(again);
+    return report("vmm-retain-release", first, escape, alloc(&d));
+}
+
+/* the whole lifetime: after the unmap the memory is gone and the quota whole again */
+static int full_cycle(void) {
+    CUhandle h = 0;
+    CUdeviceptr va = 0, d = 0, e = 0;
+    CUresult first = create(&h);
+    reserve_va(&va);
+    map(va, h);
+    release(h);
+    CUresult escape = unmap(va);
+    CUresult second = alloc(&d);
+    CUresult third = alloc(&e); /* 1,200 MiB: over the quota */
+    printf("{\"route\":\"vmm-cycle\",\"first\":%d,\"escape\":%d,\"second\":%d,\"third\":%d,"
+           "\"driver_used\":%llu}\n", first, escape, second, third, driver_used());
+    return 0;
+}
+
+/* export to a file descriptor and import it back: one more reference the exporter never sees */
+static int import_shareable(void) {
+    CUhandle h = 0, imported = 0;
+    CUdeviceptr d = 0;
+    int fd = -1;
+    CUresult first = create(&h);
+    ((CUresult(*)(void *, CUhandle, int, unsigned long long))sym("cuMemExportToShareableHandle"))(
+        &fd, h, 1, 0);
+    CUresult escape = ((CUresult(*)(CUhandle *, void *, int))sym(
+        "cuMemImportFromShareableHandle"))(&imported, (void *)(intptr_t)fd, 1);
+    release(h); /* the exporter lets go; the import holds the memory */
+    return report("vmm-import", first, escape, alloc(&d));
+}
+
+/* legacy IPC: open the exporter's handle, the exporter frees, the opened copy lives on */
+static int ipc_open(void) {
+    CUdeviceptr d = 0, opened = 0, e = 0;
+    IPC handle;
+    CUresult first = alloc(&d);
+    ((CUresult(*)(IPC *, CUdeviceptr))sym("cuIpcGetMemHandle"))(&handle, d);
+    CUresult escape = ((CUresult(*)(CUdeviceptr *, IPC, unsigned))sym("cuIpcOpenMemHandle_v2"))(
+        &opened, handle, 1);
+    ((CUresult(*)(CUdeviceptr))sym("cuMemFree_v2"))(d);
+    driver_used();
+    return report("ipc-open", first, escape, alloc(&e));
+}
+
+/* graph memory nodes, added directly and through the generic cuGraphAddNode */
+static int graph_node(int generic) {
+    CUdeviceptr d = 0;
+    void *graph = NULL, *node = NULL;
+    CUresult first = alloc(&d), escape;
+    ((CUresult(*)(void **, unsigned))sym("cuGraphCreate"))(&graph, 0);
+    if (generic) {
+        NODE_PARAMS p;
+        memset(&p, 0, sizeof p);
+        p.type = 10; /* CU_GRAPH_NODE_TYPE_MEM_ALLOC */
+        p.alloc.bytesize = BYTES;
+        escape = ((CUresult(*)(void **, void *, const void *, size_t, NODE_PARAMS *))sym(
+            "cuGraphAddNode"))(&node, graph, NULL, 0, &p);
+    } else {
+        MEM_ALLOC_NODE p;
+        memset(&p, 0, sizeof p);
+        p.bytesize = BYTES;
+        escape = ((CUresult(*)(void **, void *, const void *, size_t, MEM_ALLOC_NODE *))sym(
+            "cuGraphAddMemAllocNode"))(&node, graph, NULL, 0, &p);
+    }
+    driver_used();
+    return report(generic ? "graph-add-node" : "graph-mem-node", first, escape, escape);
+}
+
+/* a private export table whose entry allocates (the stand-in's stand-in for hidden entry
+ * points) */
+static int export_table(void) {
+    static const UUID id = {{0xa1, 0x11, 0x0c, 0xa7, 0xe0, 0x00, 0x40, 0x00, 0x80, 0x00, 0x00,
+                             0x00, 0x00, 0x00, 0x00, 0x01}};
+    CUdeviceptr d = 0, e = 0;
+    const void **table = NULL;
+    CUresult first = alloc(&d);
+    CUresult escape = ((CUresult(*)(const void ***, const UUID *))sym("cuGetExportTable"))(
+        &table, &id);
+    CUresult second = escape;
+    if (!escape && table) second = ((CUresult(*)(CUdeviceptr *, size_t))table[1])(&e, BYTES);
+    driver_used();
+    return report("export-table", first, escape, second);
+}
+
+/* a plugin opened with RTLD_DEEPBIND binds cu* (and dlsym) inside its own dependencies first */
+static int deepbind(const char *plugin, const char *entry) {
+    CUdeviceptr d = 0;
+    CUresult first = alloc(&d);
+    void *h = dlopen(plugin, RTLD_NOW | RTLD_LOCAL | RTLD_DEEPBIND);
+    if (!h) { fprintf(stderr, "bypass_vmm: %s\n", dlerror()); return 4; }
+    CUresult second;
+    if (!strcmp(entry, "ctor")) second = *(int *)dlsym(h, "plugin_ctor_rc");
+    else second = ((CUresult(*)(size_t))dlsym(h, entry))(BYTES);
+    driver_used();
+    char route[64];
+    snprintf(route, sizeof route, "deepbind:%s", entry);
+    return report(route, first, 0, second);
+}
+
+int main(int argc, char **argv) {
+    if (argc < 2) { fprintf(stderr, "usage: bypass_vmm ROUTE [PLUGIN]\n"); return 2; }
+    setvbuf(stdout, NULL, _IOLBF, 0);
+    lib = dlopen("libcuda.so.1", RTLD_NOW | RTLD_LOCAL);
+    if (!lib) { fprintf(stderr, "bypass_vmm: %s\n", dlerror()); return 4; }
+    ((CUresult(*)(unsigned))sym("cuInit"))(0);
+    const char *r = argv[1];
+    if (!strcmp(r, "vmm-release-mapped")) return release_while_mapped();
+    if (!strcmp(r, "vmm-retain-release")) return retain_release();
+    if (!strcmp(r, "vmm-cycle")) return full_cycle();
+    if (!strcmp(r, "vmm-import")) return import_shareable();
+    if (!strcmp(r, "ipc-open")) return ipc_open();
+    if (!strcmp(r, "graph-mem-node")) return graph_node(0);
+    if (!strcmp(r, "graph-add-node")) return graph_node(1);
+    if (!strcmp(r, "export-table")) return export_table();
+    if (!strncmp(r, "deepbind:", 9) && argc > 2) return deepbind(argv[2], r + 9);
+    fprintf(stderr, "bypass_vmm: unknown route %s\n", r);
+    return 2;
+}
