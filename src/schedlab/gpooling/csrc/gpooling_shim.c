@@ -1742,13 +1742,21 @@ static void write_slot(void **slot, void *value, ElfW(Addr) relro, size_t relro_
     if (in_relro) mprotect((void *)start, (size_t)page, PROT_READ);
 }
 
+typedef struct { ElfW(Addr) lo[8], hi[8]; int n; } writable;
+static int in_writable(const writable *w, ElfW(Addr) a) {
+    for (int i = 0; i < w->n; i++)
+        if (a >= w->lo[i] && a + sizeof(void *) <= w->hi[i]) return 1;
+    return 0;
+}
+
 static void patch_table(ElfW(Addr) base, const ElfW(Rela) *rel, size_t bytes,
                         const ElfW(Sym) *symtab, const char *strtab, ElfW(Addr) relro,
-                        size_t relro_len) {
+                        size_t relro_len, const writable *w) {
     for (size_t i = 0; rel && i < bytes / sizeof *rel; i++) {
         unsigned type = (unsigned)ELF64_R_TYPE(rel[i].r_info);
         size_t sym = ELF64_R_SYM(rel[i].r_info);
-        if (!sym || !R_SLOT(type)) continue;
+        if (!sym || !R_SLOT(type) || rel[i].r_addend) continue;
+        if (!in_writable(w, base + rel[i].r_offset)) continue; /* text relocations: leave */
         const char *name = strtab + symtab[sym].st_name;
         if (!((name[0] == 'c' && name[1] == 'u') || (name[0] == 'd' && name[1] == 'l') ||
               (name[0] == 'n' && name[1] == 'v')))
@@ -1773,7 +1781,13 @@ static int patch_object(struct dl_phdr_info *info, size_t size, void *data) {
     const ElfW(Dyn) *dyn = NULL;
     ElfW(Addr) relro = 0;
     size_t relro_len = 0;
+    writable w = {{0}, {0}, 0};
     for (int i = 0; i < info->dlpi_phnum; i++) {
+        const ElfW(Phdr) *ph = &info->dlpi_phdr[i];
+        if (ph->p_type == PT_LOAD && (ph->p_flags & PF_W) && w.n < 8) {
+            w.lo[w.n] = info->dlpi_addr + ph->p_vaddr;
+            w.hi[w.n++] = info->dlpi_addr + ph->p_vaddr + ph->p_memsz;
+        }
         if (info->dlpi_phdr[i].p_type == PT_DYNAMIC)
             dyn = (const ElfW(Dyn) *)(info->dlpi_addr + info->dlpi_phdr[i].p_vaddr);
         if (info->dlpi_phdr[i].p_type == PT_GNU_RELRO) {
@@ -1801,8 +1815,8 @@ static int patch_object(struct dl_phdr_info *info, size_t size, void *data) {
     }
     if (!symtab || !strtab) return 0;
     if (pltrel == DT_RELA)
-        patch_table(info->dlpi_addr, jmprel, jmp_bytes, symtab, strtab, relro, relro_len);
-    patch_table(info->dlpi_addr, rela, rela_bytes, symtab, strtab, relro, relro_len);
+        patch_table(info->dlpi_addr, jmprel, jmp_bytes, symtab, strtab, relro, relro_len, &w);
+    patch_table(info->dlpi_addr, rela, rela_bytes, symtab, strtab, relro, relro_len, &w);
     return 0;
 }
 
