@@ -1,5 +1,6 @@
 /* Outside bypass routes round a 1 GiB quota through memory whose lifetime is not one call's:
- * VMM handles released while mapped, retained handles, shareable-handle imports, legacy IPC,
+ * VMM handles released while mapped, retained handles, pools that keep freed memory,
+ * shareable-handle imports, legacy IPC,
  * graph memory nodes, private export tables and libraries opened with RTLD_DEEPBIND. Each route
  * holds BYTES (default 600 MiB) and then tries to hold BYTES more; the driver's own count of
  * what it holds (fakecuStats of the stand-in libcuda) is the yardstick: under the shim it must
@@ -187,6 +188,53 @@ static int export_table(void) {
     return report("export-table", first, escape, second);
 }
 
+/* a pool that keeps what is freed into it (release threshold: everything) */
+static void *keeping_pool(void) {
+    void *pool = NULL;
+    uint64_t keep = UINT64_MAX;
+    ((CUresult(*)(void **, int))sym("cuDeviceGetDefaultMemPool"))(&pool, 0);
+    ((CUresult(*)(void *, int, void *))sym("cuMemPoolSetAttribute"))(pool, 4, &keep);
+    return pool;
+}
+static CUresult alloc_async(CUdeviceptr *d) {
+    CUresult rc = ((CUresult(*)(CUdeviceptr *, size_t, void *))sym("cuMemAllocAsync"))(d, BYTES,
+                                                                                    NULL);
+    driver_used();
+    return rc;
+}
+static CUresult free_async_and_sync(CUdeviceptr d) {
+    CUresult rc = ((CUresult(*)(CUdeviceptr, void *))sym("cuMemFreeAsync"))(d, NULL);
+    ((CUresult(*)(void *))sym("cuStreamSynchronize"))(NULL);
+    driver_used();
+    return rc;
+}
+
+/* freed into a pool that keeps it: the device still holds it, so it still counts */
+static int pool_keeps(void) {
+    CUdeviceptr d = 0, e = 0;
+    keeping_pool();
+    CUresult first = alloc_async(&d);
+    CUresult escape = free_async_and_sync(d);
+    return report("pool-keeps", first, escape, alloc(&e));
+}
+
+/* the pool's reserve is reused without a new charge, and a trim gives the quota back */
+static int pool_reuse(void) {
+    CUdeviceptr d = 0, e = 0, f = 0;
+    void *pool = keeping_pool();
+    CUresult first = alloc_async(&d);
+    free_async_and_sync(d);
+    CUresult again = alloc_async(&e); /* from the pool's reserve: no new memory */
+    free_async_and_sync(e);
+    CUresult trim = ((CUresult(*)(void *, size_t))sym("cuMemPoolTrimTo"))(pool, 0);
+    driver_used();
+    CUresult after = alloc(&f); /* the reserve is gone: 600 MiB fit again */
+    printf("{\"route\":\"pool-reuse\",\"first\":%d,\"again\":%d,\"trim\":%d,\"after\":%d,"
+           "\"driver_used\":%llu,\"driver_peak\":%llu}\n", first, again, trim, after,
+           driver_used(), peak);
+    return 0;
+}
+
 /* a plugin opened with RTLD_DEEPBIND binds cu* (and dlsym) inside its own dependencies first */
 static int deepbind(const char *plugin, const char *entry) {
     CUdeviceptr d = 0;
@@ -217,6 +265,8 @@ int main(int argc, char **argv) {
     if (!strcmp(r, "graph-mem-node")) return graph_node(0);
     if (!strcmp(r, "graph-add-node")) return graph_node(1);
     if (!strcmp(r, "export-table")) return export_table();
+    if (!strcmp(r, "pool-keeps")) return pool_keeps();
+    if (!strcmp(r, "pool-reuse")) return pool_reuse();
     if (!strncmp(r, "deepbind:", 9) && argc > 2) return deepbind(argv[2], r + 9);
     fprintf(stderr, "bypass_vmm: unknown route %s\n", r);
     return 2;

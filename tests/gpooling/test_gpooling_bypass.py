@@ -396,7 +396,7 @@ def _run_vmm(built: dict[str, Path], route: str, env: dict[str, str],
 
 # route -> the one stderr line a refusal must print (None: the quota refuses with OOM)
 LIFETIME_ROUTES = {
-    "vmm-release-mapped": None, "vmm-retain-release": None,
+    "vmm-release-mapped": None, "vmm-retain-release": None, "pool-keeps": None,
     "vmm-import": "cuMemImportFromShareableHandle refused",
     "ipc-open": "cuIpcOpenMemHandle refused",
     "graph-mem-node": "cuGraphAddMemAllocNode refused",
@@ -437,4 +437,14 @@ def test_vmm_memory_is_credited_when_its_last_reference_goes(device: Device,
     assert (result["first"], result["escape"], result["second"], result["third"]) == (
         0, 0, 0, OOM)
     assert result["driver_used"] == HELD
+    assert device.usage()["memory_peak"] == HELD
+
+
+def test_a_pools_reserve_is_reused_without_a_new_charge_and_trimmed_back(device: Device,
+                                                                         bypass_vmm) -> None:
+    """A pool keeping 600 MiB hands them out again under a 1 GiB quota (charging each
+    allocation on its own would refuse: 1,200 MiB); after cuMemPoolTrimTo the quota is whole."""
+    result = _run_vmm(bypass_vmm, "pool-reuse", device.env, (device.limits.fd,))
+    assert (result["first"], result["again"], result["trim"], result["after"]) == (0, 0, 0, 0)
+    assert result["driver_peak"] == HELD and result["driver_used"] == HELD
     assert device.usage()["memory_peak"] == HELD

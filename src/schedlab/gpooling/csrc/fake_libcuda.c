@@ -31,7 +31,8 @@ static uint64_t capacity, used, host_used, next_address = 0x7f0000000000ULL;
 static uint64_t next_small = 0x10000000ULL; /* 32-bit addresses for the legacy entry points */
 static uint64_t allocs, frees, launches, syncs;
 
-typedef struct { uint64_t key, size; int host; int refs; } entry; /* refs: IPC opens + 1 */
+typedef struct { uint64_t key, size; int host; int refs; int pool; } entry;
+/* refs: IPC opens + 1; pool: 1 + index of the stream-ordered pool it came from, 0 if none */
 static entry live[1 << 16]; /* enough for tests; a full table is reported as out of memory */
 
 static uint64_t env_bytes(const char *name, uint64_t fallback) {
@@ -59,6 +60,7 @@ static CUresult take_kind(unsigned long long *out, uint64_t bytes, int host, int
         live[i].size = bytes;
         live[i].host = host;
         live[i].refs = 1;
+        live[i].pool = 0;
         *out = *next;
         *next += ((bytes ? bytes : 1) + 511) & ~511ULL;
         if (host) host_used += bytes; else used += bytes;
@@ -86,10 +88,13 @@ static entry *live_of(uint64_t key) {
     return NULL;
 }
 /* one reference fewer; the memory goes with the last (an IPC import keeps it alive) */
+static void pool_returned_locked(int pool, uint64_t bytes);
 static CUresult drop_live_locked(entry *e) {
     frees++;
     if (--e->refs > 0) return CUDA_SUCCESS;
-    if (e->host) host_used -= e->size; else used -= e->size;
+    if (e->pool) pool_returned_locked(e->pool - 1, e->size); /* back to its pool, still held */
+    else if (e->host) host_used -= e->size;
+    else used -= e->size;
     e->key = 0;
     return CUDA_SUCCESS;
 }
@@ -120,19 +125,176 @@ EXPORT CUresult cuMemAlloc(CUdeviceptr_v1 *d, unsigned int n) {
     return rc;
 }
 EXPORT CUresult cuMemAllocManaged(CUdeviceptr *d, size_t n, unsigned f) { (void)f; return take(d, n); }
-EXPORT CUresult cuMemAllocAsync(CUdeviceptr *d, size_t n, CUstream s) { (void)s; return take(d, n); }
-EXPORT CUresult cuMemAllocAsync_ptsz(CUdeviceptr *d, size_t n, CUstream s) {
+/* ---- stream-ordered allocation: the driver API's pool rules ----
+ * A pool holds physical memory ("reserved"); an allocation takes from what it holds and grows it
+ * when short. cuMemFreeAsync gives the memory back to the pool, not to the device: the pool
+ * keeps it until a synchronisation (cuStreamSynchronize, cuEventSynchronize, cuCtxSynchronize)
+ * finds it holding more than its release threshold (CU_MEMPOOL_ATTR_RELEASE_THRESHOLD, default
+ * 0), or cuMemPoolTrimTo asks. A destroyed pool's memory goes once its last allocation is
+ * freed. cuMemAllocAsync takes from the device's current pool (cuDeviceSetMemPool; the
+ * default pool unless changed). Streams are not modelled: everything happens at the call. */
+typedef struct {
+    uint64_t reserved, used, threshold, reserved_high, used_high;
+    int live, destroyed;
+} pool_t;
+#define POOLS 64
+static pool_t pools[POOLS] = {{0, 0, 0, 0, 0, 1, 0}}; /* pools[0]: device 0's default pool */
+static int current_pool;
+
+static int pool_index(CUmemoryPool p) {
+    ptrdiff_t i = (pool_t *)p - pools;
+    return p && i >= 0 && i < POOLS && pools[i].live && !pools[i].destroyed ? (int)i : -1;
+}
+/* give the pool's unused memory above keep back to the device */
+static void pool_trim_locked(pool_t *q, uint64_t keep) {
+    uint64_t floor = q->used > keep ? q->used : keep;
+    if (q->reserved <= floor) return;
+    used -= q->reserved - floor;
+    q->reserved = floor;
+}
+static void pool_returned_locked(int pool, uint64_t bytes) {
+    pool_t *q = &pools[pool];
+    q->used -= bytes;
+    if (q->destroyed && !q->used) { pool_trim_locked(q, 0); q->live = 0; }
+}
+static CUresult pool_take(CUdeviceptr *d, size_t n, int pool) {
+    if (!d || !n || pool < 0) return CUDA_ERROR_INVALID_VALUE;
+    pthread_mutex_lock(&lock);
+    init_capacity();
+    allocs++;
+    pool_t *q = &pools[pool];
+    uint64_t slack = q->reserved - q->used, grow = n > slack ? n - slack : 0;
+    if (grow > capacity - used) {
+        pthread_mutex_unlock(&lock);
+        return CUDA_ERROR_OUT_OF_MEMORY;
+    }
+    for (size_t i = 0; i < sizeof live / sizeof *live; i++) {
+        if (live[i].key) continue;
+        live[i] = (entry){next_address, n, 0, 1, pool + 1};
+        *d = next_address;
+        next_address += (n + 511) & ~511ULL;
+        q->reserved += grow;
+        used += grow;
+        q->used += n;
+        if (q->reserved > q->reserved_high) q->reserved_high = q->reserved;
+        if (q->used > q->used_high) q->used_high = q->used;
+        pthread_mutex_unlock(&lock);
+        return CUDA_SUCCESS;
+    }
+    pthread_mutex_unlock(&lock);
+    return CUDA_ERROR_OUT_OF_MEMORY;
+}
+EXPORT CUresult cuMemAllocAsync(CUdeviceptr *d, size_t n, CUstream s) {
     (void)s;
-    return take(d, n);
+    return pool_take(d, n, __atomic_load_n(&current_pool, __ATOMIC_RELAXED));
+}
+EXPORT CUresult cuMemAllocAsync_ptsz(CUdeviceptr *d, size_t n, CUstream s) {
+    return cuMemAllocAsync(d, n, s);
 }
 EXPORT CUresult cuMemAllocFromPoolAsync(CUdeviceptr *d, size_t n, CUmemoryPool p, CUstream s) {
-    (void)p; (void)s;
-    return take(d, n);
+    (void)s;
+    pthread_mutex_lock(&lock);
+    int i = pool_index(p);
+    pthread_mutex_unlock(&lock);
+    return pool_take(d, n, i);
 }
 EXPORT CUresult cuMemAllocFromPoolAsync_ptsz(CUdeviceptr *d, size_t n, CUmemoryPool p,
                                              CUstream s) {
-    (void)p; (void)s;
-    return take(d, n);
+    return cuMemAllocFromPoolAsync(d, n, p, s);
+}
+EXPORT CUresult cuDeviceGetDefaultMemPool(CUmemoryPool *p, CUdevice dev) {
+    if (!p || dev != 0) return CUDA_ERROR_INVALID_VALUE;
+    *p = &pools[0];
+    return CUDA_SUCCESS;
+}
+EXPORT CUresult cuDeviceGetMemPool(CUmemoryPool *p, CUdevice dev) {
+    if (!p || dev != 0) return CUDA_ERROR_INVALID_VALUE;
+    *p = &pools[__atomic_load_n(&current_pool, __ATOMIC_RELAXED)];
+    return CUDA_SUCCESS;
+}
+EXPORT CUresult cuDeviceSetMemPool(CUdevice dev, CUmemoryPool p) {
+    pthread_mutex_lock(&lock);
+    int i = pool_index(p);
+    if (i >= 0 && dev == 0) current_pool = i;
+    pthread_mutex_unlock(&lock);
+    return i >= 0 && dev == 0 ? CUDA_SUCCESS : CUDA_ERROR_INVALID_VALUE;
+}
+EXPORT CUresult cuCtxGetDevice(CUdevice *dev) {
+    if (!dev) return CUDA_ERROR_INVALID_VALUE;
+    *dev = 0;
+    return CUDA_SUCCESS;
+}
+EXPORT CUresult cuMemPoolCreate(CUmemoryPool *p, const void *props) {
+    if (!p || !props) return CUDA_ERROR_INVALID_VALUE;
+    pthread_mutex_lock(&lock);
+    for (int i = 1; i < POOLS; i++) {
+        if (pools[i].live) continue;
+        pools[i] = (pool_t){0, 0, 0, 0, 0, 1, 0};
+        *p = &pools[i];
+        pthread_mutex_unlock(&lock);
+        return CUDA_SUCCESS;
+    }
+    pthread_mutex_unlock(&lock);
+    return CUDA_ERROR_OUT_OF_MEMORY;
+}
+EXPORT CUresult cuMemPoolDestroy(CUmemoryPool p) {
+    pthread_mutex_lock(&lock);
+    int i = pool_index(p);
+    if (i > 0) {
+        pools[i].destroyed = 1;
+        if (current_pool == i) current_pool = 0;
+        pool_trim_locked(&pools[i], 0);
+        if (!pools[i].used) pools[i].live = 0;
+    }
+    pthread_mutex_unlock(&lock);
+    return i > 0 ? CUDA_SUCCESS : CUDA_ERROR_INVALID_VALUE; /* the default pool is not destroyed */
+}
+EXPORT CUresult cuMemPoolTrimTo(CUmemoryPool p, size_t keep) {
+    pthread_mutex_lock(&lock);
+    int i = pool_index(p);
+    if (i >= 0) pool_trim_locked(&pools[i], keep);
+    pthread_mutex_unlock(&lock);
+    return i >= 0 ? CUDA_SUCCESS : CUDA_ERROR_INVALID_VALUE;
+}
+/* attributes: 1-3 reuse flags (int), 4 release threshold, 5/6 reserved current/high, 7/8 used
+ * current/high (cuuint64_t); the high-water marks may only be reset to 0 */
+EXPORT CUresult cuMemPoolSetAttribute(CUmemoryPool p, int attr, void *value) {
+    CUresult rc = CUDA_ERROR_INVALID_VALUE;
+    pthread_mutex_lock(&lock);
+    int i = pool_index(p);
+    if (i >= 0 && value) {
+        uint64_t v = attr >= 4 ? *(uint64_t *)value : 0;
+        rc = CUDA_SUCCESS;
+        if (attr == 4) pools[i].threshold = v;
+        else if (attr == 6 && !v) pools[i].reserved_high = pools[i].reserved;
+        else if (attr == 8 && !v) pools[i].used_high = pools[i].used;
+        else if (attr < 1 || attr > 3) rc = CUDA_ERROR_INVALID_VALUE;
+    }
+    pthread_mutex_unlock(&lock);
+    return rc;
+}
+EXPORT CUresult cuMemPoolGetAttribute(CUmemoryPool p, int attr, void *value) {
+    CUresult rc = CUDA_SUCCESS;
+    pthread_mutex_lock(&lock);
+    int i = pool_index(p);
+    if (i < 0 || !value) rc = CUDA_ERROR_INVALID_VALUE;
+    else if (attr >= 1 && attr <= 3) *(int *)value = 1;
+    else if (attr == 4) *(uint64_t *)value = pools[i].threshold;
+    else if (attr == 5) *(uint64_t *)value = pools[i].reserved;
+    else if (attr == 6) *(uint64_t *)value = pools[i].reserved_high;
+    else if (attr == 7) *(uint64_t *)value = pools[i].used;
+    else if (attr == 8) *(uint64_t *)value = pools[i].used_high;
+    else rc = CUDA_ERROR_INVALID_VALUE;
+    pthread_mutex_unlock(&lock);
+    return rc;
+}
+/* a synchronisation: every pool above its release threshold gives back what it does not use */
+static void pools_at_sync(void) {
+    pthread_mutex_lock(&lock);
+    for (int i = 0; i < POOLS; i++)
+        if (pools[i].live && pools[i].reserved > pools[i].threshold)
+            pool_trim_locked(&pools[i], pools[i].threshold);
+    pthread_mutex_unlock(&lock);
 }
 EXPORT CUresult cuMemAllocPitch_v2(CUdeviceptr *d, size_t *pitch, size_t w, size_t h,
                                    unsigned e) {
@@ -149,8 +311,14 @@ EXPORT CUresult cuMemAllocPitch(CUdeviceptr_v1 *d, unsigned int *pitch, unsigned
     if (rc == CUDA_SUCCESS) *d = (CUdeviceptr_v1)key;
     return rc;
 }
-EXPORT CUresult cuMemFree_v2(CUdeviceptr d) { return give_back(d); }
-EXPORT CUresult cuMemFree(CUdeviceptr_v1 d) { return give_back(d); }
+/* cuMemFree synchronises the device (cudaFree's implicit synchronisation), so pools trim */
+static void pools_at_sync(void);
+EXPORT CUresult cuMemFree_v2(CUdeviceptr d) {
+    CUresult rc = give_back(d);
+    pools_at_sync();
+    return rc;
+}
+EXPORT CUresult cuMemFree(CUdeviceptr_v1 d) { return cuMemFree_v2(d); }
 EXPORT CUresult cuMemFreeAsync(CUdeviceptr d, CUstream s) { (void)s; return give_back(d); }
 EXPORT CUresult cuMemFreeAsync_ptsz(CUdeviceptr d, CUstream s) { (void)s; return give_back(d); }
 
@@ -621,7 +789,11 @@ EXPORT CUresult cuLaunchGridAsync(CUfunction f, int w, int h, CUstream s) {
     (void)s;
     return cuLaunchGrid(f, w, h);
 }
-EXPORT CUresult cuCtxSynchronize(void) { __atomic_fetch_add(&syncs, 1, __ATOMIC_RELAXED); return CUDA_SUCCESS; }
+EXPORT CUresult cuCtxSynchronize(void) {
+    __atomic_fetch_add(&syncs, 1, __ATOMIC_RELAXED);
+    pools_at_sync();
+    return CUDA_SUCCESS;
+}
 EXPORT CUresult cuStreamSynchronize(CUstream s) { (void)s; return cuCtxSynchronize(); }
 EXPORT CUresult cuStreamSynchronize_ptsz(CUstream s) { (void)s; return cuCtxSynchronize(); }
 EXPORT CUresult cuEventSynchronize(CUevent e) { (void)e; return cuCtxSynchronize(); }
@@ -647,7 +819,10 @@ static const symbol symbols[] = {
     SYM(cuMemAlloc), SYM(cuMemAlloc_v2), SYM(cuMemAllocManaged), SYM(cuMemAllocAsync),
     SYM(cuMemAllocAsync_ptsz), SYM(cuMemAllocFromPoolAsync), SYM(cuMemAllocFromPoolAsync_ptsz),
     SYM(cuMemAllocPitch), SYM(cuMemAllocPitch_v2), SYM(cuMemFree), SYM(cuMemFree_v2),
-    SYM(cuMemFreeAsync), SYM(cuMemFreeAsync_ptsz), SYM(cuMemCreate), SYM(cuMemRelease),
+    SYM(cuMemFreeAsync), SYM(cuMemFreeAsync_ptsz), SYM(cuDeviceGetDefaultMemPool),
+    SYM(cuDeviceGetMemPool), SYM(cuDeviceSetMemPool), SYM(cuCtxGetDevice), SYM(cuMemPoolCreate),
+    SYM(cuMemPoolDestroy), SYM(cuMemPoolTrimTo), SYM(cuMemPoolSetAttribute),
+    SYM(cuMemPoolGetAttribute), SYM(cuMemCreate), SYM(cuMemRelease),
     SYM(cuMemAddressReserve), SYM(cuMemAddressFree), SYM(cuMemMap), SYM(cuMemUnmap),
     SYM(cuMemRetainAllocationHandle), SYM(cuMemExportToShareableHandle),
     SYM(cuMemImportFromShareableHandle), SYM(cuIpcGetMemHandle), SYM(cuIpcOpenMemHandle),

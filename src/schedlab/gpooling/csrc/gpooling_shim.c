@@ -624,6 +624,8 @@ enum { LIB_CUDA, LIB_NVML };
     X(cuMemRelease, "cuMemRelease", 0, 0, LIB_CUDA)                                            \
     X(cuMemMap, "cuMemMap", 0, 0, LIB_CUDA)                                                    \
     X(cuMemUnmap, "cuMemUnmap", 0, 0, LIB_CUDA)                                                \
+    X(cuMemPoolTrimTo, "cuMemPoolTrimTo", 0, 0, LIB_CUDA)                                      \
+    X(cuMemPoolDestroy, "cuMemPoolDestroy", 0, 0, LIB_CUDA)                                    \
     X(cuMemRetainAllocationHandle, "cuMemRetainAllocationHandle", 0, 0, LIB_CUDA)              \
     X(cuIpcOpenMemHandle, "cuIpcOpenMemHandle", 0, 0, LIB_CUDA)                                \
     X(cuIpcOpenMemHandle_v2, "cuIpcOpenMemHandle", 11000, 0, LIB_CUDA)                         \
@@ -765,10 +767,22 @@ EXPORT CUresult cuMemAllocManaged(CUdeviceptr *dptr, size_t bytes, unsigned int 
     GUARDED(DEVICE, bytes, *dptr, f(dptr, bytes, flags));
 }
 
+/* stream-ordered allocations are charged by what their pool holds (see "pools" below) */
+static int pool_accounted(CUmemoryPool *pool);
+static int pool_admit(CUmemoryPool pool, uint64_t bytes, uint64_t *want);
+static CUresult pool_after(CUresult rc, CUmemoryPool pool, uint64_t want, CUdeviceptr dptr);
+static int pool_freed(uint64_t dptr);
+static void pools_settle_all(void);
+
 typedef CUresult (*async_fn)(CUdeviceptr *, size_t, CUstream);
 static CUresult alloc_async(async_fn f, CUdeviceptr *dptr, size_t bytes, CUstream s) {
     NOT_FOUND_IF_NULL(f);
-    GUARDED(DEVICE, bytes, *dptr, f(dptr, bytes, s));
+    CUmemoryPool pool = NULL;
+    uint64_t want = 0;
+    if (!pool_accounted(&pool)) GUARDED(DEVICE, bytes, *dptr, f(dptr, bytes, s));
+    if (!pool_admit(pool, bytes, &want)) return CUDA_ERROR_OUT_OF_MEMORY;
+    CUresult rc = f(dptr, bytes, s);
+    return pool_after(rc, pool, want, rc ? 0 : *dptr);
 }
 EXPORT CUresult cuMemAllocAsync(CUdeviceptr *d, size_t n, CUstream s) {
     return alloc_async(REAL(cuMemAllocAsync, async_fn), d, n, s);
@@ -781,7 +795,11 @@ typedef CUresult (*pool_fn)(CUdeviceptr *, size_t, CUmemoryPool, CUstream);
 static CUresult alloc_pool(pool_fn f, CUdeviceptr *dptr, size_t bytes, CUmemoryPool p,
                            CUstream s) {
     NOT_FOUND_IF_NULL(f);
-    GUARDED(DEVICE, bytes, *dptr, f(dptr, bytes, p, s));
+    uint64_t want = 0;
+    if (!p || !pool_accounted(&p)) GUARDED(DEVICE, bytes, *dptr, f(dptr, bytes, p, s));
+    if (!pool_admit(p, bytes, &want)) return CUDA_ERROR_OUT_OF_MEMORY;
+    CUresult rc = f(dptr, bytes, p, s);
+    return pool_after(rc, p, want, rc ? 0 : *dptr);
 }
 EXPORT CUresult cuMemAllocFromPoolAsync(CUdeviceptr *d, size_t n, CUmemoryPool p, CUstream s) {
     return alloc_pool(REAL(cuMemAllocFromPoolAsync, pool_fn), d, n, p, s);
@@ -839,18 +857,21 @@ EXPORT CUresult cuMemAllocPitch(CUdeviceptr_v1 *dptr, unsigned int *pitch, unsig
     return settle_pitch(rc, rc ? 0 : *dptr, guess, rc ? 0 : (uint64_t)*pitch * height, undo_v1);
 }
 
+/* cuMemFree synchronises the device (as cudaFree does): pools may have trimmed */
 EXPORT CUresult cuMemFree_v2(CUdeviceptr dptr) {
     free_fn f = REAL(cuMemFree_v2, free_fn);
     NOT_FOUND_IF_NULL(f);
     CUresult rc = f(dptr);
-    if (rc == CUDA_SUCCESS) forget(dptr);
+    if (rc == CUDA_SUCCESS && !pool_freed(dptr)) forget(dptr);
+    if (rc == CUDA_SUCCESS) pools_settle_all();
     return rc;
 }
 EXPORT CUresult cuMemFree(CUdeviceptr_v1 dptr) {
     free_v1_fn f = REAL(cuMemFree, free_v1_fn);
     NOT_FOUND_IF_NULL(f);
     CUresult rc = f(dptr);
-    if (rc == CUDA_SUCCESS) forget(dptr);
+    if (rc == CUDA_SUCCESS && !pool_freed(dptr)) forget(dptr);
+    if (rc == CUDA_SUCCESS) pools_settle_all();
     return rc;
 }
 
@@ -858,7 +879,7 @@ typedef CUresult (*free_async_fn)(CUdeviceptr, CUstream);
 static CUresult free_async(free_async_fn f, CUdeviceptr dptr, CUstream stream) {
     NOT_FOUND_IF_NULL(f);
     CUresult rc = f(dptr, stream);
-    if (rc == CUDA_SUCCESS) forget(dptr);
+    if (rc == CUDA_SUCCESS && !pool_freed(dptr)) forget(dptr);
     return rc;
 }
 EXPORT CUresult cuMemFreeAsync(CUdeviceptr d, CUstream s) {
@@ -880,6 +901,8 @@ EXPORT CUresult cuMemFreeAsync_ptsz(CUdeviceptr d, CUstream s) {
 typedef struct vref { uint64_t key, size, other; int64_t refs; } vref;
 typedef struct vtab { vref *e; size_t cap, len; } vtab;
 static vtab vm_allocs, vm_maps, vm_alias;
+static vtab pool_books; /* pool -> size: bytes charged, refs: live allocations, other: destroyed */
+static vtab pool_ptrs;  /* pointer -> other: its pool (see "pools" below) */
 static pthread_mutex_t vm_lock = PTHREAD_MUTEX_INITIALIZER;
 
 static vref *vt_find(vtab *t, uint64_t key) {
@@ -928,7 +951,7 @@ static uint64_t vm_unref_locked(uint64_t handle) {
 }
 /* fork(): the child holds no device memory (see after_fork_child); nor do its books */
 static void vm_after_fork(void) {
-    vm_allocs = vm_maps = vm_alias = (vtab){NULL, 0, 0};
+    vm_allocs = vm_maps = vm_alias = pool_books = pool_ptrs = (vtab){NULL, 0, 0};
     pthread_mutex_init(&vm_lock, NULL);
 }
 static void vm_credit(uint64_t bytes) {
@@ -1044,6 +1067,159 @@ EXPORT CUresult cuMemRetainAllocationHandle(CUmemGenericAllocationHandle *handle
         }
     }
     pthread_mutex_unlock(&vm_lock);
+    return rc;
+}
+
+/* ---- pools: stream-ordered memory is charged by what its pool holds -------------------------
+ * cuMemFreeAsync gives memory back to its pool, not to the device: the pool keeps it until a
+ * synchronisation finds it above the pool's release threshold (which a job may set to "keep
+ * everything"), or cuMemPoolTrimTo. Crediting the quota at the free would let a job hold a
+ * pool's cache and the same amount again elsewhere. So a pool is charged what it reserves
+ * (CU_MEMPOOL_ATTR_RESERVED_MEM_CURRENT, the driver's own figure): an allocation is admitted
+ * when the growth it may cause (its size less the pool's unused reserve) fits the quota, and
+ * the charge is settled to the pool's reserve after every allocation, free, synchronisation and
+ * trim. A destroyed pool is credited when its last allocation is freed. Without the pool
+ * attributes (an old driver) each allocation is charged on its own, as before. */
+#define POOL_RESERVED 5 /* CU_MEMPOOL_ATTR_RESERVED_MEM_CURRENT */
+#define POOL_USED 7     /* CU_MEMPOOL_ATTR_USED_MEM_CURRENT */
+
+typedef CUresult (*pool_attr_fn)(CUmemoryPool, int, void *);
+static void *driver_symbol(const char *name) {
+    pthread_once(&reals_once, open_libs);
+    return libs[LIB_CUDA] && real_dlsym_fn ? real_dlsym_fn(libs[LIB_CUDA], name) : NULL;
+}
+static int pool_attr(CUmemoryPool pool, int attr, uint64_t *out) {
+    static pool_attr_fn get;
+    if (!get) get = (pool_attr_fn)driver_symbol("cuMemPoolGetAttribute");
+    *out = 0;
+    return get && pool && get(pool, attr, out) == CUDA_SUCCESS;
+}
+
+/* 1 when *pool (the current device's current pool if NULL) can be accounted by its reserve */
+static int pool_accounted(CUmemoryPool *pool) {
+    typedef CUresult (*get_device_fn)(CUdevice *);
+    typedef CUresult (*get_pool_fn)(CUmemoryPool *, CUdevice);
+    if (!*pool) {
+        get_device_fn dev_of = (get_device_fn)driver_symbol("cuCtxGetDevice");
+        get_pool_fn pool_of = (get_pool_fn)driver_symbol("cuDeviceGetMemPool");
+        CUdevice dev = 0;
+        if (!dev_of || !pool_of || dev_of(&dev) != CUDA_SUCCESS ||
+            pool_of(pool, dev) != CUDA_SUCCESS)
+            return 0;
+    }
+    uint64_t ignored;
+    return pool_attr(*pool, POOL_RESERVED, &ignored);
+}
+
+/* charge pool what it reserves now; 0 if that growth does not fit the quota */
+static int pool_settle(CUmemoryPool pool) {
+    uint64_t reserved;
+    if (!pool_attr(pool, POOL_RESERVED, &reserved)) return 1;
+    pthread_mutex_lock(&vm_lock);
+    vref *b = vt_put(&pool_books, (uint64_t)(uintptr_t)pool);
+    int ok = 1;
+    if (b && reserved > b->size) {
+        ok = reserve(DEVICE, reserved - b->size);
+        if (ok) b->size = reserved;
+    } else if (b && reserved < b->size) {
+        uint64_t give = b->size - reserved;
+        b->size = reserved;
+        pthread_mutex_unlock(&vm_lock);
+        vm_credit(give);
+        return 1;
+    }
+    pthread_mutex_unlock(&vm_lock);
+    return ok;
+}
+
+static int pool_admit(CUmemoryPool pool, uint64_t bytes, uint64_t *want) {
+    uint64_t reserved = 0, in_use = 0;
+    pool_attr(pool, POOL_RESERVED, &reserved);
+    pool_attr(pool, POOL_USED, &in_use);
+    uint64_t slack = reserved > in_use ? reserved - in_use : 0;
+    *want = bytes > slack ? bytes - slack : 0;
+    return reserve(DEVICE, *want);
+}
+
+static CUresult pool_after(CUresult rc, CUmemoryPool pool, uint64_t want, CUdeviceptr dptr) {
+    typedef CUresult (*free_async_fn2)(CUdeviceptr, CUstream);
+    unreserve(DEVICE, want);
+    if (rc != CUDA_SUCCESS) return rc;
+    pthread_mutex_lock(&vm_lock);
+    vref *p = vt_put(&pool_ptrs, dptr);
+    if (p) p->other = (uint64_t)(uintptr_t)pool;
+    vref *b = vt_put(&pool_books, (uint64_t)(uintptr_t)pool);
+    if (b) b->refs++;
+    pthread_mutex_unlock(&vm_lock);
+    if (pool_settle(pool)) return rc;
+    /* someone else took the quota between admission and now: give it back, refuse */
+    free_async_fn2 undo = (free_async_fn2)real_of(H_cuMemFreeAsync);
+    if (undo) undo(dptr, NULL);
+    pool_freed(dptr);
+    return CUDA_ERROR_OUT_OF_MEMORY;
+}
+
+/* 1 if dptr came from a pool (its charge is the pool's, settled here) */
+static int pool_freed(uint64_t dptr) {
+    pthread_mutex_lock(&vm_lock);
+    vref *p = vt_find(&pool_ptrs, dptr);
+    if (!p) { pthread_mutex_unlock(&vm_lock); return 0; }
+    CUmemoryPool pool = (CUmemoryPool)(uintptr_t)p->other;
+    vt_drop(&pool_ptrs, dptr);
+    vref *b = vt_find(&pool_books, (uint64_t)(uintptr_t)pool);
+    uint64_t give = 0;
+    int destroyed = 0;
+    if (b) {
+        b->refs--;
+        destroyed = b->other != 0;
+        if (destroyed && b->refs <= 0) {
+            give = b->size;
+            vt_drop(&pool_books, (uint64_t)(uintptr_t)pool);
+        }
+    }
+    pthread_mutex_unlock(&vm_lock);
+    if (U) __atomic_fetch_add(&U->free_calls, 1, __ATOMIC_RELAXED);
+    if (give) unreserve(DEVICE, give);
+    if (!destroyed) pool_settle(pool);
+    return 1;
+}
+
+static void pools_settle_all(void) {
+    CUmemoryPool live[64];
+    int n = 0;
+    pthread_mutex_lock(&vm_lock);
+    for (size_t i = 0; i < pool_books.cap && n < 64; i++)
+        if (pool_books.e[i].key && !pool_books.e[i].other)
+            live[n++] = (CUmemoryPool)(uintptr_t)pool_books.e[i].key;
+    pthread_mutex_unlock(&vm_lock);
+    for (int i = 0; i < n; i++) pool_settle(live[i]);
+}
+
+typedef CUresult (*trim_fn)(CUmemoryPool, size_t);
+EXPORT CUresult cuMemPoolTrimTo(CUmemoryPool pool, size_t keep) {
+    trim_fn f = REAL(cuMemPoolTrimTo, trim_fn);
+    NOT_FOUND_IF_NULL(f);
+    CUresult rc = f(pool, keep);
+    if (rc == CUDA_SUCCESS) pool_settle(pool);
+    return rc;
+}
+typedef CUresult (*pool_destroy_fn)(CUmemoryPool);
+EXPORT CUresult cuMemPoolDestroy(CUmemoryPool pool) {
+    pool_destroy_fn f = REAL(cuMemPoolDestroy, pool_destroy_fn);
+    NOT_FOUND_IF_NULL(f);
+    CUresult rc = f(pool);
+    if (rc != CUDA_SUCCESS) return rc;
+    uint64_t give = 0;
+    pthread_mutex_lock(&vm_lock);
+    vref *b = vt_find(&pool_books, (uint64_t)(uintptr_t)pool);
+    if (b && b->refs <= 0) {
+        give = b->size;
+        vt_drop(&pool_books, (uint64_t)(uintptr_t)pool);
+    } else if (b) {
+        b->other = 1; /* its memory goes with its last allocation */
+    }
+    pthread_mutex_unlock(&vm_lock);
+    vm_credit(give);
     return rc;
 }
 
@@ -1575,6 +1751,7 @@ EXPORT CUresult cuLaunchGridAsync(CUfunction fn, int w, int h, CUstream s) {
         uint64_t start_ = now_ns();                                                            \
         CUresult rc_ = (call);                                                                 \
         charge(u_, now_ns() - start_);                                                         \
+        pools_settle_all(); /* pools above their release threshold trimmed */                 \
         return rc_;                                                                            \
     } while (0)
 typedef CUresult (*ctx_sync_fn)(void);
