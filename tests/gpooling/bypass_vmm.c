@@ -188,6 +188,29 @@ static int export_table(void) {
     return report("export-table", first, escape, second);
 }
 
+/* the runtime's own module loader (libcudart's private interface): a module's static device
+ * data is memory too */
+static int runtime_module(void) {
+    static const UUID id = {{0x6b, 0xd5, 0xfb, 0x6c, 0x5b, 0xf4, 0xe7, 0x4a, 0x89, 0x87, 0xd9,
+                             0x39, 0x12, 0xfd, 0x9d, 0xf9}};
+    struct { unsigned magic, version; const uint64_t *data; const void *more; } wrapper;
+    uint64_t bytes = BYTES;
+    CUdeviceptr d = 0;
+    void *module = NULL;
+    const void **table = NULL;
+    CUresult first = alloc(&d);
+    CUresult escape = ((CUresult(*)(const void ***, const UUID *))sym("cuGetExportTable"))(
+        &table, &id);
+    wrapper.magic = 0x466243B1u;
+    wrapper.version = 1;
+    wrapper.data = &bytes;
+    wrapper.more = NULL;
+    CUresult second = escape || !table ? escape
+                                       : ((CUresult(*)(void **, const void *))table[1])(&module,
+                                                                                        &wrapper);
+    return report("runtime-module", first, escape, second);
+}
+
 /* a pool that keeps what is freed into it (release threshold: everything) */
 static void *keeping_pool(void) {
     void *pool = NULL;
@@ -266,6 +289,7 @@ int main(int argc, char **argv) {
     if (!strcmp(r, "graph-add-node")) return graph_node(1);
     if (!strcmp(r, "export-table")) return export_table();
     if (!strcmp(r, "pool-keeps")) return pool_keeps();
+    if (!strcmp(r, "runtime-module")) return runtime_module();
     if (!strcmp(r, "pool-reuse")) return pool_reuse();
     if (!strncmp(r, "deepbind:", 9) && argc > 2) return deepbind(argv[2], r + 9);
     fprintf(stderr, "bypass_vmm: unknown route %s\n", r);

@@ -397,6 +397,7 @@ def _run_vmm(built: dict[str, Path], route: str, env: dict[str, str],
 # route -> the one stderr line a refusal must print (None: the quota refuses with OOM)
 LIFETIME_ROUTES = {
     "vmm-release-mapped": None, "vmm-retain-release": None, "pool-keeps": None,
+    "runtime-module": None,  # libcudart's module loader: charged like cuModuleLoad*
     "vmm-import": "cuMemImportFromShareableHandle refused",
     "ipc-open": "cuIpcOpenMemHandle refused",
     "graph-mem-node": "cuGraphAddMemAllocNode refused",

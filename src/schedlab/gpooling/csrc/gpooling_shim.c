@@ -1295,20 +1295,76 @@ EXPORT CUresult cuGraphAddNode_v2(CUgraphNode *node, CUgraph g, const CUgraphNod
     return f(node, g, deps, edges, n, params);
 }
 
-/* the export tables libcudart asks for (context-local storage, tools hooks and TLS, and its
- * module-registration interface); any other table is refused */
+/* the export tables libcudart asks for (its module-registration interface, tools hooks and
+ * TLS, context-local storage); any other table is refused: among them, as reverse-engineered by
+ * ZLUDA, a context-creation bypass and a device-heap allocator */
 static const unsigned char runtime_tables[][16] = {
     {0x6b, 0xd5, 0xfb, 0x6c, 0x5b, 0xf4, 0xe7, 0x4a, 0x89, 0x87, 0xd9, 0x39, 0x12, 0xfd, 0x9d, 0xf9},
     {0xa0, 0x94, 0x79, 0x8c, 0x2e, 0x74, 0x2e, 0x74, 0x93, 0xf2, 0x08, 0x00, 0x20, 0x0c, 0x0a, 0x66},
     {0x42, 0xd8, 0x5a, 0x81, 0x23, 0xf6, 0xcb, 0x47, 0x82, 0x98, 0xf6, 0xe7, 0x8a, 0x3a, 0xec, 0xdc},
     {0xc6, 0x93, 0x33, 0x6e, 0x11, 0x21, 0xdf, 0x11, 0xa8, 0xc3, 0x68, 0xf3, 0x55, 0xd8, 0x95, 0x93},
 };
+
+/* The runtime interface (the first table) loads modules from fatbins: entries 1 and 6 write
+ * the module through their first argument, entry 8 through its second. A module's static
+ * device data is memory, so those three are handed out as thunks that charge what the load
+ * took, as cuModuleLoad* are; the other entries pass as they are. */
+static uint64_t device_free(void);
+static CUresult module_loaded(CUresult rc, uint64_t key, uint64_t before, int hook_unload);
+typedef CUresult (*rt_load_fn)(void *, void *, void *, void *, uint64_t);
+enum { RT_SLOTS = 32 };
+static const int rt_entry[3] = {1, 6, 8}, rt_out[3] = {0, 0, 1};
+static rt_load_fn rt_real[3];
+static const void *rt_copy[RT_SLOTS];
+static const void *rt_original;
+static pthread_mutex_t rt_lock = PTHREAD_MUTEX_INITIALIZER;
+
+static CUresult rt_load(int i, void *a, void *b, void *c, void *d, uint64_t e) {
+    if (!usable()) return CUDA_ERROR_OUT_OF_MEMORY;
+    uint64_t before = device_free();
+    CUresult rc = rt_real[i](a, b, c, d, e);
+    CUmodule *out = (CUmodule *)(rt_out[i] ? b : a);
+    if (rc == CUDA_SUCCESS && !out) return rc;
+    return module_loaded(rc, rc ? 0 : (uintptr_t)*out, before, H_cuModuleUnload);
+}
+static CUresult rt_load0(void *a, void *b, void *c, void *d, uint64_t e) {
+    return rt_load(0, a, b, c, d, e);
+}
+static CUresult rt_load1(void *a, void *b, void *c, void *d, uint64_t e) {
+    return rt_load(1, a, b, c, d, e);
+}
+static CUresult rt_load2(void *a, void *b, void *c, void *d, uint64_t e) {
+    return rt_load(2, a, b, c, d, e);
+}
+static const void *runtime_interface(const void *table) {
+    static rt_load_fn const thunks[3] = {rt_load0, rt_load1, rt_load2};
+    const void *const *t = table;
+    size_t n = t ? (size_t)(uintptr_t)t[0] / sizeof(void *) : 0;
+    if (n < 2 || n > RT_SLOTS) return table; /* not the layout we know: as it is */
+    pthread_mutex_lock(&rt_lock);
+    if (rt_original != table) {
+        for (size_t k = 0; k < n; k++) rt_copy[k] = t[k];
+        for (int k = 0; k < 3; k++) {
+            if ((size_t)rt_entry[k] >= n || !t[rt_entry[k]]) continue;
+            rt_real[k] = (rt_load_fn)t[rt_entry[k]];
+            rt_copy[rt_entry[k]] = (const void *)thunks[k];
+        }
+        rt_original = table;
+    }
+    pthread_mutex_unlock(&rt_lock);
+    return rt_copy;
+}
+
 typedef CUresult (*export_table_fn)(const void **, const CUuuid *);
 EXPORT CUresult cuGetExportTable(const void **table, const CUuuid *id) {
     export_table_fn f = REAL(cuGetExportTable, export_table_fn);
     NOT_FOUND_IF_NULL(f);
-    for (size_t i = 0; id && i < sizeof runtime_tables / sizeof *runtime_tables; i++)
-        if (!memcmp(id->bytes, runtime_tables[i], 16)) return f(table, id);
+    for (size_t i = 0; id && i < sizeof runtime_tables / sizeof *runtime_tables; i++) {
+        if (memcmp(id->bytes, runtime_tables[i], 16)) continue;
+        CUresult rc = f(table, id);
+        if (rc == CUDA_SUCCESS && table && i == 0) *table = runtime_interface(*table);
+        return rc;
+    }
     refuse(SAY_EXPORT, "cuGetExportTable of a table the CUDA runtime does not use",
            "its private entry points bypass the quota");
     if (table) *table = NULL;
