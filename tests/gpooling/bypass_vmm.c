@@ -14,6 +14,8 @@
  */
 #define _GNU_SOURCE
 #include <dlfcn.h>
+#include <elf.h>
+#include <link.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -273,6 +275,57 @@ static int deepbind(const char *plugin, const char *entry) {
     return report(route, first, 0, second);
 }
 
+/* libc's own dlopen, found by walking libc's dynamic symbol table (no dlsym, nothing a
+ * preloaded library sees): a loader the shim cannot interpose */
+struct raw_query { const char *name; void *found; };
+static int raw_find(struct dl_phdr_info *info, size_t size, void *data) {
+    (void)size;
+    struct raw_query *q = data;
+    if (!info->dlpi_name || !strstr(info->dlpi_name, "libc.so")) return 0;
+    const ElfW(Dyn) *dyn = NULL;
+    for (int i = 0; i < info->dlpi_phnum; i++)
+        if (info->dlpi_phdr[i].p_type == PT_DYNAMIC)
+            dyn = (const ElfW(Dyn) *)(info->dlpi_addr + info->dlpi_phdr[i].p_vaddr);
+    const ElfW(Sym) *symtab = NULL;
+    const char *strtab = NULL;
+    const uint32_t *gh = NULL;
+    for (; dyn && dyn->d_tag != DT_NULL; dyn++) {
+        ElfW(Addr) p = dyn->d_un.d_ptr;
+        if (p < info->dlpi_addr) p += info->dlpi_addr;
+        if (dyn->d_tag == DT_SYMTAB) symtab = (const ElfW(Sym) *)p;
+        if (dyn->d_tag == DT_STRTAB) strtab = (const char *)p;
+        if (dyn->d_tag == DT_GNU_HASH) gh = (const uint32_t *)p;
+    }
+    if (!symtab || !strtab || !gh) return 0;
+    /* every symbol the GNU hash table covers: from symoffset to the end of the last chain */
+    uint32_t nbuckets = gh[0], symoffset = gh[1], bloom = gh[2], last = 0;
+    const uint32_t *buckets = (const uint32_t *)((const ElfW(Addr) *)(gh + 4) + bloom);
+    const uint32_t *chain = buckets + nbuckets;
+    for (uint32_t b = 0; b < nbuckets; b++) if (buckets[b] > last) last = buckets[b];
+    while (last >= symoffset && !(chain[last - symoffset] & 1)) last++;
+    for (uint32_t i = symoffset; i <= last; i++)
+        if (symtab[i].st_value && !strcmp(strtab + symtab[i].st_name, q->name)) {
+            q->found = (void *)(info->dlpi_addr + symtab[i].st_value);
+            return 1;
+        }
+    return 0;
+}
+/* a DEEPBIND plugin opened behind the shim's back: the shim re-patches the new object's
+ * driver bindings at the job's next allocation through it (here a 1 MiB one) */
+static int deepbind_raw(const char *plugin) {
+    struct raw_query q = {"dlopen", NULL};
+    CUdeviceptr d = 0, small = 0;
+    CUresult first = alloc(&d);
+    dl_iterate_phdr(raw_find, &q);
+    if (!q.found) { fprintf(stderr, "bypass_vmm: no raw dlopen\n"); return 4; }
+    void *h = ((void *(*)(const char *, int))q.found)(plugin, RTLD_NOW | RTLD_LOCAL |
+                                                               RTLD_DEEPBIND);
+    if (!h) { fprintf(stderr, "bypass_vmm: %s\n", dlerror()); return 4; }
+    CUresult escape = ((CUresult(*)(CUdeviceptr *, size_t))sym("cuMemAlloc_v2"))(&small, 1 << 20);
+    CUresult second = ((CUresult(*)(size_t))dlsym(h, "plugin_alloc"))(BYTES);
+    return report("deepbind-raw", first, escape, second);
+}
+
 int main(int argc, char **argv) {
     if (argc < 2) { fprintf(stderr, "usage: bypass_vmm ROUTE [PLUGIN]\n"); return 2; }
     setvbuf(stdout, NULL, _IOLBF, 0);
@@ -292,6 +345,7 @@ int main(int argc, char **argv) {
     if (!strcmp(r, "runtime-module")) return runtime_module();
     if (!strcmp(r, "pool-reuse")) return pool_reuse();
     if (!strncmp(r, "deepbind:", 9) && argc > 2) return deepbind(argv[2], r + 9);
+    if (!strcmp(r, "deepbind-raw") && argc > 2) return deepbind_raw(argv[2]);
     fprintf(stderr, "bypass_vmm: unknown route %s\n", r);
     return 2;
 }

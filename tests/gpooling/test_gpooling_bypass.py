@@ -384,7 +384,7 @@ def bypass_vmm(native: NativeBuild, tmp_path_factory) -> dict[str, Path]:
 def _run_vmm(built: dict[str, Path], route: str, env: dict[str, str],
              fds: tuple[int, ...] = ()) -> dict:
     args = [str(built["program"]), route]
-    if route.startswith("deepbind:"):
+    if route.startswith("deepbind"):
         args.append(str(built["plugin_ctor" if route.endswith(":ctor") else "plugin"]))
     done = subprocess.run(args, env=env, capture_output=True, text=True, timeout=60,
                           pass_fds=fds, check=False)
@@ -449,3 +449,17 @@ def test_a_pools_reserve_is_reused_without_a_new_charge_and_trimmed_back(device:
     assert (result["first"], result["again"], result["trim"], result["after"]) == (0, 0, 0, 0)
     assert result["driver_peak"] == HELD and result["driver_used"] == HELD
     assert device.usage()["memory_peak"] == HELD
+
+
+def test_a_deepbind_plugin_opened_behind_the_shims_back_is_patched(device: Device,
+                                                                   bypass_vmm) -> None:
+    """libc's dlopen found by walking libc's symbol table (no interposable route) opens the
+    plugin with RTLD_DEEPBIND; the job's next allocation through the shim (1 MiB) re-patches
+    the new object's GOT, so the plugin's own cuMemAlloc_v2 call meets the quota."""
+    plain = dict(device.env)
+    plain.pop("LD_PRELOAD")
+    baseline = _run_vmm(bypass_vmm, "deepbind-raw", plain)
+    assert baseline["second"] == 0 and baseline["driver_peak"] == 2 * HELD + MIB
+    result = _run_vmm(bypass_vmm, "deepbind-raw", device.env, (device.limits.fd,))
+    assert (result["first"], result["escape"], result["second"]) == (0, 0, OOM), result
+    assert result["driver_peak"] == HELD + MIB
