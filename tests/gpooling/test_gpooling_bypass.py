@@ -454,8 +454,9 @@ def test_a_pools_reserve_is_reused_without_a_new_charge_and_trimmed_back(device:
 def test_a_deepbind_plugin_opened_behind_the_shims_back_is_patched(device: Device,
                                                                    bypass_vmm) -> None:
     """libc's dlopen found by walking libc's symbol table (no interposable route) opens the
-    plugin with RTLD_DEEPBIND; the job's next allocation through the shim (1 MiB) re-patches
-    the new object's GOT, so the plugin's own cuMemAlloc_v2 call meets the quota."""
+    plugin with RTLD_DEEPBIND; the job's next allocation through the shim (1 MiB, 50 ms on: the
+    shim looks once per coarse-clock tick) re-patches the new object's GOT, so the plugin's own
+    cuMemAlloc_v2 call meets the quota."""
     plain = dict(device.env)
     plain.pop("LD_PRELOAD")
     baseline = _run_vmm(bypass_vmm, "deepbind-raw", plain)

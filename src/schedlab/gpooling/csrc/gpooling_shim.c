@@ -346,9 +346,18 @@ EXPORT long long gpooling_reap(const char *path) {
 enum { DEVICE = 0, HOST = 1 };
 
 static void patch_loaded(void);
+/* patch_loaded, at most once per tick of the coarse clock (a few ms): asking the loader costs
+ * ~0.1 us, more than the rest of an allocation's bookkeeping */
+static void patch_soon(void) {
+    static uint64_t last_tick;
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC_COARSE, &ts);
+    uint64_t tick = (uint64_t)ts.tv_sec * 1000000000ULL + (uint64_t)ts.tv_nsec;
+    if (__atomic_exchange_n(&last_tick, tick, __ATOMIC_RELAXED) != tick) patch_loaded();
+}
 static int reserve(int kind, uint64_t bytes) {
     if (!usable()) return 0;
-    patch_loaded(); /* objects some loader we did not see brought in */
+    patch_soon(); /* objects some loader we did not see brought in */
     gpooling_usage *u = U;
     __atomic_fetch_add(&u->alloc_calls, 1, __ATOMIC_RELAXED);
     uint64_t limit = kind == HOST ? __atomic_load_n(&L->host_limit, __ATOMIC_ACQUIRE)
