@@ -68,3 +68,38 @@ def test_the_ablation_switches_give_back_fgd() -> None:
             got.append(where)
         placed.append(got)
     assert placed[0] == placed[1]
+
+
+def test_versus_fgd_reports_every_level_and_full(tmp_path) -> None:
+    """The head-to-head on a written node and pod list: every level plus ``full`` per seed, a
+    verdict each; with its additions switched off the policy ties FGD everywhere, and the CLI
+    gives the same rows as JSON."""
+    import json
+
+    from typer.testing import CliRunner
+
+    from schedlab.gpooling.alibaba import (
+        synthetic_nodes,
+        synthetic_pods,
+        write_node_list,
+        write_pod_list,
+    )
+    from schedlab.gpooling.cli import app
+    from schedlab.gpooling.inflation import LEVELS
+    from schedlab.gpooling.placement import versus_fgd
+
+    nodes = write_node_list(synthetic_nodes(30, seed=2), tmp_path / "nodes.csv")
+    pods = write_pod_list(synthetic_pods(200, seed=2), tmp_path / "pods.csv")
+    plain = PooledFGD(memory_aware=False, packing=False)
+    frame = versus_fgd(pods, nodes, policy=plain, seeds=2)
+    assert frame.height == 2 * (len(LEVELS) + 1)
+    assert set(frame["load"]) == {f"{x:g}" for x in LEVELS} | {"full"}
+    assert set(frame["verdict"]) == {"tie"}
+    done = CliRunner().invoke(app, ["versus-fgd", "--trace", str(pods), "--nodes", str(nodes),
+                                    "--seeds", "1", "--json"])
+    assert done.exit_code == 0, done.output
+    rows = json.loads(done.stdout)
+    assert {r["verdict"] for r in rows} <= {"win", "tie", "lose"} and rows[-1]["load"] == "full"
+    bad = CliRunner().invoke(app, ["versus-fgd", "--trace", str(pods), "--nodes", str(nodes),
+                                   "--policy", "nope"])
+    assert bad.exit_code == 2 and "pooled-fgd" in bad.output

@@ -379,6 +379,7 @@ def versus_fgd_cmd(
     nodes: Path = typer.Option(..., "--nodes", help="Alibaba gpu2023 node list (CSV)."),
     policy: str = typer.Option("pooled-fgd", "--policy", help="The policy to set against FGD."),
     seeds: int = typer.Option(3, "--seeds", help="Independent draws (the same for both)."),
+    limit: int = typer.Option(None, "--limit", help="First N nodes of the node list."),
     json_out: bool = JSON,
 ) -> None:
     """A policy against FGD under FGD's inflation, every level and to full: win/tie/lose."""
@@ -387,7 +388,7 @@ def versus_fgd_cmd(
     from schedlab.gpooling.placement import versus_fgd
 
     lookup(CLUSTER_POLICIES, "cluster placement policy", policy)
-    _show(versus_fgd(trace, nodes, policy=policy, seeds=seeds).to_dicts(), json_out)
+    _show(versus_fgd(trace, nodes, policy=policy, seeds=seeds, limit=limit).to_dicts(), json_out)
 
 
 @app.command()

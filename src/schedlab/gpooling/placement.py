@@ -94,10 +94,12 @@ class PooledFGD(FGD):
 
 
 def versus_fgd(trace, nodes, *, policy: str | FGD = "pooled-fgd", seeds: int = 3,
-               levels: Sequence[float] | None = None, tie: float = 1e-6):
+               levels: Sequence[float] | None = None, tie: float = 1e-6,
+               limit: int | None = None):
     """Head to head with FGD under its own inflation, same draws (seed) for both: one row per
     seed and level (``full``: no pod type fits anywhere) with both allocations, their ratio and
-    ``win``/``tie``/``lose`` (a tie: ratio within ``tie`` of 1). A Polars frame."""
+    ``win``/``tie``/``lose`` (a tie: ratio within ``tie`` of 1); ``limit``: the first nodes
+    only. A Polars frame."""
     import polars as pl
 
     from schedlab.core.errors import BadInputError
@@ -105,7 +107,7 @@ def versus_fgd(trace, nodes, *, policy: str | FGD = "pooled-fgd", seeds: int = 3
 
     if seeds < 1:
         raise BadInputError(f"must be at least 1, got {seeds}", field="seeds")
-    pods, pool = read_pods(trace), read_nodes(nodes)
+    pods, pool = read_pods(trace), read_nodes(nodes, limit)
     name = policy if isinstance(policy, str) else policy.name
     rows = []
     for seed in range(seeds):
