@@ -370,10 +370,11 @@ def bypass_vmm(native: NativeBuild, tmp_path_factory) -> dict[str, Path]:
     out = tmp_path_factory.mktemp("bypass-vmm")
     here = Path(__file__).parent
     built = dict(program=out / "bypass_vmm", plugin=out / "plugin.so",
-                 plugin_ctor=out / "plugin_ctor.so")
+                 plugin_ctor=out / "plugin_ctor.so", plugin_now=out / "plugin_now.so")
     subprocess.run(["gcc", "-O2", "-Wall", "-o", str(built["program"]),
                     str(here / "bypass_vmm.c"), "-ldl"], check=True, capture_output=True)
-    for name, extra in (("plugin", []), ("plugin_ctor", ["-DWITH_CTOR"])):
+    for name, extra in (("plugin", []), ("plugin_ctor", ["-DWITH_CTOR"]),
+                        ("plugin_now", ["-Wl,-z,relro,-z,now"])):  # its GOT read-only
         subprocess.run(["gcc", "-O2", "-Wall", "-shared", "-fPIC", *extra, "-o",
                         str(built[name]), str(here / "deepbind_plugin.c"),
                         "-L", str(native.stub_dir), "-l:libcuda.so.1", "-ldl"],
@@ -382,10 +383,10 @@ def bypass_vmm(native: NativeBuild, tmp_path_factory) -> dict[str, Path]:
 
 
 def _run_vmm(built: dict[str, Path], route: str, env: dict[str, str],
-             fds: tuple[int, ...] = ()) -> dict:
+             fds: tuple[int, ...] = (), plugin: str = "plugin") -> dict:
     args = [str(built["program"]), route]
     if route.startswith("deepbind"):
-        args.append(str(built["plugin_ctor" if route.endswith(":ctor") else "plugin"]))
+        args.append(str(built["plugin_ctor" if route.endswith(":ctor") else plugin]))
     done = subprocess.run(args, env=env, capture_output=True, text=True, timeout=60,
                           pass_fds=fds, check=False)
     assert done.returncode == 0, done.stderr
@@ -451,16 +452,18 @@ def test_a_pools_reserve_is_reused_without_a_new_charge_and_trimmed_back(device:
     assert device.usage()["memory_peak"] == HELD
 
 
-def test_a_deepbind_plugin_opened_behind_the_shims_back_is_patched(device: Device,
-                                                                   bypass_vmm) -> None:
+@pytest.mark.parametrize("plugin", ["plugin", "plugin_now"])
+def test_a_deepbind_plugin_opened_behind_the_shims_back_is_patched(device: Device, bypass_vmm,
+                                                                   plugin: str) -> None:
     """libc's dlopen found by walking libc's symbol table (no interposable route) opens the
     plugin with RTLD_DEEPBIND; the job's next allocation through the shim (1 MiB, 50 ms on: the
     shim looks once per coarse-clock tick) re-patches the new object's GOT, so the plugin's own
-    cuMemAlloc_v2 call meets the quota."""
+    cuMemAlloc_v2 call meets the quota; also when the plugin's GOT is read-only (full RELRO:
+    -z relro -z now), which the shim unprotects for the write."""
     plain = dict(device.env)
     plain.pop("LD_PRELOAD")
-    baseline = _run_vmm(bypass_vmm, "deepbind-raw", plain)
+    baseline = _run_vmm(bypass_vmm, "deepbind-raw", plain, plugin=plugin)
     assert baseline["second"] == 0 and baseline["driver_peak"] == 2 * HELD + MIB
-    result = _run_vmm(bypass_vmm, "deepbind-raw", device.env, (device.limits.fd,))
+    result = _run_vmm(bypass_vmm, "deepbind-raw", device.env, (device.limits.fd,), plugin)
     assert (result["first"], result["escape"], result["second"]) == (0, 0, OOM), result
     assert result["driver_peak"] == HELD + MIB

@@ -1978,7 +1978,9 @@ static void write_slot(void **slot, void *value, ElfW(Addr) relro, size_t relro_
     uintptr_t a = (uintptr_t)slot;
     long page = sysconf(_SC_PAGESIZE);
     uintptr_t start = a & ~(uintptr_t)(page - 1);
-    int in_relro = relro_len && a >= relro && a < relro + relro_len;
+    /* the loader protects RELRO rounded down to whole pages; the page it ends in stays RW */
+    uintptr_t relro_end = (relro + relro_len) & ~(uintptr_t)(page - 1);
+    int in_relro = relro_len && a >= (relro & ~(uintptr_t)(page - 1)) && a < relro_end;
     if (in_relro && mprotect((void *)start, (size_t)page, PROT_READ | PROT_WRITE) != 0) return;
     __atomic_store_n(slot, value, __ATOMIC_RELEASE);
     if (in_relro) mprotect((void *)start, (size_t)page, PROT_READ);
