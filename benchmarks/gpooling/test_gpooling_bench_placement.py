@@ -50,7 +50,7 @@ def _alibaba_cluster():
     return nodes, pods, "real" if real else "seeded"
 
 
-@pytest.mark.parametrize("name", ["frag-aware", "fgd", "best-fit", "first-fit",
+@pytest.mark.parametrize("name", ["frag-aware", "pooled-fgd", "fgd", "best-fit", "first-fit",
                                   "whole-device"])
 def test_place_and_book_200_pods_on_the_alibaba_cluster(benchmark, name: str) -> None:
     """200 decisions (place + book) on the cluster half full: decisions/s per policy."""

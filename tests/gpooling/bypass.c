@@ -84,8 +84,11 @@ static CUresult alloc_with(const char *base, void *f, int legacy, int ptsz) {
         return ((CUresult(*)(CUdeviceptr *, size_t, unsigned))f)(&d, BYTES, 1);
     if (!strcmp(base, "cuMemAllocAsync"))
         return ((CUresult(*)(CUdeviceptr *, size_t, void *))f)(&d, BYTES, NULL);
-    if (!strcmp(base, "cuMemAllocFromPoolAsync"))
-        return ((CUresult(*)(CUdeviceptr *, size_t, void *, void *))f)(&d, BYTES, NULL, NULL);
+    if (!strcmp(base, "cuMemAllocFromPoolAsync")) { /* the device's default pool */
+        void *pool = NULL;
+        ((CUresult(*)(void **, int))sym("cuDeviceGetDefaultMemPool"))(&pool, 0);
+        return ((CUresult(*)(CUdeviceptr *, size_t, void *, void *))f)(&d, BYTES, pool, NULL);
+    }
     if (!strcmp(base, "cuMemCreate"))
         return ((CUresult(*)(unsigned long long *, size_t, const void *, unsigned long long))f)(
             (unsigned long long *)&d, BYTES, NULL, 0);

@@ -359,3 +359,111 @@ def test_file_limits_hold_against_a_job_of_another_user(native: NativeBuild, byp
         assert shm.read_limits(region)["memory_limit"] == GIB
     finally:
         shutil.rmtree(root, ignore_errors=True)
+
+
+# ---- routes whose memory outlives one call (bypass_vmm.c, deepbind_plugin.c) -----------------
+
+@pytest.fixture(scope="module")
+def bypass_vmm(native: NativeBuild, tmp_path_factory) -> dict[str, Path]:
+    """The lifetime routes' program and the two DEEPBIND plugins (one allocates in its
+    constructor), linked against the stand-in libcuda."""
+    out = tmp_path_factory.mktemp("bypass-vmm")
+    here = Path(__file__).parent
+    built = dict(program=out / "bypass_vmm", plugin=out / "plugin.so",
+                 plugin_ctor=out / "plugin_ctor.so", plugin_now=out / "plugin_now.so")
+    subprocess.run(["gcc", "-O2", "-Wall", "-o", str(built["program"]),
+                    str(here / "bypass_vmm.c"), "-ldl"], check=True, capture_output=True)
+    for name, extra in (("plugin", []), ("plugin_ctor", ["-DWITH_CTOR"]),
+                        ("plugin_now", ["-Wl,-z,relro,-z,now"])):  # its GOT read-only
+        subprocess.run(["gcc", "-O2", "-Wall", "-shared", "-fPIC", *extra, "-o",
+                        str(built[name]), str(here / "deepbind_plugin.c"),
+                        "-L", str(native.stub_dir), "-l:libcuda.so.1", "-ldl"],
+                       check=True, capture_output=True)
+    return built
+
+
+def _run_vmm(built: dict[str, Path], route: str, env: dict[str, str],
+             fds: tuple[int, ...] = (), plugin: str = "plugin") -> dict:
+    args = [str(built["program"]), route]
+    if route.startswith("deepbind"):
+        args.append(str(built["plugin_ctor" if route.endswith(":ctor") else plugin]))
+    done = subprocess.run(args, env=env, capture_output=True, text=True, timeout=60,
+                          pass_fds=fds, check=False)
+    assert done.returncode == 0, done.stderr
+    result = json.loads(done.stdout.strip().splitlines()[-1])
+    result["stderr"] = done.stderr
+    return result
+
+
+# route -> the one stderr line a refusal must print (None: the quota refuses with OOM)
+LIFETIME_ROUTES = {
+    "vmm-release-mapped": None, "vmm-retain-release": None, "pool-keeps": None,
+    "runtime-module": None,  # libcudart's module loader: charged like cuModuleLoad*
+    "vmm-import": "cuMemImportFromShareableHandle refused",
+    "ipc-open": "cuIpcOpenMemHandle refused",
+    "graph-mem-node": "cuGraphAddMemAllocNode refused",
+    "graph-add-node": "cuGraphAddNode of a memory-allocation node refused",
+    "export-table": "cuGetExportTable of a table the CUDA runtime does not use refused",
+    "deepbind:plugin_alloc": None, "deepbind:plugin_dlsym_alloc": None, "deepbind:ctor": None,
+}
+
+
+@pytest.mark.parametrize("route", list(LIFETIME_ROUTES))
+def test_memory_that_outlives_a_call_stays_within_the_quota(device: Device, bypass_vmm,
+                                                            route: str) -> None:
+    """Without the shim each route has the stand-in driver hold 1,200 MiB; under a 1 GiB quota
+    the driver never holds more than the quota, and a refusal says why on one stderr line."""
+    plain = dict(device.env)
+    plain.pop("LD_PRELOAD")
+    baseline = _run_vmm(bypass_vmm, route, plain)
+    assert (baseline["first"], baseline["second"]) == (0, 0), baseline
+    assert baseline["driver_peak"] == 2 * HELD  # the route really exists
+    result = _run_vmm(bypass_vmm, route, device.env, (device.limits.fd,))
+    assert result["first"] == 0, result
+    assert result["driver_peak"] <= GIB, result  # the yardstick: what the driver holds
+    line = LIFETIME_ROUTES[route]
+    if line is None:
+        assert result["second"] == OOM, result
+    else:
+        assert result["escape"] == NOT_PERMITTED, result
+        refusals = [x for x in result["stderr"].splitlines() if "refused" in x]
+        assert len(refusals) == 1 and line in refusals[0] and "fail closed" in refusals[0]
+    assert device.usage()["memory_used"] == 0
+
+
+def test_vmm_memory_is_credited_when_its_last_reference_goes(device: Device,
+                                                             bypass_vmm) -> None:
+    """create, map, release, unmap: after the unmap the 600 MiB are given back, so 600 MiB more
+    fit and a further 600 MiB do not."""
+    result = _run_vmm(bypass_vmm, "vmm-cycle", device.env, (device.limits.fd,))
+    assert (result["first"], result["escape"], result["second"], result["third"]) == (
+        0, 0, 0, OOM)
+    assert result["driver_used"] == HELD
+    assert device.usage()["memory_peak"] == HELD
+
+
+def test_a_pools_reserve_is_reused_without_a_new_charge_and_trimmed_back(device: Device,
+                                                                         bypass_vmm) -> None:
+    """A pool keeping 600 MiB hands them out again under a 1 GiB quota (charging each
+    allocation on its own would refuse: 1,200 MiB); after cuMemPoolTrimTo the quota is whole."""
+    result = _run_vmm(bypass_vmm, "pool-reuse", device.env, (device.limits.fd,))
+    assert (result["first"], result["again"], result["trim"], result["after"]) == (0, 0, 0, 0)
+    assert result["driver_peak"] == HELD and result["driver_used"] == HELD
+    assert device.usage()["memory_peak"] == HELD
+
+
+@pytest.mark.parametrize("plugin", ["plugin", "plugin_now"])
+def test_a_deepbind_plugin_opened_behind_the_shims_back_is_patched(device: Device, bypass_vmm,
+                                                                   plugin: str) -> None:
+    """libc's dlopen found by walking libc's symbol table (no interposable route) opens the
+    plugin with RTLD_DEEPBIND; the job's next allocation through the shim (1 MiB, 50 ms on: the
+    shim looks once per coarse-clock tick) re-patches the new object's GOT, so the plugin's own
+    cuMemAlloc_v2 call meets the quota; also when the plugin's GOT is read-only (full RELRO:
+    -z relro -z now), which the shim unprotects for the write."""
+    plain = dict(device.env)
+    plain.pop("LD_PRELOAD")
+    baseline = _run_vmm(bypass_vmm, "deepbind-raw", plain, plugin=plugin)
+    assert baseline["second"] == 0 and baseline["driver_peak"] == 2 * HELD + MIB
+    result = _run_vmm(bypass_vmm, "deepbind-raw", device.env, (device.limits.fd,), plugin)
+    assert (result["first"], result["escape"], result["second"]) == (0, 0, OOM), result
+    assert result["driver_peak"] == HELD + MIB

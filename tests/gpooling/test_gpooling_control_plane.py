@@ -21,7 +21,7 @@ from schedlab.gpooling.agent import ControlPlane
 from schedlab.gpooling.api import create_app
 from schedlab.gpooling.devices import GIB, StaticBackend
 from schedlab.gpooling.native import build, run_probe, shim_environment
-from schedlab.gpooling.pool import NoRoomError, Pool
+from schedlab.gpooling.pool import ConflictError, NoRoomError, Pool
 
 MIB = 1 << 20
 TOKEN = "token-of-alice-0123456789"
@@ -64,7 +64,7 @@ def test_resize_in_place_and_its_limits(pool: Pool) -> None:
     grown = pool.resize(vdev.id, memory=10 * GIB, compute=0.6)
     assert (grown.memory, grown.compute) == (10 * GIB, 0.6)
     assert shm.read_region(vdev.region)["memory_limit"] == 10 * GIB
-    with pytest.raises(BadInputError, match="cannot grow in place"):
+    with pytest.raises(ConflictError, match="cannot grow in place"):
         pool.resize(vdev.id, memory=40 * GIB)
     pool.release(vdev.id)
     assert not Path(vdev.region).exists()
@@ -97,6 +97,8 @@ def test_http_api_status_codes(pool: Pool) -> None:
     assert client.post("/vdevs", json=dict(memory="1GiB", compute=2)).status_code == 422
     assert client.post("/vdevs", json=dict(memory="lots", compute=0.5)).status_code == 422
     assert client.patch(f"/vdevs/{vid}", json=dict(compute=0.5)).json()["compute"] == 0.5
+    past = client.patch(f"/vdevs/{vid}", json=dict(memory="64GiB"))  # past its card: a conflict
+    assert past.status_code == 409 and "cannot grow in place" in past.json()["detail"]
     assert client.get("/vdevs/nope").status_code == 404
     assert client.post(f"/vdevs/{vid}/usage", json=dict(usage={"busy_ns": 5})).status_code == 200
     for bad in ({"busy_ns": -5}, {"memory_used": float("inf")}, {"made_up": 1}):

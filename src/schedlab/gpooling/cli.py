@@ -372,6 +372,25 @@ def inflate(
     _show(frame.to_dicts(), json_out)
 
 
+@app.command("versus-fgd")
+@handle_errors
+def versus_fgd_cmd(
+    trace: Path = typer.Option(..., "--trace", help="Alibaba gpu2023 pod list (CSV/Parquet)."),
+    nodes: Path = typer.Option(..., "--nodes", help="Alibaba gpu2023 node list (CSV)."),
+    policy: str = typer.Option("pooled-fgd", "--policy", help="The policy to set against FGD."),
+    seeds: int = typer.Option(3, "--seeds", help="Independent draws (the same for both)."),
+    limit: int = typer.Option(None, "--limit", help="First N nodes of the node list."),
+    json_out: bool = JSON,
+) -> None:
+    """A policy against FGD under FGD's inflation, every level and to full: win/tie/lose."""
+    from schedlab.core.registry import lookup
+    from schedlab.gpooling.fgd import CLUSTER_POLICIES
+    from schedlab.gpooling.placement import versus_fgd
+
+    lookup(CLUSTER_POLICIES, "cluster placement policy", policy)
+    _show(versus_fgd(trace, nodes, policy=policy, seeds=seeds, limit=limit).to_dicts(), json_out)
+
+
 @app.command()
 @handle_errors
 def generate(

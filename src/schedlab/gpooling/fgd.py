@@ -533,8 +533,16 @@ class FragAware(ClusterPolicy):
         return Placement(node, tuple(int(g) for g in order), pod.gpu_milli)
 
 
+def _pooled_fgd() -> ClusterPolicy:
+    """gPooling's FGD-based policy (placement.py, which builds on this module)."""
+    from schedlab.gpooling.placement import PooledFGD
+
+    return PooledFGD()
+
+
 CLUSTER_POLICIES: dict[str, Callable[[], ClusterPolicy]] = {
     "frag-aware": FragAware,
+    "pooled-fgd": _pooled_fgd,
     "fgd": FGD,
     "best-fit": BestFit,
     "dot-product": DotProduct,

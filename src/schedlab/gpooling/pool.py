@@ -263,7 +263,10 @@ class Pool:
             if shrinking and attached and not force:
                 raise ConflictError(f"{vid} has {attached} process(es) attached; shrinking it "
                                     "needs force=true from its owner", field="memory")
-            resized = self.state.resize(grant, new_memory, new_milli)  # books first
+            try:
+                resized = self.state.resize(grant, new_memory, new_milli)  # books first
+            except BadInputError as exc:  # past the card (or what others hold of it): a conflict
+                raise ConflictError(exc.message, field=exc.field) from None
             try:
                 self._check_physical(grant.device, new_memory, new_milli, replacing=vid)
             except NoRoomError:

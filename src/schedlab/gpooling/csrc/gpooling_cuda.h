@@ -21,11 +21,28 @@ typedef void *CUgraphExec;
 typedef void *CUevent;
 typedef int CUdevice;
 typedef unsigned long long CUmemGenericAllocationHandle;
+typedef void *CUgraph;
+typedef void *CUgraphNode;
+typedef struct CUuuid { unsigned char bytes[16]; } CUuuid;
+typedef struct CUipcMemHandle { char reserved[64]; } CUipcMemHandle;
+/* CUDA_MEM_ALLOC_NODE_PARAMS: poolProps (CUmemPoolProps, 88 bytes), accessDescs, count, size,
+ * dptr; only bytesize and dptr are read here */
+typedef struct CUDA_MEM_ALLOC_NODE_PARAMS {
+    unsigned char poolProps[88];
+    const void *accessDescs;
+    size_t accessDescCount, bytesize;
+    CUdeviceptr dptr;
+} CUDA_MEM_ALLOC_NODE_PARAMS;
+/* CUgraphNodeParams begins with its node type; CU_GRAPH_NODE_TYPE_MEM_ALLOC = 10 */
+typedef struct CUgraphNodeParams { int type; int reserved0[3]; } CUgraphNodeParams;
+#define CU_GRAPH_NODE_TYPE_MEM_ALLOC 10
 
 #define CUDA_SUCCESS 0
 #define CUDA_ERROR_INVALID_VALUE 1
 #define CUDA_ERROR_OUT_OF_MEMORY 2
+#define CUDA_ERROR_INVALID_HANDLE 400
 #define CUDA_ERROR_NOT_FOUND 500
+#define CUDA_ERROR_NOT_SUPPORTED 801
 #define CUDA_ERROR_NOT_PERMITTED 800
 #define CU_GET_PROC_ADDRESS_PER_THREAD_DEFAULT_STREAM (1ULL << 1)
 #define CUDA_ARRAY3D_LAYERED 0x01

@@ -100,9 +100,12 @@ static int step(char **argv, int i, int argc) {
         report_alloc(op, a, rc);
         return 1;
     }
-    if (!strcmp(op, "pool")) {
+    if (!strcmp(op, "pool")) { /* from the device's default pool */
+        void *pool = NULL;
+        ((CUresult(*)(void **, int))fn("cuDeviceGetDefaultMemPool", "cuDeviceGetDefaultMemPool"))(
+            &pool, 0);
         rc = ((CUresult(*)(CUdeviceptr *, size_t, void *, void *))fn(
-            "cuMemAllocFromPoolAsync", "cuMemAllocFromPoolAsync"))(&p, a, NULL, NULL);
+            "cuMemAllocFromPoolAsync", "cuMemAllocFromPoolAsync"))(&p, a, pool, NULL);
         if (!rc) keep(p, 0);
         report_alloc(op, a, rc);
         return 1;

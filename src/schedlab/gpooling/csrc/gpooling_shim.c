@@ -55,7 +55,7 @@
 
 /* ---- messages ----------------------------------------------------------------------------- */
 
-static int said[8];
+static int said[16];
 static void say_once(int topic, const char *fmt, ...) {
     if (__atomic_exchange_n(&said[topic], 1, __ATOMIC_RELAXED)) return;
     char line[512];
@@ -69,7 +69,8 @@ static void say_once(int topic, const char *fmt, ...) {
     ssize_t ignored = write(2, line, (size_t)n);
     (void)ignored;
 }
-enum { SAY_CLOSED, SAY_REVOKED, SAY_TABLE, SAY_DLMOPEN };
+enum { SAY_CLOSED, SAY_REVOKED, SAY_TABLE, SAY_DLMOPEN, SAY_IPC, SAY_IMPORT, SAY_POOL_IMPORT,
+       SAY_GRAPH, SAY_EXPORT, SAY_DEEPBIND };
 
 /* ---- the regions ---------------------------------------------------------------------------- */
 
@@ -344,8 +345,19 @@ EXPORT long long gpooling_reap(const char *path) {
 
 enum { DEVICE = 0, HOST = 1 };
 
+static void patch_loaded(void);
+/* patch_loaded, at most once per tick of the coarse clock (a few ms): asking the loader costs
+ * ~0.1 us, more than the rest of an allocation's bookkeeping */
+static void patch_soon(void) {
+    static uint64_t last_tick;
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC_COARSE, &ts);
+    uint64_t tick = (uint64_t)ts.tv_sec * 1000000000ULL + (uint64_t)ts.tv_nsec;
+    if (__atomic_exchange_n(&last_tick, tick, __ATOMIC_RELAXED) != tick) patch_loaded();
+}
 static int reserve(int kind, uint64_t bytes) {
     if (!usable()) return 0;
+    patch_soon(); /* objects some loader we did not see brought in */
     gpooling_usage *u = U;
     __atomic_fetch_add(&u->alloc_calls, 1, __ATOMIC_RELAXED);
     uint64_t limit = kind == HOST ? __atomic_load_n(&L->host_limit, __ATOMIC_ACQUIRE)
@@ -620,6 +632,19 @@ enum { LIB_CUDA, LIB_NVML };
     X(cuMemCreate, "cuMemCreate", 0, 0, LIB_CUDA)                                              \
     X(cuMemRelease, "cuMemRelease", 0, 0, LIB_CUDA)                                            \
     X(cuMemMap, "cuMemMap", 0, 0, LIB_CUDA)                                                    \
+    X(cuMemUnmap, "cuMemUnmap", 0, 0, LIB_CUDA)                                                \
+    X(cuMemPoolTrimTo, "cuMemPoolTrimTo", 0, 0, LIB_CUDA)                                      \
+    X(cuMemPoolDestroy, "cuMemPoolDestroy", 0, 0, LIB_CUDA)                                    \
+    X(cuMemRetainAllocationHandle, "cuMemRetainAllocationHandle", 0, 0, LIB_CUDA)              \
+    X(cuIpcOpenMemHandle, "cuIpcOpenMemHandle", 0, 0, LIB_CUDA)                                \
+    X(cuIpcOpenMemHandle_v2, "cuIpcOpenMemHandle", 11000, 0, LIB_CUDA)                         \
+    X(cuMemImportFromShareableHandle, "cuMemImportFromShareableHandle", 0, 0, LIB_CUDA)        \
+    X(cuMemPoolImportFromShareableHandle, "cuMemPoolImportFromShareableHandle", 0, 0, LIB_CUDA)\
+    X(cuMemPoolImportPointer, "cuMemPoolImportPointer", 0, 0, LIB_CUDA)                        \
+    X(cuGraphAddMemAllocNode, "cuGraphAddMemAllocNode", 0, 0, LIB_CUDA)                        \
+    X(cuGraphAddNode, "cuGraphAddNode", 0, 0, LIB_CUDA)                                        \
+    X(cuGraphAddNode_v2, "cuGraphAddNode", 12030, 0, LIB_CUDA)                                 \
+    X(cuGetExportTable, "cuGetExportTable", 0, 0, LIB_CUDA)                                    \
     X(cuArrayCreate, "cuArrayCreate", 0, 0, LIB_CUDA)                                          \
     X(cuArrayCreate_v2, "cuArrayCreate", 3020, 0, LIB_CUDA)                                    \
     X(cuArray3DCreate, "cuArray3DCreate", 0, 0, LIB_CUDA)                                      \
@@ -751,10 +776,22 @@ EXPORT CUresult cuMemAllocManaged(CUdeviceptr *dptr, size_t bytes, unsigned int 
     GUARDED(DEVICE, bytes, *dptr, f(dptr, bytes, flags));
 }
 
+/* stream-ordered allocations are charged by what their pool holds (see "pools" below) */
+static int pool_accounted(CUmemoryPool *pool);
+static int pool_admit(CUmemoryPool pool, uint64_t bytes, uint64_t *want);
+static CUresult pool_after(CUresult rc, CUmemoryPool pool, uint64_t want, CUdeviceptr dptr);
+static int pool_freed(uint64_t dptr);
+static void pools_settle_all(void);
+
 typedef CUresult (*async_fn)(CUdeviceptr *, size_t, CUstream);
 static CUresult alloc_async(async_fn f, CUdeviceptr *dptr, size_t bytes, CUstream s) {
     NOT_FOUND_IF_NULL(f);
-    GUARDED(DEVICE, bytes, *dptr, f(dptr, bytes, s));
+    CUmemoryPool pool = NULL;
+    uint64_t want = 0;
+    if (!pool_accounted(&pool)) GUARDED(DEVICE, bytes, *dptr, f(dptr, bytes, s));
+    if (!pool_admit(pool, bytes, &want)) return CUDA_ERROR_OUT_OF_MEMORY;
+    CUresult rc = f(dptr, bytes, s);
+    return pool_after(rc, pool, want, rc ? 0 : *dptr);
 }
 EXPORT CUresult cuMemAllocAsync(CUdeviceptr *d, size_t n, CUstream s) {
     return alloc_async(REAL(cuMemAllocAsync, async_fn), d, n, s);
@@ -767,7 +804,11 @@ typedef CUresult (*pool_fn)(CUdeviceptr *, size_t, CUmemoryPool, CUstream);
 static CUresult alloc_pool(pool_fn f, CUdeviceptr *dptr, size_t bytes, CUmemoryPool p,
                            CUstream s) {
     NOT_FOUND_IF_NULL(f);
-    GUARDED(DEVICE, bytes, *dptr, f(dptr, bytes, p, s));
+    uint64_t want = 0;
+    if (!p || !pool_accounted(&p)) GUARDED(DEVICE, bytes, *dptr, f(dptr, bytes, p, s));
+    if (!pool_admit(p, bytes, &want)) return CUDA_ERROR_OUT_OF_MEMORY;
+    CUresult rc = f(dptr, bytes, p, s);
+    return pool_after(rc, p, want, rc ? 0 : *dptr);
 }
 EXPORT CUresult cuMemAllocFromPoolAsync(CUdeviceptr *d, size_t n, CUmemoryPool p, CUstream s) {
     return alloc_pool(REAL(cuMemAllocFromPoolAsync, pool_fn), d, n, p, s);
@@ -825,18 +866,21 @@ EXPORT CUresult cuMemAllocPitch(CUdeviceptr_v1 *dptr, unsigned int *pitch, unsig
     return settle_pitch(rc, rc ? 0 : *dptr, guess, rc ? 0 : (uint64_t)*pitch * height, undo_v1);
 }
 
+/* cuMemFree synchronises the device (as cudaFree does): pools may have trimmed */
 EXPORT CUresult cuMemFree_v2(CUdeviceptr dptr) {
     free_fn f = REAL(cuMemFree_v2, free_fn);
     NOT_FOUND_IF_NULL(f);
     CUresult rc = f(dptr);
-    if (rc == CUDA_SUCCESS) forget(dptr);
+    if (rc == CUDA_SUCCESS && !pool_freed(dptr)) forget(dptr);
+    if (rc == CUDA_SUCCESS) pools_settle_all();
     return rc;
 }
 EXPORT CUresult cuMemFree(CUdeviceptr_v1 dptr) {
     free_v1_fn f = REAL(cuMemFree, free_v1_fn);
     NOT_FOUND_IF_NULL(f);
     CUresult rc = f(dptr);
-    if (rc == CUDA_SUCCESS) forget(dptr);
+    if (rc == CUDA_SUCCESS && !pool_freed(dptr)) forget(dptr);
+    if (rc == CUDA_SUCCESS) pools_settle_all();
     return rc;
 }
 
@@ -844,7 +888,7 @@ typedef CUresult (*free_async_fn)(CUdeviceptr, CUstream);
 static CUresult free_async(free_async_fn f, CUdeviceptr dptr, CUstream stream) {
     NOT_FOUND_IF_NULL(f);
     CUresult rc = f(dptr, stream);
-    if (rc == CUDA_SUCCESS) forget(dptr);
+    if (rc == CUDA_SUCCESS && !pool_freed(dptr)) forget(dptr);
     return rc;
 }
 EXPORT CUresult cuMemFreeAsync(CUdeviceptr d, CUstream s) {
@@ -854,15 +898,91 @@ EXPORT CUresult cuMemFreeAsync_ptsz(CUdeviceptr d, CUstream s) {
     return free_async(REAL(cuMemFreeAsync_ptsz, free_async_fn), d, s);
 }
 
-/* virtual-memory management (NCCL, PyTorch expandable segments): physical memory is created by
- * cuMemCreate, so that is where the quota is charged; cuMemMap only maps it */
+/* virtual-memory management (NCCL, PyTorch expandable segments). Physical memory is created by
+ * cuMemCreate, so that is where the quota is charged; but it lives on while anything refers to
+ * it: the handle (and every handle cuMemRetainAllocationHandle gives out) until cuMemRelease,
+ * each mapping until cuMemUnmap. The CUDA samples and NCCL release the handle right after
+ * mapping it, so crediting the quota at cuMemRelease would let a job hold mapped memory past its
+ * quota. The quota is credited only when the last reference goes.
+ *
+ * Books (process-private, one lock): allocation handle -> size and references; mapped address
+ * -> (mapping size, handle); a retained handle the driver spells differently -> the original. */
+typedef struct vref { uint64_t key, size, other; int64_t refs; } vref;
+typedef struct vtab { vref *e; size_t cap, len; } vtab;
+static vtab vm_allocs, vm_maps, vm_alias;
+static vtab pool_books; /* pool -> size: bytes charged, refs: live allocations, other: destroyed */
+static vtab pool_ptrs;  /* pointer -> other: its pool (see "pools" below) */
+static pthread_mutex_t vm_lock = PTHREAD_MUTEX_INITIALIZER;
+
+static vref *vt_find(vtab *t, uint64_t key) {
+    if (!t->cap || !key) return NULL;
+    for (size_t i = hash_key(key, t->cap); t->e[i].key; i = (i + 1) & (t->cap - 1))
+        if (t->e[i].key == key) return &t->e[i];
+    return NULL;
+}
+static vref *vt_put(vtab *t, uint64_t key) {
+    if ((t->len + 1) * 2 > t->cap) {
+        size_t cap = t->cap ? t->cap * 2 : 256;
+        vref *fresh = calloc(cap, sizeof(vref)), *old = t->e;
+        if (!fresh) return NULL;
+        size_t old_cap = t->cap;
+        t->e = fresh; t->cap = cap; t->len = 0;
+        for (size_t i = 0; i < old_cap; i++)
+            if (old[i].key) *vt_put(t, old[i].key) = old[i];
+        free(old);
+    }
+    size_t i = hash_key(key, t->cap);
+    while (t->e[i].key && t->e[i].key != key) i = (i + 1) & (t->cap - 1);
+    if (!t->e[i].key) { t->len++; t->e[i] = (vref){key, 0, 0, 0}; }
+    return &t->e[i];
+}
+static void vt_drop(vtab *t, uint64_t key) {
+    vref *r = vt_find(t, key);
+    if (!r) return;
+    size_t hole = (size_t)(r - t->e);
+    for (size_t j = (hole + 1) & (t->cap - 1); t->e[j].key; j = (j + 1) & (t->cap - 1)) {
+        size_t home = hash_key(t->e[j].key, t->cap);
+        int movable = hole <= j ? (home <= hole || home > j) : (home <= hole && home > j);
+        if (movable) { t->e[hole] = t->e[j]; hole = j; }
+    }
+    t->e[hole] = (vref){0, 0, 0, 0};
+    t->len--;
+}
+
+/* one reference fewer on the allocation behind handle; the bytes to credit (0 while alive) */
+static uint64_t vm_unref_locked(uint64_t handle) {
+    vref *a = vt_find(&vm_allocs, handle);
+    if (!a) return 0;
+    if (--a->refs > 0) return 0;
+    uint64_t bytes = a->size;
+    vt_drop(&vm_allocs, handle);
+    return bytes;
+}
+/* fork(): the child holds no device memory (see after_fork_child); nor do its books */
+static void vm_after_fork(void) {
+    vm_allocs = vm_maps = vm_alias = pool_books = pool_ptrs = (vtab){NULL, 0, 0};
+    pthread_mutex_init(&vm_lock, NULL);
+}
+static void vm_credit(uint64_t bytes) {
+    if (!bytes) return;
+    if (U) __atomic_fetch_add(&U->free_calls, 1, __ATOMIC_RELAXED);
+    unreserve(DEVICE, bytes);
+}
+
 typedef CUresult (*create_fn)(CUmemGenericAllocationHandle *, size_t, const void *,
                               unsigned long long);
 EXPORT CUresult cuMemCreate(CUmemGenericAllocationHandle *handle, size_t bytes, const void *prop,
                             unsigned long long flags) {
     create_fn f = REAL(cuMemCreate, create_fn);
     NOT_FOUND_IF_NULL(f);
-    GUARDED(DEVICE, bytes, *handle, f(handle, bytes, prop, flags));
+    if (!reserve(DEVICE, bytes)) return CUDA_ERROR_OUT_OF_MEMORY;
+    CUresult rc = f(handle, bytes, prop, flags);
+    if (rc != CUDA_SUCCESS) { unreserve(DEVICE, bytes); return rc; }
+    pthread_mutex_lock(&vm_lock);
+    vref *a = vt_put(&vm_allocs, *handle);
+    if (a) { a->size = bytes; a->refs = 1; }
+    pthread_mutex_unlock(&vm_lock);
+    return rc;
 }
 
 typedef CUresult (*release_fn)(CUmemGenericAllocationHandle);
@@ -870,7 +990,17 @@ EXPORT CUresult cuMemRelease(CUmemGenericAllocationHandle handle) {
     release_fn f = REAL(cuMemRelease, release_fn);
     NOT_FOUND_IF_NULL(f);
     CUresult rc = f(handle);
-    if (rc == CUDA_SUCCESS) forget(handle);
+    if (rc != CUDA_SUCCESS) return rc;
+    pthread_mutex_lock(&vm_lock);
+    uint64_t target = handle;
+    vref *alias = vt_find(&vm_alias, handle);
+    if (alias) {
+        target = alias->other;
+        if (--alias->refs <= 0) vt_drop(&vm_alias, handle);
+    }
+    uint64_t bytes = vm_unref_locked(target);
+    pthread_mutex_unlock(&vm_lock);
+    vm_credit(bytes);
     return rc;
 }
 
@@ -881,7 +1011,373 @@ EXPORT CUresult cuMemMap(CUdeviceptr ptr, size_t size, size_t offset,
     map_fn f = REAL(cuMemMap, map_fn);
     NOT_FOUND_IF_NULL(f);
     if (!usable()) return CUDA_ERROR_OUT_OF_MEMORY;
-    return f(ptr, size, offset, handle, flags);
+    CUresult rc = f(ptr, size, offset, handle, flags);
+    if (rc != CUDA_SUCCESS) return rc;
+    pthread_mutex_lock(&vm_lock);
+    vref *alias = vt_find(&vm_alias, handle);
+    uint64_t target = alias ? alias->other : handle;
+    vref *a = vt_find(&vm_allocs, target);
+    if (a) {
+        a->refs++;
+        vref *m = vt_put(&vm_maps, ptr);
+        if (m) { m->size = size; m->other = target; m->refs = 1; }
+    }
+    pthread_mutex_unlock(&vm_lock);
+    return rc;
+}
+
+/* the driver unmaps whole mappings; a range may cover several laid end to end */
+typedef CUresult (*unmap_fn)(CUdeviceptr, size_t);
+EXPORT CUresult cuMemUnmap(CUdeviceptr ptr, size_t size) {
+    unmap_fn f = REAL(cuMemUnmap, unmap_fn);
+    NOT_FOUND_IF_NULL(f);
+    CUresult rc = f(ptr, size);
+    if (rc != CUDA_SUCCESS) return rc;
+    uint64_t bytes = 0, at = ptr, end = (uint64_t)ptr + size;
+    pthread_mutex_lock(&vm_lock);
+    while (at < end) {
+        vref *m = vt_find(&vm_maps, at);
+        if (!m) break;
+        uint64_t next = at + (m->size ? m->size : 1), target = m->other;
+        vt_drop(&vm_maps, at);
+        bytes += vm_unref_locked(target);
+        at = next;
+    }
+    pthread_mutex_unlock(&vm_lock);
+    vm_credit(bytes);
+    return rc;
+}
+
+/* a new handle to mapped memory: one more reference until it is released */
+typedef CUresult (*retain_handle_fn)(CUmemGenericAllocationHandle *, void *);
+EXPORT CUresult cuMemRetainAllocationHandle(CUmemGenericAllocationHandle *handle, void *addr) {
+    retain_handle_fn f = REAL(cuMemRetainAllocationHandle, retain_handle_fn);
+    NOT_FOUND_IF_NULL(f);
+    CUresult rc = f(handle, addr);
+    if (rc != CUDA_SUCCESS || !handle) return rc;
+    pthread_mutex_lock(&vm_lock);
+    vref *a = vt_find(&vm_allocs, *handle);
+    if (a) {
+        a->refs++;
+    } else { /* spelled differently: find the mapping that holds addr */
+        uint64_t target = 0;
+        for (size_t i = 0; i < vm_maps.cap && !target; i++) {
+            vref *m = &vm_maps.e[i];
+            if (m->key && (uint64_t)(uintptr_t)addr >= m->key &&
+                (uint64_t)(uintptr_t)addr < m->key + m->size)
+                target = m->other;
+        }
+        vref *orig = target ? vt_find(&vm_allocs, target) : NULL;
+        vref *alias = orig ? vt_put(&vm_alias, *handle) : NULL;
+        if (alias) {
+            orig->refs++;
+            alias->other = target;
+            alias->refs++;
+        }
+    }
+    pthread_mutex_unlock(&vm_lock);
+    return rc;
+}
+
+/* ---- pools: stream-ordered memory is charged by what its pool holds -------------------------
+ * cuMemFreeAsync gives memory back to its pool, not to the device: the pool keeps it until a
+ * synchronisation finds it above the pool's release threshold (which a job may set to "keep
+ * everything"), or cuMemPoolTrimTo. Crediting the quota at the free would let a job hold a
+ * pool's cache and the same amount again elsewhere. So a pool is charged what it reserves
+ * (CU_MEMPOOL_ATTR_RESERVED_MEM_CURRENT, the driver's own figure): an allocation is admitted
+ * when the growth it may cause (its size less the pool's unused reserve) fits the quota, and
+ * the charge is settled to the pool's reserve after every allocation, free, synchronisation and
+ * trim. A destroyed pool is credited when its last allocation is freed. Without the pool
+ * attributes (an old driver) each allocation is charged on its own, as before. */
+#define POOL_RESERVED 5 /* CU_MEMPOOL_ATTR_RESERVED_MEM_CURRENT */
+#define POOL_USED 7     /* CU_MEMPOOL_ATTR_USED_MEM_CURRENT */
+
+typedef CUresult (*pool_attr_fn)(CUmemoryPool, int, void *);
+static void *driver_symbol(const char *name) {
+    pthread_once(&reals_once, open_libs);
+    return libs[LIB_CUDA] && real_dlsym_fn ? real_dlsym_fn(libs[LIB_CUDA], name) : NULL;
+}
+static int pool_attr(CUmemoryPool pool, int attr, uint64_t *out) {
+    static pool_attr_fn get;
+    if (!get) get = (pool_attr_fn)driver_symbol("cuMemPoolGetAttribute");
+    *out = 0;
+    return get && pool && get(pool, attr, out) == CUDA_SUCCESS;
+}
+
+/* 1 when *pool (the current device's current pool if NULL) can be accounted by its reserve */
+static int pool_accounted(CUmemoryPool *pool) {
+    typedef CUresult (*get_device_fn)(CUdevice *);
+    typedef CUresult (*get_pool_fn)(CUmemoryPool *, CUdevice);
+    if (!*pool) {
+        get_device_fn dev_of = (get_device_fn)driver_symbol("cuCtxGetDevice");
+        get_pool_fn pool_of = (get_pool_fn)driver_symbol("cuDeviceGetMemPool");
+        CUdevice dev = 0;
+        if (!dev_of || !pool_of || dev_of(&dev) != CUDA_SUCCESS ||
+            pool_of(pool, dev) != CUDA_SUCCESS)
+            return 0;
+    }
+    uint64_t ignored;
+    return pool_attr(*pool, POOL_RESERVED, &ignored);
+}
+
+/* charge pool what it reserves now; 0 if that growth does not fit the quota */
+static int pool_settle(CUmemoryPool pool) {
+    uint64_t reserved;
+    if (!pool_attr(pool, POOL_RESERVED, &reserved)) return 1;
+    pthread_mutex_lock(&vm_lock);
+    vref *b = vt_put(&pool_books, (uint64_t)(uintptr_t)pool);
+    int ok = 1;
+    if (b && reserved > b->size) {
+        ok = reserve(DEVICE, reserved - b->size);
+        if (ok) b->size = reserved;
+    } else if (b && reserved < b->size) {
+        uint64_t give = b->size - reserved;
+        b->size = reserved;
+        pthread_mutex_unlock(&vm_lock);
+        vm_credit(give);
+        return 1;
+    }
+    pthread_mutex_unlock(&vm_lock);
+    return ok;
+}
+
+static int pool_admit(CUmemoryPool pool, uint64_t bytes, uint64_t *want) {
+    uint64_t reserved = 0, in_use = 0;
+    pool_attr(pool, POOL_RESERVED, &reserved);
+    pool_attr(pool, POOL_USED, &in_use);
+    uint64_t slack = reserved > in_use ? reserved - in_use : 0;
+    *want = bytes > slack ? bytes - slack : 0;
+    return reserve(DEVICE, *want);
+}
+
+static CUresult pool_after(CUresult rc, CUmemoryPool pool, uint64_t want, CUdeviceptr dptr) {
+    typedef CUresult (*free_async_fn2)(CUdeviceptr, CUstream);
+    unreserve(DEVICE, want);
+    if (rc != CUDA_SUCCESS) return rc;
+    pthread_mutex_lock(&vm_lock);
+    vref *p = vt_put(&pool_ptrs, dptr);
+    if (p) p->other = (uint64_t)(uintptr_t)pool;
+    vref *b = vt_put(&pool_books, (uint64_t)(uintptr_t)pool);
+    if (b) b->refs++;
+    pthread_mutex_unlock(&vm_lock);
+    if (pool_settle(pool)) return rc;
+    /* someone else took the quota between admission and now: give it back, refuse */
+    free_async_fn2 undo = (free_async_fn2)real_of(H_cuMemFreeAsync);
+    if (undo) undo(dptr, NULL);
+    pool_freed(dptr);
+    return CUDA_ERROR_OUT_OF_MEMORY;
+}
+
+/* 1 if dptr came from a pool (its charge is the pool's, settled here) */
+static int pool_freed(uint64_t dptr) {
+    pthread_mutex_lock(&vm_lock);
+    vref *p = vt_find(&pool_ptrs, dptr);
+    if (!p) { pthread_mutex_unlock(&vm_lock); return 0; }
+    CUmemoryPool pool = (CUmemoryPool)(uintptr_t)p->other;
+    vt_drop(&pool_ptrs, dptr);
+    vref *b = vt_find(&pool_books, (uint64_t)(uintptr_t)pool);
+    uint64_t give = 0;
+    int destroyed = 0;
+    if (b) {
+        b->refs--;
+        destroyed = b->other != 0;
+        if (destroyed && b->refs <= 0) {
+            give = b->size;
+            vt_drop(&pool_books, (uint64_t)(uintptr_t)pool);
+        }
+    }
+    pthread_mutex_unlock(&vm_lock);
+    if (U) __atomic_fetch_add(&U->free_calls, 1, __ATOMIC_RELAXED);
+    if (give) unreserve(DEVICE, give);
+    if (!destroyed) pool_settle(pool);
+    return 1;
+}
+
+static void pools_settle_all(void) {
+    CUmemoryPool live[64];
+    int n = 0;
+    pthread_mutex_lock(&vm_lock);
+    for (size_t i = 0; i < pool_books.cap && n < 64; i++)
+        if (pool_books.e[i].key && !pool_books.e[i].other)
+            live[n++] = (CUmemoryPool)(uintptr_t)pool_books.e[i].key;
+    pthread_mutex_unlock(&vm_lock);
+    for (int i = 0; i < n; i++) pool_settle(live[i]);
+}
+
+typedef CUresult (*trim_fn)(CUmemoryPool, size_t);
+EXPORT CUresult cuMemPoolTrimTo(CUmemoryPool pool, size_t keep) {
+    trim_fn f = REAL(cuMemPoolTrimTo, trim_fn);
+    NOT_FOUND_IF_NULL(f);
+    CUresult rc = f(pool, keep);
+    if (rc == CUDA_SUCCESS) pool_settle(pool);
+    return rc;
+}
+typedef CUresult (*pool_destroy_fn)(CUmemoryPool);
+EXPORT CUresult cuMemPoolDestroy(CUmemoryPool pool) {
+    pool_destroy_fn f = REAL(cuMemPoolDestroy, pool_destroy_fn);
+    NOT_FOUND_IF_NULL(f);
+    CUresult rc = f(pool);
+    if (rc != CUDA_SUCCESS) return rc;
+    uint64_t give = 0;
+    pthread_mutex_lock(&vm_lock);
+    vref *b = vt_find(&pool_books, (uint64_t)(uintptr_t)pool);
+    if (b && b->refs <= 0) {
+        give = b->size;
+        vt_drop(&pool_books, (uint64_t)(uintptr_t)pool);
+    } else if (b) {
+        b->other = 1; /* its memory goes with its last allocation */
+    }
+    pthread_mutex_unlock(&vm_lock);
+    vm_credit(give);
+    return rc;
+}
+
+/* ---- routes the quota cannot follow: refused (fail closed), one stderr line each --------- */
+
+/* Importing memory another process exported (legacy IPC, VMM shareable handles, pool exports)
+ * yields a reference to physical memory that outlives the exporter's free, so the exporter's
+ * quota is credited while the memory lives on in the importer. Graph memory nodes allocate at
+ * graph launch, outside every call the quota sees. cuGetExportTable hands out private driver
+ * entry points that nothing here can account for: only the tables the CUDA runtime itself
+ * needs pass. */
+static void refuse(int topic, const char *name, const char *why) {
+    say_once(topic, "gpooling: %s refused: %s (fail closed)", name, why);
+    if (U) __atomic_fetch_add(&U->denied_calls, 1, __ATOMIC_RELAXED);
+}
+#define IMPORT_WHY "imported memory outlives the exporter's quota"
+EXPORT CUresult cuIpcOpenMemHandle(CUdeviceptr *dptr, CUipcMemHandle h, unsigned int flags) {
+    (void)dptr; (void)h; (void)flags;
+    refuse(SAY_IPC, "cuIpcOpenMemHandle", IMPORT_WHY);
+    return CUDA_ERROR_NOT_PERMITTED;
+}
+EXPORT CUresult cuIpcOpenMemHandle_v2(CUdeviceptr *dptr, CUipcMemHandle h, unsigned int flags) {
+    (void)dptr; (void)h; (void)flags;
+    refuse(SAY_IPC, "cuIpcOpenMemHandle", IMPORT_WHY);
+    return CUDA_ERROR_NOT_PERMITTED;
+}
+EXPORT CUresult cuMemImportFromShareableHandle(CUmemGenericAllocationHandle *h, void *os_handle,
+                                               int type) {
+    (void)h; (void)os_handle; (void)type;
+    refuse(SAY_IMPORT, "cuMemImportFromShareableHandle", IMPORT_WHY);
+    return CUDA_ERROR_NOT_PERMITTED;
+}
+EXPORT CUresult cuMemPoolImportFromShareableHandle(CUmemoryPool *pool, void *os_handle, int type,
+                                                   unsigned long long flags) {
+    (void)pool; (void)os_handle; (void)type; (void)flags;
+    refuse(SAY_POOL_IMPORT, "cuMemPoolImportFromShareableHandle", IMPORT_WHY);
+    return CUDA_ERROR_NOT_PERMITTED;
+}
+EXPORT CUresult cuMemPoolImportPointer(CUdeviceptr *dptr, CUmemoryPool pool, void *data) {
+    (void)dptr; (void)pool; (void)data;
+    refuse(SAY_POOL_IMPORT, "cuMemPoolImportPointer", IMPORT_WHY);
+    return CUDA_ERROR_NOT_PERMITTED;
+}
+#define GRAPH_WHY "graph memory nodes allocate at launch, outside the quota"
+EXPORT CUresult cuGraphAddMemAllocNode(CUgraphNode *node, CUgraph g, const CUgraphNode *deps,
+                                       size_t n, CUDA_MEM_ALLOC_NODE_PARAMS *params) {
+    (void)node; (void)g; (void)deps; (void)n; (void)params;
+    refuse(SAY_GRAPH, "cuGraphAddMemAllocNode", GRAPH_WHY);
+    return CUDA_ERROR_NOT_PERMITTED;
+}
+typedef CUresult (*add_node_fn)(CUgraphNode *, CUgraph, const CUgraphNode *, size_t,
+                                CUgraphNodeParams *);
+EXPORT CUresult cuGraphAddNode(CUgraphNode *node, CUgraph g, const CUgraphNode *deps, size_t n,
+                               CUgraphNodeParams *params) {
+    add_node_fn f = REAL(cuGraphAddNode, add_node_fn);
+    if (params && params->type == CU_GRAPH_NODE_TYPE_MEM_ALLOC) {
+        refuse(SAY_GRAPH, "cuGraphAddNode of a memory-allocation node", GRAPH_WHY);
+        return CUDA_ERROR_NOT_PERMITTED;
+    }
+    NOT_FOUND_IF_NULL(f);
+    return f(node, g, deps, n, params);
+}
+typedef CUresult (*add_node2_fn)(CUgraphNode *, CUgraph, const CUgraphNode *, const void *, size_t,
+                                 CUgraphNodeParams *);
+EXPORT CUresult cuGraphAddNode_v2(CUgraphNode *node, CUgraph g, const CUgraphNode *deps,
+                                  const void *edges, size_t n, CUgraphNodeParams *params) {
+    add_node2_fn f = REAL(cuGraphAddNode_v2, add_node2_fn);
+    if (params && params->type == CU_GRAPH_NODE_TYPE_MEM_ALLOC) {
+        refuse(SAY_GRAPH, "cuGraphAddNode of a memory-allocation node", GRAPH_WHY);
+        return CUDA_ERROR_NOT_PERMITTED;
+    }
+    NOT_FOUND_IF_NULL(f);
+    return f(node, g, deps, edges, n, params);
+}
+
+/* the export tables libcudart asks for (its module-registration interface, tools hooks and
+ * TLS, context-local storage); any other table is refused: among them, as reverse-engineered by
+ * ZLUDA, a context-creation bypass and a device-heap allocator */
+static const unsigned char runtime_tables[][16] = {
+    {0x6b, 0xd5, 0xfb, 0x6c, 0x5b, 0xf4, 0xe7, 0x4a, 0x89, 0x87, 0xd9, 0x39, 0x12, 0xfd, 0x9d, 0xf9},
+    {0xa0, 0x94, 0x79, 0x8c, 0x2e, 0x74, 0x2e, 0x74, 0x93, 0xf2, 0x08, 0x00, 0x20, 0x0c, 0x0a, 0x66},
+    {0x42, 0xd8, 0x5a, 0x81, 0x23, 0xf6, 0xcb, 0x47, 0x82, 0x98, 0xf6, 0xe7, 0x8a, 0x3a, 0xec, 0xdc},
+    {0xc6, 0x93, 0x33, 0x6e, 0x11, 0x21, 0xdf, 0x11, 0xa8, 0xc3, 0x68, 0xf3, 0x55, 0xd8, 0x95, 0x93},
+};
+
+/* The runtime interface (the first table) loads modules from fatbins: entries 1 and 6 write
+ * the module through their first argument, entry 8 through its second. A module's static
+ * device data is memory, so those three are handed out as thunks that charge what the load
+ * took, as cuModuleLoad* are; the other entries pass as they are. */
+static uint64_t device_free(void);
+static CUresult module_loaded(CUresult rc, uint64_t key, uint64_t before, int hook_unload);
+typedef CUresult (*rt_load_fn)(void *, void *, void *, void *, uint64_t);
+enum { RT_SLOTS = 32 };
+static const int rt_entry[3] = {1, 6, 8}, rt_out[3] = {0, 0, 1};
+static rt_load_fn rt_real[3];
+static const void *rt_copy[RT_SLOTS];
+static const void *rt_original;
+static pthread_mutex_t rt_lock = PTHREAD_MUTEX_INITIALIZER;
+
+static CUresult rt_load(int i, void *a, void *b, void *c, void *d, uint64_t e) {
+    if (!usable()) return CUDA_ERROR_OUT_OF_MEMORY;
+    uint64_t before = device_free();
+    CUresult rc = rt_real[i](a, b, c, d, e);
+    CUmodule *out = (CUmodule *)(rt_out[i] ? b : a);
+    if (rc == CUDA_SUCCESS && !out) return rc;
+    return module_loaded(rc, rc ? 0 : (uintptr_t)*out, before, H_cuModuleUnload);
+}
+static CUresult rt_load0(void *a, void *b, void *c, void *d, uint64_t e) {
+    return rt_load(0, a, b, c, d, e);
+}
+static CUresult rt_load1(void *a, void *b, void *c, void *d, uint64_t e) {
+    return rt_load(1, a, b, c, d, e);
+}
+static CUresult rt_load2(void *a, void *b, void *c, void *d, uint64_t e) {
+    return rt_load(2, a, b, c, d, e);
+}
+static const void *runtime_interface(const void *table) {
+    static rt_load_fn const thunks[3] = {rt_load0, rt_load1, rt_load2};
+    const void *const *t = table;
+    size_t n = t ? (size_t)(uintptr_t)t[0] / sizeof(void *) : 0;
+    if (n < 2 || n > RT_SLOTS) return table; /* not the layout we know: as it is */
+    pthread_mutex_lock(&rt_lock);
+    if (rt_original != table) {
+        for (size_t k = 0; k < n; k++) rt_copy[k] = t[k];
+        for (int k = 0; k < 3; k++) {
+            if ((size_t)rt_entry[k] >= n || !t[rt_entry[k]]) continue;
+            rt_real[k] = (rt_load_fn)t[rt_entry[k]];
+            rt_copy[rt_entry[k]] = (const void *)thunks[k];
+        }
+        rt_original = table;
+    }
+    pthread_mutex_unlock(&rt_lock);
+    return rt_copy;
+}
+
+typedef CUresult (*export_table_fn)(const void **, const CUuuid *);
+EXPORT CUresult cuGetExportTable(const void **table, const CUuuid *id) {
+    export_table_fn f = REAL(cuGetExportTable, export_table_fn);
+    NOT_FOUND_IF_NULL(f);
+    for (size_t i = 0; id && i < sizeof runtime_tables / sizeof *runtime_tables; i++) {
+        if (memcmp(id->bytes, runtime_tables[i], 16)) continue;
+        CUresult rc = f(table, id);
+        if (rc == CUDA_SUCCESS && table && i == 0) *table = runtime_interface(*table);
+        return rc;
+    }
+    refuse(SAY_EXPORT, "cuGetExportTable of a table the CUDA runtime does not use",
+           "its private entry points bypass the quota");
+    if (table) *table = NULL;
+    return CUDA_ERROR_NOT_PERMITTED;
 }
 
 /* arrays: the size follows from the descriptor (conservatively for unknown formats) */
@@ -1320,6 +1816,7 @@ EXPORT CUresult cuLaunchGridAsync(CUfunction fn, int w, int h, CUstream s) {
         uint64_t start_ = now_ns();                                                            \
         CUresult rc_ = (call);                                                                 \
         charge(u_, now_ns() - start_);                                                         \
+        pools_settle_all(); /* pools above their release threshold trimmed */                 \
         return rc_;                                                                            \
     } while (0)
 typedef CUresult (*ctx_sync_fn)(void);
@@ -1349,6 +1846,7 @@ EXPORT CUresult cuEventSynchronize(CUevent e) {
 EXPORT void *dlsym(void *handle, const char *name);
 EXPORT void *dlvsym(void *handle, const char *name, const char *version);
 EXPORT void *dlmopen(Lmid_t lmid, const char *file, int flags);
+EXPORT void *dlopen(const char *file, int flags);
 
 static hook *find_by_name(const char *name) {
     for (int i = 0; i < H_COUNT; i++)
@@ -1389,6 +1887,7 @@ static void *swap_symbol(const char *name, void *f) {
     if (!strcmp(name, "dlsym")) return (void *)dlsym;
     if (!strcmp(name, "dlvsym")) return (void *)dlvsym;
     if (!strcmp(name, "dlmopen")) return (void *)dlmopen;
+    if (!strcmp(name, "dlopen")) return (void *)dlopen;
     if ((name[0] == 'c' && name[1] == 'u') || !strncmp(name, "nvml", 4)) {
         pthread_once(name[0] == 'n' ? &nvml_once : &reals_once,
                      name[0] == 'n' ? open_nvml : open_libs);
@@ -1438,16 +1937,193 @@ EXPORT void *dlvsym(void *handle, const char *name, const char *version) {
     return swap_symbol(name, real_dlvsym_fn(handle, name, version));
 }
 
+/* ---- objects that bind to the driver without asking us: patch their relocations ---------- */
+
+/* A library opened with RTLD_DEEPBIND (or one of its dependencies) looks its undefined symbols
+ * up in its own dependencies first, so its calls to cu* bind to libcuda, and its calls to
+ * dlsym to libc's, never to the shim that LD_PRELOAD put first in the global scope. After every
+ * change to the set of loaded objects, each relocation of every other object that names an
+ * intercepted function (or dlsym/dlvsym/dlopen/dlmopen) is pointed at the wrapper: the GOT and
+ * PLT slots, and absolute data words (function-pointer tables). RELRO pages are made writable
+ * for the write and read-only again. */
+#if defined(__x86_64__)
+#define R_SLOT(t) ((t) == R_X86_64_JUMP_SLOT || (t) == R_X86_64_GLOB_DAT || (t) == R_X86_64_64)
+#elif defined(__aarch64__)
+#define R_SLOT(t) ((t) == R_AARCH64_JUMP_SLOT || (t) == R_AARCH64_GLOB_DAT || (t) == R_AARCH64_ABS64)
+#else
+#define R_SLOT(t) 0
+#endif
+
+static void *loader_wrapper(const char *name) {
+    if (name[0] != 'd' || name[1] != 'l') return NULL;
+    if (!strcmp(name, "dlsym")) return (void *)dlsym;
+    if (!strcmp(name, "dlvsym")) return (void *)dlvsym;
+    if (!strcmp(name, "dlopen")) return (void *)dlopen;
+    if (!strcmp(name, "dlmopen")) return (void *)dlmopen;
+    return NULL;
+}
+
+static void *target_for(const char *name) {
+    if (name[0] == 'd') return loader_wrapper(name);
+    if ((name[0] == 'c' && name[1] == 'u') || !strncmp(name, "nvml", 4)) {
+        hook *h = find_by_name(name);
+        if (h && h->lib == LIB_NVML) pthread_once(&nvml_once, open_nvml);
+        return h ? h->wrapper : NULL;
+    }
+    return NULL;
+}
+
+static void write_slot(void **slot, void *value, ElfW(Addr) relro, size_t relro_len) {
+    if (*slot == value) return;
+    uintptr_t a = (uintptr_t)slot;
+    long page = sysconf(_SC_PAGESIZE);
+    uintptr_t start = a & ~(uintptr_t)(page - 1);
+    /* the loader protects RELRO rounded down to whole pages; the page it ends in stays RW */
+    uintptr_t relro_end = (relro + relro_len) & ~(uintptr_t)(page - 1);
+    int in_relro = relro_len && a >= (relro & ~(uintptr_t)(page - 1)) && a < relro_end;
+    if (in_relro && mprotect((void *)start, (size_t)page, PROT_READ | PROT_WRITE) != 0) return;
+    __atomic_store_n(slot, value, __ATOMIC_RELEASE);
+    if (in_relro) mprotect((void *)start, (size_t)page, PROT_READ);
+}
+
+typedef struct { ElfW(Addr) lo[8], hi[8]; int n; } writable;
+static int in_writable(const writable *w, ElfW(Addr) a) {
+    for (int i = 0; i < w->n; i++)
+        if (a >= w->lo[i] && a + sizeof(void *) <= w->hi[i]) return 1;
+    return 0;
+}
+
+static void patch_table(ElfW(Addr) base, const ElfW(Rela) *rel, size_t bytes,
+                        const ElfW(Sym) *symtab, const char *strtab, ElfW(Addr) relro,
+                        size_t relro_len, const writable *w) {
+    for (size_t i = 0; rel && i < bytes / sizeof *rel; i++) {
+        unsigned type = (unsigned)ELF64_R_TYPE(rel[i].r_info);
+        size_t sym = ELF64_R_SYM(rel[i].r_info);
+        if (!sym || !R_SLOT(type) || rel[i].r_addend) continue;
+        if (!in_writable(w, base + rel[i].r_offset)) continue; /* text relocations: leave */
+        const char *name = strtab + symtab[sym].st_name;
+        if (!((name[0] == 'c' && name[1] == 'u') || (name[0] == 'd' && name[1] == 'l') ||
+              (name[0] == 'n' && name[1] == 'v')))
+            continue;
+        void *to = target_for(name);
+        if (to) write_slot((void **)(base + rel[i].r_offset), to, relro, relro_len);
+    }
+}
+
+static ElfW(Addr) skip_bases[4];
+static unsigned long long patched_adds;
+static pthread_mutex_t patch_lock = PTHREAD_MUTEX_INITIALIZER;
+
+static int patch_object(struct dl_phdr_info *info, size_t size, void *data) {
+    (void)size; (void)data;
+    const char *n = info->dlpi_name ? info->dlpi_name : "";
+    if (strstr(n, "libc.so") || strstr(n, "ld-linux") || strstr(n, "libdl.so") ||
+        strstr(n, "linux-vdso"))
+        return 0;
+    for (int i = 0; i < 4; i++)
+        if (skip_bases[i] && skip_bases[i] == info->dlpi_addr) return 0;
+    const ElfW(Dyn) *dyn = NULL;
+    ElfW(Addr) relro = 0;
+    size_t relro_len = 0;
+    writable w = {{0}, {0}, 0};
+    for (int i = 0; i < info->dlpi_phnum; i++) {
+        const ElfW(Phdr) *ph = &info->dlpi_phdr[i];
+        if (ph->p_type == PT_LOAD && (ph->p_flags & PF_W) && w.n < 8) {
+            w.lo[w.n] = info->dlpi_addr + ph->p_vaddr;
+            w.hi[w.n++] = info->dlpi_addr + ph->p_vaddr + ph->p_memsz;
+        }
+        if (info->dlpi_phdr[i].p_type == PT_DYNAMIC)
+            dyn = (const ElfW(Dyn) *)(info->dlpi_addr + info->dlpi_phdr[i].p_vaddr);
+        if (info->dlpi_phdr[i].p_type == PT_GNU_RELRO) {
+            relro = info->dlpi_addr + info->dlpi_phdr[i].p_vaddr;
+            relro_len = info->dlpi_phdr[i].p_memsz;
+        }
+    }
+    if (!dyn) return 0;
+    const ElfW(Sym) *symtab = NULL;
+    const char *strtab = NULL;
+    const ElfW(Rela) *jmprel = NULL, *rela = NULL;
+    size_t jmp_bytes = 0, rela_bytes = 0;
+    int pltrel = DT_RELA;
+    for (; dyn->d_tag != DT_NULL; dyn++) {
+        switch (dyn->d_tag) {
+        case DT_SYMTAB: symtab = dyn_ptr(info->dlpi_addr, dyn->d_un.d_ptr); break;
+        case DT_STRTAB: strtab = dyn_ptr(info->dlpi_addr, dyn->d_un.d_ptr); break;
+        case DT_JMPREL: jmprel = dyn_ptr(info->dlpi_addr, dyn->d_un.d_ptr); break;
+        case DT_PLTRELSZ: jmp_bytes = dyn->d_un.d_val; break;
+        case DT_PLTREL: pltrel = (int)dyn->d_un.d_val; break;
+        case DT_RELA: rela = dyn_ptr(info->dlpi_addr, dyn->d_un.d_ptr); break;
+        case DT_RELASZ: rela_bytes = dyn->d_un.d_val; break;
+        default: break;
+        }
+    }
+    if (!symtab || !strtab) return 0;
+    if (pltrel == DT_RELA)
+        patch_table(info->dlpi_addr, jmprel, jmp_bytes, symtab, strtab, relro, relro_len, &w);
+    patch_table(info->dlpi_addr, rela, rela_bytes, symtab, strtab, relro, relro_len, &w);
+    return 0;
+}
+
+static int count_adds(struct dl_phdr_info *info, size_t size, void *data) {
+    (void)size;
+    *(unsigned long long *)data = info->dlpi_adds;
+    return 1;
+}
+
+/* the load bias of the object holding f (0 if none) */
+static ElfW(Addr) bias_of(void *f) {
+    Dl_info info;
+    struct link_map *lm = NULL;
+    return f && dladdr1(f, &info, (void **)&lm, RTLD_DL_LINKMAP) && lm ? lm->l_addr : 0;
+}
+
+/* patch every loaded object if any was added since the last pass (the shim and the real
+ * driver and NVML keep their own bindings) */
+static void patch_loaded(void) {
+    unsigned long long adds = 0;
+    dl_iterate_phdr(count_adds, &adds);
+    if (__atomic_load_n(&patched_adds, __ATOMIC_ACQUIRE) == adds) return;
+    pthread_once(&reals_once, open_libs);
+    pthread_mutex_lock(&patch_lock);
+    skip_bases[0] = bias_of((void *)patch_loaded);
+    skip_bases[1] = bias_of(__atomic_load_n(&hooks[H_cuMemAlloc_v2].real, __ATOMIC_ACQUIRE));
+    skip_bases[2] = bias_of(__atomic_load_n(&hooks[H_nvmlDeviceGetMemoryInfo].real,
+                                            __ATOMIC_ACQUIRE));
+    dl_iterate_phdr(patch_object, NULL);
+    __atomic_store_n(&patched_adds, adds, __ATOMIC_RELEASE);
+    pthread_mutex_unlock(&patch_lock);
+}
+
+/* RTLD_DEEPBIND is dropped as well: the patching above runs after dlopen returns, too late for
+ * what the new objects' constructors call; without it they bind in the global scope, to us */
+static int shallow(int flags) {
+    if (!(flags & RTLD_DEEPBIND)) return flags;
+    say_once(SAY_DEEPBIND, "gpooling: dlopen(RTLD_DEEPBIND) is loaded without RTLD_DEEPBIND "
+             "(so that the quota applies to the library's driver calls)");
+    return flags & ~RTLD_DEEPBIND;
+}
+
+EXPORT void *dlopen(const char *file, int flags) {
+    libc_ready();
+    void *h = real_dlopen_fn ? real_dlopen_fn(file, shallow(flags)) : NULL;
+    if (h) patch_loaded();
+    return h;
+}
+
 /* a new link-map namespace would get a libcuda of its own, without the shim: load in the base
  * namespace instead (where LD_PRELOAD put the shim first) */
 EXPORT void *dlmopen(Lmid_t lmid, const char *file, int flags) {
     libc_ready();
+    void *h;
     if (lmid != LM_ID_BASE) {
         say_once(SAY_DLMOPEN, "gpooling: dlmopen into a new namespace is loaded in the base "
                  "namespace (the quota applies to every namespace)");
-        return real_dlopen_fn ? real_dlopen_fn(file, flags) : NULL;
+        h = real_dlopen_fn ? real_dlopen_fn(file, shallow(flags)) : NULL;
+    } else {
+        h = real_dlmopen_fn ? real_dlmopen_fn(lmid, file, shallow(flags)) : NULL;
     }
-    return real_dlmopen_fn ? real_dlmopen_fn(lmid, file, flags) : NULL;
+    if (h) patch_loaded();
+    return h;
 }
 
 static void gpa_swap(const char *symbol, void **pfn, int version, unsigned long long flags) {
@@ -1482,4 +2158,5 @@ EXPORT CUresult cuGetProcAddress_v2(const char *symbol, void **pfn, int version,
 __attribute__((constructor)) static void register_hooks(void) {
     HOOKS(AS_HOOK)
     pthread_atfork(NULL, NULL, after_fork_child);
+    pthread_atfork(NULL, NULL, vm_after_fork);
 }
