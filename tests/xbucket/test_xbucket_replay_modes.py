@@ -125,3 +125,35 @@ def test_cli_replay_per_resource_blind_with_a_worker(tmp_path):
     bad = runner.invoke(app, ["xbucket", "replay", "--trace", str(trace), "--whole-machine",
                               "lots"])
     assert bad.exit_code == 2 and "whole_machine" in bad.output
+
+
+def test_a_new_categorys_first_attempt_takes_the_pooled_upper_quantile():
+    old = XBucket("de", Defaults(sampling=5, cold_quantile=None))
+    new = XBucket("de", Defaults(sampling=5, cold_quantile=0.9))
+    for allocator in (old, new):
+        for i in range(40):  # pooled records: mostly small, a tenth large
+            memory = 2000.0 + i if i % 10 == 9 else 100.0 + i
+            usage = Resources(1, memory, 50)
+            allocator.observe(f"c{i % 4}", ResourceReport(usage, usage, 1.0))
+    assert old.allocate("fresh").memory < 200  # deterministic: the lowest pooled bucket
+    memory, pooled = new.allocate("fresh").memory, new._pooled[1]
+    assert memory == pooled.upper(0.9) and memory >= 2000  # at least 90 % of the pool fit
+    values, _ = pooled.records()
+    assert (values <= memory).mean() >= 0.9
+    for i in range(5):  # past its own sampling, the category's own buckets again
+        usage = Resources(1, 120.0 + i, 50)
+        new.observe("fresh", ResourceReport(usage, usage, 1.0))
+    assert new.allocate("fresh").memory < 200
+
+
+def test_the_cold_prior_saves_retries_of_categories_that_arrive_late():
+    from schedlab.xbucket.coldstart import MODES, cold_start_table
+    from schedlab.xbucket.workloads import staggered
+
+    tasks = staggered(categories=6, per_category=12)
+    rows = cold_start_table("staggered", tasks, [None, 0.9], semantics="allocation")
+    cold = {(r["algorithm"], r["cold_quantile"], r["resource"]): r["cold_retries"] for r in rows}
+    for algorithm in MODES:
+        before = sum(cold[(algorithm, "none", r)] for r in ("memory", "disk"))
+        after = sum(cold[(algorithm, 0.9, r)] for r in ("memory", "disk"))
+        assert after < before, (algorithm, before, after)

@@ -92,9 +92,14 @@ class XBucket:
 
     def allocate(self, category: str, last_failed: ResourceReport | None = None,
                  declared: Resources | None = None) -> Resources:
-        cores, memory, disk = self.effective_states(category)
+        states = self.effective_states(category)
         if last_failed is None:
-            return Resources(cores.predict(), memory.predict(), disk.predict())
+            q = self.defaults.cold_quantile
+            if q is None or self._pooled is None or category in self._ready:
+                return Resources(*(s.predict() for s in states))
+            return Resources(*(s.upper(q) if s is p else s.predict()
+                               for s, p in zip(states, self._pooled, strict=True)))
+        cores, memory, disk = states
         used = last_failed.usage.as_tuple()
         exceeded = last_failed.exceeded
         return Resources(*(

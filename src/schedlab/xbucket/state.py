@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import math
 import random
-from bisect import bisect_right
+from bisect import bisect_left, bisect_right
 from collections.abc import Callable
 from itertools import accumulate
 
@@ -125,6 +125,15 @@ class BucketingState:
         target = base + self._rng.random() * (1.0 - base)
         chosen = bisect_right(cumulative, target, start)
         return values[chosen] if chosen < len(values) else values[-1]
+
+    def upper(self, q: float) -> float:
+        """The smallest bucket holding at least ``q`` of the probability (past sampling): a
+        cautious first guess for a task nothing is known about yet."""
+        if self._dirty:
+            self.rebucket()
+        if not self.values:
+            return self.default
+        return self.values[min(bisect_left(self.cumulative, q - 1e-12), len(self.values) - 1)]
 
     def records(self) -> tuple[np.ndarray, np.ndarray]:
         """Copies of the sorted values and their significances (for inspection and tests)."""
