@@ -140,6 +140,17 @@ def test_a_new_categorys_first_attempt_takes_the_pooled_upper_quantile():
     assert memory == pooled.upper(0.9) and memory >= 2000  # at least 90 % of the pool fit
     values, _ = pooled.records()
     assert (values <= memory).mean() >= 0.9
+    small_old = XBucket("de", Defaults(sampling=5, cold_quantile=None))
+    small_new = XBucket("de", Defaults(sampling=5))
+    for allocator in (small_old, small_new):
+        for i in range(20):  # a pool of small categories only (100-119 MB)
+            usage = Resources(1, 100.0 + i, 50)
+            allocator.observe(f"s{i % 2}", ResourceReport(usage, usage, 1.0))
+    # a new category killed above the pool's top bucket: the pool does not describe it, so
+    # its own default (1000 MB) next, not a doubling from 119 MB (one kill per doubling)
+    top = ResourceReport(Resources(1, 119, 50), Resources(1, 130, 50), 1.0, ("memory",))
+    assert small_new.allocate("big", top).memory == 1000.0
+    assert small_old.allocate("big", top).memory == 250.0
     for i in range(5):  # past its own sampling, the category's own buckets again
         usage = Resources(1, 120.0 + i, 50)
         new.observe("fresh", ResourceReport(usage, usage, 1.0))

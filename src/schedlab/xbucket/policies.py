@@ -50,8 +50,11 @@ class XBucket:
     completed tasks of that category) and the pooled state is not, that type is predicted (and
     retried) from the pooled state instead of the sampling defaults; once the category has its
     own ``sampling`` records it uses only them. With one category the two states hold the same
-    records, so nothing changes. The pooled state re-buckets lazily (on its next use), so
-    workflows whose categories are all past sampling pay only a sorted insert per report.
+    records, so nothing changes. Cold start (``Defaults.cold_quantile`` = q, not None): a new
+    category's first attempt takes the pooled buckets' q upper quantile, and a kill above the
+    pool's top bucket resumes the category's own sampling path (at least its default). The
+    pooled state re-buckets lazily (on its next use), so workflows whose categories are all past
+    sampling pay only a sorted insert per report.
     """
 
     def __init__(self, mode: str, defaults: Defaults | None = None, seed: int = 0,
@@ -99,12 +102,15 @@ class XBucket:
                 return Resources(*(s.predict() for s in states))
             return Resources(*(s.upper(q) if s is p else s.predict()
                                for s, p in zip(states, self._pooled, strict=True)))
-        cores, memory, disk = states
         used = last_failed.usage.as_tuple()
         exceeded = last_failed.exceeded
+        own = self.states(category)
+        cold = self.defaults.cold_quantile is not None
         return Resources(*(
-            _retry_one(state, used[i], RESOURCES[i] in exceeded)
-            for i, state in enumerate((cores, memory, disk))
+            _retry_cold(state, own[i], used[i])
+            if cold and state is not own[i] and RESOURCES[i] in exceeded
+            else _retry_one(state, used[i], RESOURCES[i] in exceeded)
+            for i, state in enumerate(states)
         ))
 
     def observe(self, category: str, report: ResourceReport) -> None:
@@ -120,6 +126,16 @@ class XBucket:
             pc.add(usage.cores)
             pm.add(usage.memory)
             pd.add(usage.disk)
+
+
+def _retry_cold(pooled: BucketingState, own: BucketingState, seen: float) -> float:
+    """A new category that outgrew even the pool's top bucket: the pool does not describe it,
+    so resume its own sampling path (at least its default) instead of doubling from a small
+    pooled value, which costs one kill per doubling."""
+    value = pooled.predict(seen)
+    if pooled.values and seen >= pooled.values[-1]:
+        return max(value, own.default)
+    return value
 
 
 def _retry_one(state: BucketingState, seen: float, exceeded: bool) -> float:
