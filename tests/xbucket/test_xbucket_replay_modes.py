@@ -10,7 +10,8 @@ from schedlab.cli import _mount_system_apps_once, app
 from schedlab.core.errors import BadInputError, ConfigError
 from schedlab.xbucket import Defaults, Machine, ReplayConfig, Resources, compare, synthetic
 from schedlab.xbucket.compare import category_blind, run_one
-from schedlab.xbucket.policies import MaxSeen, XBucket
+from schedlab.xbucket.metrics import summarise
+from schedlab.xbucket.policies import MaxSeen, XBucket, make_allocator
 from schedlab.xbucket.types import RESOURCES, ResourceReport, Task
 
 _mount_system_apps_once()
@@ -168,3 +169,34 @@ def test_the_cold_prior_saves_retries_of_categories_that_arrive_late():
         before = sum(cold[(algorithm, "none", r)] for r in ("memory", "disk"))
         after = sum(cold[(algorithm, 0.9, r)] for r in ("memory", "disk"))
         assert after < before, (algorithm, before, after)
+
+
+def test_a_cold_retry_never_jumps_past_its_own_sampling_step():
+    allocator = XBucket("pg", Defaults(sampling=5))
+    for i in range(30):  # a pool of mostly 670 MB disks and a few 40 GB ones
+        disk = 40_000.0 if i % 10 == 0 else 670.0
+        usage = Resources(1, 100, disk)
+        allocator.observe(f"c{i % 3}", ResourceReport(usage, usage, 1.0))
+    failed = ResourceReport(Resources(1, 100, 670), Resources(1, 100, 13_155), 1.0, ("disk",))
+    # the pool's next bucket up is 40 GB (another category's); its own doubling gives 16 GB
+    assert allocator.allocate("new", failed).disk == 16_000.0
+    low = ResourceReport(Resources(1, 100, 300), Resources(1, 100, 300), 1.0, ("disk",))
+    assert allocator.allocate("new", low).disk == 670.0  # a pooled bucket below that step
+
+
+def test_time_weighting_sizes_buckets_by_the_time_they_hold():
+    def feed(allocator):
+        for i in range(40):  # 70 % short 1-core tasks, 30 % long 2-core ones
+            long = i % 10 >= 7
+            usage = Resources(2.0 if long else 1.0, 100, 100)
+            allocator.observe("c", ResourceReport(usage, usage, 50.0 if long else 1.0))
+        return allocator.allocate("c").cores
+
+    assert feed(make_allocator("dg-bucket")) == 1.0  # by count: the low bucket first
+    assert feed(make_allocator("dg-bucket-tw")) == 2.0  # by time: 94 % of it needs 2 cores
+    tasks = [Task(str(i), "c", Resources(2.0 if i % 10 >= 7 else 1.0, 100, 100),
+                  50.0 if i % 10 >= 7 else 1.0) for i in range(300)]
+    config = ReplayConfig(only="cores")
+    plain = summarise(run_one(tasks, "dg-bucket", config))["efficiency_cores"]
+    weighted = summarise(run_one(tasks, "dg-bucket-tw", config))["efficiency_cores"]
+    assert weighted > plain

@@ -84,13 +84,17 @@ class BucketingState:
     def in_sampling(self) -> bool:
         return self._vals.shape[0] < self.sampling
 
-    def add(self, value: float) -> None:
-        """Record a completed task's peak and, past the sampling phase, re-bucket."""
+    def add(self, value: float, weight: float = 1.0) -> None:
+        """Record a completed task's peak and, past the sampling phase, re-bucket.
+
+        ``weight`` scales the record's significance (its arrival rank): 1 in the paper; a
+        time-weighted variant passes the task's wall time, so that a bucket's probability is
+        its share of *time*, the measure waste is counted in."""
         # before equal values, as the reference does: within a run of equal values the order
         # of significances decides where greedy can split it
         at = int(np.searchsorted(self._vals, value, side="left"))
         self._vals = np.insert(self._vals, at, float(value))
-        self._sigs = np.insert(self._sigs, at, self._next_sig)
+        self._sigs = np.insert(self._sigs, at, self._next_sig * max(weight, 1e-9))
         self._next_sig += 1.0
         if not self.in_sampling:
             if self.lazy:
