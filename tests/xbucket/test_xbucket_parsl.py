@@ -50,8 +50,11 @@ def test_app_errors_and_bad_specifications_reach_the_caller(tmp_path):
     executor.start()
     try:
         failing = executor.submit(tasks.hold_memory, {}, "not a number")
-        with pytest.raises(AppFailed, match="TypeError"):
+        with pytest.raises(TypeError, match="can't multiply"):  # the app's own exception type
             failing.result(timeout=60)
+        command = executor.submit(tasks.exit_now, {}, 4)  # no exception to rebuild: AppFailed
+        with pytest.raises(AppFailed, match="exit status 4"):
+            command.result(timeout=60)
         with pytest.raises(BadInputError, match="parsl_resource_specification"):
             executor.submit(tasks.hold_memory, {"cores": 2}, 1)
         assert executor.submit(tasks.hold_memory, {"category": "x"}, 5, 0.01).result(60) == 5

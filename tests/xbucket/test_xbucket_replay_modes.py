@@ -10,7 +10,8 @@ from schedlab.cli import _mount_system_apps_once, app
 from schedlab.core.errors import BadInputError, ConfigError
 from schedlab.xbucket import Defaults, Machine, ReplayConfig, Resources, compare, synthetic
 from schedlab.xbucket.compare import category_blind, run_one
-from schedlab.xbucket.policies import MaxSeen, XBucket
+from schedlab.xbucket.metrics import summarise
+from schedlab.xbucket.policies import MaxSeen, XBucket, make_allocator
 from schedlab.xbucket.types import RESOURCES, ResourceReport, Task
 
 _mount_system_apps_once()
@@ -125,3 +126,77 @@ def test_cli_replay_per_resource_blind_with_a_worker(tmp_path):
     bad = runner.invoke(app, ["xbucket", "replay", "--trace", str(trace), "--whole-machine",
                               "lots"])
     assert bad.exit_code == 2 and "whole_machine" in bad.output
+
+
+def test_a_new_categorys_first_attempt_takes_the_pooled_upper_quantile():
+    old = XBucket("de", Defaults(sampling=5, cold_quantile=None))
+    new = XBucket("de", Defaults(sampling=5, cold_quantile=0.9))
+    for allocator in (old, new):
+        for i in range(40):  # pooled records: mostly small, a tenth large
+            memory = 2000.0 + i if i % 10 == 9 else 100.0 + i
+            usage = Resources(1, memory, 50)
+            allocator.observe(f"c{i % 4}", ResourceReport(usage, usage, 1.0))
+    assert old.allocate("fresh").memory < 200  # deterministic: the lowest pooled bucket
+    memory, pooled = new.allocate("fresh").memory, new._pooled[1]
+    assert memory == pooled.upper(0.9) and memory >= 2000  # at least 90 % of the pool fit
+    values, _ = pooled.records()
+    assert (values <= memory).mean() >= 0.9
+    small_old = XBucket("de", Defaults(sampling=5, cold_quantile=None))
+    small_new = XBucket("de", Defaults(sampling=5))
+    for allocator in (small_old, small_new):
+        for i in range(20):  # a pool of small categories only (100-119 MB)
+            usage = Resources(1, 100.0 + i, 50)
+            allocator.observe(f"s{i % 2}", ResourceReport(usage, usage, 1.0))
+    # a new category killed above the pool's top bucket: the pool does not describe it, so
+    # its own default (1000 MB) next, not a doubling from 119 MB (one kill per doubling)
+    top = ResourceReport(Resources(1, 119, 50), Resources(1, 130, 50), 1.0, ("memory",))
+    assert small_new.allocate("big", top).memory == 1000.0
+    assert small_old.allocate("big", top).memory == 250.0
+    for i in range(5):  # past its own sampling, the category's own buckets again
+        usage = Resources(1, 120.0 + i, 50)
+        new.observe("fresh", ResourceReport(usage, usage, 1.0))
+    assert new.allocate("fresh").memory < 200
+
+
+def test_the_cold_prior_saves_retries_of_categories_that_arrive_late():
+    from schedlab.xbucket.coldstart import MODES, cold_start_table
+    from schedlab.xbucket.workloads import staggered
+
+    tasks = staggered(categories=6, per_category=12)
+    rows = cold_start_table("staggered", tasks, [None, 0.9], semantics="allocation")
+    cold = {(r["algorithm"], r["cold_quantile"], r["resource"]): r["cold_retries"] for r in rows}
+    for algorithm in MODES:
+        before = sum(cold[(algorithm, "none", r)] for r in ("memory", "disk"))
+        after = sum(cold[(algorithm, 0.9, r)] for r in ("memory", "disk"))
+        assert after < before, (algorithm, before, after)
+
+
+def test_a_cold_retry_never_jumps_past_its_own_sampling_step():
+    allocator = XBucket("pg", Defaults(sampling=5))
+    for i in range(30):  # a pool of mostly 670 MB disks and a few 40 GB ones
+        disk = 40_000.0 if i % 10 == 0 else 670.0
+        usage = Resources(1, 100, disk)
+        allocator.observe(f"c{i % 3}", ResourceReport(usage, usage, 1.0))
+    failed = ResourceReport(Resources(1, 100, 670), Resources(1, 100, 13_155), 1.0, ("disk",))
+    # the pool's next bucket up is 40 GB (another category's); its own doubling gives 16 GB
+    assert allocator.allocate("new", failed).disk == 16_000.0
+    low = ResourceReport(Resources(1, 100, 300), Resources(1, 100, 300), 1.0, ("disk",))
+    assert allocator.allocate("new", low).disk == 670.0  # a pooled bucket below that step
+
+
+def test_time_weighting_sizes_buckets_by_the_time_they_hold():
+    def feed(allocator):
+        for i in range(40):  # 70 % short 1-core tasks, 30 % long 2-core ones
+            long = i % 10 >= 7
+            usage = Resources(2.0 if long else 1.0, 100, 100)
+            allocator.observe("c", ResourceReport(usage, usage, 50.0 if long else 1.0))
+        return allocator.allocate("c").cores
+
+    assert feed(make_allocator("dg-bucket")) == 1.0  # by count: the low bucket first
+    assert feed(make_allocator("dg-bucket-tw")) == 2.0  # by time: 94 % of it needs 2 cores
+    tasks = [Task(str(i), "c", Resources(2.0 if i % 10 >= 7 else 1.0, 100, 100),
+                  50.0 if i % 10 >= 7 else 1.0) for i in range(300)]
+    config = ReplayConfig(only="cores")
+    plain = summarise(run_one(tasks, "dg-bucket", config))["efficiency_cores"]
+    weighted = summarise(run_one(tasks, "dg-bucket-tw", config))["efficiency_cores"]
+    assert weighted > plain

@@ -31,3 +31,20 @@ def reserve_address_space(gigabytes: int, touch_mb: int, seconds: float = 0.2) -
     time.sleep(seconds)
     region.close()
     return touch_mb
+
+
+def spike_in_child(megabytes: int, seconds: float = 0.05) -> int:
+    """A grandchild that holds ``megabytes`` MB for ``seconds`` and exits: a spike shorter
+    than a slow sampler's interval, which only a kernel limit on the whole tree sees."""
+    import subprocess
+    import sys
+
+    code = f"import time; b = b'\\x01' * ({megabytes} * 2**20); time.sleep({seconds})"
+    return subprocess.run([sys.executable, "-c", code], check=False).returncode
+
+
+def exit_now(code: int) -> None:
+    """Leave the child at once with ``code``, writing no result (as a crash would)."""
+    import os
+
+    os._exit(code)

@@ -10,7 +10,8 @@ from schedlab.core.lazy import lazy_exports
 
 _EXPORTS = {
     "compare": "compare", "run_one": "compare", "ExecutionRecord": "executor",
-    "LocalExecutor": "executor", "TaskSpec": "executor", "summarise": "metrics",
+    "LocalExecutor": "executor", "TaskSpec": "executor", "TaskTooLargeError": "executor",
+    "summarise": "metrics", "TIME_WEIGHTED": "policies", "cold_start_table": "coldstart",
     "ALLOCATORS": "policies", "ALTERNATIVES": "policies", "Allocator": "policies",
     "Declared": "policies", "MaxSeen": "policies", "MaxThroughput": "policies",
     "MinWaste": "policies", "WholeMachine": "policies", "XBUCKET_FAMILY": "policies",
@@ -18,7 +19,8 @@ _EXPORTS = {
     "ReplayConfig": "simulator", "replay": "simulator", "BucketingState": "state",
     "Defaults": "types", "Machine": "types", "RESOURCES": "types", "ResourceReport": "types",
     "Resources": "types", "Task": "types", "SHAPES": "workloads", "WORKFLOWS": "workloads",
-    "read_reports": "workloads", "synthetic": "workloads", "XBucketExecutor": "parsl",
+    "read_reports": "workloads", "synthetic": "workloads", "staggered": "workloads",
+    "XBucketExecutor": "parsl",
 }
 
 __getattr__, __dir__, __all__ = lazy_exports(__name__, _EXPORTS)

@@ -139,7 +139,8 @@ def run(
         rows.append(dict(task=record.task_id, returncode=record.returncode,
                          attempts=len(record.attempts), memory_mb=last.usage.memory,
                          allocated_mb=last.allocation.memory, disk_mb=last.usage.disk,
-                         cores_used=last.usage.cores, wall_s=last.wall_time))
+                         cores_used=last.usage.cores, wall_s=last.wall_time,
+                         error=str(record.exception or "")))
     if json_out:
         emit_json(rows)
         return

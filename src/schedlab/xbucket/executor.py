@@ -5,29 +5,34 @@ WorkQueue/TaskVine). Each attempt is a subprocess started in its own sandbox dir
 
 * memory, as real monitors do it (resident memory, never address space):
 
-  - cgroup v2, where this process may create a child cgroup with the memory controller
-    (detected once: a cgroup2 mount, ``memory`` in our cgroup's controllers, a probe child
-    that gets a ``memory.max``): each attempt runs in its own child cgroup with ``memory.max``
-    = the allocation and swap off; the kernel OOM-kills it above that (``memory.events``
-    ``oom_kill``) and ``memory.peak`` gives its exact peak;
-  - always, a psutil watchdog that samples the RSS of the task's process tree every ``poll``
-    seconds (plus the kernel's VmHWM of the top process) and kills it above the allocation;
+  - a kernel memory cgroup per attempt where this process may create one (``cgroups.py``):
+    cgroup v2 (``memory.max``, swap off) where the v2 memory controller is delegated to us,
+    else cgroup v1 (``memory.limit_in_bytes`` and ``memory.memsw.limit_in_bytes``); the kernel
+    OOM-kills the attempt at its allocation, which marks it exceeded, and the group's peak is
+    what the killed attempt reports. The group covers every descendant, so a short spike in a
+    grandchild between two samples is still caught;
+  - always, a psutil sampler of the RSS of the task's process tree every ``poll`` seconds
+    (plus each process's kernel VmHWM): the peak a successful attempt reports (a cgroup's own
+    peak also counts page cache, which the kernel reclaims rather than kill for), and, where no
+    cgroup could be made, the enforcement itself (it kills the tree above the allocation);
   - RLIMIT_AS (allocation + ``as_headroom`` MB) only when asked (``rlimit=True``): off by
     default, because a task that *reserves* far more address space than it uses (JVM, Go,
     CUDA, PyTorch, a large ``mmap``) would fail as an ordinary error.
 
   ``ExecutionRecord.enforcement`` (and ``LocalExecutor.memory_enforcement``) says which path
-  ran, e.g. ``cgroup v2 memory.max + memory.peak + psutil RSS watchdog`` or
-  ``psutil RSS watchdog (cgroup v2 unavailable: ...)``;
+  ran, e.g. ``cgroup v1 memory.limit_in_bytes + memory.max_usage_in_bytes + psutil RSS
+  sampler (cgroup v2 unavailable: ...)`` or ``psutil RSS watchdog (no memory cgroup: ...)``;
 * cores: CPU affinity to ceil(cores) CPUs. A task cannot exceed it, so cores never fail an
   attempt; the measured usage is CPU time / wall time (as cctools' resource monitor reports);
 * disk: bytes under the sandbox, checked every ``disk_every`` samples; above the allocation
   the task is killed.
 
 The measured peaks go back to the allocator through ``observe``; a killed attempt is retried
-with ``last_failed`` so the next allocation grows. Python callables run in a fresh interpreter
-(``runner.py``, started by path), so they must be importable (module-level), the same
-rule as multiprocessing's spawn and Ray.
+with ``last_failed`` so the next allocation grows. An attempt killed while it already held the
+whole worker of the exceeded type cannot grow: the task fails at once with
+:class:`TaskTooLargeError` (task, type, measured peak, cap) instead of being retried at the same
+cap. Python callables run in a fresh interpreter (``runner.py``, started by path): sent with
+pickle, or with dill (as Parsl sends apps) when pickle cannot, e.g. a decorated function.
 """
 
 from __future__ import annotations
@@ -51,9 +56,24 @@ import psutil
 
 from schedlab.core.errors import BadInputError, SchedlabError
 from schedlab.xbucket import runner
+from schedlab.xbucket.cgroups import MemoryCgroups, detect
 from schedlab.xbucket.policies import Allocator
 from schedlab.xbucket.runner import MEMORY_ERROR_EXIT
-from schedlab.xbucket.types import Machine, ResourceReport, Resources
+from schedlab.xbucket.types import RESOURCES, Machine, ResourceReport, Resources
+
+
+class TaskTooLargeError(SchedlabError):
+    """A task exceeded an allocation that was already the whole worker: no retry can fit it."""
+
+    def __init__(self, task_id: str, resource: str, peak: float, cap: float) -> None:
+        unit = "" if resource == "cores" else " MB"
+        super().__init__(f"task {task_id} needs more {resource} than a worker has: its attempt "
+                         f"at the cap of {cap:g}{unit} was killed at a peak of {peak:.0f}{unit}",
+                         field=resource)
+        self.task_id, self.resource, self.peak, self.cap = task_id, resource, peak, cap
+
+    def __reduce__(self):
+        return (TaskTooLargeError, (self.task_id, self.resource, self.peak, self.cap))
 
 
 @dataclass
@@ -74,7 +94,11 @@ class TaskSpec:
 
 @dataclass
 class ExecutionRecord:
-    """Every attempt of one task and its outcome (return value or exit code, and output)."""
+    """Every attempt of one task and its outcome (return value or exit code, and output).
+
+    ``exception``: what the callable raised (rebuilt in this process, its remote traceback as a
+    note), or why the executor gave up on the task (:class:`TaskTooLargeError`, too many
+    attempts); None on success."""
 
     task_id: str
     attempts: list[ResourceReport] = field(default_factory=list)
@@ -83,10 +107,11 @@ class ExecutionRecord:
     stdout: str = ""
     stderr: str = ""
     enforcement: str = ""  # how memory was enforced on its last attempt
+    exception: BaseException | None = None
 
     @property
     def succeeded(self) -> bool:
-        return self.returncode == 0
+        return self.returncode == 0 and self.exception is None
 
 
 def _sandbox_bytes(root: Path) -> int:
@@ -117,30 +142,53 @@ def _tree(proc: psutil.Process) -> list[psutil.Process]:
         return []
 
 
-def _cgroup_parent(root: Path = Path("/sys/fs/cgroup")) -> tuple[Path | None, str]:
-    """Our own cgroup v2 directory when we may create children with a memory controller, or
-    None and why not."""
+def _payload(spec: TaskSpec) -> bytes:
+    """The callable and its arguments for the child: pickle (by reference, light to load), else
+    dill (by value, as Parsl serialises apps: decorated functions, closures, ``__main__``)."""
+    call = (spec.function, spec.args, spec.kwargs)
     try:
-        if not (root / "cgroup.controllers").exists():
-            return None, f"no cgroup2 mount at {root}"
-        lines = Path("/proc/self/cgroup").read_text().splitlines()
-        unified = [line.split("::", 1)[1] for line in lines if line.startswith("0::")]
-        if not unified:
-            return None, "this process has no cgroup v2 entry"
-        own = root / unified[0].lstrip("/")
-        if "memory" not in (own / "cgroup.controllers").read_text().split():
-            return None, f"memory controller not delegated to {own}"
-        probe = own / f"xbucket-probe-{os.getpid()}"
-        probe.mkdir()
+        return b"P" + pickle.dumps(call)
+    except (pickle.PicklingError, AttributeError, TypeError) as first:
         try:
-            if not (probe / "memory.max").exists():
-                return None, f"memory controller not enabled in {own}/cgroup.subtree_control"
-            (probe / "memory.max").write_text("max")
-        finally:
-            probe.rmdir()
-        return own, ""
-    except (OSError, IndexError) as exc:
-        return None, f"cgroup v2 not writable ({exc.strerror or exc})"
+            import dill
+        except ImportError:
+            raise BadInputError(f"cannot send the callable to a subprocess ({first}); use a "
+                                "module-level function or install dill",
+                                field=spec.task_id) from first
+        try:
+            return b"D" + dill.dumps(call)
+        except Exception as exc:  # dill raises many kinds
+            raise BadInputError(f"cannot send the callable to a subprocess ({exc})",
+                                field=spec.task_id) from exc
+
+
+def _outcome(path: Path) -> tuple[str, Any, float]:
+    """What the runner wrote: ("ok", value, peak MB), ("error", (traceback, exception bytes),
+    peak MB), or ("none", None, 0) for a command or a child that died before writing."""
+    try:
+        raw = path.read_bytes()
+    except OSError:
+        return "none", None, 0.0
+    try:
+        status, value, peak = pickle.loads(raw)
+        return str(status), value, float(peak)
+    except Exception as exc:  # e.g. the value's class does not import here
+        return "error", (f"cannot read the task's result: {exc!r}", None), 0.0
+
+
+def _rebuild(payload: Any) -> tuple[BaseException | None, str]:
+    """The child's exception (pickled bytes) rebuilt here, and its traceback text."""
+    text, raw = payload if isinstance(payload, tuple) else (str(payload), None)
+    if raw is None:
+        return None, text
+    try:
+        exc = pickle.loads(raw)
+    except Exception:  # its class may not import here: keep the text
+        return None, text
+    if isinstance(exc, BaseException):
+        exc.add_note(f"remote traceback:\n{text.rstrip()}")
+        return exc, text
+    return None, text
 
 
 class _Attempt:
@@ -149,6 +197,9 @@ class _Attempt:
     def __init__(self, spec: TaskSpec, allocation: Resources, workdir: Path, cpus: list[int],
                  executor: LocalExecutor) -> None:
         self.spec, self.allocation = spec, allocation
+        self.cgroups = executor._cgroups
+        self.cgroup: Path | None = None
+        self._closed = False
         self.sandbox = Path(tempfile.mkdtemp(prefix="task-", dir=workdir))
         self.result_file = self._beside(".result")
         self.out = open(self._beside(".out"), "w+b")  # noqa: SIM115
@@ -159,36 +210,37 @@ class _Attempt:
         self.samples = 0
         self.rusage: Any = None
         self.wall = 0.0
-        self.cgroup = executor._new_cgroup(allocation)
-        argv = self._argv()
-        limit = None
-        if executor.rlimit:
-            limit = int((allocation.memory + executor.as_headroom) * 2**20)
-        self.enforcement = executor.describe(self.cgroup is not None, limit is not None)
-        self.started = time.perf_counter()
-        env = dict(os.environ)  # the child must import the callable's module as we do
-        paths = (os.path.abspath(p or ".") for p in sys.path)
-        env["PYTHONPATH"] = os.pathsep.join(p for p in paths if os.path.isdir(p))
+        self.measured = Resources(0.0, 0.0, 0.0)  # what the monitor saw, before semantics
+        self.outcome: tuple[str, Any, float] = ("none", None, 0.0)
         try:
+            argv = self._argv()
+            self.cgroup = executor._new_cgroup(allocation)
+            limit = None
+            if executor.rlimit:
+                limit = int((allocation.memory + executor.as_headroom) * 2**20)
+            self.enforcement = executor.describe(self.cgroup is not None, limit is not None)
+            self.started = time.perf_counter()
+            env = dict(os.environ)  # the child must import the callable's module as we do
+            paths = (os.path.abspath(p or ".") for p in sys.path)
+            env["PYTHONPATH"] = os.pathsep.join(p for p in paths if os.path.isdir(p))
             self.proc = subprocess.Popen(argv, cwd=self.sandbox, stdout=self.out,
                                          stderr=self.err, env=env,
                                          preexec_fn=_limits(limit, cpus, self.cgroup))
         except OSError as exc:  # no such program, not executable, ...
             self.close(False)
-            raise BadInputError(f"cannot start {argv[0]!r}: {exc.strerror or exc}",
+            program = spec.command[0] if spec.command else sys.executable
+            raise BadInputError(f"cannot start {program!r}: {exc.strerror or exc}",
                                 field="command") from None
+        except BaseException:
+            self.close(False)
+            raise
         self.ps = psutil.Process(self.proc.pid)
 
     def _argv(self) -> list[str]:
         if self.spec.command is not None:
             return [str(a) for a in self.spec.command]
         payload = self._beside(".call")
-        try:
-            payload.write_bytes(pickle.dumps((self.spec.function, self.spec.args,
-                                              self.spec.kwargs)))
-        except (pickle.PicklingError, AttributeError, TypeError) as exc:
-            raise BadInputError(f"cannot send the callable to a subprocess ({exc}); use a "
-                                "module-level function", field=self.spec.task_id) from exc
+        payload.write_bytes(_payload(self.spec))
         # by path, not -m: importing the schedlab package would inflate the child's baseline.
         # -P: without it the script's folder (this package, which has a types.py) would shadow
         # the standard library's ``types`` in the child.
@@ -200,17 +252,21 @@ class _Attempt:
         return self.sandbox.parent / (self.sandbox.name + suffix)
 
     def sample(self, disk_every: int) -> None:
-        """Measure the tree's RSS (and every ``disk_every`` samples the sandbox); kill if over."""
-        rss = 0
+        """Measure the tree's RSS (and every ``disk_every`` samples the sandbox); kill if over.
+
+        Memory is only killed for here when no cgroup enforces it: a tree's summed RSS counts
+        shared pages once per process, so it may overstate what the kernel charges."""
+        rss, high = 0, 0.0
         for proc in _tree(self.ps):
             with contextlib.suppress(psutil.Error):
                 rss += proc.memory_info().rss
-        self.peak_rss = max(self.peak_rss, rss / 2**20, _high_water_mb(self.proc.pid))
+                high = max(high, _high_water_mb(proc.pid))
+        self.peak_rss = max(self.peak_rss, rss / 2**20, high)
         self.samples += 1
         if self.samples % disk_every == 0:
             self.peak_disk = max(self.peak_disk, _sandbox_bytes(self.sandbox))
         over = []
-        if self.peak_rss > self.allocation.memory:
+        if self.cgroup is None and self.peak_rss > self.allocation.memory:
             over.append("memory")
         if self.peak_disk / 2**20 > self.allocation.disk:
             over.append("disk")
@@ -227,7 +283,12 @@ class _Attempt:
         """Reap the process if it ended (wait4 also gives its CPU time and max RSS)."""
         if self.rusage is not None:
             return True
-        pid, status, usage = os.wait4(self.proc.pid, os.WNOHANG)
+        try:
+            pid, status, usage = os.wait4(self.proc.pid, os.WNOHANG)
+        except ChildProcessError:  # reaped elsewhere: count it as ended, without usage
+            self.proc.returncode, self.rusage = -1, resource.struct_rusage((0.0,) * 16)
+            self.wall = time.perf_counter() - self.started
+            return True
         if pid == 0:
             return False
         self.proc.returncode = os.waitstatus_to_exitcode(status)
@@ -243,56 +304,53 @@ class _Attempt:
         self.peak_disk = max(self.peak_disk, _sandbox_bytes(self.sandbox))
         # CPU time from wait4; not ru_maxrss, which counts the parent's pages copied at fork
         cpu = usage_info.ru_utime + usage_info.ru_stime
-        if self.result_file.exists():  # the callable's own exact peak (VmHWM)
-            with contextlib.suppress(Exception):
-                self.peak_rss = max(self.peak_rss, pickle.loads(self.result_file.read_bytes())[2])
-        self.peak_rss = max(self.peak_rss, self._cgroup_peak_mb())
+        self.outcome = _outcome(self.result_file)
+        self.peak_rss = max(self.peak_rss, self.outcome[2])  # the callable's own VmHWM
         exceeded = set(self.killed_for)
-        if (code == MEMORY_ERROR_EXIT or self._cgroup_oom()
-                or self.peak_rss > self.allocation.memory):
+        if self.cgroup is not None and self.cgroups is not None:
+            if self.cgroups.oom_killed(self.cgroup):
+                exceeded.add("memory")
+                self.peak_rss = max(self.peak_rss, self.cgroups.peak_mb(self.cgroup))
+        elif self.peak_rss > self.allocation.memory:
+            exceeded.add("memory")
+        if code == MEMORY_ERROR_EXIT:
             exceeded.add("memory")
         if self.peak_disk / 2**20 > self.allocation.disk:
             exceeded.add("disk")
-        usage = Resources(cpu / wall if wall > 0 else 0.0, self.peak_rss, self.peak_disk / 2**20)
+        memory = self.peak_rss
+        if "memory" not in exceeded:  # a cgroup let it through: it fitted, whatever RSS says
+            memory = min(memory, self.allocation.memory)
+        usage = Resources(cpu / wall if wall > 0 else 0.0, memory, self.peak_disk / 2**20)
+        self.measured = usage
         if exceeded and semantics == "allocation":
             usage = Resources(*(self.allocation.get(n) if n in exceeded else usage.get(n)
-                                for n in ("cores", "memory", "disk")))
-        ordered = tuple(n for n in ("cores", "memory", "disk") if n in exceeded)
+                                for n in RESOURCES))
+        ordered = tuple(n for n in RESOURCES if n in exceeded)
         return ResourceReport(self.allocation, usage, wall, ordered), code
 
-    def _cgroup_peak_mb(self) -> float:
-        """The cgroup's exact peak (``memory.peak``, Linux >= 5.19), 0 when unavailable."""
-        if self.cgroup is None:
-            return 0.0
-        with contextlib.suppress(OSError, ValueError):
-            return int((self.cgroup / "memory.peak").read_text().split()[0]) / 2**20
-        return 0.0
-
-    def _cgroup_oom(self) -> bool:
-        if self.cgroup is None:
-            return False
-        with contextlib.suppress(OSError, ValueError, IndexError):
-            for line in (self.cgroup / "memory.events").read_text().splitlines():
-                key, value = line.split()
-                if key == "oom_kill" and int(value) > 0:
-                    return True
-        return False
-
     def close(self, keep_output: bool) -> tuple[str, str]:
+        """Output texts (when kept), then every file, the sandbox and the cgroup removed.
+        Idempotent, and never raises: a cleanup error must not kill the dispatcher."""
+        if self._closed:
+            return "", ""
+        self._closed = True
         texts = []
         for handle in (self.out, self.err):
-            handle.seek(0)
-            texts.append(handle.read().decode(errors="replace") if keep_output else "")
-            handle.close()
+            text = ""
+            with contextlib.suppress(OSError, ValueError):
+                handle.seek(0)
+                text = handle.read().decode(errors="replace") if keep_output else ""
+            texts.append(text)
+            with contextlib.suppress(OSError, ValueError):
+                handle.close()
             with contextlib.suppress(OSError):
                 os.unlink(handle.name)
         shutil.rmtree(self.sandbox, ignore_errors=True)
         for suffix in (".call", ".result"):
             with contextlib.suppress(OSError):
                 os.unlink(self._beside(suffix))
-        if self.cgroup is not None:
-            with contextlib.suppress(OSError):
-                self.cgroup.rmdir()
+        if self.cgroup is not None and self.cgroups is not None:
+            self.cgroups.remove(self.cgroup)
         return texts[0], texts[1]
 
 
@@ -315,6 +373,8 @@ class LocalExecutor:
     allocator is any :class:`~schedlab.xbucket.policies.Allocator`; allocations are capped at
     ``machine``. ``semantics`` chooses what a killed attempt reports for the exceeded type:
     ``allocation`` (what a live monitor sees, the default) or ``peak`` (the most it measured).
+    A task that cannot fit a worker, or exceeds ``max_attempts`` times, ends with its
+    ``ExecutionRecord.exception`` set; the other tasks go on.
     """
 
     def __init__(self, allocator: Allocator, machine: Machine | None = None, parallel: int = 1,
@@ -326,6 +386,8 @@ class LocalExecutor:
             raise BadInputError("must be at least 1", field="parallel")
         if semantics not in ("peak", "allocation"):
             raise BadInputError("must be 'peak' or 'allocation'", field="semantics")
+        if max_attempts < 1:
+            raise BadInputError("must be at least 1", field="max_attempts")
         self.allocator, self.parallel, self.poll = allocator, parallel, poll
         cpus = sorted(os.sched_getaffinity(0))
         self.machine = machine or Machine(float(len(cpus)),
@@ -333,18 +395,23 @@ class LocalExecutor:
         self.cpus, self.disk_every, self.rlimit = cpus, disk_every, rlimit
         self.as_headroom, self.semantics, self.max_attempts = as_headroom, semantics, max_attempts
         self.workdir, self.keep_output = workdir, keep_output
-        self._cgroups, self._no_cgroup = _cgroup_parent() if cgroups else (None, "not asked")
+        self._cgroups: MemoryCgroups | None
+        self._cgroups, self._no_cgroup = detect() if cgroups else (None, "not asked")
         self._serial = 0
 
     def describe(self, cgroup: bool, rlimit: bool) -> str:
         """The memory-enforcement path, in words (what ``ExecutionRecord.enforcement`` holds)."""
-        parts = ["cgroup v2 memory.max + memory.peak"] if cgroup else []
-        parts.append("psutil RSS watchdog")
+        parts = [self._cgroups.describe()] if cgroup and self._cgroups is not None else []
+        parts.append("psutil RSS sampler" if parts else "psutil RSS watchdog")
         if rlimit:
             parts.append("RLIMIT_AS")
         text = " + ".join(parts)
-        if not cgroup:
-            text += f" (cgroup v2 unavailable: {self._no_cgroup or 'child cgroup creation failed'})"
+        if self._cgroups is None:
+            text += f" (no memory cgroup: {self._no_cgroup})"
+        elif not cgroup:
+            text += " (this attempt's cgroup could not be created)"
+        elif self._no_cgroup:  # v1 ran: say why v2 did not
+            text += " (" + self._no_cgroup.replace("v2: ", "cgroup v2 unavailable: ") + ")"
         return text
 
     @property
@@ -355,17 +422,7 @@ class LocalExecutor:
         if self._cgroups is None:
             return None
         self._serial += 1
-        group = self._cgroups / f"xbucket-{os.getpid()}-{self._serial}"
-        try:
-            group.mkdir()
-            (group / "memory.max").write_text(str(int(allocation.memory * 2**20)))
-            with contextlib.suppress(OSError):  # absent when swap accounting is off
-                (group / "memory.swap.max").write_text("0")
-        except OSError:
-            with contextlib.suppress(OSError):
-                group.rmdir()
-            return None
-        return group
+        return self._cgroups.create(f"xbucket-{os.getpid()}-{self._serial}", allocation.memory)
 
     def _cpus_for(self, cores: float, slot: int) -> list[int]:
         want = max(1, min(len(self.cpus), math.ceil(cores)))
@@ -373,7 +430,7 @@ class LocalExecutor:
         return [self.cpus[(start + i) % len(self.cpus)] for i in range(want)]
 
     def run(self, tasks: Sequence[TaskSpec]) -> list[ExecutionRecord]:
-        """Run every task to success (or to a non-resource failure); one record per task."""
+        """Run every task to success or to a final failure; one record per task, in order."""
         records = {t.task_id: ExecutionRecord(t.task_id) for t in tasks}
         if len(records) != len(tasks):
             raise BadInputError("task ids must be unique", field="task_id")
@@ -400,31 +457,48 @@ class LocalExecutor:
             finally:
                 for attempt in running:
                     attempt.kill()
-                    attempt.finish(self.semantics)
+                    with contextlib.suppress(Exception):
+                        attempt.finish(self.semantics)
                     attempt.close(False)
         return [records[t.task_id] for t in tasks]
 
     def _settle(self, attempt: _Attempt, record: ExecutionRecord) -> ResourceReport | None:
-        """Record a finished attempt, teach the allocator; the report to retry with, if any."""
+        """Record a finished attempt, teach the allocator; the report to retry with, if any.
+
+        A task ends here (``record.exception`` set, no retry) when it exceeded a type whose
+        allocation already was the worker's cap, or after ``max_attempts`` attempts."""
         report, code = attempt.finish(self.semantics)
         record.attempts.append(report)
         record.enforcement = attempt.enforcement
-        self.allocator.observe(attempt.spec.category, report)
+        try:
+            self.allocator.observe(attempt.spec.category, report)
+        finally:
+            if report.exceeded:
+                attempt.close(False)
         if report.exceeded:
-            attempt.close(False)
-            if len(record.attempts) >= self.max_attempts:
-                raise SchedlabError(f"task {record.task_id} exceeded its allocation "
-                                    f"{len(record.attempts)} times", field="max_attempts")
-            return report
+            record.exception = self._give_up(attempt, record, report)
+            return None if record.exception is not None else report
         record.returncode = code
-        if attempt.result_file.exists():
-            status, value, _ = pickle.loads(attempt.result_file.read_bytes())
-            if status == "ok":
-                record.value = value
-            else:
-                record.stderr = value
+        status, value, _ = attempt.outcome
+        if status == "ok":
+            record.value = value
+        elif status == "error":
+            record.exception, record.stderr = _rebuild(value)
         out, err = attempt.close(self.keep_output)
         record.stdout, record.stderr = out, record.stderr or err
+        return None
+
+    def _give_up(self, attempt: _Attempt, record: ExecutionRecord,
+                 report: ResourceReport) -> SchedlabError | None:
+        """Why the task must not be retried, or None."""
+        cap = self.machine.resources
+        for name in report.exceeded:
+            if attempt.allocation.get(name) >= cap.get(name):
+                peak = max(attempt.measured.get(name), attempt.allocation.get(name))
+                return TaskTooLargeError(record.task_id, name, peak, cap.get(name))
+        if len(record.attempts) >= self.max_attempts:
+            return SchedlabError(f"task {record.task_id} exceeded its allocation "
+                                 f"{len(record.attempts)} times", field="max_attempts")
         return None
 
 

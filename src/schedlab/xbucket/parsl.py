@@ -11,10 +11,22 @@ future Parsl gets resolves with the app's return value (or raises its exception)
 attempt fits.
 
 Category: ``parsl_resource_specification={"category": "blast"}`` on the call, else the app's
-function name. Apps must be importable module-level functions (``python_app(module.func)``), the
-same rule as multiprocessing's spawn: the function travels to a fresh interpreter by reference.
-Parsl's own wrappers around the function (error wrapping, file staging, ``walltime``) are
-unwrapped, so file staging and ``walltime`` are not supported here.
+function name. Apps travel to a fresh interpreter by pickle, or by dill as Parsl's own executors
+send them (so ``@python_app``/``@bash_app``-decorated functions, closures and functions of
+``__main__`` work; the latter import what they use inside their body, Parsl's rule). A
+``bash_app`` runs through Parsl's own ``remote_side_bash_executor`` in the child (so ``stdout``/
+``stderr`` redirection, ``BashExitFailure`` and ``MissingOutputs`` are Parsl's), its command's
+memory is enforced with the rest of the attempt's process tree, and the interpreter that starts
+bash (about 55 MB with Parsl loaded) counts in its peak, as under Parsl's own workers.
+``join_app`` runs in Parsl's internal thread pool, never here; the apps it returns and every
+dependency between apps are resolved by Parsl's DataFlowKernel before ``submit``. The app's
+exception reaches its future as the same exception type (the child's traceback as a note).
+Parsl's ``wrap_error`` and ``walltime`` wrappers are unwrapped, so ``walltime`` is not enforced.
+
+A task whose attempt at the worker's cap (``machine``) still exceeds it fails at once with
+:class:`~schedlab.xbucket.executor.TaskTooLargeError` through its future. Should the dispatch
+thread itself fail, every future it holds or has queued fails with :class:`DispatchError` (and
+later submissions fail at once): nothing is left pending.
 
     from parsl import Config, python_app, load
     from schedlab.xbucket.parsl import XBucketExecutor
@@ -31,7 +43,7 @@ import threading
 import time
 from collections import deque
 from collections.abc import Callable
-from concurrent.futures import Future
+from concurrent.futures import Future, InvalidStateError
 from pathlib import Path
 from typing import Any
 
@@ -50,7 +62,23 @@ from schedlab.xbucket.types import Defaults, Machine, ResourceReport
 
 
 class AppFailed(RuntimeError):
-    """The app raised (or exited non-zero); the child's traceback is the message."""
+    """The app failed and its own exception could not be rebuilt here (or a command exited
+    non-zero); the child's traceback is the message."""
+
+
+class DispatchError(SchedlabError):
+    """The executor's dispatch thread died; every task it held fails with this."""
+
+
+def _resolve(future: Future, value: Any = None, error: BaseException | None = None) -> None:
+    """Settle a future once; a cancelled or already-settled one is left alone."""
+    if future.done():
+        return
+    with contextlib.suppress(InvalidStateError):
+        if error is not None:
+            future.set_exception(error)
+        else:
+            future.set_result(value)
 
 
 class XBucketExecutor(ParslExecutor):
@@ -58,8 +86,9 @@ class XBucketExecutor(ParslExecutor):
 
     ``algorithm`` names an allocator (``pe-bucket``, ``de-bucket``, ...; see
     ``schedlab.xbucket.ALLOCATORS``) or ``allocator`` passes one. ``parallel`` attempts run at
-    once; the other arguments are those of :class:`LocalExecutor`. ``records`` keeps every
-    task's attempts (allocation, usage, exceeded) for inspection.
+    once; the other arguments are those of :class:`LocalExecutor` (``machine`` is the worker:
+    the cap of every allocation). ``records`` keeps every task's attempts (allocation, usage,
+    exceeded) for inspection.
     """
 
     def __init__(self, label: str = "xbucket", algorithm: str = "pe-bucket",
@@ -79,6 +108,7 @@ class XBucketExecutor(ParslExecutor):
         self._lock = threading.Lock()
         self._wake = threading.Event()
         self._stop = False
+        self._broken: DispatchError | None = None
         self._ids = itertools.count()
         self._thread: threading.Thread | None = None
         self._tmp: tempfile.TemporaryDirectory | None = None
@@ -106,21 +136,23 @@ class XBucketExecutor(ParslExecutor):
     def submit(self, func: Callable, resource_specification: dict[str, Any], *args: Any,
                **kwargs: Any) -> Future:
         spec_in = dict(resource_specification or {})
-        category = spec_in.pop("category", None) or getattr(inspect.unwrap(func), "__name__",
-                                                            "default")
+        # Parsl hands us its wrappers (wrap_error, walltime) made with functools.wraps; a bash
+        # app's is partial(remote_side_bash_executor, func), named after the user's function
+        target = inspect.unwrap(func)
+        category = spec_in.pop("category", None) or getattr(target, "__name__", "default")
         if spec_in:
             raise BadInputError(f"unsupported keys {sorted(spec_in)}; only 'category'",
                                 field="parsl_resource_specification")
         task_id = f"{category}-{next(self._ids)}"
         future: Future = Future()
         future.parsl_executor_task_id = task_id  # type: ignore[attr-defined]
-        # Parsl hands us its wrappers (wrap_error, staging, walltime), made with functools.wraps:
-        # the child runs the app's own function; its exception comes back through the future
-        target = inspect.unwrap(func)
         kwargs.pop("parsl_resource_specification", None)  # Parsl leaves it in the app's kwargs
         spec = TaskSpec(task_id, str(category), function=target, args=tuple(args),
                         kwargs=dict(kwargs))
         with self._lock:
+            if self._broken is not None:
+                _resolve(future, error=self._broken)
+                return future
             self.records[task_id] = ExecutionRecord(task_id)
             self._queue.append((spec, None, future))
         if self._thread is None:
@@ -129,9 +161,44 @@ class XBucketExecutor(ParslExecutor):
         return future
 
     def _loop(self) -> None:
+        running: list[tuple[_Attempt, Future]] = []
+        try:
+            self._dispatch(running)
+        except BaseException as exc:  # the safety net: no future may be stranded
+            self._fail_all(running, exc)
+
+    def _fail_all(self, running: list[tuple[_Attempt, Future]], exc: BaseException) -> None:
+        error = DispatchError(f"the {self.label} dispatch thread failed: {exc!r}")
+        error.__cause__ = exc
+        with self._lock:
+            self._broken = error
+            queued = [future for _spec, _failed, future in self._queue]
+            self._queue.clear()
+        for attempt, future in running:
+            with contextlib.suppress(Exception):
+                attempt.kill()
+            with contextlib.suppress(Exception):
+                attempt.finish(self.local.semantics)
+            attempt.close(False)
+            _resolve(future, error=error)
+        for future in queued:
+            _resolve(future, error=error)
+
+    def _start_one(self, spec: TaskSpec, failed: ResourceReport | None, future: Future,
+                   running: list[tuple[_Attempt, Future]], workdir: Path) -> None:
+        """Allocate and start one attempt; a failure here fails that task alone."""
+        local = self.local
+        try:
+            allocation = _cap(local.allocator.allocate(spec.category, failed),
+                              local.machine.resources)
+            cpus = local._cpus_for(allocation.cores, len(running))
+            running.append((_Attempt(spec, allocation, workdir, cpus, local), future))
+        except Exception as exc:
+            _resolve(future, error=exc)
+
+    def _dispatch(self, running: list[tuple[_Attempt, Future]]) -> None:
         assert self._tmp is not None
         workdir = Path(self._tmp.name)
-        running: list[tuple[_Attempt, Future]] = []
         local = self.local
         while True:
             with self._lock:
@@ -139,16 +206,12 @@ class XBucketExecutor(ParslExecutor):
                     pending = list(self._queue)
                     self._queue.clear()
                     break
-                while self._queue and len(running) < local.parallel and not self._stop:
-                    spec, failed, future = self._queue.popleft()
-                    try:
-                        allocation = _cap(local.allocator.allocate(spec.category, failed),
-                                          local.machine.resources)
-                        cpus = local._cpus_for(allocation.cores, len(running))
-                        running.append((_Attempt(spec, allocation, workdir, cpus, local),
-                                        future))
-                    except (SchedlabError, OSError) as exc:
-                        future.set_exception(exc)
+                starts = []
+                while self._queue and len(running) + len(starts) < local.parallel \
+                        and not self._stop:
+                    starts.append(self._queue.popleft())
+            for spec, failed, future in starts:
+                self._start_one(spec, failed, future, running, workdir)
             if not running:
                 self._wake.wait(0.05)
                 self._wake.clear()
@@ -158,7 +221,8 @@ class XBucketExecutor(ParslExecutor):
                 attempt, future = item
                 if self._stop and attempt.poll():  # shutting down: drop, do not retry
                     running.remove(item)
-                    attempt.finish(local.semantics)
+                    with contextlib.suppress(Exception):
+                        attempt.finish(local.semantics)
                     attempt.close(False)
                     future.cancel()
                     continue
@@ -177,19 +241,19 @@ class XBucketExecutor(ParslExecutor):
         record = self.records[attempt.spec.task_id]
         try:
             retry = self.local._settle(attempt, record)
-        except SchedlabError as exc:
+        except Exception as exc:  # e.g. an allocator's observe raised: this task fails
             attempt.close(False)
-            future.set_exception(exc)
+            _resolve(future, error=exc)
             return
         if retry is not None:
             with self._lock:
                 self._queue.appendleft((attempt.spec, retry, future))
             return
         if record.succeeded:
-            future.set_result(record.value)
+            _resolve(future, record.value)
         else:
-            future.set_exception(AppFailed(record.stderr.strip() or
-                                           f"exit status {record.returncode}"))
+            _resolve(future, error=record.exception or AppFailed(
+                record.stderr.strip() or f"exit status {record.returncode}"))
 
     def shutdown(self) -> None:
         self._stop = True

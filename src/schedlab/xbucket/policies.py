@@ -50,14 +50,18 @@ class XBucket:
     completed tasks of that category) and the pooled state is not, that type is predicted (and
     retried) from the pooled state instead of the sampling defaults; once the category has its
     own ``sampling`` records it uses only them. With one category the two states hold the same
-    records, so nothing changes. The pooled state re-buckets lazily (on its next use), so
-    workflows whose categories are all past sampling pay only a sorted insert per report.
+    records, so nothing changes. Cold start (``Defaults.cold_quantile`` = q, not None): a new
+    category's first attempt takes the pooled buckets' q upper quantile, and its retries never
+    exceed its own sampling path (at least its default, then doubling) (``_retry_cold``). The
+    pooled state re-buckets lazily (on its next use), so workflows whose categories are all past
+    sampling pay only a sorted insert per report.
     """
 
     def __init__(self, mode: str, defaults: Defaults | None = None, seed: int = 0,
-                 name: str | None = None) -> None:
+                 name: str | None = None, time_weighted: bool = False) -> None:
         self.mode = mode
-        self.name = name or f"{mode}-bucket"
+        self.name = name or f"{mode}-bucket" + ("-tw" if time_weighted else "")
+        self.time_weighted = time_weighted
         self.defaults = defaults or Defaults()
         self._rng = random.Random(seed)
         self._states: dict[str, tuple[BucketingState, ...]] = {}
@@ -92,29 +96,48 @@ class XBucket:
 
     def allocate(self, category: str, last_failed: ResourceReport | None = None,
                  declared: Resources | None = None) -> Resources:
-        cores, memory, disk = self.effective_states(category)
+        states = self.effective_states(category)
         if last_failed is None:
-            return Resources(cores.predict(), memory.predict(), disk.predict())
+            q = self.defaults.cold_quantile
+            if q is None or self._pooled is None or category in self._ready:
+                return Resources(*(s.predict() for s in states))
+            return Resources(*(s.upper(q) if s is p else s.predict()
+                               for s, p in zip(states, self._pooled, strict=True)))
         used = last_failed.usage.as_tuple()
         exceeded = last_failed.exceeded
+        own = self.states(category)
+        cold = self.defaults.cold_quantile is not None
         return Resources(*(
-            _retry_one(state, used[i], RESOURCES[i] in exceeded)
-            for i, state in enumerate((cores, memory, disk))
+            _retry_cold(state, own[i], used[i])
+            if cold and state is not own[i] and RESOURCES[i] in exceeded
+            else _retry_one(state, used[i], RESOURCES[i] in exceeded)
+            for i, state in enumerate(states)
         ))
 
     def observe(self, category: str, report: ResourceReport) -> None:
         if report.exceeded:
             return  # a failed attempt teaches through last_failed, not through the records
-        cores, memory, disk = self.states(category)
-        usage = report.usage
-        cores.add(usage.cores)
-        memory.add(usage.memory)
-        disk.add(usage.disk)
+        weight = report.wall_time if self.time_weighted else 1.0
+        values = report.usage.as_tuple()
+        for state, value in zip(self.states(category), values, strict=True):
+            state.add(value, weight)
         if self._pooled is not None:
-            pc, pm, pd = self._pooled
-            pc.add(usage.cores)
-            pm.add(usage.memory)
-            pd.add(usage.disk)
+            for state, value in zip(self._pooled, values, strict=True):
+                state.add(value, weight)
+
+
+def _retry_cold(pooled: BucketingState, own: BucketingState, seen: float) -> float:
+    """Retry of a new category (still in sampling, predicting from the pool) for an exceeded
+    type: never more than its own sampling path would give (its default, then doubling), so a
+    sparse pool cannot jump it to another category's far bucket; a pooled bucket below that
+    step is tried first. Above the pool's top bucket the pool does not describe the category:
+    its own sampling path, instead of doubling from a small pooled value (a kill per doubling).
+    """
+    own_step = max(own.default, own.predict(seen))
+    value = pooled.predict(seen)
+    if pooled.values and seen >= pooled.values[-1]:
+        return own_step
+    return min(value, own_step)
 
 
 def _retry_one(state: BucketingState, seen: float, exceeded: bool) -> float:
@@ -323,6 +346,10 @@ ALLOCATORS: dict[str, AllocatorFactory] = {
     "dg-bucket": lambda m, d, s: XBucket("dg", d, s),
     "de-bucket": lambda m, d, s: XBucket("de", d, s),
     "quantized": lambda m, d, s: XBucket("quantized", d, s, name="quantized"),
+    "pg-bucket-tw": lambda m, d, s: XBucket("pg", d, s, time_weighted=True),
+    "pe-bucket-tw": lambda m, d, s: XBucket("pe", d, s, time_weighted=True),
+    "dg-bucket-tw": lambda m, d, s: XBucket("dg", d, s, time_weighted=True),
+    "de-bucket-tw": lambda m, d, s: XBucket("de", d, s, time_weighted=True),
     "whole-machine": lambda m, d, s: WholeMachine(m),
     "max-seen": lambda m, d, s: MaxSeen(m, d),
     "max-seen-retry-max": lambda m, d, s: MaxSeen(m, d, retry="max"),
@@ -333,6 +360,9 @@ ALLOCATORS: dict[str, AllocatorFactory] = {
 
 #: the paper's four algorithms
 XBUCKET_FAMILY: tuple[str, ...] = ("pg-bucket", "pe-bucket", "dg-bucket", "de-bucket")
+#: ours: the same four with records weighted by wall time (``XBucket(time_weighted=True)``)
+TIME_WEIGHTED: tuple[str, ...] = ("pg-bucket-tw", "pe-bucket-tw", "dg-bucket-tw",
+                                  "de-bucket-tw")
 #: the five alternatives the paper compares against (declared needs a trace that carries it)
 ALTERNATIVES: tuple[str, ...] = ("whole-machine", "max-seen", "min-waste", "max-throughput",
                                  "quantized")

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import math
 import random
-from bisect import bisect_right
+from bisect import bisect_left, bisect_right
 from collections.abc import Callable
 from itertools import accumulate
 
@@ -84,13 +84,17 @@ class BucketingState:
     def in_sampling(self) -> bool:
         return self._vals.shape[0] < self.sampling
 
-    def add(self, value: float) -> None:
-        """Record a completed task's peak and, past the sampling phase, re-bucket."""
+    def add(self, value: float, weight: float = 1.0) -> None:
+        """Record a completed task's peak and, past the sampling phase, re-bucket.
+
+        ``weight`` scales the record's significance (its arrival rank): 1 in the paper; a
+        time-weighted variant passes the task's wall time, so that a bucket's probability is
+        its share of *time*, the measure waste is counted in."""
         # before equal values, as the reference does: within a run of equal values the order
         # of significances decides where greedy can split it
         at = int(np.searchsorted(self._vals, value, side="left"))
         self._vals = np.insert(self._vals, at, float(value))
-        self._sigs = np.insert(self._sigs, at, self._next_sig)
+        self._sigs = np.insert(self._sigs, at, self._next_sig * max(weight, 1e-9))
         self._next_sig += 1.0
         if not self.in_sampling:
             if self.lazy:
@@ -125,6 +129,15 @@ class BucketingState:
         target = base + self._rng.random() * (1.0 - base)
         chosen = bisect_right(cumulative, target, start)
         return values[chosen] if chosen < len(values) else values[-1]
+
+    def upper(self, q: float) -> float:
+        """The smallest bucket holding at least ``q`` of the probability (past sampling): a
+        cautious first guess for a task nothing is known about yet."""
+        if self._dirty:
+            self.rebucket()
+        if not self.values:
+            return self.default
+        return self.values[min(bisect_left(self.cumulative, q - 1e-12), len(self.values) - 1)]
 
     def records(self) -> tuple[np.ndarray, np.ndarray]:
         """Copies of the sorted values and their significances (for inspection and tests)."""

@@ -155,3 +155,7 @@ class Defaults:
     #: a category still in its sampling phase predicts from the records of all categories
     #: pooled (when those are past sampling) instead of the defaults; see ``XBucket``
     pooled_fallback: bool = True
+    #: with the pooled fallback, a new category's *first* attempt of each type takes the pooled
+    #: (category-blind) buckets' ``cold_quantile`` upper quantile instead of a bucket chosen as
+    #: for a known category; None keeps that choice. Retries still climb the pooled buckets.
+    cold_quantile: float | None = 0.9

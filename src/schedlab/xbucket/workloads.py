@@ -148,3 +148,20 @@ def _read_table(path: Path) -> list[Task]:
                           Resources(row["core"], row["memory"], row["disk"]), row["time"],
                           declared))
     return tasks
+
+
+def staggered(categories: int = 12, per_category: int = 15, seed: int = 0) -> list[Task]:
+    """Categories that arrive one after another (each new one while the others still run), a
+    live workflow's shape: category k's peaks are lognormal around 48 MB x 2^(k mod 7) (memory
+    and disk alike, cores 1-4), so a pooled bucket of small categories is wrong for a big one."""
+    rng = np.random.default_rng(seed)
+    tasks: list[Task] = []
+    for k in range(categories):
+        scale = 48.0 * 2 ** (k % 7)
+        for i in range(per_category):
+            memory = float(scale * rng.lognormal(0.0, 0.25))
+            cores = float(min(4, 1 + (k % 4)))
+            disk = float(scale * rng.lognormal(0.0, 0.25))
+            tasks.append(Task(f"{k}-{i}", f"c{k}", Resources(cores, memory, disk), 10.0))
+    order = sorted(range(len(tasks)), key=lambda j: (j // per_category) * 5 + (j % per_category))
+    return [tasks[j] for j in order]
