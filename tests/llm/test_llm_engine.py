@@ -12,7 +12,8 @@ pytest.importorskip("transformers")
 from schedlab.core.errors import BadInputError, ConfigError  # noqa: E402
 from schedlab.faircache.managers import make_manager  # noqa: E402
 from schedlab.faircache.policies import make_scheduler  # noqa: E402
-from schedlab.llm.engine import EngineOptions, PagedLlama, SeqInput, TinyLlama, serve  # noqa: E402
+from schedlab.faircache.real_engine import serve  # noqa: E402
+from schedlab.llm.engine import EngineOptions, PagedLlama, SeqInput, TinyLlama  # noqa: E402
 from schedlab.llm.engine.kv import BlockPool, HostStore  # noqa: E402
 from schedlab.llm.requests import BlockIds, Request, Trace  # noqa: E402
 
