@@ -149,6 +149,10 @@ class RealEngine:
         model: TinyLlama | None = None,
         weights: CostWeights | None = None,
     ) -> None:
+        for field_name, plugin in (("scheduler", scheduler), ("manager", manager)):
+            if isinstance(plugin, str):
+                raise ConfigError(f"takes a plug-in object, not the name {plugin!r} (names: "
+                                  "schedlab.faircache.real_engine.serve)", field=field_name)
         self.opt = opt = options or EngineOptions()
         self.spec = spec = model or TinyLlama()
         if opt.threads is not None:
