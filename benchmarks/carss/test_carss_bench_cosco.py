@@ -16,7 +16,7 @@ from schedlab.carss.bitbrains import (
 )
 from schedlab.carss.hosts import COSCO_FLEET, make_hosts
 from schedlab.carss.placement import greedy, least_loaded
-from schedlab.carss.policies import make_scheduler
+from schedlab.carss.schedulers import make_scheduler
 from schedlab.carss.simulator import Cluster
 
 pytestmark = pytest.mark.skipif(

@@ -9,7 +9,7 @@ import torch
 
 from schedlab.carss.hosts import make_hosts
 from schedlab.carss.placement import greedy, least_loaded
-from schedlab.carss.policies import make_scheduler
+from schedlab.carss.schedulers import make_scheduler
 from schedlab.carss.simulator import Cluster
 from schedlab.carss.workloads import arrival_series, make_workload
 

@@ -8,7 +8,8 @@ import pytest
 pytest.importorskip("torch")
 pytest.importorskip("transformers")
 
-from schedlab.llm.engine import EngineOptions, TinyLlama, serve  # noqa: E402
+from schedlab.faircache.real_engine import serve  # noqa: E402
+from schedlab.llm.engine import EngineOptions, TinyLlama  # noqa: E402
 from schedlab.llm.requests import BlockIds, Request, Trace  # noqa: E402
 
 MODELS = {

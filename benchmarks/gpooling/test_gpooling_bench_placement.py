@@ -44,7 +44,7 @@ def test_replay_1500_jobs_on_40_devices(benchmark) -> None:
 
 def _alibaba_cluster():
     """The real node and pod lists where ../shared/data has them, else the seeded generator."""
-    from schedlab.gpooling.alibaba import load_cluster
+    from schedlab.traces.alibaba_gpu2023 import load_cluster
 
     nodes, pods, real = load_cluster(seed=0)
     return nodes, pods, "real" if real else "seeded"

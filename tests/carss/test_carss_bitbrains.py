@@ -25,7 +25,7 @@ from schedlab.carss.bitbrains import (
 )
 from schedlab.carss.engine import run
 from schedlab.carss.hosts import COSCO_FLEET, make_hosts
-from schedlab.carss.policies import make_scheduler
+from schedlab.carss.schedulers import make_scheduler
 from schedlab.core.errors import BadInputError, SchedlabError
 
 

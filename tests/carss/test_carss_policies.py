@@ -9,7 +9,7 @@ import torch
 from schedlab.carss.engine import run
 from schedlab.carss.forecast import FORECASTERS, make_forecaster
 from schedlab.carss.hosts import make_hosts
-from schedlab.carss.policies import BASELINES, COSCO_BASELINES, SCHEDULERS, make_scheduler
+from schedlab.carss.schedulers import BASELINES, COSCO_BASELINES, SCHEDULERS, make_scheduler
 from schedlab.carss.simulator import Cluster
 from schedlab.carss.workloads import arrival_series, make_tasks, make_workload
 from schedlab.core.errors import BadInputError, UnknownNameError

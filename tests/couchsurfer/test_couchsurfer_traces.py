@@ -17,7 +17,7 @@ from schedlab.couchsurfer.alibaba import compress, load_alibaba, select_cluster
 from schedlab.couchsurfer.helios import read_helios
 from schedlab.couchsurfer.philly import read_philly
 from schedlab.couchsurfer.predict import estimates
-from schedlab.gpooling.alibaba import Node
+from schedlab.traces.alibaba_gpu2023 import Node
 
 POD_HEADER = ("name,cpu_milli,memory_mib,num_gpu,gpu_milli,gpu_spec,qos,pod_phase,"
               "creation_time,deletion_time,scheduled_time")
@@ -238,7 +238,7 @@ def test_real_alibaba_trace_with_its_node_list(shared_data: Path) -> None:
 
 def test_reproduce_falls_back_to_seeded_data(monkeypatch: pytest.MonkeyPatch) -> None:
     import schedlab.couchsurfer.interference as inter
-    import schedlab.gpooling.alibaba as ali
+    import schedlab.traces.alibaba_gpu2023 as ali
     from schedlab.couchsurfer.experiment import real_trace
 
     monkeypatch.setattr(ali, "shared_trace", lambda: None)

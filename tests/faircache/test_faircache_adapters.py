@@ -11,10 +11,11 @@ import pytest
 torch = pytest.importorskip("torch")
 pytest.importorskip("transformers")
 
-from schedlab.faircache.accounting import CostWeights  # noqa: E402
+from schedlab.faircache.real_engine import serve  # noqa: E402
 from schedlab.faircache.sglang import FairPolicy  # noqa: E402
 from schedlab.faircache.vllm import FairQueue  # noqa: E402
-from schedlab.llm.engine import EngineOptions, request_tokens, serve  # noqa: E402
+from schedlab.llm.accounting import CostWeights  # noqa: E402
+from schedlab.llm.engine import EngineOptions, request_tokens  # noqa: E402
 from schedlab.llm.requests import BlockIds, Request, Trace  # noqa: E402
 
 PRICES = CostWeights()  # compute-only prices: both sides charge identically

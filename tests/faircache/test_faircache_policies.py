@@ -22,9 +22,9 @@ from schedlab.faircache import (
 )
 from schedlab.faircache.metrics import service_difference, vtc_bound
 from schedlab.faircache.overhead import backlogged_scheduler
-from schedlab.faircache.radix import Node
 from schedlab.faircache.workloads import free_riding, host_memory
 from schedlab.llm import shared_prefix, vtc_scenario
+from schedlab.llm.radix import Node
 
 SMALL = EngineConfig(kv_tokens=6000, host_gb=0.3, max_batch=32)
 
@@ -229,9 +229,9 @@ def test_usage_objects_are_usable_outside_the_engine():
 
 def test_memory_prepayment_moves_charges_to_admission_and_keeps_totals():
     """Prepaid running-KV memory: counters are ahead while requests run, equal at the end."""
-    from schedlab.faircache.accounting import CostWeights
     from schedlab.faircache.policies import AdmitUsage, FairCacheScheduler
     from schedlab.llm import Request
+    from schedlab.llm.accounting import CostWeights
 
     class View:
         n_tenants = 2

@@ -12,17 +12,6 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from schedlab.core.errors import BadInputError, SchedlabError
-from schedlab.gpooling.alibaba import (
-    FULL,
-    Node,
-    Pod,
-    read_node_list,
-    read_pod_list,
-    synthetic_nodes,
-    synthetic_pods,
-    write_node_list,
-    write_pod_list,
-)
 from schedlab.gpooling.fgd import (
     CLUSTER_POLICIES,
     FGD,
@@ -35,6 +24,17 @@ from schedlab.gpooling.fgd import (
 from schedlab.gpooling.inflation import inflate, nothing_fits
 from schedlab.gpooling.simulator import replay
 from schedlab.gpooling.workloads import resampled_pods
+from schedlab.traces.alibaba_gpu2023 import (
+    FULL,
+    Node,
+    Pod,
+    read_node_list,
+    read_pod_list,
+    synthetic_nodes,
+    synthetic_pods,
+    write_node_list,
+    write_pod_list,
+)
 
 NODE_HEADER = "sn,cpu_milli,memory_mib,gpu,model\n"
 POD_HEADER = ("name,cpu_milli,memory_mib,num_gpu,gpu_milli,gpu_spec,qos,pod_phase,"

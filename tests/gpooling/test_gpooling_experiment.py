@@ -8,9 +8,9 @@ from pathlib import Path
 from typer.testing import CliRunner
 
 from schedlab.core.experiment import experiments
-from schedlab.gpooling import alibaba
 from schedlab.gpooling.cli import app
 from schedlab.gpooling.experiment import cluster_inflation, interception, trace_replay
+from schedlab.traces import alibaba_gpu2023 as alibaba
 
 
 def test_experiments_are_registered() -> None:

@@ -10,7 +10,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from schedlab.core.errors import BadInputError
-from schedlab.harp.arch import load_arch
+from schedlab.harp.archfile import load_arch
 from schedlab.harp.calibration import (
     CALIBRATIONS,
     load_calibration,

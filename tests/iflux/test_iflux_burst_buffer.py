@@ -24,7 +24,7 @@ import pytest
 from schedlab.core.errors import BadInputError
 from schedlab.core.io import write_text
 from schedlab.iflux import burst_buffer as bb
-from schedlab.iflux import fastpath
+from schedlab.iflux import fastpath, rules
 from schedlab.iflux.engine import decide
 from schedlab.iflux.jobspec import intents_from_slurm_script
 from schedlab.iflux.localslurm import LocalSlurm, missing_binaries
@@ -88,7 +88,7 @@ BAD = [
 @pytest.fixture(scope="module")
 def table(tmp_path_factory) -> fastpath.Table:
     path = tmp_path_factory.mktemp("table") / "rules.json"
-    fastpath.write_table(path)
+    rules.write_table(path)
     return fastpath.load_table(path)
 
 

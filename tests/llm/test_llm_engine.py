@@ -12,7 +12,8 @@ pytest.importorskip("transformers")
 from schedlab.core.errors import BadInputError, ConfigError  # noqa: E402
 from schedlab.faircache.managers import make_manager  # noqa: E402
 from schedlab.faircache.policies import make_scheduler  # noqa: E402
-from schedlab.llm.engine import EngineOptions, PagedLlama, SeqInput, TinyLlama, serve  # noqa: E402
+from schedlab.faircache.real_engine import serve  # noqa: E402
+from schedlab.llm.engine import EngineOptions, PagedLlama, SeqInput, TinyLlama  # noqa: E402
 from schedlab.llm.engine.kv import BlockPool, HostStore  # noqa: E402
 from schedlab.llm.requests import BlockIds, Request, Trace  # noqa: E402
 
@@ -219,3 +220,77 @@ def test_a_cache_hit_never_reads_a_block_before_its_creator_writes_it(opts, monk
     assert max(float((cached[k] - fresh[k]).abs().max()) for k in common) < 1e-5
     if "preemption" in opts:
         assert on.summary["preemptions"] > 0
+
+
+class _Fifo:
+    """The smallest Scheduler (schedlab.llm.plugins): one queue, no accounting of its own."""
+
+    name = "fifo"
+
+    def bind(self, view) -> None:
+        self.n, self.queue = view.n_tenants, []
+
+    def on_arrival(self, req, now) -> None:
+        self.queue.append(req)
+
+    def pick(self, now):
+        return self.queue.pop(0) if self.queue else None
+
+    def unpick(self, req) -> None:
+        self.queue.insert(0, req)
+
+    on_preempt = unpick
+
+    def on_admit(self, req, usage) -> None: ...
+
+    def on_iteration(self, out_tokens, kv_byte_s, host_byte_s, io_bytes) -> None: ...
+
+    def on_finish(self, req, now) -> None: ...
+
+    def forget(self, block) -> None: ...
+
+    def queued(self):
+        counts = np.zeros(self.n, dtype=np.int64)
+        for req in self.queue:
+            counts[req.tenant] += 1
+        return counts
+
+    def remove(self, req) -> bool:
+        return False
+
+
+class _NoHostTier:
+    """The smallest CacheManager: keeps nothing on the host."""
+
+    name = "none"
+
+    def bind(self, capacity_blocks, n_tenants, block_tokens, attn_ratio) -> None:
+        self.n = n_tenants
+
+    def namespace(self, tenant) -> int:
+        return 0
+
+    def on_access(self, path, tenant, now) -> None: ...
+
+    def admit(self, node, now):
+        return None
+
+    def on_remove(self, node) -> None: ...
+
+    def usage(self):
+        return np.zeros(self.n, dtype=np.int64)
+
+
+def test_the_engine_takes_any_plug_ins_through_the_llm_protocols():
+    """The shared engine needs no system: plug-ins written here serve the trace, and give the
+    tokens FairCache's FCFS gives (same order, same model)."""
+    from schedlab.llm.engine import serve as engine_serve
+
+    trace = _shared_trace(n_tenants=2, per=2, inp=40, out=4)
+    opts = EngineOptions(gpu_blocks=64)
+    ours = engine_serve(trace, _Fifo(), _NoHostTier(), opts)
+    theirs = serve(trace, "fcfs", "lru", opts)
+    assert ours.outputs == theirs.outputs and len(ours.outputs) == 4
+    assert ours.tenants["finished"].sum() == 4
+    with pytest.raises(ConfigError, match="not the name 'fcfs'"):
+        engine_serve(trace, "fcfs", _NoHostTier(), opts)  # names are FairCache's to resolve

@@ -7,7 +7,8 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from schedlab.core.errors import BadInputError
-from schedlab.redpanda.frontend import load_kernel, parse_kernel
+from schedlab.redpanda.frontend import parse_kernel
+from schedlab.redpanda.kernelfile import load_kernel
 from schedlab.redpanda.workloads import KERNELS, kernel_text
 
 GOOD = kernel_text("ifloop", 3)

@@ -238,7 +238,7 @@ def simulate(
 
     from schedlab.carss.engine import run
     from schedlab.carss.hosts import make_hosts
-    from schedlab.carss.policies import make_scheduler
+    from schedlab.carss.schedulers import make_scheduler
     from schedlab.carss.workloads import (
         arrival_series,
         make_workload,
@@ -345,7 +345,7 @@ def list_names(json_out: bool = JSON) -> None:
     from schedlab.carss.changepoint import DETECTORS
     from schedlab.carss.forecast import FORECASTERS
     from schedlab.carss.hosts import HOST_MODELS
-    from schedlab.carss.policies import ABLATIONS, SCHEDULERS
+    from schedlab.carss.schedulers import ABLATIONS, SCHEDULERS
 
     doc = dict(
         schedulers=[*SCHEDULERS, *ABLATIONS],

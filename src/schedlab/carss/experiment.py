@@ -22,7 +22,7 @@ from schedlab.carss.engine import run
 from schedlab.carss.evaluate import cosim_errors, rolling_errors, summarise_cosim
 from schedlab.carss.forecast import available_forecasters
 from schedlab.carss.hosts import make_hosts
-from schedlab.carss.policies import BASELINES, make_scheduler
+from schedlab.carss.schedulers import BASELINES, make_scheduler
 from schedlab.carss.workloads import arrival_series, make_workload, read_arrivals
 from schedlab.core.experiment import Claim, Figure, Result, register
 
@@ -400,7 +400,7 @@ def cosco_qos(
     baselines (does GOBI beat least-loaded, as COSCO reports?), CARSS vs the best baseline,
     and the forecast ablation (no forecast / static / ETS / MSTL / adaptive / + GRU)."""
     _threads()
-    from schedlab.carss.policies import COSCO_BASELINES
+    from schedlab.carss.schedulers import COSCO_BASELINES
 
     baselines = ("least-loaded", "pack-sleep", *COSCO_BASELINES)
     names = (*baselines, "gobi-ll", *ABLATION)

@@ -17,7 +17,7 @@ import torch
 from torch import nn
 
 from schedlab.carss.changepoint import BOCPD, locate_change
-from schedlab.carss.forecast import Forecast
+from schedlab.carss.forecasts import Forecast
 from schedlab.core.errors import BadInputError
 
 MIN_SCALE = 0.25

@@ -25,7 +25,7 @@ from collections.abc import Callable
 
 import numpy as np
 
-from schedlab.carss.forecast import Forecast
+from schedlab.carss.forecasts import Forecast
 from schedlab.core.errors import BadInputError, MissingDependencyError
 
 _Z80 = 1.2815515655446004  # standard normal 90 % quantile: the 80 % interval is ±z·σ

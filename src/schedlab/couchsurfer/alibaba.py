@@ -1,7 +1,7 @@
 """Alibaba ``cluster-trace-gpu-v2023`` (pod list + node list) as CouchSurfer jobs and cluster.
 
-The CSV parsing (file/line/field errors, the columns' meaning) is gPooling's reader
-(:mod:`schedlab.gpooling.alibaba`), reused here; this module turns its pods and nodes into
+The CSV parsing (file/line/field errors, the columns' meaning) is the shared reader
+(:mod:`schedlab.traces.alibaba_gpu2023`, also gPooling's); this module turns its pods and nodes into
 what the CouchSurfer simulator needs, faithfully:
 
 * **cluster**: the node list's heterogeneous GPU nodes (per node its GPU count and model;
@@ -37,7 +37,7 @@ from schedlab.core.errors import BadInputError, ConfigError
 from schedlab.couchsurfer.interference import Measurements
 from schedlab.couchsurfer.jobs import DET, EXP, ClusterSpec, Job
 from schedlab.couchsurfer.predict import estimates, log_error
-from schedlab.gpooling.alibaba import (
+from schedlab.traces.alibaba_gpu2023 import (
     FULL,
     Node,
     Pod,

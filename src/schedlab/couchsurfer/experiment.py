@@ -50,7 +50,7 @@ def _measurements(seed: int):
 def _trace(gpus: int, seed: int, jobs: int | None = None, load: float = TRACE_LOAD):
     """(TraceLoad, truth, ran_with) for a ``gpus``-GPU slice of the Alibaba GPU 2023 trace."""
     from schedlab.couchsurfer.alibaba import load_alibaba, pods_to_jobs, select_cluster
-    from schedlab.gpooling.alibaba import shared_trace, synthetic_nodes, synthetic_pods
+    from schedlab.traces.alibaba_gpu2023 import shared_trace, synthetic_nodes, synthetic_pods
 
     m, truth, inter = _measurements(seed)
     jobs = TRACE_JOBS.get(gpus) if jobs is None else jobs

@@ -22,11 +22,11 @@ from collections import Counter
 from pathlib import Path
 
 from schedlab.core.errors import BadInputError
+from schedlab.core.io import csv_rows
 from schedlab.couchsurfer.alibaba import TraceLoad
 from schedlab.couchsurfer.interference import Measurements
 from schedlab.couchsurfer.jobs import ClusterSpec
 from schedlab.couchsurfer.tracejobs import Run, default_cluster, parse_time, runs_to_jobs
-from schedlab.gpooling.alibaba import _rows
 
 COLUMNS = ("user", "gpu_num", "state", "submit_time", "start_time", "end_time")
 
@@ -41,7 +41,7 @@ def read_helios(path: str | Path, *, gpus: int = 64, cluster: ClusterSpec | None
     cluster = cluster or default_cluster(gpus, 8, 32.0)
     runs: list[Run] = []
     dropped: Counter = Counter()
-    for line, row in _rows(path, COLUMNS):
+    for line, row in csv_rows(path, COLUMNS):
         text = row["gpu_num"]
         try:
             n = float(text)

@@ -35,7 +35,7 @@ from pathlib import Path
 import numpy as np
 
 from schedlab.core.errors import BadInputError
-from schedlab.gpooling.alibaba import _rows  # same CSV reader (header, columns, FILE:LINE)
+from schedlab.core.io import csv_rows
 
 #: ../shared/data/colocation relative to the repository root
 SHARED = Path(__file__).resolve().parents[3].parent / "shared" / "data" / "colocation"
@@ -119,7 +119,7 @@ def load_measurements(folder: str | Path | None = None) -> Measurements:
     profiles: list[Profile] = []
     index: dict[tuple[str, int, int], int] = {}
     lines: list[int] = []
-    for line, row in _rows(solo_path, ("model", "batchsize", "amp", "gpu_util", "gmem_util",
+    for line, row in csv_rows(solo_path, ("model", "batchsize", "amp", "gpu_util", "gmem_util",
                                        "gmem", "label")):
         key = (row["model"], int(_num(row, "batchsize", solo_path, line, 1)),
                int(_num(row, "amp", solo_path, line, 0, 1)))
@@ -137,7 +137,7 @@ def load_measurements(folder: str | Path | None = None) -> Measurements:
                                 int(_num(row, "label", solo_path, line, 0, 9))))
     pairs = []
     cols = tuple(f"{c}{k}" for k in (1, 2) for c in ("model", "batchsize", "amp", "speed"))
-    for line, row in _rows(pair_path, cols):
+    for line, row in csv_rows(pair_path, cols):
         ids = []
         for k in (1, 2):
             key = (row[f"model{k}"], int(_num(row, f"batchsize{k}", pair_path, line, 1)),

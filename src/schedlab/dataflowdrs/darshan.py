@@ -28,7 +28,7 @@ from pathlib import Path, PurePath
 import polars as pl
 
 from schedlab.core.errors import BadInputError, MissingDependencyError
-from schedlab.dataflowdrs.traces import TraceData, TraceIssue, _tasks_frame, ops_frame
+from schedlab.dataflowdrs.tracedata import TraceData, TraceIssue, ops_frame, tasks_frame
 
 SMALL = 1 << 20  # Drishti: a request under 1 MB is small
 _SMALL_BINS = ("0_100", "100_1K", "1K_10K", "10K_100K", "100K_1M")
@@ -227,7 +227,7 @@ def read_darshan(path: str | Path, prefix: str = "") -> TraceData:
     prof = pl.DataFrame([{k: r[k] for k in PROFILE_SCHEMA} for r in profile],
                         schema=PROFILE_SCHEMA)
     issues = _issues(path, raw)
-    return TraceData(ops=ops_frame(rows), tasks=_tasks_frame(tasks), meta=meta, issues=issues,
+    return TraceData(ops=ops_frame(rows), tasks=tasks_frame(tasks), meta=meta, issues=issues,
                      directory=path.parent, profile=prof)
 
 

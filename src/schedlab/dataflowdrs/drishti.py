@@ -37,8 +37,8 @@ from __future__ import annotations
 
 import polars as pl
 
+from schedlab.dataflowdrs.bottleneck import Bottleneck
 from schedlab.dataflowdrs.diagnosis import Analysis
-from schedlab.dataflowdrs.policies import Bottleneck
 
 THRESHOLDS = {  # drishti/includes/config.py
     "small_bytes": 1048576, "small_requests": 0.1, "small_requests_absolute": 1000,

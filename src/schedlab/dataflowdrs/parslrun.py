@@ -13,7 +13,7 @@ import shutil
 import tempfile
 
 from schedlab.core.errors import MissingDependencyError
-from schedlab.dataflowdrs.runner import Launch, Workflow, execute_task
+from schedlab.dataflowdrs.tasks import Launch, Workflow, execute_task
 
 try:  # imported with this module, before the runner starts its clock
     import parsl

@@ -18,37 +18,17 @@ from __future__ import annotations
 
 import os
 from collections.abc import Callable
-from dataclasses import dataclass
-from typing import Protocol
 
 import polars as pl
 
 from schedlab.core.registry import lookup
+from schedlab.dataflowdrs.bottleneck import Bottleneck, Diagnoser
 from schedlab.dataflowdrs.diagnosis import IDEAL_BLOCK, Analysis
 
+__all__ = ["DIAGNOSERS", "Bottleneck", "DataFlowDrs", "Diagnoser", "IoTime", "IoVolume", "TaskTime",
+           "make_diagnoser"]
+
 SMALL_CALL = 64 * 1024  # calls smaller than this on average are a small-I/O pattern
-
-
-@dataclass(frozen=True)
-class Bottleneck:
-    """A ranked finding: its kind, the group it concerns, and the time it costs."""
-
-    kind: str  # "slow-tier" | "small-io" | "serial-task" | "parallelism"
-    target: str  # file group (slow-tier), task group (small-io, serial-task), or "workflow"
-    saving: float  # estimated seconds of makespan it costs
-    evidence: str = ""
-
-    def as_dict(self) -> dict:
-        return dict(kind=self.kind, target=self.target, saving_s=self.saving,
-                    evidence=self.evidence)
-
-
-class Diagnoser(Protocol):
-    """Ranks the bottlenecks of an analysed run, worst first."""
-
-    name: str
-
-    def rank(self, analysis: Analysis) -> list[Bottleneck]: ...
 
 
 def _sorted(found: dict[tuple[str, str], list]) -> list[Bottleneck]:

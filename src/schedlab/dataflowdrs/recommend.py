@@ -15,8 +15,8 @@ from __future__ import annotations
 import shutil
 from dataclasses import dataclass, replace
 
+from schedlab.dataflowdrs.bottleneck import Bottleneck
 from schedlab.dataflowdrs.diagnosis import IDEAL_BLOCK, Analysis
-from schedlab.dataflowdrs.policies import Bottleneck
 from schedlab.dataflowdrs.tiers import TIER_ORDER
 from schedlab.dataflowdrs.workloads import CANDIDATES, WorkflowConfig
 

@@ -17,7 +17,7 @@ from pathlib import Path
 from schedlab.core.io import ensure_directory, write_text
 from schedlab.dataflowdrs.runner import Workflow
 from schedlab.dataflowdrs.tiers import TierLayout
-from schedlab.dataflowdrs.traces import TraceData, _tasks_frame, ops_frame
+from schedlab.dataflowdrs.tracedata import TraceData, ops_frame, tasks_frame
 
 STARTUP_S = 0.02  # process start-up per task
 HASH_BPS = 800e6  # hashing speed of the task program
@@ -87,7 +87,7 @@ def simulate_trace(workflow: Workflow, layout: TierLayout, parallelism: int,
                 cores=parallelism, tracer="synthetic", tiers=layout.as_dict(),
                 file_groups=workflow.file_groups, config=workflow.config)
     ops = ops_frame(rows)
-    return TraceData(ops=ops, tasks=_tasks_frame(events), meta=meta)
+    return TraceData(ops=ops, tasks=tasks_frame(events), meta=meta)
 
 
 def write_trace(trace: TraceData, directory: str | Path) -> Path:

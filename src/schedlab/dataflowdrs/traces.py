@@ -18,10 +18,9 @@ import zlib
 from dataclasses import dataclass, field
 from pathlib import Path, PurePath
 
-import polars as pl
-
 from schedlab.core.errors import BadInputError
 from schedlab.core.io import json_record
+from schedlab.dataflowdrs.tracedata import TraceData, TraceIssue, ops_frame, tasks_frame
 
 OPEN_OPS = {"open", "open64", "openat", "openat64", "fopen", "fopen64", "creat", "creat64"}
 # copy_file_range/sendfile are recorded against their input file (cp uses them)
@@ -42,44 +41,6 @@ _KIND = {**{o: "open" for o in OPEN_OPS}, **{o: "read" for o in READ_OPS},
          **{o: "stat" for o in STAT_OPS}, **{o: "meta" for o in META_OPS}}
 METADATA_KINDS = ("open", "close", "stat", "meta")
 TASK_FIELDS = {"task": str, "pid": int, "start": float, "end": float}
-# offset: file offset of a read/write when known (pread, lseek-tracked, DXT); calls: how many
-# calls the row stands for (1 for a traced call; a Darshan counter record stands for many)
-OPS_SCHEMA = {"pid": pl.Int64, "ts": pl.Float64, "dur": pl.Float64, "op": pl.String,
-              "bytes": pl.Int64, "path": pl.String, "offset": pl.Int64, "calls": pl.Int64}
-
-
-def ops_frame(rows: list[tuple]) -> pl.DataFrame:
-    """The ops table from 6-tuples (pid, ts, dur, kind, bytes, path) or longer rows."""
-    full = [r if len(r) == 8 else (*r[:6], r[6] if len(r) > 6 else None, 1) for r in rows]
-    return pl.DataFrame(full, schema=OPS_SCHEMA, orient="row")
-
-
-@dataclass(frozen=True)
-class TraceIssue:
-    """A problem found in one trace file; the file (or line) was skipped."""
-
-    path: str
-    line: int | None
-    field: str | None
-    message: str
-
-    def __str__(self) -> str:
-        where = self.path + (f":{self.line}" if self.line else "")
-        return f"{where}: " + (f"field '{self.field}': " if self.field else "") + self.message
-
-
-@dataclass
-class TraceData:
-    """Everything one run's trace says: I/O calls, task events, run metadata, issues."""
-
-    ops: pl.DataFrame
-    tasks: pl.DataFrame
-    meta: dict
-    issues: list[TraceIssue] = field(default_factory=list)
-    directory: Path | None = None
-    profile: pl.DataFrame | None = None  # I/O counters per (task, file, module): Darshan
-
-
 def _open_text(path: Path):
     return gzip.open(path, "rt", encoding="utf-8") if path.suffix == ".gz" else open(
         path, encoding="utf-8")
@@ -420,29 +381,6 @@ def read_tasks(path: Path, issues: list[TraceIssue], strict: bool) -> list[dict]
     return records
 
 
-def _cpu(record: dict) -> float | None:
-    """The task's measured CPU seconds (runner: wait4), or None when not recorded."""
-    value = record.get("cpu")
-    ok = isinstance(value, int | float) and not isinstance(value, bool) and value >= 0
-    return float(value) if ok else None
-
-
-def _tasks_frame(records: list[dict]) -> pl.DataFrame:
-    cols = dict(task=[r["task"] for r in records], group=[str(r["group"]) for r in records],
-                pid=[int(r["pid"]) for r in records],
-                ready=[float(r["ready"]) for r in records],
-                start=[float(r["start"]) for r in records],
-                end=[float(r["end"]) for r in records],
-                cpu=[_cpu(r) for r in records],
-                inputs=[list(r.get("inputs", [])) for r in records],
-                outputs=[list(r.get("outputs", [])) for r in records])
-    return pl.DataFrame(cols, schema={"task": pl.String, "group": pl.String, "pid": pl.Int64,
-                                      "ready": pl.Float64, "start": pl.Float64,
-                                      "end": pl.Float64, "cpu": pl.Float64,
-                                      "inputs": pl.List(pl.String),
-                                      "outputs": pl.List(pl.String)})
-
-
 def _roots(meta: dict) -> tuple[str, ...]:
     return tuple(str(t.get("root")) for t in (meta.get("tiers") or {}).values()
                  if isinstance(t, dict) and t.get("root"))
@@ -502,7 +440,7 @@ def read_trace(directory: str | Path, strict: bool = False) -> TraceData:
             meta.pop("makespan", None)
             meta.pop("t0", None)
     ops = ops_frame([r[:8] for r in rows])
-    return TraceData(ops=ops, tasks=_tasks_frame(records), meta=meta, issues=issues,
+    return TraceData(ops=ops, tasks=tasks_frame(records), meta=meta, issues=issues,
                      directory=directory)
 
 

@@ -22,8 +22,8 @@ from pathlib import Path
 import numpy as np
 
 from schedlab.core.errors import BadInputError
-from schedlab.core.io import read_frame
 from schedlab.edge_llm.workloads import EdgeRequest, generate
+from schedlab.traces.alibaba_genai import read_requests
 
 DEFAULT = (
     Path(__file__).resolve().parents[3]
@@ -42,26 +42,10 @@ def default_path() -> Path:
 def read_arrivals(path: str | Path) -> np.ndarray:
     """Sorted arrival times (seconds from the first request) of the trace's ``gmt_create``."""
     path = Path(path)
-    frame = read_frame(path, {})
-    if "gmt_create" not in frame.columns:
-        raise BadInputError(
-            f"missing column; the table has {', '.join(frame.columns)}",
-            path=path,
-            field="gmt_create",
-        )
-    stamps = frame["gmt_create"].cast(str).str.to_datetime("%Y-%m-%d %H:%M:%S", strict=False)
-    bad = stamps.is_null()
-    if bad.any():
-        line = int(np.flatnonzero(bad.to_numpy())[0]) + 2
-        raise BadInputError(
-            f"{frame['gmt_create'][line - 2]!r} is not YYYY-mm-dd HH:MM:SS",
-            path=path,
-            line=line,
-            field="gmt_create",
-        )
+    frame = read_requests(path)
     if frame.height < 2:
         raise BadInputError("needs at least two requests", path=path)
-    t = np.sort(stamps.dt.epoch("s").to_numpy().astype(float))
+    t = np.sort(frame["time"].dt.epoch("s").to_numpy().astype(float))
     return t - t[0]
 
 

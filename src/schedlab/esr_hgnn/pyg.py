@@ -28,7 +28,8 @@ from collections.abc import Iterator, Sequence
 
 import numpy as np
 
-from schedlab.core.errors import BadInputError, MissingServiceError
+from schedlab.core.errors import BadInputError
+from schedlab.esr_hgnn.pygcheck import require_pyg
 from schedlab.esr_hgnn.typed import (
     EdgeType,
     Metapath,
@@ -37,17 +38,6 @@ from schedlab.esr_hgnn.typed import (
     metapath_name,
     sample_typed,
 )
-
-
-def require_pyg():
-    """Import torch_geometric or fail with one line naming the extra."""
-    try:
-        import torch_geometric
-    except ImportError:
-        raise MissingServiceError(
-            "torch_geometric is not installed", hint="pip install 'schedlab[pyg]'"
-        ) from None
-    return torch_geometric
 
 
 def typed_graph(data) -> TypedGraph:

@@ -285,7 +285,7 @@ class LabelledGraph:
 
     def to_heterodata(self):
         """The same data as a PyG ``HeteroData`` (needs the ``pyg`` extra)."""
-        from schedlab.esr_hgnn.pyg import require_pyg
+        from schedlab.esr_hgnn.pygcheck import require_pyg
 
         require_pyg()
         import torch

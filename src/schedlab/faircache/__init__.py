@@ -7,8 +7,8 @@ managers (by CLI name or class), the unified cost, and the workloads.
 from schedlab.core.lazy import lazy_exports
 
 _EXPORTS = {
-    "CostWeights": "accounting",
-    "PrefixLedger": "accounting",
+    "CostWeights": "policies",  # schedlab.llm.accounting
+    "PrefixLedger": "policies",
     "CacheManager": "cachemgr",
     "CostAware": "cachemgr",
     "GlobalLRU": "cachemgr",
@@ -28,8 +28,9 @@ _EXPORTS = {
     "Scheduler": "policies",
     "VTC": "policies",
     "make_scheduler": "policies",
-    "Node": "radix",
-    "PrefixCache": "radix",
+    "Node": "cachemgr",  # schedlab.llm.radix
+    "PrefixCache": "simulator",
+    "serve": "real_engine",
     "Engine": "simulator",
     "EngineConfig": "simulator",
     "SimResult": "simulator",

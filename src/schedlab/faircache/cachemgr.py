@@ -25,27 +25,15 @@ from __future__ import annotations
 import heapq
 import math
 from collections import OrderedDict
-from typing import Protocol
 
 import numpy as np
 
 from schedlab.core.errors import ConfigError
-from schedlab.faircache.radix import Node
+from schedlab.llm.plugins import CacheManager
+from schedlab.llm.radix import Node
 
-
-class CacheManager(Protocol):
-    """Decides which blocks the host tier keeps."""
-
-    name: str
-
-    def bind(
-        self, capacity_blocks: int, n_tenants: int, block_tokens: int, attn_ratio: float
-    ) -> None: ...
-    def namespace(self, tenant: int) -> int: ...
-    def on_access(self, path: list[Node], tenant: int, now: float) -> None: ...
-    def admit(self, node: Node, now: float) -> list[Node] | None: ...
-    def on_remove(self, node: Node) -> None: ...
-    def usage(self) -> np.ndarray: ...  # host blocks held per owner tenant
+__all__ = ["CacheManager", "CostAware", "GlobalLRU", "Isolated", "LFU", "StaticPartition",
+           "maxmin_shares", "recompute_tokens"]
 
 
 def maxmin_shares(demands: np.ndarray, capacity: float) -> np.ndarray:

@@ -169,8 +169,8 @@ def serve(
     import dataclasses
 
     from schedlab.faircache.managers import make_plugins
+    from schedlab.faircache.real_engine import serve as run
     from schedlab.llm.engine import EngineOptions, TinyLlama
-    from schedlab.llm.engine import serve as run
     from schedlab.llm.requests import Trace, fit_context
 
     make_plugins(scheduler, cache)  # unknown names fail before any work

@@ -47,7 +47,8 @@ OPTS = dict(
 
 
 def _engine():
-    from schedlab.llm.engine import EngineOptions, TinyLlama, serve
+    from schedlab.faircache.real_engine import serve
+    from schedlab.llm.engine import EngineOptions, TinyLlama
 
     return EngineOptions, TinyLlama, serve
 
@@ -56,7 +57,7 @@ def calibrate(model) -> tuple[dict, object]:
     """Fit this machine's forward time once (the engine clock of every run, so decisions are
     reproducible) and price KV memory from it as the simulator does (``hbm_share`` of a
     CPU-second's prefill tokens per byte of the KV pool)."""
-    from schedlab.faircache.accounting import CostWeights
+    from schedlab.llm.accounting import CostWeights
     from schedlab.llm.engine import fit_step_time
 
     step = fit_step_time(model, OPTS["block_tokens"])
@@ -157,8 +158,8 @@ def run_vtc_experiments(
     two memory-price variants that explain FairCache's gap to VTC (full run only: every variant
     costs ``duration`` seconds of real forwards)."""
     EngineOptions, TinyLlama, serve = _engine()
-    from schedlab.faircache.accounting import CostWeights
     from schedlab.faircache.policies import FairCacheScheduler
+    from schedlab.llm.accounting import CostWeights
 
     model = model or TinyLlama(**MODEL)
     base, weights = calibrate(model)

@@ -27,7 +27,7 @@ from collections import OrderedDict
 import numpy as np
 
 from schedlab.faircache.cachemgr import _HeapManager, _logaddexp, maxmin_shares, recompute_tokens
-from schedlab.faircache.radix import Node
+from schedlab.llm.radix import Node
 
 
 class FairCacheManager(_HeapManager):

@@ -9,10 +9,10 @@ import time
 
 import numpy as np
 
-from schedlab.faircache.accounting import CostWeights
 from schedlab.faircache.managers import make_manager
 from schedlab.faircache.policies import AdmitUsage, make_scheduler
-from schedlab.faircache.radix import Node
+from schedlab.llm.accounting import CostWeights
+from schedlab.llm.radix import Node
 from schedlab.llm.requests import Request
 
 

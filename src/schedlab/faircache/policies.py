@@ -26,75 +26,18 @@ from __future__ import annotations
 import math
 from collections import deque
 from collections.abc import Callable, Hashable
-from dataclasses import dataclass, field
-from typing import Protocol
 
 import numpy as np
 
 from schedlab.core.errors import BadInputError
 from schedlab.core.registry import lookup
-from schedlab.faircache.accounting import (
-    BlockCost,
-    BlockUse,
-    CostWeights,
-    PrefixLedger,
-    computed_cost,
-)
-from schedlab.faircache.radix import Node
+from schedlab.llm.accounting import CostWeights, PrefixLedger, computed_cost
+from schedlab.llm.plugins import AdmitUsage, EngineView, Scheduler
+from schedlab.llm.radix import Node
 from schedlab.llm.requests import Request
 
-
-class EngineView(Protocol):
-    """What a scheduler may ask the engine: cache matches and the prices in force."""
-
-    n_tenants: int
-    weights: CostWeights
-    # optional: ``tenant_weights`` (n_tenants shares > 0, VTC-style weighted fairness)
-
-    def cached_tokens(self, req: Request) -> int: ...
-
-
-@dataclass
-class AdmitUsage:
-    """What admitting one request cost: executed prefill, reused/computed blocks, PCIe bytes.
-
-    ``computed``: blocks it prefilled, ``(block_hash, cost)``; ``reused``: cached blocks it used,
-    ``(block_hash, computing tenant, cost)`` (the simulator passes its radix ``Node`` objects).
-    """
-
-    tenant: int
-    computed_tokens: int
-    computed: list[Node | BlockCost] = field(default_factory=list)
-    reused: list[Node | BlockUse] = field(default_factory=list)
-    load_bytes: float = 0.0
-    #: tokens the request had generated before this admission (a recompute after preemption:
-    #: ``computed_tokens`` then counts them, they are not new output)
-    generated: int = 0
-
-
-class Scheduler(Protocol):
-    """Chooses which queued request the engine admits next and keeps its own accounting."""
-
-    name: str
-
-    def bind(self, view: EngineView) -> None: ...
-    def on_arrival(self, req: Request, now: float) -> None: ...
-    def pick(self, now: float) -> Request | None: ...
-    def unpick(self, req: Request) -> None: ...
-    def on_admit(self, req: Request, usage: AdmitUsage) -> None: ...
-    def on_iteration(
-        self,
-        out_tokens: np.ndarray,
-        kv_byte_s: np.ndarray,
-        host_byte_s: np.ndarray,
-        io_bytes: np.ndarray,
-    ) -> None: ...
-    def on_finish(self, req: Request, now: float) -> None: ...
-    # an admitted request was preempted (its KV freed): queue it again, at its tenant's head
-    def on_preempt(self, req: Request) -> None: ...
-    def forget(self, block: Node | Hashable) -> None: ...  # a cached block is gone
-    def queued(self) -> np.ndarray: ...  # per-tenant count of waiting requests
-    def remove(self, req: Request) -> bool: ...  # an abort of a queued request
+__all__ = ["SCHEDULERS", "AdmitUsage", "CostWeights", "DeficitLPM", "EngineView", "FCFS",
+           "FairCacheScheduler", "LongestPrefixMatch", "Scheduler", "VTC", "make_scheduler"]
 
 
 class _PerTenantQueues:

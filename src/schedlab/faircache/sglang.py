@@ -35,9 +35,9 @@ from typing import Any
 import numpy as np
 
 from schedlab.core.errors import ConfigError
-from schedlab.faircache.accounting import CostWeights
 from schedlab.faircache.policies import VTC, AdmitUsage, make_scheduler
 from schedlab.faircache.vllm import _View
+from schedlab.llm.accounting import CostWeights
 from schedlab.llm.requests import Request
 
 

@@ -25,12 +25,11 @@ import numpy as np
 import polars as pl
 
 from schedlab.core.errors import ConfigError
-from schedlab.faircache.accounting import CostWeights
-from schedlab.faircache.cachemgr import CacheManager
-from schedlab.faircache.ledger import TenantLedger
-from schedlab.faircache.policies import AdmitUsage, Scheduler
-from schedlab.faircache.radix import Node, PrefixCache
+from schedlab.llm.accounting import CostWeights
 from schedlab.llm.costmodel import CostModel
+from schedlab.llm.ledger import TenantLedger
+from schedlab.llm.plugins import AdmitUsage, CacheManager, Scheduler
+from schedlab.llm.radix import Node, PrefixCache
 from schedlab.llm.requests import CONTEXT_POLICIES, Request, Trace, fit_context
 
 

@@ -39,8 +39,8 @@ from typing import Any
 import numpy as np
 
 from schedlab.core.errors import ConfigError
-from schedlab.faircache.accounting import CostWeights
 from schedlab.faircache.policies import VTC, AdmitUsage, make_scheduler
+from schedlab.llm.accounting import CostWeights
 from schedlab.llm.requests import Request
 
 

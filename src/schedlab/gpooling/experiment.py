@@ -34,7 +34,7 @@ def _cluster(every: int, seed: int, pods: int = 8000):
     """(nodes, pods, ran_with): the real node and pod lists where ../shared/data has them,
     else a seeded generator with their shape. ``every`` > 1 keeps every ``every``-th node
     (offset by the seed), so seeds see different parts of the cluster."""
-    from schedlab.gpooling.alibaba import load_cluster
+    from schedlab.traces.alibaba_gpu2023 import load_cluster
 
     nodes, trace, real = load_cluster(seed, pods)
     source = ("Alibaba GPU 2023 node list + pod list (real)" if real

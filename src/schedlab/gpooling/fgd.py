@@ -41,7 +41,7 @@ import numpy as np
 
 from schedlab.core.errors import BadInputError, SchedlabError
 from schedlab.core.registry import lookup
-from schedlab.gpooling.alibaba import FULL, Node, Pod
+from schedlab.traces.alibaba_gpu2023 import FULL, Node, Pod
 
 
 @dataclass(frozen=True)

@@ -34,7 +34,6 @@ from pathlib import Path
 import numpy as np
 
 from schedlab.core.errors import BadInputError
-from schedlab.gpooling.alibaba import Node, Pod, read_node_list, read_pod_list
 from schedlab.gpooling.fgd import (
     CLUSTER_POLICIES,
     Cluster,
@@ -43,6 +42,7 @@ from schedlab.gpooling.fgd import (
     cluster_fragmentation,
     make_cluster_policy,
 )
+from schedlab.traces.alibaba_gpu2023 import Node, Pod, read_node_list, read_pod_list
 
 LEVELS = (0.5, 0.6, 0.7, 0.8, 0.9, 1.0, 1.1, 1.2, 1.3)
 

@@ -56,15 +56,15 @@ def compare_cluster(*, nodes: str | Path | None = None, trace: str | Path | None
     the Alibaba GPU 2023 cluster stands in. ``every`` keeps every n-th node.
     """
     from schedlab.core.registry import lookup
-    from schedlab.gpooling.alibaba import (
+    from schedlab.gpooling.fgd import CLUSTER_POLICIES
+    from schedlab.gpooling.simulator import replay
+    from schedlab.gpooling.workloads import resampled_pods
+    from schedlab.traces.alibaba_gpu2023 import (
         read_node_list,
         read_pod_list,
         synthetic_nodes,
         synthetic_pods,
     )
-    from schedlab.gpooling.fgd import CLUSTER_POLICIES
-    from schedlab.gpooling.simulator import replay
-    from schedlab.gpooling.workloads import resampled_pods
 
     names = list(CLUSTER_POLICIES) if policy == "all" else [policy]
     for name in names:

@@ -27,11 +27,11 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from schedlab.core.errors import BadInputError
-from schedlab.gpooling.alibaba import Node, Pod
 from schedlab.gpooling.devices import PhysicalDevice
 from schedlab.gpooling.fgd import Cluster, ClusterPolicy, Placement, make_cluster_policy
 from schedlab.gpooling.policies import FragAware, PlacementPolicy
 from schedlab.gpooling.state import FULL, ClusterState, Grant, Request
+from schedlab.traces.alibaba_gpu2023 import Node, Pod
 
 
 @dataclass(frozen=True)

@@ -22,10 +22,10 @@ import polars as pl
 
 from schedlab.core.errors import BadInputError
 from schedlab.core.io import read_frame, write_frame
-from schedlab.gpooling.alibaba import Pod
 from schedlab.gpooling.devices import CATALOGUE, GIB, PhysicalDevice, StaticBackend
 from schedlab.gpooling.simulator import Job
 from schedlab.gpooling.state import FULL, Request
+from schedlab.traces.alibaba_gpu2023 import Pod
 
 MIB = 1 << 20
 #: fractional shares and their weights: the generator's stand-in for the trace's histogram

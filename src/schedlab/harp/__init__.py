@@ -15,7 +15,7 @@ from schedlab.core.lazy import lazy_exports
 
 _EXPORTS = {
     "ArchConfig": "arch", "CrossbarConfig": "arch", "DigitalConfig": "arch",
-    "MemoryConfig": "arch", "load_arch": "arch", "Report": "engine", "evaluate": "engine",
+    "MemoryConfig": "arch", "load_arch": "archfile", "Report": "engine", "evaluate": "engine",
     "estimate": "estimator", "from_torch": "fxgraph", "from_export": "torch_export",
     "from_config": "transformers", "MAPPERS": "mapping", "Mapper": "mapping",
     "Mapping": "mapping", "make_mapper": "mapping", "Plan": "plan", "Stage": "plan",

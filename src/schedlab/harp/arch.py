@@ -20,7 +20,7 @@ from pathlib import Path
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
 from schedlab.core.errors import ConfigError
-from schedlab.core.io import read_json, validate_model
+from schedlab.core.io import validate_model
 
 
 class CrossbarConfig(BaseModel):
@@ -162,33 +162,6 @@ class ArchConfig(BaseModel):
         if xbar.dac_bits > xbar.input_bits:
             raise ValueError("crossbar.dac_bits: exceeds crossbar.input_bits")
         return self
-
-
-def load_arch(path: str | Path | None, calibration: str | Path | None = None) -> ArchConfig:
-    """Read an architecture from JSON (partial files override the defaults); None = defaults.
-
-    ``calibration`` (``isaac``, ``puma``, ``mnsim`` or a calibration TOML file, see
-    :mod:`schedlab.harp.calibration`) replaces the defaults first; the file overrides both.
-    """
-    base = ArchConfig()
-    if calibration is not None:
-        from schedlab.harp.calibration import load_calibration
-
-        base = load_calibration(calibration).arch()
-    if path is None:
-        return base
-    data = read_json(path, "architecture file")
-    if not isinstance(data, dict):
-        raise ConfigError("an architecture must be a JSON object", path=path)
-    return arch_from_dict(_merged(base.model_dump(), data), path=path)
-
-
-def _merged(base: dict, top: dict) -> dict:
-    out = dict(base)
-    for key, value in top.items():
-        out[key] = (_merged(out[key], value) if isinstance(value, dict)
-                    and isinstance(out.get(key), dict) else value)
-    return out
 
 
 def arch_from_dict(data: object, path: str | Path | None = None) -> ArchConfig:

@@ -79,7 +79,7 @@ def estimate(
     json_out: bool = typer.Option(False, "--json", help="Print JSON."),
 ) -> None:
     """Latency, throughput, area, energy and utilisation of one model on one architecture."""
-    from schedlab.harp.arch import load_arch
+    from schedlab.harp.archfile import load_arch
     from schedlab.harp.engine import evaluate
     from schedlab.harp.workloads import load_model
 
@@ -107,7 +107,7 @@ def compare(
     json_out: bool = typer.Option(False, "--json", help="Print JSON."),
 ) -> None:
     """Every scheduler (HARP and the baselines) on the same mapping, with speed-ups."""
-    from schedlab.harp.arch import load_arch
+    from schedlab.harp.archfile import load_arch
     from schedlab.harp.engine import evaluate
     from schedlab.harp.mapping import make_mapper
     from schedlab.harp.policies import SCHEDULERS
@@ -159,7 +159,7 @@ def sweep(
     import polars as pl
 
     from schedlab.core.io import write_bytes, write_frame
-    from schedlab.harp.arch import load_arch
+    from schedlab.harp.archfile import load_arch
     from schedlab.harp.mapping import make_mapper
     from schedlab.harp.policies import make_scheduler
     from schedlab.harp.sweep import design_points, plot_pareto, run_sweep
@@ -251,7 +251,7 @@ def show_arch(
     import json
 
     from schedlab.core.io import write_text
-    from schedlab.harp.arch import load_arch
+    from schedlab.harp.archfile import load_arch
 
     spec = load_arch(arch, calibration)
     if out is not None:

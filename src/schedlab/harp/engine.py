@@ -9,20 +9,14 @@ from __future__ import annotations
 
 import time
 from dataclasses import asdict, dataclass, field
-from typing import Literal
 
 from schedlab.core.errors import UnknownNameError
 from schedlab.harp.arch import ArchConfig
 from schedlab.harp.costs import area_mm2, dynamic_energy_pj, leakage_mw, program_cost
-from schedlab.harp.estimator import estimate
 from schedlab.harp.mapping import Mapping, make_mapper
-from schedlab.harp.plan import Plan
+from schedlab.harp.planrun import METHODS, run_plan
 from schedlab.harp.policies import make_scheduler, plan_summary
-from schedlab.harp.simulator import simulate
 from schedlab.harp.workloads import Workload
-
-Method = Literal["estimate", "simulate"]
-METHODS = ("estimate", "simulate")
 
 
 @dataclass
@@ -56,17 +50,6 @@ class Report:
     def row(self) -> dict[str, float | int | str]:
         """Scalar fields only (for Polars)."""
         return {k: v for k, v in asdict(self).items() if not isinstance(v, dict)}
-
-
-def run_plan(plan: Plan, method: str) -> tuple[float, dict[str, float]]:
-    """(latency ns, busy ns per pool) of a plan by the chosen method."""
-    if method == "estimate":
-        result = estimate(plan)
-    elif method == "simulate":
-        result = simulate(plan)
-    else:
-        raise UnknownNameError("method", method, list(METHODS))
-    return result.latency_ns, result.busy_ns
 
 
 def evaluate(work: Workload, arch: ArchConfig, strategy: str = "latency",

@@ -135,8 +135,8 @@ def run_groups(work: Workload, arch: ArchConfig, capacity: int, strategy: str,
                scheduler: str, method: str, solver: str) -> list[GroupResult]:
     """Map, schedule and time every group on a chip of ``capacity`` crossbars."""
     from schedlab.harp.costs import dynamic_energy_pj
-    from schedlab.harp.engine import run_plan
     from schedlab.harp.mapping import make_mapper
+    from schedlab.harp.planrun import run_plan
     from schedlab.harp.policies import make_scheduler
 
     sub_arch = arch.model_copy(update={"max_crossbars": capacity})

@@ -33,7 +33,7 @@ from dataclasses import replace
 from typing import Any
 
 from schedlab.core.errors import BadInputError, MissingDependencyError
-from schedlab.harp.workloads import Op, Pattern, Workload
+from schedlab.harp.opgraph import Op, Pattern, Workload
 
 #: ops that only move or re-view data: they pass their producers through
 _PASS = {

@@ -14,7 +14,7 @@ from pathlib import Path
 from typing import Any
 
 from schedlab.core.errors import BadInputError, MissingDependencyError
-from schedlab.harp.workloads import Workload
+from schedlab.harp.opgraph import Workload
 
 
 def _transformers() -> Any:

@@ -391,7 +391,7 @@ class ProcessBackend:
         return payload
 
     def execute(self, plan: Plan, dms: Any, seed: int) -> list[Any]:
-        from schedlab.hip_dfpt.runtime import DeviceResult
+        from schedlab.hip_dfpt.devicerun import DeviceResult
 
         ndm = dms.shape[0]
         if ndm > MAX_DMS:

@@ -21,13 +21,13 @@ class DeviceActor:
     def __init__(
         self, tasks: list[StoredTask], streams: int, pooled: bool, deterministic: bool = True
     ) -> None:
-        from schedlab.hip_dfpt.runtime import device_allocators
+        from schedlab.hip_dfpt.devicerun import device_allocators
 
         self.tasks, self.streams, self.deterministic = tasks, streams, deterministic
         self.allocs = device_allocators(1, streams, pooled, np)
 
     def run(self, plan: Plan, dms: np.ndarray, seed: int) -> Any:
-        from schedlab.hip_dfpt.runtime import run_devices
+        from schedlab.hip_dfpt.devicerun import run_devices
 
         return run_devices(
             self.tasks, plan, dms, self.streams, self.allocs, np, seed, self.deterministic

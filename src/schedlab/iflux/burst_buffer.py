@@ -273,7 +273,9 @@ def install(conf_dir: str | Path, site: str | Path, spool: str | Path,
         spool.chmod(0o755)
     except OSError as exc:
         raise BadInputError(f"cannot use as the spool: {exc.strerror}", path=spool) from None
-    fastpath.write_table(spool / "rules.json")
+    from schedlab.iflux.rules import write_table  # the full package (NumPy), at install time
+
+    write_table(spool / "rules.json")
     write_text(spool / "pools.json", json.dumps({"pools": [
         {"id": tier, "quantity": size // GRANULARITY, "granularity": GRANULARITY}
         for tier, size in pools.items()]}))

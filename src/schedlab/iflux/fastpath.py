@@ -5,8 +5,9 @@ Paper: IFlux (../shared/papers/10-iflux.md) reports a 0.02% scheduler overhead. 
 (Prolog, or the ``burst_buffer.lua`` functions) is a new process per call, so what counts is the
 wall time *including* interpreter start and imports. This module is standard library only:
 
-* :func:`write_table` (run once, at install time, with the full package) evaluates the rules on
-  every point of the intent space (:func:`rules.compile_rules`) and stores the table as JSON;
+* :func:`rules.write_table` (run once, at install time, with the full package) evaluates the
+  rules on every point of the intent space (:func:`rules.compile_rules`) and stores the table
+  as JSON;
 * :func:`load_table` reads it back; :func:`parse_script` reads ``#IFLUX`` and ``#BB_LUA``
   intent lines, :func:`validate` applies the same checks as :class:`intents.Intent` (field
   names, enum values, sizes, absolute paths, contradictions, duplicate or nested paths) and
@@ -255,20 +256,6 @@ class Table:
         return chain, (self.soft_of[i] if chain != ["pfs"] else 0)
 
 
-def write_table(path: str | os.PathLike) -> None:
-    """Compile the default rules (full package: NumPy) into a JSON table at ``path``."""
-    from schedlab.core.io import write_text
-    from schedlab.iflux.intents import FEATURES as FULL
-    from schedlab.iflux.rules import compile_rules
-
-    if [(n, tuple(e)) for n, e in FULL] != list(FEATURES):
-        raise RuntimeError("fastpath.FEATURES is out of step with intents.FEATURES")
-    table = compile_rules()
-    write_text(path, json.dumps(dict(
-        chains=[[str(t) for t in chain] for chain in table.chains],
-        chain_of=table.chain_of.tobytes().hex(), soft_of=table.soft_of.tobytes().hex())))
-
-
 def load_table(path: str | os.PathLike) -> Table:
     try:
         with open(path, encoding="utf-8") as handle:
@@ -313,4 +300,4 @@ def soft_list(mask: int) -> list[str]:
 
 
 __all__ = ["Table", "allocate", "check_job", "check_nested", "directive_fields", "load_table",
-           "parse_directive", "read_script", "validate", "write_table"]
+           "parse_directive", "read_script", "validate"]

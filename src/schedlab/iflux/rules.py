@@ -13,12 +13,16 @@ from __future__ import annotations
 
 import functools
 import itertools
+import json
+import os
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from enum import IntFlag, StrEnum
 
 import numpy as np
 
+from schedlab.core.io import write_text
+from schedlab.iflux import fastpath
 from schedlab.iflux.intents import (
     CARDINALITY,
     FEATURES,
@@ -230,3 +234,13 @@ def compile_rules(rules: Sequence[Rule] = DEFAULT_RULES) -> CompiledRules:
         chain_of[i] = chain_ids[decision.tiers]
         soft_of[i] = decision.soft
     return CompiledRules(chains, chain_of, soft_of)
+
+
+def write_table(path: str | os.PathLike) -> None:
+    """Compile the default rules (full package: NumPy) into a JSON table at ``path``."""
+    if [(n, tuple(e)) for n, e in FEATURES] != list(fastpath.FEATURES):
+        raise RuntimeError("fastpath.FEATURES is out of step with intents.FEATURES")
+    table = compile_rules()
+    write_text(path, json.dumps(dict(
+        chains=[[str(t) for t in chain] for chain in table.chains],
+        chain_of=table.chain_of.tobytes().hex(), soft_of=table.soft_of.tobytes().hex())))

@@ -29,7 +29,7 @@ import numpy as np
 import polars as pl
 
 from schedlab.core.errors import BadInputError
-from schedlab.core.io import read_frame
+from schedlab.traces.alibaba_genai import read_requests
 
 COLUMNS = ("gmt_create", "groupId", "checkpoint_model_version_id", "num_lora",
            "exec_time_seconds")
@@ -50,17 +50,7 @@ class TraceDemand:
 
 def read_trace(path: Path) -> pl.DataFrame:
     """The trace's rows with the columns the market needs, each checked; errors name line/field."""
-    frame = read_frame(path, {"num_lora": float})
-    for column in COLUMNS:
-        if column not in frame.columns:
-            raise BadInputError(f"missing column; the table has {', '.join(frame.columns)}",
-                                path=path, field=column)
-    stamps = frame["gmt_create"].str.to_datetime("%Y-%m-%d %H:%M:%S", strict=False)
-    bad = stamps.is_null()
-    if bad.any():
-        row = int(bad.arg_max())
-        raise BadInputError(f"timestamp {frame['gmt_create'][row]!r} is not a date-time",
-                            path=path, line=row + 2, field="gmt_create")
+    frame = read_requests(path, COLUMNS, numeric=("num_lora",))
     exec_s = frame["exec_time_seconds"].cast(pl.Float64, strict=False)
     bad_exec = exec_s.is_not_null() & (exec_s.is_nan() | (exec_s < 0)).fill_null(False)
     if bad_exec.any():
@@ -68,7 +58,7 @@ def read_trace(path: Path) -> pl.DataFrame:
         raise BadInputError(f"execution time {frame['exec_time_seconds'][row]!r} must be a "
                             "non-negative number", path=path, line=row + 2,
                             field="exec_time_seconds")
-    return frame.with_columns(time=stamps, exec_s=exec_s,
+    return frame.with_columns(exec_s=exec_s,
                               num_lora=pl.col("num_lora").fill_null(0)).filter(
         pl.col("checkpoint_model_version_id").is_not_null() & pl.col("groupId").is_not_null())
 

@@ -16,7 +16,7 @@ _EXPORTS = {
     "Evaluation": "compiler", "evaluate": "compiler", "middle_end": "compiler",
     "DhlsEvaluation": "dhls", "compile_dhls": "dhls", "evaluate_dhls": "dhls",
     "RedPandaDialect": "dialect", "from_xdsl": "dialect", "print_ir": "dialect",
-    "to_xdsl": "dialect", "Kernel": "frontend", "load_kernel": "frontend",
+    "to_xdsl": "dialect", "Kernel": "frontend", "load_kernel": "kernelfile",
     "parse_kernel": "frontend", "Graph": "graph", "Node": "graph", "Port": "graph",
     "lower": "lowering", "FLOWS": "policies", "Flow": "policies", "RedPanda": "policies",
     "get_flow": "policies", "run_reference": "reference", "SimResult": "simulator",

@@ -9,7 +9,8 @@ from pathlib import Path
 from schedlab.redpanda.backends.cgra import CGRA, CGRABackend
 from schedlab.redpanda.compiler import middle_end, outputs_match
 from schedlab.redpanda.dialect import print_ir
-from schedlab.redpanda.frontend import Kernel, load_kernel
+from schedlab.redpanda.frontend import Kernel
+from schedlab.redpanda.kernelfile import load_kernel
 from schedlab.redpanda.policies import get_flow
 from schedlab.redpanda.simulator import SimulationError, simulate
 
@@ -127,7 +128,6 @@ def compile_file(
         raise UnknownNameError("mapper", mapper, ["pnr", "schedule-only", "milp"])
     if mapper == "pnr":
         from schedlab.redpanda.backends.arch import mesh
-        from schedlab.redpanda.backends.cgra import compile_arch_file
 
         if arch is None:
             arch = mesh(rows, cols, contexts, link_capacity=link_capacity,
@@ -269,3 +269,62 @@ def compile_dhls_file(
         files={k: str(v) for k, v in files.items()},
         ir=print_ir(graph),
     )
+
+
+def compile_arch_file(
+    path,
+    arch,
+    flow: str = "redpanda",
+    mode: str = "temporal",
+    seed: int = 0,
+    config_out=None,
+    simulate: bool = True,
+    inputs=None,
+    limits=None,
+    function: str | None = None,
+    defines: dict[str, int] | None = None,
+    router: str = "pathfinder",
+) -> dict:
+    """``schedlab redpanda compile --arch FILE``: a kernel file through place and route.
+
+    The cycle count is the emitted configuration executed by :mod:`.config_sim` on ``inputs``
+    (a .npz/.json file or a mapping; else seeded random data), checked against xDSL's
+    interpreter (which names a trap or a non-terminating loop first); ``config_out`` receives
+    the configuration JSON.
+    """
+    from schedlab.redpanda.backends.cgra import compile_config
+    from schedlab.redpanda.backends.config import write_config
+    from schedlab.redpanda.backends.config_sim import run_config
+    from schedlab.redpanda.policies import get_flow
+
+    limits = limits or Limits()
+    kernel = load_kernel(path, function=function, defines=defines)
+    chosen = get_flow(flow)
+    graph = middle_end(kernel, chosen, mode)  # type: ignore[arg-type]
+    pnr, config = compile_config(graph, arch, mode, chosen.size_buffers, router)
+    metrics: dict[str, object] = dict(
+        pnr.metrics(), flow=flow, arch=pnr.arch.name, router=router,
+        instruction_kinds=graph.kind_counts(),
+    )
+    note = "simulation not run (--no-simulate)"
+    if simulate:
+        data, origin = prepare_inputs(kernel, inputs, seed)
+
+        def run(reference):
+            done = run_config(config, data, limits.max_cycles, limits.time_limit)
+            return dict(cycles=done.cycles, sim_max_link_load=done.max_link_load,
+                        link_words=done.link_words, port_stalls=done.port_stalls), \
+                outputs_match(done, reference)
+
+        extra, note = check_run(kernel, data, origin, run, limits)
+        metrics.update(extra)
+    files = {}
+    if config_out is not None:
+        files["config"] = str(write_config(config, config_out))
+    schedule = [
+        dict(node=i["node"], op=f"{i['kind']}.{i['fn']}".rstrip("."), pe=i["pe"],
+             cycle=i["cycle"], slot=i["context"])
+        for i in config["instructions"]
+    ]
+    return dict(kernel=kernel.name, mode=mode, target="cgra", metrics=metrics,
+                schedule=schedule, simulation_note=note, files=files, ir=print_ir(graph))

@@ -315,22 +315,6 @@ def first_float_op(kernel: Kernel) -> Operation | None:
     return next((op for op in kernel.func.walk() if op.name in FLOAT_OPS), None)
 
 
-def load_kernel(
-    path: str | Path, function: str | None = None, defines: dict[str, int] | None = None
-) -> Kernel:
-    """Read and parse a kernel file: MLIR (``.mlir``), or C (``.c``, via :mod:`.cfront`)."""
-    path = Path(path)
-    if path.suffix.lower() in (".c", ".h"):
-        from schedlab.redpanda.cfront import load_c_kernel
-
-        return load_c_kernel(path, function=function, defines=defines)
-    try:
-        text = path.read_text()
-    except (OSError, UnicodeDecodeError) as exc:
-        raise BadInputError(f"cannot read kernel: {exc}", path=path) from None
-    return parse_kernel(text, path, name=path.stem)
-
-
 def bit_width(type_attr) -> int:
     """Bit width of an integer/index/f32 type (index is 64 bits, as in xDSL's interpreter)."""
     if isinstance(type_attr, builtin.IndexType):

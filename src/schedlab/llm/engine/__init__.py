@@ -1,6 +1,7 @@
 """A real serving engine on CPU torch: a transformers Llama, paged KV blocks, block-hash prefix
-caching across tenants and a host tier, driving the same Scheduler / CacheManager plug-ins as
-the simulator (``schedlab.faircache``). Needs torch and transformers (imported on first use)."""
+caching across tenants and a host tier, driving Scheduler / CacheManager plug-ins through the
+protocols of ``schedlab.llm.plugins`` (FairCache's and its baselines plug in from
+``schedlab.faircache``). Needs torch and transformers (imported on first use)."""
 
 import importlib.util
 

@@ -8,7 +8,9 @@ evicted blocks and reloads them on a hit (tensor copies into a separately alloca
 every time figure, which is *measured* CPU time (``time.process_time``) of this process.
 
 The scheduler and the host-tier cache manager are plug-ins through the same protocols the
-simulator uses (``schedlab.faircache.policies.Scheduler``, ``cachemgr.CacheManager``): the loop
+simulator uses (``schedlab.llm.plugins.Scheduler`` and ``CacheManager``; FairCache, VTC, FCFS and
+the cache managers are implemented in ``schedlab.faircache``, which this engine never imports;
+``schedlab.faircache.real_engine.serve`` resolves them by CLI name): the loop
 calls ``on_arrival``/``pick``/``unpick``/``on_admit``/``on_iteration``/``on_finish`` and
 ``admit``/``on_access``/``on_remove`` and never asks which policy it has. The prefix ledger is
 fed ``(block_hash, computing tenant, cost)`` triples.
@@ -35,12 +37,12 @@ import torch
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 
 from schedlab.core.errors import BadInputError, ConfigError
-from schedlab.faircache.accounting import CostWeights
-from schedlab.faircache.ledger import TenantLedger
-from schedlab.faircache.policies import AdmitUsage
-from schedlab.faircache.radix import Node, PrefixCache
+from schedlab.llm.accounting import CostWeights
 from schedlab.llm.engine.kv import BlockPool, HostStore
 from schedlab.llm.engine.model import PagedLlama, SeqInput, TinyLlama
+from schedlab.llm.ledger import TenantLedger
+from schedlab.llm.plugins import AdmitUsage, CacheManager, Scheduler
+from schedlab.llm.radix import Node, PrefixCache
 from schedlab.llm.requests import Request, Trace
 
 
@@ -141,12 +143,16 @@ class RealEngine:
     def __init__(
         self,
         trace: Trace,
-        scheduler,
-        manager,
+        scheduler: Scheduler,
+        manager: CacheManager,
         options: EngineOptions | None = None,
         model: TinyLlama | None = None,
         weights: CostWeights | None = None,
     ) -> None:
+        for field_name, plugin in (("scheduler", scheduler), ("manager", manager)):
+            if isinstance(plugin, str):
+                raise ConfigError(f"takes a plug-in object, not the name {plugin!r} (names: "
+                                  "schedlab.faircache.real_engine.serve)", field=field_name)
         self.opt = opt = options or EngineOptions()
         self.spec = spec = model or TinyLlama()
         if opt.threads is not None:
@@ -750,16 +756,14 @@ def _q(frame: pl.DataFrame, column: str, q: float) -> float:
 
 def serve(
     trace: Trace,
-    scheduler="faircache",
-    manager="lru",
+    scheduler: Scheduler,
+    manager: CacheManager,
     options: EngineOptions | None = None,
     model: TinyLlama | None = None,
     weights: CostWeights | None = None,
 ) -> EngineResult:
-    """Serve ``trace`` on the real engine; policies by CLI name or as objects."""
-    from schedlab.faircache.managers import make_plugins
-
-    scheduler, manager = make_plugins(scheduler, manager)
+    """Serve ``trace`` on the real engine with these plug-ins (objects; by CLI name through
+    ``schedlab.faircache.real_engine.serve``)."""
     return RealEngine(trace, scheduler, manager, options, model, weights).run()
 
 

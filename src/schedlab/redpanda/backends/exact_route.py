@@ -20,8 +20,7 @@ from scipy.optimize import Bounds, LinearConstraint, milp
 from scipy.sparse import coo_matrix
 
 from schedlab.redpanda.backends.arch import Architecture
-from schedlab.redpanda.backends.router import NetRoute, Unroutable
-from schedlab.redpanda.backends.rrg import capacity
+from schedlab.redpanda.backends.rrg import NetRoute, Unroutable, capacity
 
 
 def _states(arch: Architecture, ii: int, net: NetRoute, horizon: int):

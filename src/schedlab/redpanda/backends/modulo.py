@@ -18,7 +18,7 @@ from scipy.optimize import Bounds, LinearConstraint, milp
 from scipy.sparse import lil_matrix
 
 from schedlab.core.errors import BadInputError
-from schedlab.redpanda.backends.cgra import (
+from schedlab.redpanda.backends.fabric import (
     CGRA,
     MEMORY_KINDS,
     Mapping,

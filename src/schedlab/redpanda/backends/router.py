@@ -26,32 +26,24 @@ import math
 import random
 import time
 from collections import defaultdict
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 
 import networkx as nx
 
 from schedlab.core.errors import BadInputError
 from schedlab.redpanda.backends.arch import PE, Architecture, op_class
-from schedlab.redpanda.backends.cgra import MEMORY_KINDS, back_edge
-from schedlab.redpanda.backends.cgra import rec_mii as bellman_ford_rec_mii
-from schedlab.redpanda.backends.rrg import Resource, State, arrival, capacity, search
+from schedlab.redpanda.backends.fabric import MEMORY_KINDS, back_edge
+from schedlab.redpanda.backends.fabric import rec_mii as bellman_ford_rec_mii
+from schedlab.redpanda.backends.rrg import (
+    NetRoute,
+    Resource,
+    State,
+    Unroutable,
+    arrival,
+    capacity,
+    search,
+)
 from schedlab.redpanda.graph import Graph
-
-
-@dataclass
-class NetRoute:
-    """One value's route tree: per sink, the steps from the producer and the arrival offset."""
-
-    src: int
-    port: int
-    pe: PE
-    ready: int  # scheduled cycle the value leaves the unit
-    sinks: list[tuple[int, int]] = field(default_factory=list)  # (node, operand)
-    deadline: dict[tuple[int, int], int] = field(default_factory=dict)
-    sink_pe: dict[tuple[int, int], PE] = field(default_factory=dict)
-    steps: dict[tuple[int, int], list[tuple[State, Resource | None]]] = field(default_factory=dict)
-    arrive: dict[tuple[int, int], int] = field(default_factory=dict)
-    usage: set[tuple[Resource, int]] = field(default_factory=set)  # (resource, offset)
 
 
 @dataclass
@@ -404,14 +396,6 @@ def build_nets(
             net.deadline[sink] = due
             net.sink_pe[sink] = place[node.id]
     return list(nets.values())
-
-
-class Unroutable(Exception):
-    """Routing did not converge (or a deadline cannot be met at all)."""
-
-    def __init__(self, reason: str, overuse: int = 0) -> None:
-        super().__init__(reason)
-        self.reason, self.overuse = reason, overuse
 
 
 def pathfinder(

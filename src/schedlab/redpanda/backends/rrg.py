@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import heapq
 from collections.abc import Callable, Iterable
+from dataclasses import dataclass, field
 
 from schedlab.redpanda.backends.arch import PE, Architecture
 
@@ -109,3 +110,27 @@ def search(
                 heapq.heappush(heap, (nd, tick, nxt))
                 tick += 1
     return None
+
+
+@dataclass
+class NetRoute:
+    """One value's route tree: per sink, the steps from the producer and the arrival offset."""
+
+    src: int
+    port: int
+    pe: PE
+    ready: int  # scheduled cycle the value leaves the unit
+    sinks: list[tuple[int, int]] = field(default_factory=list)  # (node, operand)
+    deadline: dict[tuple[int, int], int] = field(default_factory=dict)
+    sink_pe: dict[tuple[int, int], PE] = field(default_factory=dict)
+    steps: dict[tuple[int, int], list[tuple[State, Resource | None]]] = field(default_factory=dict)
+    arrive: dict[tuple[int, int], int] = field(default_factory=dict)
+    usage: set[tuple[Resource, int]] = field(default_factory=set)  # (resource, offset)
+
+
+class Unroutable(Exception):
+    """Routing did not converge (or a deadline cannot be met at all)."""
+
+    def __init__(self, reason: str, overuse: int = 0) -> None:
+        super().__init__(reason)
+        self.reason, self.overuse = reason, overuse

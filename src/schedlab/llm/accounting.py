@@ -1,4 +1,9 @@
-"""FairCache's unified cost and the shared-prefix ledger.
+"""The unified cost of LLM serving and the shared-prefix ledger: the yardstick every serving
+engine here reports, whichever scheduler runs.
+
+Why in ``llm/``: both engines (FairCache's simulator and the real engine ``llm.engine``) keep a
+per-tenant ledger in these units, and the real engine may not import a system. FairCache's
+scheduler *charges* by the same figure; VTC and FCFS are measured by it.
 
 Unified cost of a tenant (FairCache, §"unified scheduling metric") in *token units*, so that with
 memory and I/O priced at zero it is exactly VTC's service (input price 1, output price 2)::
@@ -31,8 +36,8 @@ from dataclasses import dataclass
 import numpy as np
 
 from schedlab.core.errors import ConfigError
-from schedlab.faircache.radix import Node
 from schedlab.llm.costmodel import CostModel
+from schedlab.llm.radix import Node
 
 BlockCost = tuple[Hashable, float]  # (block hash, prefill tokens it took)
 BlockUse = tuple[Hashable, int, float]  # (block hash, computing tenant, prefill tokens)

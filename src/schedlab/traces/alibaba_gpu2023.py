@@ -1,6 +1,9 @@
 """Alibaba ``cluster-trace-gpu-v2023``: its GPU node list and pod list, and a generator shaped
 like them.
 
+Why here (``schedlab.traces``) and not in a system: gPooling and CouchSurfer both read this
+trace, and no system may import another.
+
 gPooling (../shared/papers/14-gpooling.md) is evaluated "using benchmarks derived from real
 cluster traces"; the public trace of a GPU-sharing production cluster is Alibaba's
 cluster-trace-gpu-v2023 (Weng et al., ATC'23). Two files matter:
@@ -20,7 +23,6 @@ tests and for ``reproduce`` where ../shared/data is absent. Bad rows raise one-l
 
 from __future__ import annotations
 
-import csv
 import math
 from dataclasses import dataclass
 from pathlib import Path
@@ -28,6 +30,7 @@ from pathlib import Path
 import numpy as np
 
 from schedlab.core.errors import BadInputError
+from schedlab.core.io import csv_rows
 
 FULL = 1000  # milli of one GPU
 #: where the trace lives when ../shared/data is present (relative to the repository root)
@@ -73,42 +76,6 @@ class Pod:
         return (self.cpu_milli, self.num_gpu, self.gpu_milli, self.gpu_spec)
 
 
-def _rows(path: Path, required: tuple[str, ...]):
-    """(line number, row dict) for every data row; header and missing columns checked."""
-    if path.is_dir():
-        raise BadInputError("is a directory, not a CSV file", path=path)
-    if not path.is_file():
-        raise BadInputError("no such file", path=path)
-    try:
-        handle = path.open(newline="", encoding="utf-8")
-    except OSError as exc:
-        raise BadInputError(f"cannot read: {exc.strerror}", path=path) from None
-    with handle:
-        reader = csv.reader(handle)
-        try:
-            header = [h.strip() for h in next(reader)]
-        except StopIteration:
-            raise BadInputError("empty file (no header)", path=path, line=1) from None
-        except (csv.Error, UnicodeDecodeError) as exc:
-            raise BadInputError(f"not CSV: {exc}", path=path, line=1) from None
-        missing = [c for c in required if c not in header]
-        if missing:
-            raise BadInputError(f"missing column(s) {', '.join(missing)}", path=path, line=1,
-                                field=missing[0])
-        line = 1
-        try:
-            for values in reader:
-                line = reader.line_num
-                if not values or all(not v.strip() for v in values):
-                    continue
-                if len(values) != len(header):
-                    raise BadInputError(f"{len(values)} fields, header has {len(header)}",
-                                        path=path, line=line)
-                yield line, dict(zip(header, (v.strip() for v in values), strict=True))
-        except (csv.Error, UnicodeDecodeError) as exc:
-            raise BadInputError(f"not CSV: {exc}", path=path, line=line + 1) from None
-
-
 def _int(row: dict, column: str, path: Path, line: int, *, low: int = 0,
          high: int | None = None) -> int:
     text = row[column]
@@ -151,7 +118,7 @@ def read_node_list(path: str | Path, limit: int | None = None) -> list[Node]:
         raise BadInputError(f"must be at least 1, got {limit}", field="limit")
     nodes: list[Node] = []
     seen: set[str] = set()
-    for line, row in _rows(path, ("sn", "cpu_milli", "memory_mib", "gpu", "model")):
+    for line, row in csv_rows(path, ("sn", "cpu_milli", "memory_mib", "gpu", "model")):
         name = row["sn"]
         if not name:
             raise BadInputError("missing node name", path=path, line=line, field="sn")
@@ -185,7 +152,7 @@ def read_pod_list(path: str | Path, *, gpu_only: bool = False, times: bool = Tru
     required = ("cpu_milli", "memory_mib", "num_gpu", "gpu_milli")
     if times:
         required += ("creation_time", "deletion_time")
-    for line, row in _rows(path, required):
+    for line, row in csv_rows(path, required):
         count = _int(row, "num_gpu", path, line, high=64)
         milli = _int(row, "gpu_milli", path, line, high=FULL)
         if count and not milli:

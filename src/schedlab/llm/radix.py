@@ -7,9 +7,10 @@ memory, or both (LMCache-style: the host copy stays after a load back to the GPU
 
 Who decides what: this module only keeps the tree consistent. The GPU tier evicts unpinned nodes
 in LRU order (leaves first, because touching a path refreshes ancestors after descendants); the
-*host* tier's admission and eviction decisions belong to a CacheManager (``cachemgr``), which
-the engine consults. A node that is resident nowhere is removed together with its subtree,
-because nothing below it can be matched any more.
+*host* tier's admission and eviction decisions belong to a CacheManager (``llm.plugins``;
+FairCache's and its baselines in ``schedlab.faircache.cachemgr``), which the engine consults. A
+node that is resident nowhere is removed together with its subtree, because nothing below it
+can be matched any more.
 """
 
 from __future__ import annotations

@@ -1,4 +1,5 @@
-"""Per-tenant measurements the engine keeps, independent of the scheduler in use.
+"""Per-tenant measurements an LLM serving engine keeps, independent of the scheduler in use
+(both FairCache's simulator and the real engine ``llm.engine`` keep one).
 
 The same numbers let us compare schedulers: *compute-only* service is what VTC counts; *unified*
 service prices memory and I/O too and splits shared prefixes over their users (``accounting``).
@@ -8,7 +9,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from schedlab.faircache.accounting import CostWeights, PrefixLedger
+from schedlab.llm.accounting import CostWeights, PrefixLedger
 
 FIELDS = (
     "executed",
