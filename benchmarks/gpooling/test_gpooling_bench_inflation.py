@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from schedlab.gpooling.fgd import CLUSTER_POLICIES as POLICIES
+from schedlab.gpooling.cluster_policies import CLUSTER_POLICIES as POLICIES
 from schedlab.gpooling.inflation import inflate, read_nodes, read_pods
 
 

@@ -58,7 +58,8 @@ def test_place_and_book_200_pods_on_the_alibaba_cluster(benchmark, name: str) ->
 
     import numpy as np
 
-    from schedlab.gpooling.fgd import Cluster, make_cluster_policy
+    from schedlab.gpooling.cluster_policies import make_cluster_policy
+    from schedlab.gpooling.fgd import Cluster
     from schedlab.gpooling.inflation import inflate
 
     nodes, pods, source = _alibaba_cluster()

@@ -12,15 +12,8 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from schedlab.core.errors import BadInputError, SchedlabError
-from schedlab.gpooling.fgd import (
-    CLUSTER_POLICIES,
-    FGD,
-    Cluster,
-    Placement,
-    Typical,
-    cluster_fragmentation,
-    make_cluster_policy,
-)
+from schedlab.gpooling.cluster_policies import CLUSTER_POLICIES, make_cluster_policy
+from schedlab.gpooling.fgd import FGD, Cluster, Placement, Typical, cluster_fragmentation
 from schedlab.gpooling.inflation import inflate, nothing_fits
 from schedlab.gpooling.simulator import replay
 from schedlab.gpooling.workloads import resampled_pods

@@ -9,7 +9,7 @@ import pytest
 from typer.testing import CliRunner
 
 from schedlab.core.errors import BadInputError
-from schedlab.gpooling.fgd import CLUSTER_POLICIES as POLICIES
+from schedlab.gpooling.cluster_policies import CLUSTER_POLICIES as POLICIES
 from schedlab.gpooling.inflation import compare_inflation, inflate, read_nodes, read_pods
 
 

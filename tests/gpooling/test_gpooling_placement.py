@@ -5,9 +5,10 @@ from __future__ import annotations
 
 import numpy as np
 
-from schedlab.gpooling.alibaba import FULL, Node, Pod
-from schedlab.gpooling.fgd import FGD, Cluster, Placement, make_cluster_policy
+from schedlab.gpooling.cluster_policies import make_cluster_policy
+from schedlab.gpooling.fgd import FGD, Cluster, Placement
 from schedlab.gpooling.placement import PooledFGD
+from schedlab.traces.alibaba_gpu2023 import FULL, Node, Pod
 
 
 def _two_nodes(memory: int = 32768) -> list[Node]:
@@ -78,15 +79,15 @@ def test_versus_fgd_reports_every_level_and_full(tmp_path) -> None:
 
     from typer.testing import CliRunner
 
-    from schedlab.gpooling.alibaba import (
+    from schedlab.gpooling.cli import app
+    from schedlab.gpooling.inflation import LEVELS
+    from schedlab.gpooling.versus import versus_fgd
+    from schedlab.traces.alibaba_gpu2023 import (
         synthetic_nodes,
         synthetic_pods,
         write_node_list,
         write_pod_list,
     )
-    from schedlab.gpooling.cli import app
-    from schedlab.gpooling.inflation import LEVELS
-    from schedlab.gpooling.placement import versus_fgd
 
     nodes = write_node_list(synthetic_nodes(30, seed=2), tmp_path / "nodes.csv")
     pods = write_pod_list(synthetic_pods(200, seed=2), tmp_path / "pods.csv")

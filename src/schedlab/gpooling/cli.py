@@ -384,8 +384,8 @@ def versus_fgd_cmd(
 ) -> None:
     """A policy against FGD under FGD's inflation, every level and to full: win/tie/lose."""
     from schedlab.core.registry import lookup
-    from schedlab.gpooling.fgd import CLUSTER_POLICIES
-    from schedlab.gpooling.placement import versus_fgd
+    from schedlab.gpooling.cluster_policies import CLUSTER_POLICIES
+    from schedlab.gpooling.versus import versus_fgd
 
     lookup(CLUSTER_POLICIES, "cluster placement policy", policy)
     _show(versus_fgd(trace, nodes, policy=policy, seeds=seeds, limit=limit).to_dicts(), json_out)

@@ -77,7 +77,8 @@ def _inflation_figure(frame: pl.DataFrame) -> Figure:
           full=dict(every=1, levels=(0.5, 0.6, 0.7, 0.8, 0.9, 1.0, 1.1, 1.2, 1.3)))
 def cluster_inflation(every: int, levels: tuple[float, ...], seed: int) -> Result:
     """FGD's workload inflation on the Alibaba GPU 2023 cluster: how full each policy gets it."""
-    from schedlab.gpooling.fgd import CLUSTER_POLICIES, Cluster
+    from schedlab.gpooling.cluster_policies import CLUSTER_POLICIES
+    from schedlab.gpooling.fgd import Cluster
     from schedlab.gpooling.inflation import inflate, nothing_fits
 
     nodes, pods, ran_with = _cluster(every, seed)

@@ -34,13 +34,12 @@ GPU's free share, so no policy can over-commit anything.
 from __future__ import annotations
 
 from collections import Counter, deque
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass
 
 import numpy as np
 
 from schedlab.core.errors import BadInputError, SchedlabError
-from schedlab.core.registry import lookup
 from schedlab.traces.alibaba_gpu2023 import FULL, Node, Pod
 
 
@@ -531,30 +530,3 @@ class FragAware(ClusterPolicy):
         node = self._pick(best, np.isfinite(best))
         order = np.argsort(delta[node], kind="stable")[:pod.num_gpu]
         return Placement(node, tuple(int(g) for g in order), pod.gpu_milli)
-
-
-def _pooled_fgd() -> ClusterPolicy:
-    """gPooling's FGD-based policy (placement.py, which builds on this module)."""
-    from schedlab.gpooling.placement import PooledFGD
-
-    return PooledFGD()
-
-
-CLUSTER_POLICIES: dict[str, Callable[[], ClusterPolicy]] = {
-    "frag-aware": FragAware,
-    "pooled-fgd": _pooled_fgd,
-    "fgd": FGD,
-    "best-fit": BestFit,
-    "dot-product": DotProduct,
-    "gpu-packing": GpuPacking,
-    "gpu-clustering": GpuClustering,
-    "random": RandomFit,
-    "first-fit": FirstFit,
-    "worst-fit": WorstFit,
-    "whole-device": WholeDevice,
-}
-
-
-def make_cluster_policy(name: str) -> ClusterPolicy:
-    """A fresh node-level policy by CLI name."""
-    return lookup(CLUSTER_POLICIES, "cluster placement policy", name)()

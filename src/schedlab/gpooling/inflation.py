@@ -34,14 +34,8 @@ from pathlib import Path
 import numpy as np
 
 from schedlab.core.errors import BadInputError
-from schedlab.gpooling.fgd import (
-    CLUSTER_POLICIES,
-    Cluster,
-    ClusterPolicy,
-    Typical,
-    cluster_fragmentation,
-    make_cluster_policy,
-)
+from schedlab.gpooling.cluster_policies import CLUSTER_POLICIES, make_cluster_policy
+from schedlab.gpooling.fgd import Cluster, ClusterPolicy, Typical, cluster_fragmentation
 from schedlab.traces.alibaba_gpu2023 import Node, Pod, read_node_list, read_pod_list
 
 LEVELS = (0.5, 0.6, 0.7, 0.8, 0.9, 1.0, 1.1, 1.2, 1.3)

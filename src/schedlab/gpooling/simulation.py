@@ -56,7 +56,7 @@ def compare_cluster(*, nodes: str | Path | None = None, trace: str | Path | None
     the Alibaba GPU 2023 cluster stands in. ``every`` keeps every n-th node.
     """
     from schedlab.core.registry import lookup
-    from schedlab.gpooling.fgd import CLUSTER_POLICIES
+    from schedlab.gpooling.cluster_policies import CLUSTER_POLICIES
     from schedlab.gpooling.simulator import replay
     from schedlab.gpooling.workloads import resampled_pods
     from schedlab.traces.alibaba_gpu2023 import (

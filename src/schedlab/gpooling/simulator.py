@@ -27,8 +27,9 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from schedlab.core.errors import BadInputError
+from schedlab.gpooling.cluster_policies import make_cluster_policy
 from schedlab.gpooling.devices import PhysicalDevice
-from schedlab.gpooling.fgd import Cluster, ClusterPolicy, Placement, make_cluster_policy
+from schedlab.gpooling.fgd import Cluster, ClusterPolicy, Placement
 from schedlab.gpooling.policies import FragAware, PlacementPolicy
 from schedlab.gpooling.state import FULL, ClusterState, Grant, Request
 from schedlab.traces.alibaba_gpu2023 import Node, Pod
