@@ -13,11 +13,12 @@ import resource
 import statistics
 import subprocess
 import sys
-from pathlib import Path
 
 import pytest
 
-DATA = Path(__file__).resolve().parents[2].parent / "shared" / "data" / "mcs"
+from schedlab.core.data import data_dir
+
+DATA = data_dir() / "mcs"
 ROUNDS = 5
 
 

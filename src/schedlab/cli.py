@@ -83,6 +83,15 @@ app = typer.Typer(
 )
 
 
+def _mount_data() -> None:
+    from schedlab.core.datacli import app as data_app
+
+    app.add_typer(data_app, name="data")
+
+
+_mount_data()
+
+
 def _version(value: bool) -> None:
     if value:
         typer.echo(f"schedlab {__version__}")
@@ -157,8 +166,14 @@ def reproduce(
     jobs: int = typer.Option(None, "--jobs", min=1, help="Parallel workers (default: cores)."),
     ray_address: str = typer.Option(None, "--ray-address", help="Ray cluster to connect to."),
     json_out: bool = typer.Option(False, "--json", help="Print the claims table as JSON."),
+    data: Path = typer.Option(None, "--data", help="Directory of public data sets (default: "
+                              "$SCHEDLAB_DATA, the user cache dir, then ../shared/data)."),
 ) -> None:
     """Run the headline experiments, write a report, and exit 1 if a required claim fails."""
+    if data is not None:  # before any experiment module is imported; workers inherit the env
+        from schedlab.core.data import use_data_dir
+
+        use_data_dir(data)
     from schedlab.core.executors import make_executor
     from schedlab.core.experiment import Failure, experiments, run_sweep, runs_of
     from schedlab.core.io import ensure_directory

@@ -34,11 +34,12 @@ from pathlib import Path
 
 import numpy as np
 
+from schedlab.core.data import data_path
 from schedlab.core.errors import BadInputError
 from schedlab.gpooling.alibaba import _rows  # same CSV reader (header, columns, FILE:LINE)
 
 #: ../shared/data/colocation relative to the repository root
-SHARED = Path(__file__).resolve().parents[3].parent / "shared" / "data" / "colocation"
+SHARED = data_path("colocation")
 PAIRS_FILE, SOLO_FILE = "colocate_info.csv", "single_data.csv"
 
 #: fit on 80 % of Lucid's pairs (seed 0); see docs/systems/couchsurfer.md for the error

@@ -27,11 +27,12 @@ from pathlib import Path
 
 import numpy as np
 
+from schedlab.core.data import data_path
 from schedlab.core.errors import BadInputError
 
 FULL = 1000  # milli of one GPU
 #: where the trace lives when ../shared/data is present (relative to the repository root)
-SHARED = Path(__file__).resolve().parents[3].parent / "shared" / "data" / "alibaba"
+SHARED = data_path("alibaba")
 NODE_FILE, POD_FILE = "gpu2023_node_list_gpu_node.csv", "gpu2023_pod_list_default.csv"
 
 
