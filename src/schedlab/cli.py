@@ -109,22 +109,23 @@ def _root(
 @app.command("list")
 @handle_errors
 def list_systems(json_out: bool = typer.Option(False, "--json", help="Print JSON.")) -> None:
-    """List the sixteen systems and whether each is implemented."""
+    """List the sixteen systems, whether each is implemented, and its headline experiments."""
     from rich.table import Table
 
-    from schedlab.core.experiment import implemented_systems
+    from schedlab.core.catalogue import static_catalogue
 
-    done = implemented_systems()
+    catalogue = static_catalogue()  # generated from the registry: no system is imported
     rows = [dict(system=s.name, title=s.title, topic=s.topic,
-                 status="implemented" if s.name in done else "planned") for s in SYSTEMS]
+                 status="implemented" if catalogue.get(s.name) else "planned",
+                 experiments=[e["name"] for e in catalogue.get(s.name, [])]) for s in SYSTEMS]
     if json_out:
         emit_json(rows)
         return
-    table = Table("system", "title", "topic", "status")
+    table = Table("system", "title", "topic", "status", "experiments")
     for row in rows:
         style = "green" if row["status"] == "implemented" else "dim"
         table.add_row(row["system"], row["title"], row["topic"],
-                      f"[{style}]{row['status']}[/{style}]")
+                      f"[{style}]{row['status']}[/{style}]", str(len(row["experiments"])))
     out_console.print(table)
 
 
