@@ -94,3 +94,21 @@ def test_no_module_finds_data_by_its_place_in_the_source_tree():
     offenders = [str(p.relative_to(src)) for p in src.rglob("*.py")
                  if p.name != "data.py" and '"shared" / "data"' in p.read_text(encoding="utf-8")]
     assert offenders == []
+
+
+def test_readers_ask_the_resolver_when_called_not_at_import(tmp_path, monkeypatch):
+    from schedlab.couchsurfer.interference import shared_measurements
+    from schedlab.edge_llm.alibaba import default_path
+    from schedlab.gpooling.alibaba import shared_trace
+    from schedlab.mec_coalition.experiment import eua_dir
+    from schedlab.xbucket.experiment import real_traces
+
+    monkeypatch.setenv(data.ENV, str(tmp_path))  # after the imports: must still count
+    assert shared_trace() is None and shared_measurements() is None and eua_dir() is None
+    assert real_traces() == {}
+    assert default_path() == tmp_path / "alibaba" / "genai_lora_request_trace.csv"
+    (tmp_path / "xbucket").mkdir()
+    (tmp_path / "xbucket" / "w.txt").write_text(
+        "taskid -- core -- memory -- virtual_memory -- disk -- time -- average_cores -- tag\n"
+        "1 -- 1 -- 92 -- 661 -- 318 -- 12.3 -- 0.18 -- 1\n")
+    assert list(real_traces()) == ["w"]

@@ -31,8 +31,6 @@ from schedlab.core.data import data_path
 from schedlab.core.errors import BadInputError
 
 FULL = 1000  # milli of one GPU
-#: where the trace lives when ../shared/data is present (relative to the repository root)
-SHARED = data_path("alibaba")
 NODE_FILE, POD_FILE = "gpu2023_node_list_gpu_node.csv", "gpu2023_pod_list_default.csv"
 
 
@@ -217,8 +215,8 @@ def read_pod_list(path: str | Path, *, gpu_only: bool = False, times: bool = Tru
 
 
 def shared_trace() -> tuple[Path, Path] | None:
-    """(node list, pod list) under ../shared/data/alibaba, or None where absent."""
-    nodes, pods = SHARED / NODE_FILE, SHARED / POD_FILE
+    """(node list, pod list) under ``<data dir>/alibaba`` (schedlab.core.data), or None."""
+    nodes, pods = data_path("alibaba", NODE_FILE), data_path("alibaba", POD_FILE)
     return (nodes, pods) if nodes.is_file() and pods.is_file() else None
 
 
