@@ -34,11 +34,13 @@ def _sha(data: bytes) -> str:
 
 @pytest.fixture
 def server(tmp_path: Path) -> Iterator[str]:
-    """A mirror on 127.0.0.1: tiny/trace.csv, tiny/vm.csv (served plain), nothing else."""
+    """A server on 127.0.0.1: tiny/trace.csv, tiny/vm.csv (plain, as upstream serves it) and
+    tiny/vm.csv.gz (as a mirror of a data directory serves it), nothing else."""
     root = tmp_path / "served"
     (root / "tiny").mkdir(parents=True)
     (root / "tiny" / "trace.csv").write_bytes(GOOD)
     (root / "tiny" / "vm.csv").write_bytes(PLAIN)
+    (root / "tiny" / "vm.csv.gz").write_bytes(gzip.compress(PLAIN))  # a data dir's layout
     handler = functools.partial(_Quiet, directory=str(root))
     httpd = http.server.ThreadingHTTPServer(("127.0.0.1", 0), handler)
     thread = threading.Thread(target=httpd.serve_forever, daemon=True)
@@ -107,6 +109,13 @@ def test_a_gzip_entry_is_checked_on_the_plain_bytes_and_stored_compressed(catalo
     datasets.fetch(datasets.get_dataset("vms"), dest)
     stored = dest / "tiny" / "vm.csv.gz"
     assert gzip.decompress(stored.read_bytes()) == PLAIN
+    assert [c.status for c in datasets.verify(datasets.get_dataset("vms"), dest)] == ["ok"]
+
+
+def test_a_mirror_of_a_data_dir_serves_the_stored_gzip_file(catalogue, tmp_path, server):
+    dest = tmp_path / "data"
+    datasets.fetch(datasets.get_dataset("vms"), dest, mirror=server)
+    assert gzip.decompress((dest / "tiny" / "vm.csv.gz").read_bytes()) == PLAIN
     assert [c.status for c in datasets.verify(datasets.get_dataset("vms"), dest)] == ["ok"]
 
 

@@ -248,18 +248,26 @@ def fetch_file(ds: DataSet, f: DataFile, root: Path, *, url: str | None = None,
     source = _source(ds, f, url, mirror)
     target = ds.path(f, root)
     with _temporary(target) as tmp:
-        digest, length = _download(source, tmp, f.name, f.size, progress)
+        digest, length = _download(source, tmp, f.name, None if f.gzip else f.size, progress)
+        packed = f.gzip and _is_gzip(tmp)  # a mirror of a data dir serves the stored .gz
+        if packed:
+            digest, length = _digest(tmp, gz=True)
         if expected != UNKNOWN and digest != expected:
             raise BadInputError(f"{source}: sha256 mismatch: expected {expected[:12]}..., "
                                 f"got {digest[:12]}... ({length} bytes); nothing written")
-        if f.gzip:
-            with _temporary(target) as packed:
-                _compress(tmp, packed)
-                os.replace(packed, target)
+        if f.gzip and not packed:
+            with _temporary(target) as compressed:
+                _compress(tmp, compressed)
+                os.replace(compressed, target)
         else:
             os.chmod(tmp, 0o644)
             os.replace(tmp, target)
     return target
+
+
+def _is_gzip(path: Path) -> bool:
+    with open(path, "rb") as handle:
+        return handle.read(2) == b"\x1f\x8b"
 
 
 def fetch(ds: DataSet, root: Path, *, url: str | None = None, mirror: str | None = None,
