@@ -32,9 +32,15 @@ def test_fallback_is_the_repository_copy_while_the_cache_is_empty(places):
     assert data.data_path("eua", "u.csv") == places["repo"] / "eua" / "u.csv"
 
 
-def test_a_cache_holding_data_wins_over_the_fallback(places):
-    (places["cache"] / "eua").mkdir(parents=True)
+def test_a_cache_holding_data_wins_over_the_fallback_path_by_path(places):
+    (places["cache"] / "burstgpt").mkdir(parents=True)
     assert data.data_dir() == places["cache"]
+    assert data.data_path("burstgpt") == places["cache"] / "burstgpt"
+    # what only the repository's copy has stays found: no silent stand-in after one fetch
+    assert data.data_path("eua") == places["repo"] / "eua"
+    (places["cache"] / "eua").mkdir()
+    assert data.data_path("eua") == places["cache"] / "eua"
+    assert data.data_path("mcs", "s20.A00") == places["cache"] / "mcs" / "s20.A00"  # nowhere
 
 
 def test_the_environment_wins_over_everything(places, monkeypatch):
@@ -42,6 +48,7 @@ def test_the_environment_wins_over_everything(places, monkeypatch):
     mine = places["tmp"] / "mine"
     monkeypatch.setenv(data.ENV, str(mine))  # even a directory that does not exist yet
     assert data.data_dir() == mine and data.download_dir() == mine
+    assert data.data_path("eua") == mine / "eua"  # exclusive: no fallback to the repo's copy
 
 
 def test_with_no_data_anywhere_the_cache_dir_is_named(places, monkeypatch):

@@ -225,6 +225,28 @@ def test_the_real_catalogue_is_complete_and_honest():
             assert not f.url or f.url.startswith("https://")
 
 
+def test_list_without_data_finds_each_set_where_the_resolver_does(catalogue, tmp_path,
+                                                                   monkeypatch):
+    from schedlab.core import data
+
+    cache, repo = tmp_path / "cache", tmp_path / "repo"
+    (cache / "other").mkdir(parents=True)
+    (cache / "other" / "trace.csv").write_bytes(GOOD)
+    (repo / "tiny").mkdir(parents=True)
+    (repo / "tiny" / "trace.csv").write_bytes(GOOD)
+    monkeypatch.delenv(data.ENV, raising=False)
+    monkeypatch.setattr(data, "cache_dir", lambda: cache)
+    monkeypatch.setattr(data, "REPO_FALLBACK", repo)
+    listed = CliRunner().invoke(cli.app, ["data", "list", "--json"])
+    assert listed.exit_code == 0, listed.output
+    rows = {r["name"]: r for r in json.loads(listed.stdout)["datasets"]}
+    assert rows["tiny"]["status"] == "present" and rows["tiny"]["where"] == [str(repo / "tiny")]
+    assert rows["nosum"]["where"] == [str(cache / "other")] and rows["vms"]["status"] == "missing"
+    verified = CliRunner().invoke(cli.app, ["data", "verify", "tiny", "--json"])
+    assert verified.exit_code == 0
+    assert [f["status"] for f in json.loads(verified.stdout)["files"]] == ["ok"]
+
+
 def test_the_real_catalogue_matches_the_files_present(shared_data):
     """Every catalogued file that is present in the data dir has the catalogue's sha256."""
     checks = [c for ds in datasets.load_catalogue().values()

@@ -11,6 +11,9 @@ in order, at
    anything - ``schedlab data fetch`` writes there;
 3. ``../shared/data`` beside this repository (a checkout's development copy).
 
+Without an explicit setting, :func:`data_path` looks a path up in (2) then (3), so a cache that
+holds one fetched data set does not hide the others.
+
 When none holds data the cache directory is returned anyway: readers then find their files
 missing and the experiments fall back to their seeded stand-ins, saying so in the report.
 This module imports nothing heavy: ``schedlab --help`` must stay fast.
@@ -58,7 +61,20 @@ def data_dir() -> Path:
 
 
 def data_path(*parts: str) -> Path:
-    """``data_dir() / parts...``: e.g. ``data_path("alibaba", "genai_lora_request_trace.csv")``."""
+    """Where ``parts`` (``"alibaba", "genai_lora_request_trace.csv"``) is: under the explicit
+    setting only, when there is one; else in the cache dir or, failing that, ../shared/data.
+
+    Why per path: a cache holding one fetched data set must not hide the others that only the
+    repository's copy has (every experiment would silently fall back to its stand-in). Where
+    the path exists nowhere, it is named under :func:`data_dir`.
+    """
+    explicit = os.environ.get(ENV, "").strip()
+    if explicit:
+        return Path(explicit).expanduser().joinpath(*parts)
+    for base in (cache_dir(), REPO_FALLBACK):
+        candidate = base.joinpath(*parts)
+        if candidate.exists():
+            return candidate
     return data_dir().joinpath(*parts)
 
 

@@ -19,14 +19,22 @@ _DATA_OPTION = typer.Option(None, "--data", help="Data directory (default: $SCHE
                             "the user cache dir, then ../shared/data).")
 
 
-def _root(data: Path | None, writing: bool = False) -> Path:
-    from schedlab.core.data import data_dir, download_dir, use_data_dir
+def _root(data: Path | None, writing: bool = False) -> Path | None:
+    """The directory to read or write; None when reading without ``--data``: then each file is
+    looked up by the resolver (cache dir, then ../shared/data, unless $SCHEDLAB_DATA is set)."""
+    from schedlab.core.data import download_dir, use_data_dir
 
     if data is not None:
         if writing:
             data.mkdir(parents=True, exist_ok=True)
         return use_data_dir(data)
-    return download_dir() if writing else data_dir()
+    return download_dir() if writing else None
+
+
+def _where(root: Path | None) -> str:
+    from schedlab.core.data import data_dir
+
+    return str(root if root is not None else data_dir())
 
 
 def _size(n: int | None) -> str:
@@ -52,22 +60,23 @@ def list_data(data: Path = _DATA_OPTION,
     root = _root(data)
     rows = []
     for ds in load_catalogue().values():
-        have = present(ds, root)
-        status = ("present" if have == len(ds.files) else "missing" if have == 0
-                  else f"partial {have}/{len(ds.files)}")
-        rows.append(dict(name=ds.name, status=status, folder=ds.folder, files=len(ds.files),
-                         size=ds.size, licence=ds.licence, upstream=ds.upstream,
-                         used_by=list(ds.used_by), title=ds.title))
+        found = present(ds, root)
+        status = ("present" if len(found) == len(ds.files) else "missing" if not found
+                  else f"partial {len(found)}/{len(ds.files)}")
+        where = sorted({str(p.parent) for p in found})
+        rows.append(dict(name=ds.name, status=status, where=where, folder=ds.folder,
+                         files=len(ds.files), size=ds.size, licence=ds.licence,
+                         upstream=ds.upstream, used_by=list(ds.used_by), title=ds.title))
     if json_out:
-        emit_json(dict(data_dir=str(root), datasets=rows))
+        emit_json(dict(data_dir=_where(root), datasets=rows))
         return
-    table = Table("data set", "status", "files", "size", "used by", "licence", "upstream",
-                  title=f"data sets in {root}")
+    table = Table("data set", "status", "where", "files", "size", "used by", "licence",
+                  "upstream", title=f"data sets (data dir: {_where(root)})")
     for r in rows:
         style = {"present": "green", "missing": "red"}.get(r["status"], "yellow")
-        table.add_row(r["name"], f"[{style}]{r['status']}[/{style}]", str(r["files"]),
-                      _size(r["size"]), ", ".join(r["used_by"]), escape(r["licence"]),
-                      r["upstream"])
+        table.add_row(r["name"], f"[{style}]{r['status']}[/{style}]", ", ".join(r["where"]),
+                      str(r["files"]), _size(r["size"]), ", ".join(r["used_by"]),
+                      escape(r["licence"]), r["upstream"])
     out_console.print(table)
 
 
@@ -89,13 +98,15 @@ def verify(names: list[str] = typer.Argument(None, help="Data sets (default: eve
     bad = [c for c in checks if c.status in ("mismatch", "unreadable")
            or (names and c.status == "missing")]
     if json_out:
-        emit_json(dict(data_dir=str(root), files=[dict(c.__dict__, path=str(c.path))
+        emit_json(dict(data_dir=_where(root), files=[dict(c.__dict__, path=str(c.path))
                                                   for c in checks]))
     else:
-        table = Table("data set", "file", "status", "detail", title=f"verify {root}")
+        table = Table("data set", "file", "status", "detail", "path",
+                      title=f"verify (data dir: {_where(root)})")
         for c in checks:
             style = {"ok": "green", "unverified": "yellow"}.get(c.status, "red")
-            table.add_row(c.dataset, c.file, f"[{style}]{c.status}[/{style}]", c.detail)
+            table.add_row(c.dataset, c.file, f"[{style}]{c.status}[/{style}]", c.detail,
+                          str(c.path))
         out_console.print(table)
         ok = sum(c.status == "ok" for c in checks)
         out_console.print(f"{ok} of {len(checks)} files match the catalogue's sha256")

@@ -57,7 +57,12 @@ class DataSet:
     note: str
     files: tuple[DataFile, ...] = field(default_factory=tuple)
 
-    def path(self, f: DataFile, root: Path) -> Path:
+    def path(self, f: DataFile, root: Path | None) -> Path:
+        """``root/<folder>/<name>``; with no root, wherever the resolver finds it."""
+        if root is None:
+            from schedlab.core.data import data_path
+
+            return data_path(self.folder, f.name)
         return root / self.folder / f.name
 
     @property
@@ -108,9 +113,10 @@ def get_dataset(name: str) -> DataSet:
 # --- what is here ---------------------------------------------------------------------------
 
 
-def present(ds: DataSet, root: Path) -> int:
-    """How many of the data set's files exist under ``root`` (no hashing: ``list`` is quick)."""
-    return sum(ds.path(f, root).is_file() for f in ds.files)
+def present(ds: DataSet, root: Path | None) -> list[Path]:
+    """The data set's files that exist under ``root`` (None: wherever the resolver finds them);
+    no hashing, so ``list`` stays quick."""
+    return [path for f in ds.files if (path := ds.path(f, root)).is_file()]
 
 
 def _digest(path: Path, gz: bool) -> tuple[str, int]:
@@ -138,8 +144,9 @@ class Check:
     detail: str = ""
 
 
-def verify(ds: DataSet, root: Path) -> list[Check]:
-    """Check every file of ``ds`` under ``root`` against the catalogue's sha256."""
+def verify(ds: DataSet, root: Path | None) -> list[Check]:
+    """Check every file of ``ds`` under ``root`` (None: wherever the resolver finds it)
+    against the catalogue's sha256."""
     checks = []
     for f in ds.files:
         path = ds.path(f, root)

@@ -26,7 +26,7 @@ import numpy as np
 import polars as pl
 
 from schedlab.core import Claim, Figure, Result, register
-from schedlab.core.data import data_dir
+from schedlab.core.data import data_path
 from schedlab.mec_coalition import engine, heuristics, ilp
 from schedlab.mec_coalition.coalition import (
     CoalitionGame,
@@ -49,19 +49,15 @@ COORD_SWEEP = (0.0, 0.0025, 0.005, 0.01, 0.02)
 _EUA_FILES = ("edge_servers_melbcbd.csv", "users_melbcbd.csv")
 
 
-def _shared_data() -> Path:
-    return data_dir()
-
-
 def eua_dir() -> Path | None:
     """The EUA data set's folder when present (``<data dir>/eua``, schedlab.core.data)."""
-    folder = _shared_data() / "eua"
+    folder = data_path("eua")
     return folder if all((folder / f).is_file() for f in _EUA_FILES) else None
 
 
 def genai_trace() -> Path | None:
     """The Alibaba GenAI LoRA request trace when present (read by path, never vendored)."""
-    path = _shared_data() / "alibaba" / "genai_lora_request_trace.csv"
+    path = data_path("alibaba", "genai_lora_request_trace.csv")
     return path if path.is_file() else None
 
 
