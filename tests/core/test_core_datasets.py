@@ -133,7 +133,7 @@ def test_a_404_is_one_line_and_leaves_nothing(catalogue, tmp_path, server):
     with pytest.raises(BadInputError, match="HTTP 404") as caught:
         datasets.fetch(datasets.get_dataset("tiny"), dest, url=f"{server}/tiny/absent.csv")
     assert "absent.csv" in str(caught.value)
-    assert _leftovers(dest) == []
+    assert _leftovers(dest) == [] and not (dest / "tiny").exists()
 
 
 def test_an_unknown_checksum_needs_a_sha256_or_an_explicit_opt_out(catalogue, tmp_path):

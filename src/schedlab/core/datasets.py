@@ -254,6 +254,18 @@ def fetch_file(ds: DataSet, f: DataFile, root: Path, *, url: str | None = None,
                           "you trust, or --unverified", field="sha256")
     source = _source(ds, f, url, mirror)
     target = ds.path(f, root)
+    fresh = not target.parent.exists()
+    try:
+        return _fetch_into(target, f, source, expected, progress)
+    except BaseException:
+        if fresh:  # a failed fetch leaves no empty folder behind either
+            with contextlib.suppress(OSError):
+                target.parent.rmdir()
+        raise
+
+
+def _fetch_into(target: Path, f: DataFile, source: str, expected: str,
+                progress: Progress | None) -> Path:
     with _temporary(target) as tmp:
         digest, length = _download(source, tmp, f.name, None if f.gzip else f.size, progress)
         packed = f.gzip and _is_gzip(tmp)  # a mirror of a data dir serves the stored .gz
