@@ -19,7 +19,8 @@ def places(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> dict[str, Path]:
     """An empty cache dir and a repository fallback that holds data; no $SCHEDLAB_DATA."""
     cache, repo = tmp_path / "cache" / "data", tmp_path / "shared" / "data"
     (repo / "eua").mkdir(parents=True)
-    monkeypatch.delenv(data.ENV, raising=False)
+    monkeypatch.setenv(data.ENV, "")  # recorded, so restored even where it was unset before
+    monkeypatch.delenv(data.ENV)
     monkeypatch.setattr(data, "cache_dir", lambda: cache)
     monkeypatch.setattr(data, "REPO_FALLBACK", repo)
     return dict(cache=cache, repo=repo, tmp=tmp_path)

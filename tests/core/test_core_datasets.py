@@ -32,6 +32,16 @@ def _sha(data: bytes) -> str:
     return hashlib.sha256(data).hexdigest()
 
 
+@pytest.fixture(autouse=True)
+def _keep_the_data_setting(monkeypatch: pytest.MonkeyPatch) -> None:
+    """``--data`` sets $SCHEDLAB_DATA in-process (as for worker processes); undo it after each
+    test, or every later test in this session would look for its data in a deleted tmp dir."""
+    from schedlab.core.data import ENV
+
+    monkeypatch.setenv(ENV, "")  # recorded, so restored even where it was unset before
+    monkeypatch.delenv(ENV)
+
+
 @pytest.fixture
 def server(tmp_path: Path) -> Iterator[str]:
     """A server on 127.0.0.1: tiny/trace.csv, tiny/vm.csv (plain, as upstream serves it) and
@@ -234,7 +244,6 @@ def test_list_without_data_finds_each_set_where_the_resolver_does(catalogue, tmp
     (cache / "other" / "trace.csv").write_bytes(GOOD)
     (repo / "tiny").mkdir(parents=True)
     (repo / "tiny" / "trace.csv").write_bytes(GOOD)
-    monkeypatch.delenv(data.ENV, raising=False)
     monkeypatch.setattr(data, "cache_dir", lambda: cache)
     monkeypatch.setattr(data, "REPO_FALLBACK", repo)
     listed = CliRunner().invoke(cli.app, ["data", "list", "--json"])
