@@ -12,6 +12,8 @@ from pathlib import Path
 import pytest
 from hypothesis import HealthCheck, settings
 
+from schedlab.core.data import data_dir
+
 settings.register_profile(
     "ci", deadline=None, max_examples=60, derandomize=True,
     suppress_health_check=[HealthCheck.too_slow],
@@ -21,15 +23,16 @@ settings.register_profile(
 )
 settings.load_profile(os.environ.get("HYPOTHESIS_PROFILE", "ci"))
 
-#: real public traces live beside the project, never inside it
-SHARED_DATA = Path(__file__).resolve().parents[1].parent / "shared" / "data"
+#: real public traces live outside the project, never inside it: found by the same resolver as
+#: the experiments ($SCHEDLAB_DATA, the user cache dir, then ../shared/data)
+SHARED_DATA = data_dir()
 
 
 @pytest.fixture
 def shared_data() -> Path:
-    """Path to ../shared/data; tests that need it skip cleanly where it is absent."""
+    """The data directory (schedlab.core.data); tests that need it skip where it is absent."""
     if not SHARED_DATA.is_dir():
-        pytest.skip("../shared/data is not present")
+        pytest.skip(f"no data directory ({SHARED_DATA} is absent; see `schedlab data list`)")
     return SHARED_DATA
 
 

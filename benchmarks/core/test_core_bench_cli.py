@@ -1,6 +1,8 @@
 """Start-up cost of whole ``schedlab`` processes (issue 22, item 3).
 
-Targets: ``schedlab --help`` <= 0.3 s CPU, ``schedlab <system> --help`` <= 0.6 s CPU,
+Targets: ``schedlab --help`` <= 0.3 s CPU, ``schedlab list`` <= 0.5 s CPU (issue 43: it reads
+the generated experiments.json instead of importing every system),
+``schedlab <system> --help`` <= 0.6 s CPU,
 ``schedlab hydra-mcs solve s20.A00 s20.B00`` (JIT cache warm) <= 0.6 s CPU for the whole
 process. Wall time is what pytest-benchmark reports; the CPU time of the child (user + sys, the
 steadier figure on a shared machine) is kept per round in ``extra_info`` — read it with
@@ -13,11 +15,12 @@ import resource
 import statistics
 import subprocess
 import sys
-from pathlib import Path
 
 import pytest
 
-DATA = Path(__file__).resolve().parents[2].parent / "shared" / "data" / "mcs"
+from schedlab.core.data import data_dir
+
+DATA = data_dir() / "mcs"
 ROUNDS = 5
 
 
@@ -41,6 +44,11 @@ CLI = [sys.executable, "-m", "schedlab.cli"]
 
 def test_root_help(benchmark):
     _measure(benchmark, [*CLI, "--help"])
+
+
+@pytest.mark.parametrize("args", [("list",), ("data", "list")])
+def test_list(benchmark, args):
+    _measure(benchmark, [*CLI, *args])
 
 
 @pytest.mark.parametrize("system", ["xbucket", "hydra-mcs", "redpanda", "arcus", "hip-dfpt"])

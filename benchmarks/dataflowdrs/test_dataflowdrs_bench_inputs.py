@@ -6,14 +6,14 @@ from __future__ import annotations
 
 import shutil
 import sys
-from pathlib import Path
 
 import pytest
 
+from schedlab.core.data import data_dir
 from schedlab.dataflowdrs import read_trace
 from schedlab.dataflowdrs.engine import diagnose
 
-LOGS = Path("/work/shared/data/darshan")
+LOGS = data_dir() / "darshan"
 
 
 @pytest.mark.parametrize("log", ["dxt.darshan", "example.darshan", "sample-goodost.darshan"])

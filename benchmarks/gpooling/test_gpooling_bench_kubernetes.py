@@ -13,12 +13,13 @@ from pathlib import Path
 import numpy as np
 import pytest
 
+from schedlab.core.data import data_dir
 from schedlab.gpooling import deviceplugin_v1beta1 as v1beta1
 from schedlab.gpooling.devices import StaticBackend, read_node_list
 from schedlab.gpooling.pool import Pool
 from schedlab.gpooling.state import Grant, Request
 
-NODE_LIST = (Path(__file__).resolve().parents[2].parent / "shared" / "data" / "alibaba"
+NODE_LIST = (data_dir() / "alibaba"
              / "gpu2023_node_list_gpu_node.csv")
 
 

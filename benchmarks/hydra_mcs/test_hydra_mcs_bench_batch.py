@@ -32,7 +32,9 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-DATA = Path(__file__).resolve().parents[2].parent / "shared" / "data" / "mcs"
+from schedlab.core.data import data_dir
+
+DATA = data_dir() / "mcs"
 # name: (n, p, seed, vertex labels (0 = none), kind); the reference's CPU here in the comment
 GNP = {
     "gnp28-p0.3-s1": (28, 0.3, 1, 0, "plain"),  # 2.5 s

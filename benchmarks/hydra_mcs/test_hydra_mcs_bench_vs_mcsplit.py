@@ -15,9 +15,10 @@ from pathlib import Path
 
 import pytest
 
+from schedlab.core.data import data_dir
 from schedlab.hydra_mcs import solve_files
 
-DATA = Path(__file__).resolve().parents[2].parent / "shared" / "data" / "mcs"
+DATA = data_dir() / "mcs"
 PAIRS = ["s20.?00", "s30.?02"]
 
 

@@ -2,16 +2,15 @@
 
 from __future__ import annotations
 
-from pathlib import Path
-
 import numpy as np
 import pytest
 
+from schedlab.core.data import data_dir
 from schedlab.mec_coalition import engine, get_policy, synthetic
 from schedlab.mec_coalition.alibaba import demand, read_trace
 from schedlab.mec_coalition.queueing import sample_service, simulate_fifo
 
-TRACE = (Path(__file__).resolve().parents[3] / "shared" / "data" / "alibaba"
+TRACE = (data_dir() / "alibaba"
          / "genai_lora_request_trace.csv")
 
 

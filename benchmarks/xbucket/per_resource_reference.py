@@ -26,13 +26,14 @@ from pathlib import Path
 
 import polars as pl
 
+from schedlab.core.data import data_dir
 from schedlab.xbucket.compare import category_blind, compare
 from schedlab.xbucket.reference import _token, build_driver
 from schedlab.xbucket.simulator import ReplayConfig
 from schedlab.xbucket.types import Defaults, Machine, Task
 from schedlab.xbucket.workloads import read_reports
 
-DATA = Path(__file__).resolve().parents[2].parent / "shared" / "data" / "xbucket"
+DATA = data_dir() / "xbucket"
 TRACES = ("bioblast", "coffea", "lobsterCMSanalysis", "lobsterCMSsimulation")
 RESOURCES = ("cores", "memory", "disk")
 #: cctools mode (driver name) -> our algorithm

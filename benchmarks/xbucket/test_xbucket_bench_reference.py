@@ -19,10 +19,11 @@ from pathlib import Path
 import polars as pl
 import pytest
 
+from schedlab.core.data import data_dir
 from schedlab.xbucket.reference import build_driver, our_timings, side_by_side
 from schedlab.xbucket.workloads import read_reports
 
-DATA = Path(__file__).resolve().parents[2].parent / "shared" / "data" / "xbucket"
+DATA = data_dir() / "xbucket"
 TRACES = ["bioblast", "coffea", "lobsterCMSanalysis", "lobsterCMSsimulation"]
 CCTOOLS = os.environ.get("XBUCKET_CCTOOLS")
 

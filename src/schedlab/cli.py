@@ -83,6 +83,15 @@ app = typer.Typer(
 )
 
 
+def _mount_data() -> None:
+    from schedlab.core.datacli import app as data_app
+
+    app.add_typer(data_app, name="data")
+
+
+_mount_data()
+
+
 def _version(value: bool) -> None:
     if value:
         typer.echo(f"schedlab {__version__}")
@@ -100,22 +109,23 @@ def _root(
 @app.command("list")
 @handle_errors
 def list_systems(json_out: bool = typer.Option(False, "--json", help="Print JSON.")) -> None:
-    """List the sixteen systems and whether each is implemented."""
+    """List the sixteen systems, whether each is implemented, and its headline experiments."""
     from rich.table import Table
 
-    from schedlab.core.experiment import implemented_systems
+    from schedlab.core.catalogue import static_catalogue
 
-    done = implemented_systems()
+    catalogue = static_catalogue()  # generated from the registry: no system is imported
     rows = [dict(system=s.name, title=s.title, topic=s.topic,
-                 status="implemented" if s.name in done else "planned") for s in SYSTEMS]
+                 status="implemented" if catalogue.get(s.name) else "planned",
+                 experiments=[e["name"] for e in catalogue.get(s.name, [])]) for s in SYSTEMS]
     if json_out:
         emit_json(rows)
         return
-    table = Table("system", "title", "topic", "status")
+    table = Table("system", "title", "topic", "status", "experiments")
     for row in rows:
         style = "green" if row["status"] == "implemented" else "dim"
         table.add_row(row["system"], row["title"], row["topic"],
-                      f"[{style}]{row['status']}[/{style}]")
+                      f"[{style}]{row['status']}[/{style}]", str(len(row["experiments"])))
     out_console.print(table)
 
 
@@ -157,8 +167,14 @@ def reproduce(
     jobs: int = typer.Option(None, "--jobs", min=1, help="Parallel workers (default: cores)."),
     ray_address: str = typer.Option(None, "--ray-address", help="Ray cluster to connect to."),
     json_out: bool = typer.Option(False, "--json", help="Print the claims table as JSON."),
+    data: Path = typer.Option(None, "--data", help="Directory of public data sets (default: "
+                              "$SCHEDLAB_DATA, the user cache dir, then ../shared/data)."),
 ) -> None:
     """Run the headline experiments, write a report, and exit 1 if a required claim fails."""
+    if data is not None:  # before any experiment module is imported; workers inherit the env
+        from schedlab.core.data import use_data_dir
+
+        use_data_dir(data)
     from schedlab.core.executors import make_executor
     from schedlab.core.experiment import Failure, experiments, run_sweep, runs_of
     from schedlab.core.io import ensure_directory

@@ -318,10 +318,10 @@ def test_cosco_setting_without_shared_data_uses_named_seeded_stand_ins(tmp_path,
     """Without ../shared/data the COSCO experiment still runs, on seeded traces it names."""
     from schedlab.carss.experiment import cosco_setting
 
-    monkeypatch.setenv("SCHEDLAB_SHARED_DATA", str(tmp_path))
+    monkeypatch.setenv("SCHEDLAB_DATA", str(tmp_path))
     assert bitbrains_dir() is None
     workload, fleet, history, sampler, where = cosco_setting(4, 6, 60, seed=0)
-    assert "bitbrains absent" in where and "alibaba absent" in where
+    assert "bitbrains/ absent" in where and "alibaba/ absent" in where
     assert not where.startswith("real data")
     assert workload.traces is not None and len(workload.batches) == 6 and history.size == 60
     traces = seeded_vm_traces(0)

@@ -9,7 +9,9 @@ from pathlib import Path
 
 import pytest
 
-DATA = Path(__file__).resolve().parents[2].parent / "shared" / "data"
+from schedlab.core.data import data_dir
+
+DATA = data_dir()
 
 
 def test_a_wide_table_sent_to_a_pipe_is_not_cut():

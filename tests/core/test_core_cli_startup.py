@@ -82,3 +82,11 @@ def test_unknown_command_is_a_clear_error():
 
     result = CliRunner().invoke(app, ["no-such-system"])
     assert result.exit_code == 2 and "no-such-system" in result.output
+
+
+@pytest.mark.parametrize("args", [("list",), ("data", "list")])
+def test_list_reads_catalogues_and_imports_no_system(args: tuple[str, ...]):
+    """``schedlab list`` reads the generated experiments.json, not the live registry."""
+    found = probe(*args)
+    assert found["code"] == 0
+    assert found["heavy"] == [] and found["systems"] == []

@@ -14,14 +14,13 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
+from schedlab.core.data import data_dir
 from schedlab.core.errors import BadInputError
 from schedlab.dataflowdrs import read_trace
 from schedlab.dataflowdrs.engine import diagnose
 
 pytest.importorskip("darshan", reason="PyDarshan is not installed (pip install darshan)")
-LOGS = Path(__file__).resolve().parents[2].parent / "shared" / "data" / "darshan"
-if not LOGS.is_dir():
-    LOGS = Path("/work/shared/data/darshan")
+LOGS = data_dir() / "darshan"
 if not (LOGS / "ior_hdf5_example.darshan").is_file():
     pytest.skip(f"example Darshan logs not found under {LOGS}", allow_module_level=True)
 

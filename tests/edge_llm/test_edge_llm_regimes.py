@@ -9,6 +9,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from schedlab.core.data import data_dir
 from schedlab.core.errors import BadInputError
 from schedlab.edge_llm import EdgeConfig, simulate
 from schedlab.edge_llm.alibaba import read_arrivals, window
@@ -17,7 +18,7 @@ from schedlab.edge_llm.sweep import BASELINES, sweep, versus_best
 from schedlab.edge_llm.workloads import from_trace
 
 LLM_DATA = Path(__file__).resolve().parents[1] / "llm" / "data"
-VIDUR = Path(__file__).resolve().parents[3] / "shared" / "data" / "vidur_profiles"
+VIDUR = data_dir() / "vidur_profiles"
 
 
 def test_sweep_compares_online_with_every_baseline_on_the_same_requests():

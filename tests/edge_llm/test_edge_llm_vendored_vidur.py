@@ -5,10 +5,11 @@ from pathlib import Path
 import pytest
 
 import schedlab
+from schedlab.core.data import data_dir
 from schedlab.edge_llm.calibration import fit
 
 VENDORED = Path(schedlab.__file__).parent / "llm" / "data" / "vidur_profiles_tp1"
-SHARED = Path(__file__).resolve().parents[3] / "shared" / "data" / "vidur_profiles"
+SHARED = data_dir() / "vidur_profiles"
 
 
 def test_vendored_profiles_fit_every_profiled_set():

@@ -4,16 +4,16 @@ The profile tests read ../shared/data/vidur_profiles (Microsoft Vidur, MIT) by p
 when it is absent; nothing of it is vendored.
 """
 
-from pathlib import Path
 
 import numpy as np
 import pytest
 
+from schedlab.core.data import data_dir
 from schedlab.core.errors import BadInputError
 from schedlab.llm import CostModel, calibrate, get_model, gpu_names, model_names
 from schedlab.llm.costmodel import calibration_for
 
-PROFILES = Path(__file__).resolve().parents[2].parent / "shared" / "data" / "vidur_profiles"
+PROFILES = data_dir() / "vidur_profiles"
 needs_profiles = pytest.mark.skipif(
     not (PROFILES / "compute").is_dir(), reason="Vidur profiles not present"
 )

@@ -13,7 +13,7 @@ from schedlab.mec_coalition.workloads import from_files
 
 
 def test_market_falls_back_to_the_seeded_generator(monkeypatch, tmp_path):
-    monkeypatch.setenv("SCHEDLAB_SHARED_DATA", str(tmp_path))
+    monkeypatch.setenv("SCHEDLAB_DATA", str(tmp_path))
     assert eua_dir() is None
     inst, ran_with = market(10, 6, 40, 0)
     assert ran_with.startswith("seeded generator") and inst.cloudlets.n == 10
@@ -23,7 +23,7 @@ def test_market_falls_back_to_the_seeded_generator(monkeypatch, tmp_path):
 def test_market_uses_the_eua_topology_when_present(shared_data, monkeypatch):
     if not (shared_data / "eua" / "edge_servers_melbcbd.csv").is_file():
         pytest.skip("EUA data absent")
-    monkeypatch.setenv("SCHEDLAB_SHARED_DATA", str(shared_data))
+    monkeypatch.setenv("SCHEDLAB_DATA", str(shared_data))
     inst, ran_with = market(40, 8, 120, 0)
     assert ran_with.startswith("EUA topology (real: 40 Melbourne CBD sites, 120 user")
     assert "seeded rates" in ran_with
@@ -74,7 +74,7 @@ def test_chunked_market_build_matches_a_direct_computation():
 def test_real_inputs_runs_seeded_without_shared_data_and_says_so(monkeypatch, tmp_path):
     from schedlab.mec_coalition.experiment import real_inputs
 
-    monkeypatch.setenv("SCHEDLAB_SHARED_DATA", str(tmp_path))
+    monkeypatch.setenv("SCHEDLAB_DATA", str(tmp_path))
     result = real_inputs(cloudlets=8, models=10, users=40, sim_jobs=5000, seed=0)
     assert "seeded generator" in result.ran_with and "seeded demand" in result.ran_with
     assert set(result.frame["zoo"].unique()) == {"llm", "glue"}

@@ -11,6 +11,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from typer.testing import CliRunner
 
+from schedlab.core.data import data_dir
 from schedlab.core.errors import BadInputError
 from schedlab.mec_coalition import engine, get_policy, heuristics, ilp, synthetic
 from schedlab.mec_coalition.accuracy import GLUE_AVERAGES, GLUE_SCORES
@@ -25,7 +26,7 @@ from schedlab.mec_coalition.queueing import (
 )
 from schedlab.mec_coalition.workloads import glue_zoo, make_zoo, with_demand, with_glue_zoo
 
-SHARED = Path(__file__).resolve().parents[3] / "shared" / "data"
+SHARED = data_dir()
 TRACE = SHARED / "alibaba" / "genai_lora_request_trace.csv"
 
 

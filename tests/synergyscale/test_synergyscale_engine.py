@@ -14,6 +14,7 @@ import pytest
 
 torch = pytest.importorskip("torch")
 
+from schedlab.core.data import data_dir  # noqa: E402
 from schedlab.core.errors import ConfigError, SchedlabError  # noqa: E402
 from schedlab.synergyscale import initialize  # noqa: E402
 from schedlab.synergyscale.examples import fit, fit_reference  # noqa: E402
@@ -301,9 +302,9 @@ def test_path_from_other_directory(tmp_path, monkeypatch) -> None:
 
 def test_real_bytes_from_shared_data_match_torch_adam(tmp_path) -> None:
     """Byte-level training on a real file (the darshan data set's README) through the engine."""
-    path = Path("/work/shared/data/darshan/README.md")
+    path = data_dir() / "darshan" / "README.md"
     if not path.is_file():
-        pytest.skip("no /work/shared/data/darshan/README.md here")
+        pytest.skip("no darshan/README.md in the data directory")
     size = dict(SMALL, vocab=256)
     config = dict(device_budget=0.35, tier="nvme", nvme_dir=tmp_path)
     ref = fit_reference("nanogpt", 10, size=size, batch_size=2, data=path)

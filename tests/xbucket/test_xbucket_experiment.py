@@ -18,7 +18,7 @@ def _check(result, workflows):
 
 
 def test_synthetic_fallback_when_no_traces(tmp_path, monkeypatch):
-    monkeypatch.setenv("SCHEDLAB_XBUCKET_TRACES", str(tmp_path / "none"))
+    monkeypatch.setenv("SCHEDLAB_DATA", str(tmp_path))  # a data dir without xbucket/
     result = family_vs_alternatives(real_tasks=50, synthetic_tasks=60, seed=0)
     assert result.ran_with == "seeded synthetic traces"
     _check(result, 10)
@@ -28,9 +28,9 @@ def test_real_traces_when_present(shared_data, monkeypatch):
     folder = shared_data / "xbucket"
     if not any(folder.glob("*.txt")):
         pytest.skip("no xbucket traces in ../shared/data")
-    monkeypatch.setenv("SCHEDLAB_XBUCKET_TRACES", str(folder))
+    monkeypatch.setenv("SCHEDLAB_DATA", str(shared_data))
     result = family_vs_alternatives(real_tasks=80, synthetic_tasks=10, seed=0)
-    assert result.ran_with == "real traces (../shared/data/xbucket)"
+    assert result.ran_with == f"real traces ({folder})"
     _check(result, len(list(folder.glob("*.txt"))))
 
 

@@ -313,10 +313,8 @@ def _caps(pool: list[VMTrace]) -> np.ndarray:
 
 
 def bitbrains_dir() -> Path | None:
-    """../shared/data/bitbrains (or ``$SCHEDLAB_SHARED_DATA/bitbrains``) when present."""
-    import os
+    """``<data dir>/bitbrains`` when present (the data dir: schedlab.core.data)."""
+    from schedlab.core.data import data_path
 
-    env = os.environ.get("SCHEDLAB_SHARED_DATA")
-    base = Path(env) if env else Path(__file__).resolve().parents[3].parent / "shared" / "data"
-    path = base / "bitbrains"
+    path = data_path("bitbrains")
     return path if path.is_dir() else None

@@ -11,7 +11,6 @@ scheduler. Each function below measures one of these on seeded workloads with re
 from __future__ import annotations
 
 import math
-import os
 from pathlib import Path
 
 import numpy as np
@@ -24,6 +23,7 @@ from schedlab.carss.forecast import available_forecasters
 from schedlab.carss.hosts import make_hosts
 from schedlab.carss.schedulers import BASELINES, make_scheduler
 from schedlab.carss.workloads import arrival_series, make_workload, read_arrivals
+from schedlab.core.data import data_path
 from schedlab.core.experiment import Claim, Figure, Result, register
 
 SEASON = 48  # a compressed "day" of 48 intervals
@@ -129,10 +129,8 @@ def forecast_accuracy(intervals: int, train: int, horizon: int, seed: int) -> Re
 
 
 def genai_trace() -> Path | None:
-    """The Alibaba GenAI request trace when present (``$SCHEDLAB_SHARED_DATA`` or ../shared)."""
-    env = os.environ.get("SCHEDLAB_SHARED_DATA")
-    base = Path(env) if env else Path(__file__).resolve().parents[3].parent / "shared" / "data"
-    path = base / "alibaba" / "genai_lora_request_trace.csv"
+    """The Alibaba GenAI request trace when present in the data dir (schedlab.core.data)."""
+    path = data_path("alibaba", "genai_lora_request_trace.csv")
     return path if path.is_file() else None
 
 
@@ -155,7 +153,7 @@ def forecast_accuracy_real(intervals: int, train_share: float, horizon: int, see
         season, ran_with = 24, f"real trace: {path.name} (Alibaba GenAI), hourly bins"
     else:
         counts = arrival_series("mixed", 553, 48.0, seed, season=24).counts
-        season, ran_with = 24, "seeded generator (../shared/data/alibaba absent)"
+        season, ran_with = 24, "seeded generator (alibaba/ absent from the data dir)"
     if intervals:
         counts = counts[:intervals]
     train = max(int(train_share * counts.size), 2 * season)
@@ -336,7 +334,7 @@ def cosco_setting(hosts: int, intervals: int, train: int, seed: int):
         arrivals = f"Alibaba GenAI trace, 5-min bins from interval {start}"
     else:
         window = arrival_series("mixed", train + intervals, 5.0, seed, season=288).counts
-        arrivals = "seeded arrivals (../shared/data/alibaba absent)"
+        arrivals = "seeded arrivals (alibaba/ absent from the data dir)"
     scaled = window * (COSCO_RATE_PER_HOST * hosts) / max(window[train:].mean(), 1e-9)
     window = np.diff(np.floor(np.cumsum(scaled)), prepend=0.0)  # integers, same total
     directory = bitbrains_dir()
@@ -345,7 +343,7 @@ def cosco_setting(hosts: int, intervals: int, train: int, seed: int):
         demand = f"Bitbrains Rnd VM demand ({len(traces)} VMs)"
     else:
         traces = seeded_vm_traces(seed)
-        demand = f"seeded VM demand ({len(traces)} VMs; ../shared/data/bitbrains absent)"
+        demand = f"seeded VM demand ({len(traces)} VMs; bitbrains/ absent from the data dir)"
     workload = bitbrains_workload(window[train:], traces, INTERVAL_S, seed + 1)
     real = directory is not None and path is not None
     where = f"{'real data: ' if real else ''}{demand} + {arrivals}"

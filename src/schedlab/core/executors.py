@@ -103,6 +103,9 @@ class RayExecutor:
                 options["address"] = address
             else:
                 options["num_cpus"] = jobs or default_jobs()
+            data = os.environ.get("SCHEDLAB_DATA")
+            if data:  # --data reaches the workers on any node
+                options["runtime_env"] = {"env_vars": {"SCHEDLAB_DATA": data}}
             ray.init(**options)
             self._started_here = True
 

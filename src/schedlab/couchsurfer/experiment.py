@@ -63,7 +63,7 @@ def _trace(gpus: int, seed: int, jobs: int | None = None, load: float = TRACE_LO
         cluster = select_cluster(synthetic_nodes(1213, seed), gpus, seed)
         got = pods_to_jobs(synthetic_pods(8_000, seed), cluster, seed=seed, jobs=jobs,
                            load=load, measurements=m)
-        source = "seeded generator shaped like Alibaba GPU 2023 (no ../shared/data)"
+        source = "seeded generator shaped like Alibaba GPU 2023 (alibaba/ absent from the data dir)"
     ran_with = (f"{source}; {got.cluster.gpus} GPUs on {got.cluster.nodes} nodes; "
                 f"{len(got.jobs)} pods sampled (seed {seed}), arrivals compressed to offered "
                 f"load {load}; {inter}")
@@ -288,7 +288,7 @@ def interference_fit(seeds_split: int, seed: int) -> Result:
                 pairs.append((i, j, predict_speed(ui, uj) + rng.normal(0, DEFAULT_RMSE),
                               predict_speed(uj, ui) + rng.normal(0, DEFAULT_RMSE)))
         m = Measurements(profiles, pairs)
-        ran_with = "seeded stand-in pairs (no ../shared/data/colocation)"
+        ran_with = "seeded stand-in pairs (colocation/ absent from the data dir)"
     else:
         ran_with = ("Lucid's measured pairs (Hu et al., ASPLOS'23; S-Lab licence, read by "
                     "path)")

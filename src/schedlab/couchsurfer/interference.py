@@ -34,11 +34,10 @@ from pathlib import Path
 
 import numpy as np
 
+from schedlab.core.data import data_path
 from schedlab.core.errors import BadInputError
 from schedlab.core.io import csv_rows
 
-#: ../shared/data/colocation relative to the repository root
-SHARED = Path(__file__).resolve().parents[3].parent / "shared" / "data" / "colocation"
 PAIRS_FILE, SOLO_FILE = "colocate_info.csv", "single_data.csv"
 
 #: fit on 80 % of Lucid's pairs (seed 0); see docs/systems/couchsurfer.md for the error
@@ -111,7 +110,7 @@ def _num(row: dict, name: str, path: Path, line: int, low: float = 0.0,
 
 def load_measurements(folder: str | Path | None = None) -> Measurements:
     """Read ``single_data.csv`` and ``colocate_info.csv`` from ``folder`` (default: shared)."""
-    folder = Path(folder) if folder is not None else SHARED
+    folder = Path(folder) if folder is not None else data_path("colocation")
     if not folder.is_dir():
         raise BadInputError("no such folder (expected Lucid's colocate_info.csv and "
                             "single_data.csv)", path=folder)
@@ -154,10 +153,11 @@ def load_measurements(folder: str | Path | None = None) -> Measurements:
 
 
 def shared_measurements() -> Measurements | None:
-    """Lucid's measurements from ../shared/data/colocation, or None where absent."""
-    if not (SHARED / PAIRS_FILE).is_file() or not (SHARED / SOLO_FILE).is_file():
+    """Lucid's measurements from ``<data dir>/colocation`` (schedlab.core.data), or None."""
+    folder = data_path("colocation")
+    if not (folder / PAIRS_FILE).is_file() or not (folder / SOLO_FILE).is_file():
         return None
-    return load_measurements(SHARED)
+    return load_measurements(folder)
 
 
 def _samples(m: Measurements, pairs: list[tuple[int, int, float, float]]):

@@ -21,22 +21,15 @@ from pathlib import Path
 
 import numpy as np
 
+from schedlab.core.data import data_path
 from schedlab.core.errors import BadInputError
 from schedlab.edge_llm.workloads import EdgeRequest, generate
 from schedlab.traces.alibaba_genai import read_requests
 
-DEFAULT = (
-    Path(__file__).resolve().parents[3]
-    / ".."
-    / "shared"
-    / "data"
-    / "alibaba"
-    / "genai_lora_request_trace.csv"
-)
-
 
 def default_path() -> Path:
-    return DEFAULT.resolve()
+    """``<data dir>/alibaba/genai_lora_request_trace.csv`` (the data dir: schedlab.core.data)."""
+    return data_path("alibaba", "genai_lora_request_trace.csv")
 
 
 def read_arrivals(path: str | Path) -> np.ndarray:

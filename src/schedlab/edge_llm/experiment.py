@@ -417,11 +417,11 @@ def routing_regimes(requests: int, congested: int, seed: int) -> Result:
 @register("edge_llm", quick=dict(), full=dict())
 def step_calibration(seed: int) -> Result:
     """Prefill/decode step times vs Vidur's profiled operators (tp=1), per shape."""
-    from schedlab.edge_llm.alibaba import DEFAULT
+    from schedlab.core.data import data_path
     from schedlab.edge_llm.calibration import fit, summary
 
-    root = DEFAULT.resolve().parents[1] / "vidur_profiles"
-    ran_with = "real data: Vidur profiles (../shared/data/vidur_profiles)"
+    root = data_path("vidur_profiles")
+    ran_with = f"real data: Vidur profiles ({root})"
     if not root.is_dir():  # a fresh machine: the vendored tp=1 medians of the same files
         root = Path(__file__).resolve().parents[1] / "llm" / "data" / "vidur_profiles_tp1"
         ran_with = "real data: Vidur profiles, tp=1 medians vendored in schedlab/llm/data"

@@ -11,14 +11,13 @@ at 0 (the model's default); ``coord_cost`` is swept separately and reported as r
 figure, never used to make a claim hold.
 
 Topology: the EUA Melbourne CBD sites and users (../shared/data/eua, MIT licence, read by path
-or from ``$SCHEDLAB_SHARED_DATA/eua``) when present - only positions are real; rates,
+or from ``$SCHEDLAB_DATA/eua``) when present - only positions are real; rates,
 capacities, prices and accuracies stay seeded - else the seeded generator at the same density.
 ``Result.ran_with`` says which.
 """
 
 from __future__ import annotations
 
-import os
 import time
 from dataclasses import replace
 from pathlib import Path
@@ -27,6 +26,7 @@ import numpy as np
 import polars as pl
 
 from schedlab.core import Claim, Figure, Result, register
+from schedlab.core.data import data_path
 from schedlab.mec_coalition import engine, heuristics, ilp
 from schedlab.mec_coalition.coalition import (
     CoalitionGame,
@@ -49,20 +49,15 @@ COORD_SWEEP = (0.0, 0.0025, 0.005, 0.01, 0.02)
 _EUA_FILES = ("edge_servers_melbcbd.csv", "users_melbcbd.csv")
 
 
-def _shared_data() -> Path:
-    env = os.environ.get("SCHEDLAB_SHARED_DATA")
-    return Path(env) if env else Path(__file__).resolve().parents[3].parent / "shared" / "data"
-
-
 def eua_dir() -> Path | None:
-    """The EUA data set's folder when present (``$SCHEDLAB_SHARED_DATA/eua`` or ../shared)."""
-    folder = _shared_data() / "eua"
+    """The EUA data set's folder when present (``<data dir>/eua``, schedlab.core.data)."""
+    folder = data_path("eua")
     return folder if all((folder / f).is_file() for f in _EUA_FILES) else None
 
 
 def genai_trace() -> Path | None:
     """The Alibaba GenAI LoRA request trace when present (read by path, never vendored)."""
-    path = _shared_data() / "alibaba" / "genai_lora_request_trace.csv"
+    path = data_path("alibaba", "genai_lora_request_trace.csv")
     return path if path.is_file() else None
 
 
@@ -71,7 +66,7 @@ def market(cloudlets: int, models: int, users: int, seed: int,
     """The headline market and the ``ran_with`` line: EUA positions when present, else seeded."""
     folder = eua_dir() if topology in ("auto", "eua") else None
     if folder is None:
-        why = "" if topology == "seeded" else " (../shared/data/eua absent)"
+        why = "" if topology == "seeded" else " (eua/ absent from the data dir)"
         return synthetic(cloudlets, models, users, seed), f"seeded generator{why}"
     inst = from_files(folder / _EUA_FILES[0], folder / _EUA_FILES[1], models, seed,
                       max_users=users, max_sites=cloudlets)
@@ -193,7 +188,7 @@ def real_market(cloudlets: int, models: int, users: int, seed: int, zoo: str
                 "from rank and targets, accuracies modelled")
     demand = ("request classes, per-user rates and service-time SCV from the Alibaba GenAI "
               "trace (real)" if trace is not None else
-              "seeded demand (../shared/data/alibaba absent)")
+              "seeded demand (alibaba/ absent from the data dir)")
     return inst, f"{ran_with.split(' + ')[0]}; {demand}; {what}; M/G/c queueing in evaluation"
 
 

@@ -29,12 +29,11 @@ from pathlib import Path
 
 import numpy as np
 
+from schedlab.core.data import data_path
 from schedlab.core.errors import BadInputError
 from schedlab.core.io import csv_rows
 
 FULL = 1000  # milli of one GPU
-#: where the trace lives when ../shared/data is present (relative to the repository root)
-SHARED = Path(__file__).resolve().parents[3].parent / "shared" / "data" / "alibaba"
 NODE_FILE, POD_FILE = "gpu2023_node_list_gpu_node.csv", "gpu2023_pod_list_default.csv"
 
 
@@ -183,8 +182,8 @@ def read_pod_list(path: str | Path, *, gpu_only: bool = False, times: bool = Tru
 
 
 def shared_trace() -> tuple[Path, Path] | None:
-    """(node list, pod list) under ../shared/data/alibaba, or None where absent."""
-    nodes, pods = SHARED / NODE_FILE, SHARED / POD_FILE
+    """(node list, pod list) under ``<data dir>/alibaba`` (schedlab.core.data), or None."""
+    nodes, pods = data_path("alibaba", NODE_FILE), data_path("alibaba", POD_FILE)
     return (nodes, pods) if nodes.is_file() and pods.is_file() else None
 
 

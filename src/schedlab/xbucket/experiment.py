@@ -15,14 +15,13 @@
 
 from __future__ import annotations
 
-import os
 import time
-from pathlib import Path
 
 import numpy as np
 import polars as pl
 
 from schedlab.core import Claim, Result, register
+from schedlab.core.data import data_path
 from schedlab.xbucket.compare import compare, run_one
 from schedlab.xbucket.plots import plot_allocation_over_time, plot_waste_and_efficiency
 from schedlab.xbucket.policies import ALTERNATIVES, XBUCKET_FAMILY, make_allocator
@@ -98,14 +97,10 @@ def waste_by_workflow(tasks: int, pool_tasks: int, seed: int) -> Result:
                   figures=figures, notes=notes)
 
 
-#: where the real traces live (beside the project, never inside it); override with
-#: SCHEDLAB_XBUCKET_TRACES
-TRACES = Path(__file__).resolve().parents[3].parent / "shared" / "data" / "xbucket"
-
-
 def real_traces() -> dict[str, list]:
-    """{workflow: tasks} of every ``*.txt`` report file under the traces folder ({} if none)."""
-    folder = Path(os.environ.get("SCHEDLAB_XBUCKET_TRACES", TRACES))
+    """{workflow: tasks} of every ``*.txt`` report file under ``<data dir>/xbucket`` ({} if
+    none; the data dir is ``--data`` / ``$SCHEDLAB_DATA``, see schedlab.core.data)."""
+    folder = data_path("xbucket")
     if not folder.is_dir():
         return {}
     return {path.stem: read_reports(path) for path in sorted(folder.glob("*.txt"))}
@@ -137,7 +132,7 @@ def family_vs_alternatives(real_tasks: int, synthetic_tasks: int, seed: int) -> 
     jointly, on the real traces when present."""
     traces = real_traces()
     if traces:
-        ran_with = "real traces (../shared/data/xbucket)"
+        ran_with = f"real traces ({data_path('xbucket')})"
         workflows = {name: tasks[:real_tasks] if real_tasks else tasks
                      for name, tasks in traces.items()}
     else:
