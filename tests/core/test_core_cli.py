@@ -82,7 +82,8 @@ def test_required_claim_failure_exits_1(tmp_path: Path, monkeypatch: pytest.Monk
         import polars as pl
 
         return Result(pl.DataFrame({"x": [1]}),
-                      claims=[Claim("must hold", "x", 0.0, 1.0, ">=", required=True)])
+                      claims=[Claim("must hold", "x", 0.0, 1.0, ">=", required=True,
+                                   kind="sanity")])
 
     monkeypatch.setitem(exp._REGISTRY, "core.failing",
                         exp.Experiment("core", "failing", failing, {}, {}))
