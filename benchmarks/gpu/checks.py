@@ -294,17 +294,17 @@ class Check:
 #: name -> check; budgets add up to 640 s, so with run_all.sh's margin of 8 s per check the
 #: whole run stays under 12 minutes
 CHECKS = {c.name: c for c in (
-    Check("hydra_mcs", "hydra_mcs", 120, "docs/systems/hydra_mcs.md#gpu-check", hydra_mcs),
-    Check("esr_hgnn", "esr_hgnn", 45, "docs/systems/esr_hgnn.md#gpu-check", esr_hgnn),
-    Check("couchsurfer", "couchsurfer", 100, "docs/systems/couchsurfer.md#gpu-check",
+    Check("hydra_mcs", "hydra_mcs", 120, "docs/gpu.md#hydra_mcs", hydra_mcs),
+    Check("esr_hgnn", "esr_hgnn", 45, "docs/gpu.md#esr_hgnn", esr_hgnn),
+    Check("couchsurfer", "couchsurfer", 100, "docs/gpu.md#couchsurfer",
           couchsurfer),
-    Check("faircache_vllm", "faircache", 90, "docs/systems/faircache.md#gpu-check",
+    Check("faircache_vllm", "faircache", 90, "docs/gpu.md#faircache",
           faircache_vllm),
-    Check("synergyscale", "synergyscale", 100, "docs/systems/synergyscale.md#gpu-check",
+    Check("synergyscale", "synergyscale", 100, "docs/gpu.md#synergyscale",
           synergyscale),
-    Check("hip_dfpt", "hip_dfpt", 75, "docs/systems/hip_dfpt.md#gpu-check", hip_dfpt),
-    Check("gpooling", "gpooling", 75, "docs/systems/gpooling.md#gpu-check", gpooling),
-    Check("edge_llm", "edge_llm", 35, "docs/systems/edge_llm.md#gpu-check", edge_llm),
+    Check("hip_dfpt", "hip_dfpt", 75, "docs/gpu.md#hip_dfpt", hip_dfpt),
+    Check("gpooling", "gpooling", 75, "docs/gpu.md#gpooling", gpooling),
+    Check("edge_llm", "edge_llm", 35, "docs/gpu.md#edge_llm", edge_llm),
 )}
 
 

@@ -34,7 +34,7 @@ def test_dry_run_writes_one_json_per_check_and_a_summary(tmp_path: Path):
     for name in CHEAP:
         doc = json.loads((tmp_path / f"{name}.json").read_text())
         assert doc["mode"] == "dry-run" and doc["status"] == "ok", doc
-        assert doc["docs"].startswith(f"docs/systems/{doc['system']}.md#")
+        assert doc["docs"] == f"docs/gpu.md#{name}"
         assert doc["seconds"] >= 0 and doc["budget_s"] > 0
     flags = json.loads((tmp_path / "gpooling.json").read_text())["figures"]["flags_validated"]
     assert flags == ["--seconds", "--out"]
@@ -92,9 +92,9 @@ def test_a_check_that_raises_is_recorded_as_failed(tmp_path: Path, monkeypatch):
         raise checks.Skip("CuPy is not installed")
 
     monkeypatch.setitem(checks.CHECKS, "hip_dfpt", checks.Check(
-        "hip_dfpt", "hip_dfpt", 5, "docs/systems/hip_dfpt.md#gpu-check", broken))
+        "hip_dfpt", "hip_dfpt", 5, "docs/gpu.md#hip_dfpt", broken))
     monkeypatch.setitem(checks.CHECKS, "gpooling", checks.Check(
-        "gpooling", "gpooling", 5, "docs/systems/gpooling.md#gpu-check", absent))
+        "gpooling", "gpooling", 5, "docs/gpu.md#gpooling", absent))
     assert checks.run_check("hip_dfpt", tmp_path, None, dry=False)["status"] == "failed"
     assert checks.run_check("gpooling", tmp_path, None, dry=False)["reason"] == (
         "CuPy is not installed")
