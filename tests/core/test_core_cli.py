@@ -90,6 +90,8 @@ def test_required_claim_failure_exits_1(tmp_path: Path, monkeypatch: pytest.Monk
     result = invoke("reproduce", "core", "--quick", "--seeds", "1", "--jobs", "1",
                     "--out", str(tmp_path))
     assert result.exit_code == 1
+    # the self-check's two sanity rows pass, the failing one does not; no claim about a paper
+    assert "0 of 0 claims hold (2 of 3 sanity checks pass)" in result.stdout
 
 
 def test_real_ctrl_c_leaves_no_report(tmp_path: Path):

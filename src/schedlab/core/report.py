@@ -38,7 +38,7 @@ def format_figure(value: float, ci: float | None = None) -> str:
     if value != value:
         return "n/a"
     text = f"{value:.4g}"
-    if ci and ci == ci and ci > 0:
+    if ci and ci == ci and ci > 1e-9 * max(abs(value), 1e-300):  # not float noise
         text += f" ± {ci:.2g}"
     return text
 
@@ -233,8 +233,8 @@ def _html_summary(summary: list[dict]) -> str:
         c = row["counts"]
         data_cls = "standin" if row["stand_in"] else ("real" if row["data"] == "real data"
                                                        else "gen")
-        claims_cls = "ok" if c.claims_holding == c.claims else ""
-        sanity_cls = "ok" if c.sanity_passing == c.sanity else "bad"
+        claims_cls = "ok" if c.claims and c.claims_holding == c.claims else ""
+        sanity_cls = "" if not c.sanity else ("ok" if c.sanity_passing == c.sanity else "bad")
         rows.append(
             f"<tr><td><a href='#{_anchor(row['system'])}'>{html.escape(row['system'])}</a></td>"
             f"<td class='{claims_cls}'>{c.claims_holding}/{c.claims}</td>"
@@ -302,7 +302,7 @@ ul.runs{list-style:none;padding-left:0}ul.runs li{padding:.15rem .4rem;
 border-left:.3rem solid #ccc;margin:.15rem 0}ul.runs li.real{border-color:#2e9b2e}
 ul.runs li.standin{border-color:#e08a00;background:#fff6e6}ul.runs li.gen{border-color:#7d93b5}
 nav{position:sticky;top:0;background:#fff;padding:.4rem 0;border-bottom:1px solid #ddd;
-font-size:.9em}nav a{margin-right:.6rem}tr.sanity td{color:#555}
+font-size:.9em}nav a{margin-right:.6rem}tr.sanity td:not(.ok):not(.bad){color:#555}
 img{max-width:100%}code{background:#f3f3f3}section{margin-top:2rem}
 """
 
