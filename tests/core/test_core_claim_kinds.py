@@ -62,6 +62,7 @@ def _sweep() -> Sweep:
             Claim("alpha beats A", "x", 10 + seed, 5.0, baseline="A",
                   our_figure=10.0 + seed, peer_figure=5.0 + seed),
             Claim("alpha no slower than B", "time ratio", 0.9, 1.0, "<=", baseline="B",
+                  figure_metric="wall time (s)",
                   our_figure=9.0 + 0.1 * seed, peer_figure=9.0 + 0.1 * (seed % 2 * 2 - 1),
                   lower_is_better=True),
             Claim("alpha's own bound", "b", 0.0, 1.0, kind="sanity"),
@@ -157,7 +158,7 @@ def test_html_opens_on_the_summary_and_links_every_system_section(tmp_path: Path
     # the alpha section opens with the head-to-head table, strongest peer first
     section = page[page.index("id='system-alpha'"):page.index("id='system-beta'")]
     assert section.index("class='peers'") < section.index("class='claims'")
-    assert re.search(r"<td>B</td><td>time ratio</td>.*?class='v-tie'>tie<", section)
+    assert re.search(r"<td>B</td><td>wall time \(s\)</td>.*?class='v-tie'>tie<", section)
     assert "2 of 3 claims hold (1 of 2 sanity checks pass)" in page
     markdown = (tmp_path / "report.md").read_text()
     assert "| [beta](#system-beta) | 0/1 | 0/0 | — | — | **seeded stand-in" in markdown

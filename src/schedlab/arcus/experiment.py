@@ -63,6 +63,7 @@ def _head_to_head(frame: pl.DataFrame, metric: str, workloads: tuple[str, ...],
     nan = float("nan")
     return dict(baseline="Halfmoon-style logging", lower_is_better=True,
                 our_figure=nan if ours is None else float(ours),
+                figure_metric=metric,
                 peer_figure=nan if theirs is None else float(theirs))
 
 

@@ -81,6 +81,7 @@ def _forecast_claims(frame: pl.DataFrame, where: str) -> list[Claim]:
             target=0.0,
             comparison=">",
             paper_figure="lower forecasting error than traditional models",
+            figure_metric="MAE (arrivals per interval)",
             baseline=best_mae, our_figure=mae["adaptive"], peer_figure=mae[best_mae],
             lower_is_better=True,
         ),
@@ -271,6 +272,7 @@ def scheduling_qos(hosts: int, intervals: int, train: int, samples: int, seed: i
                 measured=_reduction(by["carss"][metric], by[best][metric]),
                 target=paper,
                 paper_figure=f"{paper}%",
+                figure_metric=metric,
                 baseline=best, our_figure=by["carss"][metric], peer_figure=by[best][metric],
                 lower_is_better=True,
             )
@@ -289,6 +291,7 @@ def scheduling_qos(hosts: int, intervals: int, train: int, samples: int, seed: i
                 measured=_reduction(by["carss"][metric], by[best][metric]),
                 target=paper,
                 paper_figure=f"{paper}%",
+                figure_metric=metric,
                 baseline=best, our_figure=by["carss"][metric], peer_figure=by[best][metric],
                 lower_is_better=True,
             )
@@ -455,6 +458,7 @@ def cosco_qos(
                 measured=_reduction(by["carss"][metric], by[best][metric]),
                 target=paper,
                 paper_figure=f"{paper}%",
+                figure_metric=metric,
                 baseline=best, our_figure=by["carss"][metric], peer_figure=by[best][metric],
                 lower_is_better=True,
             )

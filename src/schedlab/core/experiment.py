@@ -65,6 +65,9 @@ class Claim:
     our_figure: float = float("nan")
     peer_figure: float = float("nan")
     lower_is_better: bool = False
+    #: what our_figure and peer_figure measure, with units (``metric`` is the claim's own
+    #: figure, often their ratio)
+    figure_metric: str = ""
 
     def __post_init__(self) -> None:
         if self.comparison not in (*_COMPARE, "=="):
@@ -322,7 +325,7 @@ _CLAIM_SCHEMA = {
     "measured_ci95": pl.Float64, "seeds": pl.Int64, "seeds_holding": pl.Int64,
     "required": pl.Boolean, "our_figure": pl.Float64, "our_ci95": pl.Float64,
     "peer_figure": pl.Float64, "peer_ci95": pl.Float64, "difference_ci95": pl.Float64,
-    "lower_is_better": pl.Boolean, "verdict": pl.String,
+    "lower_is_better": pl.Boolean, "verdict": pl.String, "figure_metric": pl.String,
 }
 
 
@@ -389,6 +392,7 @@ def claims_frame(sweep: Sweep) -> pl.DataFrame:
             difference_ci95=_mean_ci([o - p for o, p in zip(ours, peers, strict=True)])[1],
             lower_is_better=first.lower_is_better,
             verdict=verdict(ours, peers, first.lower_is_better),
+            figure_metric=first.figure_metric or first.metric,
         ))
     return pl.DataFrame(rows, schema=_CLAIM_SCHEMA)
 

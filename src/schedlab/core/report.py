@@ -152,8 +152,8 @@ def _peers_markdown(peers: list[dict]) -> list[str]:
              "|---|---|---|---|---|"]
     for row in peers:
         ours, theirs = _figures_pair(row)
-        lines.append(f"| {_md(row['baseline'])} | {_md(row['metric'])} | {ours} | {theirs} | "
-                     f"{row['verdict']} |")
+        lines.append(f"| {_md(row['baseline'])} | {_md(row['figure_metric'])} | {ours} | "
+                     f"{theirs} | {row['verdict']} |")
     return [*lines, ""]
 
 
@@ -264,7 +264,7 @@ def _html_peers(peers: list[dict]) -> str:
     if not peers:
         return "<p class='peers none'>No head-to-head figure against a named peer in this run.</p>"
     rows = "".join(
-        f"<tr>{_cells([r['baseline'], r['metric'], *_figures_pair(r)])}"
+        f"<tr>{_cells([r['baseline'], r['figure_metric'], *_figures_pair(r)])}"
         f"<td class='v-{r['verdict']}'>{r['verdict']}</td></tr>" for r in peers)
     return ("<table class='peers'><thead><tr><th>strongest peer</th><th>on</th>"
             "<th>our figure</th><th>its figure</th><th>win / tie / lose</th></tr></thead>"

@@ -130,6 +130,7 @@ def vtc_parity(duration: float, seed: int) -> Result:
                 "equal to VTC's (issue: within 1.1x)",
                 baseline="VTC",
                 our_figure=fc["max_diff"],
+                figure_metric="max service difference (compute)",
                 peer_figure=vtc["max_diff"],
                 lower_is_better=True,
             ),
@@ -143,6 +144,7 @@ def vtc_parity(duration: float, seed: int) -> Result:
                 "equal to VTC's (issue: within 1.1x)",
                 baseline="VTC",
                 our_figure=fc["max_diff_unified"],
+                figure_metric="max service difference (unified)",
                 peer_figure=vtc["max_diff_unified"],
                 lower_is_better=True,
             ),
@@ -340,6 +342,7 @@ def hit_rate_bias(duration: float, seed: int) -> Result:
             "fairer",
             baseline="VTC",
             our_figure=by["faircache"]["jain_unified"],
+            figure_metric="Jain index (unified)",
             peer_figure=by["vtc"]["jain_unified"],
         ),
         Claim(
@@ -351,6 +354,7 @@ def hit_rate_bias(duration: float, seed: int) -> Result:
             "fairer (paper: on its own cost)",
             baseline="VTC",
             our_figure=by["faircache"]["jain_compute"],
+            figure_metric="Jain index (compute)",
             peer_figure=by["vtc"]["jain_compute"],
         ),
     ]
@@ -512,6 +516,7 @@ def cold_data(duration: float, seed: int) -> Result:
             ">= every baseline",
             baseline=best_name,
             our_figure=by["faircache"],
+            figure_metric="recompute tokens saved per GB of host memory",
             peer_figure=best,
         )
     ]

@@ -355,6 +355,7 @@ def faithful_baselines(models: tuple[str, ...], scale: float, seed: int) -> Resu
                     measured=float(part["speedup"].max()), target=target,
                     paper_figure=figure, baseline=f"MNSIM 2.0 {rule.split('-')[1]} rule",
                     our_figure=float(part["harp_us"].mean()),
+                    figure_metric="mean latency (us)",
                     peer_figure=float(part["baseline_us"].mean()), lower_is_better=True))
     claims.append(Claim(
         "HARP is never slower than any MNSIM-rule baseline variant (min over models, mappings "

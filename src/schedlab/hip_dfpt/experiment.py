@@ -281,6 +281,7 @@ def scale_balance(atoms: int, devices: int, streams: int, seed: int) -> Result:
             paper_figure="+70%",
             baseline="per-batch single-stream port",
             our_figure=hip["throughput_tflops"],
+            figure_metric="throughput (TFLOP/s, simulated)",
             peer_figure=sota["throughput_tflops"],
         ),
         Claim(
@@ -292,6 +293,7 @@ def scale_balance(atoms: int, devices: int, streams: int, seed: int) -> Result:
             paper_figure="multi-level LB beats baselines",
             baseline=best["config"],
             our_figure=hip["throughput_tflops"],
+            figure_metric="throughput (TFLOP/s, simulated)",
             peer_figure=best_other,
         ),
         # the simulator's task time is launch + points x basis^2 / rate(branch), exactly the

@@ -144,6 +144,7 @@ def solved_over_time(
             paper_figure="RC's added value (can fail)",
             baseline="plain gap (bound - incumbent)",
             our_figure=rho,
+            figure_metric="Spearman rho",
             peer_figure=gap_rho,
         ),
         Claim(
@@ -167,6 +168,7 @@ def solved_over_time(
             paper_figure="~4x over parallel McSplit with GPU; CPU-only direction",
             baseline="naive-parallel (McSplit-style)",
             our_figure=tot["hydra-cpu"],
+            figure_metric="total wall time (s)",
             peer_figure=tot["naive-parallel"],
             lower_is_better=True,
         ),
@@ -182,6 +184,7 @@ def solved_over_time(
                 paper_figure="~3x",
                 baseline="hydra-cpu",
                 our_figure=gpu_t,
+                figure_metric="total wall time (s)",
                 peer_figure=tot["hydra-cpu"],
                 lower_is_better=True,
             )

@@ -233,6 +233,7 @@ def _e2e_pair(frame: pl.DataFrame, case: str) -> dict:
         return float(rows["end_to_end_s"][0]) if rows.height else float("nan")
 
     return dict(baseline="the same job on the PFS", our_figure=seconds("iflux"),
+                figure_metric="end-to-end seconds (stage-in + job + stage-out)",
                 peer_figure=seconds("pfs"), lower_is_better=True)
 
 
