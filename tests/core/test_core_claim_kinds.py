@@ -101,6 +101,8 @@ def test_what_ran_says_each_part_once_and_marks_the_stand_in():
     assert runs[0].detail == "real trace"
     assert runs[1].detail == "seeded stand-in (no ../shared/data)"
     assert ran_with_text(["a (seed 1) | b", "a (seed 2) | c"]) == "a | b | c"
+    assert ran_with_text(["real map; zoo x", "real map; zoo y | real map; zoo x"]) == (
+        "real map; zoo x | zoo y")
 
 
 def test_system_summary_rows():

@@ -460,15 +460,20 @@ def ran_with_text(texts: Iterable[str]) -> str:
     """The ``ran_with`` texts of an experiment's seeds as one line, each part said once.
 
     Seeds' texts differ only by their seed number and repeat per scale (``a | a | b``); a reader
-    needs each distinct part once, not once per seed.
+    needs each distinct part once, not once per seed (``a; x | a; y`` reads ``a; x | y``).
     """
-    parts = []
+    parts: list[str] = []
+    seen: set[str] = set()
     for text in texts:
         for part in text.split(" | "):
-            part = _SEED_WORDS.sub("", part).strip()
-            if part:
-                parts.append(part)
-    return " | ".join(dict.fromkeys(parts))
+            # a part's "; "-separated pieces already said (the same trace under two models)
+            # are not said again
+            pieces = [p.strip() for p in _SEED_WORDS.sub("", part).split("; ")]
+            kept = [p for p in dict.fromkeys(pieces) if p and p not in seen]
+            seen.update(kept)
+            if kept:
+                parts.append("; ".join(kept))
+    return " | ".join(parts)
 
 
 def data_kind(kinds: Iterable[str]) -> DataKind:

@@ -85,8 +85,10 @@ def _data_of(runs: list[Run]) -> str:
     stand_ins = sum(r.data == "stand-in" for r in ran)
     if stand_ins:
         return f"seeded stand-in ({stand_ins} of {len(ran)} experiments)"
-    if any(r.data == "real" for r in ran):
-        return "real data"
+    real = sum(r.data == "real" for r in ran)
+    if real:
+        return "real data" if real == len(ran) else (
+            f"real data ({real} of {len(ran)} experiments; the rest generated)")
     if any(r.data == "generated" for r in ran):
         return "generated workload"
     return "not said" if ran else "nothing ran"
