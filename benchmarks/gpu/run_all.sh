@@ -22,7 +22,7 @@ while [[ $# -gt 0 ]]; do
         --dry-run) dry=(--dry-run); shift ;;
         --out) out="$2"; shift 2 ;;
         --only) only="$2"; shift 2 ;;
-        -h|--help) sed -n '2,13p' "$0"; exit 0 ;;
+        -h|--help) sed -n '2,12p' "$0"; exit 0 ;;
         *) echo "run_all.sh: unknown argument '$1' (valid: --dry-run, --out DIR, --only a,b)" >&2
            exit 2 ;;
     esac
