@@ -233,8 +233,8 @@ def _html_summary(summary: list[dict]) -> str:
     rows = []
     for row in summary:
         c = row["counts"]
-        data_cls = "standin" if row["stand_in"] else ("real" if row["data"] == "real data"
-                                                       else "gen")
+        data_cls = "standin" if row["stand_in"] else (
+            "real" if row["data"].startswith("real data") else "gen")
         claims_cls = "ok" if c.claims and c.claims_holding == c.claims else ""
         sanity_cls = "" if not c.sanity else ("ok" if c.sanity_passing == c.sanity else "bad")
         rows.append(
