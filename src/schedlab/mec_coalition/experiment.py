@@ -158,7 +158,7 @@ def headline_claims(frame: pl.DataFrame, setting: str, tag: str = "") -> list[Cl
                 measured=improvement(frame, metric, versus=versus),
                 target=PAPER_GAINS[metric], paper_figure=paper, baseline=versus,
                 our_figure=_figure(frame, "coalition", metric),
-                figure_metric=metric,
+                figure_metric=f"{metric}, {setting}{tag}",
                 peer_figure=_figure(frame, versus, metric), lower_is_better=metric != "payoff"))
     return claims
 
