@@ -215,9 +215,11 @@ def reproduce(
     claims = write_report(sweep, out, command=command.strip() or "schedlab reproduce", runs=runs)
     failed_required = claims.filter(claims["required"] & ~claims["holds"]).height
     if json_out:
+        from schedlab.core.experiment import count_claims
+
         emit_json(dict(runs=[dict(r.__dict__, what_ran=r.sentence) for r in runs],
-                       claims=claims.to_dicts(), failures=[f.__dict__ for f in sweep.failures],
-                       out=str(out)))
+                       counts=count_claims(claims).__dict__, claims=claims.to_dicts(),
+                       failures=[f.__dict__ for f in sweep.failures], out=str(out)))
     else:
         _print_summary(claims, sweep, runs, out)
     if failed_required or any(r.status != "ran" for r in runs):
@@ -228,25 +230,29 @@ def _print_summary(claims: pl.DataFrame, sweep, runs, out: Path) -> None:
     from rich.markup import escape
     from rich.table import Table
 
+    from schedlab.core.experiment import count_claims
     from schedlab.core.report import format_figure
 
-    ran = Table("experiment", "seeds", "what ran", title="What ran")
+    ran = Table("experiment", "seeds", "data", "what ran", title="What ran")
     for run in runs:
         style = "green" if run.status == "ran" else "red"
-        ran.add_row(f"{run.system}.{run.experiment}", str(run.seeds),
+        data = (f"[bold yellow]{run.data_label}[/bold yellow]" if run.data == "stand-in"
+                else run.data_label)
+        ran.add_row(f"{run.system}.{run.experiment}", str(run.seeds), data,
                     f"[{style}]{escape(run.sentence)}[/{style}]")
     out_console.print(ran)
-    table = Table("system", "claim", "target", "ours", "seeds", "holds", title="Claims")
+    table = Table("system", "kind", "claim", "baseline", "target", "ours", "seeds", "holds",
+                  title="Claims")
     for row in claims.iter_rows(named=True):
         holds = "[green]yes[/green]" if row["holds"] else "[red]no[/red]"
-        table.add_row(row["system"], escape(row["claim"]),
+        table.add_row(row["system"], row["kind"], escape(row["claim"]), escape(row["baseline"]),
                       f"{row['comparison']} {format_figure(row['target'])}",
                       format_figure(row["measured"], row["measured_ci95"]),
                       f"{row['seeds_holding']}/{row['seeds']}", holds)
     out_console.print(table)
-    holding = int(claims["holds"].sum()) if claims.height else 0
-    out_console.print(f"{holding} of {claims.height} claims hold; "
-                      f"{sum(r.status == 'ran' for r in runs)} of {len(runs)} experiments ran")
+    out_console.print(f"{count_claims(claims).sentence}; "
+                      f"{sum(r.status == 'ran' for r in runs)} of {len(runs)} experiments ran",
+                      markup=False)
     for failure in sweep.failures:
         err_console.print(f"[red]failed:[/red] {failure.system}.{failure.experiment} "
                           f"seed {failure.seed}: {failure.error}")

@@ -82,13 +82,16 @@ def test_required_claim_failure_exits_1(tmp_path: Path, monkeypatch: pytest.Monk
         import polars as pl
 
         return Result(pl.DataFrame({"x": [1]}),
-                      claims=[Claim("must hold", "x", 0.0, 1.0, ">=", required=True)])
+                      claims=[Claim("must hold", "x", 0.0, 1.0, ">=", required=True,
+                                   kind="sanity")])
 
     monkeypatch.setitem(exp._REGISTRY, "core.failing",
                         exp.Experiment("core", "failing", failing, {}, {}))
     result = invoke("reproduce", "core", "--quick", "--seeds", "1", "--jobs", "1",
                     "--out", str(tmp_path))
     assert result.exit_code == 1
+    # the self-check's two sanity rows pass, the failing one does not; no claim about a paper
+    assert "0 of 0 claims hold (2 of 3 sanity checks pass)" in result.stdout
 
 
 def test_real_ctrl_c_leaves_no_report(tmp_path: Path):

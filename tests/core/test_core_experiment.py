@@ -67,7 +67,7 @@ def _fake_sweep() -> Sweep:
 
 def test_claims_aggregate_mean_and_ci_over_seeds():
     claims = claims_frame(_fake_sweep())
-    assert claims.columns[:6] == list(CLAIM_COLUMNS)
+    assert claims.columns[:8] == list(CLAIM_COLUMNS)
     row = claims.row(0, named=True)
     assert row["measured"] == pytest.approx(2.0)
     assert row["measured_ci95"] == pytest.approx(4.302652729911275 / 3**0.5)
@@ -101,13 +101,15 @@ def test_sweep_runs_selfcheck_and_report_is_complete(tmp_path: Path):
     names = {p.name for p in tmp_path.iterdir()}
     assert {"report.md", "index.html", "results.parquet", "claims.csv", "figures"} <= names
     markdown = (tmp_path / "report.md").read_text()
-    assert markdown.index("| system | paper's claim") < markdown.index("## core.")
+    assert markdown.index("## Systems") < markdown.index("## What ran") < markdown.index(
+        "| kind | paper's claim") < markdown.index("### core.")
     html = (tmp_path / "index.html").read_text()
-    assert html.index("<table>") < html.index("<img")
+    assert html.index("<table class='claims'>") < html.index("<img")
     png = base64.b64decode(html.split("base64,")[1].split("'")[0])
     assert png.startswith(b"\x89PNG")
     csv = pl.read_csv(tmp_path / "claims.csv")
-    assert csv.columns[:6] == list(CLAIM_COLUMNS) and csv.height == 2
+    assert csv.columns[:8] == list(CLAIM_COLUMNS) and csv.height == 2
+    assert csv["kind"].to_list() == ["sanity", "sanity"]
     results = pl.read_parquet(tmp_path / "results.parquet")
     assert results.filter(pl.col("seed") == 1).height == 200
 
@@ -194,7 +196,7 @@ def test_report_first_section_says_what_ran_and_a_missing_tool_is_not_silent(mon
     assert runs[1].sentence == "ran with frob 1.2 (pip)"
     write_report(sweep, tmp_path, runs=runs)
     markdown = (tmp_path / "report.md").read_text()
-    assert markdown.index("## What ran") < markdown.index("## Claims")
+    assert markdown.index("## What ran") < markdown.index("### Claims")
     assert "**not run: 'frobnicate' is not installed**" in markdown
     table = pl.read_csv(tmp_path / "runs.csv")
     assert table["status"].to_list() == ["not run", "ran"]

@@ -11,6 +11,7 @@ import importlib
 import importlib.util
 import io
 import operator
+import re
 import traceback
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field, replace
@@ -24,6 +25,16 @@ from schedlab.core.systems import CORE, SYSTEM_NAMES, normalise_system
 
 Comparison = Literal[">=", "<=", ">", "<", "=="]
 Scale = Literal["quick", "full"]
+#: ``claim``: a statement about the paper, compared with the paper's figure; ``sanity``: a
+#: correctness check or a quantity that holds by construction (a bound the search starts from, a
+#: clamped value, the optimiser's own objective). Counted apart, so a by-construction row can
+#: never pad the number of reproduced claims.
+ClaimKind = Literal["claim", "sanity"]
+#: where an experiment's input came from: ``real`` (public data or a real program),
+#: ``stand-in`` (a seeded stand-in because the real data was absent), ``generated`` (a seeded
+#: workload by design: the paper's own setting is synthetic); "" when not said
+DataKind = Literal["real", "stand-in", "generated", ""]
+DATA_KINDS = ("real", "stand-in", "generated", "")
 _COMPARE: dict[str, Callable[[float, float], bool]] = {
     ">=": operator.ge, "<=": operator.le, ">": operator.gt, "<": operator.lt,
 }
@@ -45,10 +56,38 @@ class Claim:
     paper_figure: str = ""
     required: bool = False
     tolerance: float = 0.0  # only for "==": |measured - target| <= tolerance
+    #: ``claim`` or ``sanity`` (see :data:`ClaimKind`); ``required`` rows must be sanity rows
+    kind: ClaimKind = "claim"
+    #: the peer this row compares the method with ("" for sanity rows and absolute figures)
+    baseline: str = ""
+    #: for a head-to-head row: our figure and the baseline's on the same metric and run, so the
+    #: report can say win / tie / lose against the peer (tie: the difference's 95% CI spans 0)
+    our_figure: float = float("nan")
+    peer_figure: float = float("nan")
+    lower_is_better: bool = False
+    #: what our_figure and peer_figure measure, with units (``metric`` is the claim's own
+    #: figure, often their ratio)
+    figure_metric: str = ""
 
     def __post_init__(self) -> None:
         if self.comparison not in (*_COMPARE, "=="):
             raise SchedlabError(f"unknown comparison {self.comparison!r}", field="comparison")
+        if self.kind not in ("claim", "sanity"):
+            raise SchedlabError(f"unknown claim kind {self.kind!r}; valid: claim, sanity",
+                                field="kind")
+        if self.required and self.kind != "sanity":
+            raise SchedlabError(f"required row {self.statement!r} must be kind='sanity' "
+                                "(required rows are correctness checks)", field="kind")
+        if self.kind == "sanity" and self.baseline:
+            raise SchedlabError(f"sanity row {self.statement!r} names baseline "
+                                f"{self.baseline!r}; a peer comparison is a claim",
+                                field="baseline")
+
+    @property
+    def head_to_head(self) -> bool:
+        """A claim row that carries both our figure and its named peer's."""
+        return (self.kind == "claim" and bool(self.baseline)
+                and self.our_figure == self.our_figure and self.peer_figure == self.peer_figure)
 
     @property
     def holds(self) -> bool:
@@ -92,6 +131,9 @@ class Result:
     #: which implementation of an outside tool the run used, e.g. ``"fio 3.33"`` or
     #: ``"the embedded I/O generator (os.pwrite)"``; the report lists it per experiment
     ran_with: str = ""
+    #: where the input came from (:data:`DataKind`); an experiment that falls back to a seeded
+    #: stand-in when real data is absent says ``"stand-in"``, and the report marks it apart
+    data: DataKind = ""
     system: str = ""
     experiment: str = ""
     scale: str = ""
@@ -273,7 +315,40 @@ def run_sweep(
     )
 
 
-CLAIM_COLUMNS = ("system", "claim", "paper_figure", "target", "measured", "holds")
+CLAIM_COLUMNS = ("system", "claim", "kind", "baseline", "paper_figure", "target", "measured",
+                 "holds")
+
+_CLAIM_SCHEMA = {
+    "system": pl.String, "claim": pl.String, "kind": pl.String, "baseline": pl.String,
+    "paper_figure": pl.String, "target": pl.Float64, "measured": pl.Float64, "holds": pl.Boolean,
+    "experiment": pl.String, "metric": pl.String, "comparison": pl.String,
+    "measured_ci95": pl.Float64, "seeds": pl.Int64, "seeds_holding": pl.Int64,
+    "required": pl.Boolean, "our_figure": pl.Float64, "our_ci95": pl.Float64,
+    "peer_figure": pl.Float64, "peer_ci95": pl.Float64, "difference_ci95": pl.Float64,
+    "lower_is_better": pl.Boolean, "verdict": pl.String, "figure_metric": pl.String,
+}
+
+
+def _mean_ci(values: Sequence[float]) -> tuple[float, float]:
+    from schedlab.core.metrics import mean_ci95
+
+    finite = [v for v in values if v == v]
+    return mean_ci95(finite) if finite else (float("nan"), float("nan"))
+
+
+def verdict(our: Sequence[float], peer: Sequence[float], lower_is_better: bool) -> str:
+    """``win``, ``tie`` or ``lose`` of our figure against the peer's, paired by seed.
+
+    A tie is a mean difference within its 95% CI (Student's t over the per-seed differences; with
+    one seed only an exact tie). "" when either side has no finite figure.
+    """
+    diffs = [o - p for o, p in zip(our, peer, strict=True) if o == o and p == p]
+    if not diffs:
+        return ""
+    mean, ci = _mean_ci(diffs)
+    if abs(mean) <= ci or mean == 0:
+        return "tie"
+    return "win" if (mean < 0) == lower_is_better else "lose"
 
 
 def claims_frame(sweep: Sweep) -> pl.DataFrame:
@@ -281,12 +356,12 @@ def claims_frame(sweep: Sweep) -> pl.DataFrame:
 
     A claim *holds* when its mean meets the target and so do at least two thirds of its seeds
     (:func:`enough_seeds`): a mean carried by one lucky seed in three is not a reproduction.
+    Head-to-head rows (:attr:`Claim.head_to_head`) also get our and the peer's figure (mean ± 95%
+    CI) and a :func:`verdict`.
 
     Columns start with :data:`CLAIM_COLUMNS` (the claims.csv contract), then experiment, metric,
-    comparison, measured_ci95, seeds, seeds_holding, required.
+    comparison, measured_ci95, seeds, seeds_holding, required and the head-to-head columns.
     """
-    from schedlab.core.metrics import mean_ci95
-
     groups: dict[tuple[str, str, str], list[tuple[Result, Claim]]] = {}
     for result in sweep.results:
         for claim in result.claims:
@@ -296,27 +371,56 @@ def claims_frame(sweep: Sweep) -> pl.DataFrame:
     rows = []
     for (system, experiment, statement), members in groups.items():
         first = members[0][1]
-        values = [claim.measured for _, claim in members]
-        finite = [v for v in values if v == v]
-        mean, ci = mean_ci95(finite) if finite else (float("nan"), float("nan"))
-        holding = sum(claim.holds for _, claim in members)
+        claims = [claim for _, claim in members]
+        mean, ci = _mean_ci([c.measured for c in claims])
+        holding = sum(c.holds for c in claims)
+        pair = [c for c in claims if c.head_to_head]
+        ours, peers = [c.our_figure for c in pair], [c.peer_figure for c in pair]
+        our_mean, our_ci = _mean_ci(ours)
+        peer_mean, peer_ci = _mean_ci(peers)
         rows.append(dict(
-            system=system, claim=statement, paper_figure=first.paper_figure,
-            target=float(first.target), measured=mean,
+            system=system, claim=statement, kind=first.kind,
+            # the strongest peer may differ by seed ("here <name>"): name each one once
+            baseline=" / ".join(dict.fromkeys(c.baseline for c in claims if c.baseline)),
+            paper_figure=first.paper_figure, target=float(first.target), measured=mean,
             holds=claim_holds(mean, first.target, first.comparison, first.tolerance)
             and enough_seeds(holding, len(members)),
             experiment=experiment, metric=first.metric, comparison=first.comparison,
-            measured_ci95=ci, seeds=len(members),
-            seeds_holding=holding, required=first.required,
+            measured_ci95=ci, seeds=len(members), seeds_holding=holding,
+            required=first.required, our_figure=our_mean, our_ci95=our_ci,
+            peer_figure=peer_mean, peer_ci95=peer_ci,
+            difference_ci95=_mean_ci([o - p for o, p in zip(ours, peers, strict=True)])[1],
+            lower_is_better=first.lower_is_better,
+            verdict=verdict(ours, peers, first.lower_is_better),
+            figure_metric=first.figure_metric or first.metric,
         ))
-    schema = {
-        "system": pl.String, "claim": pl.String, "paper_figure": pl.String,
-        "target": pl.Float64, "measured": pl.Float64, "holds": pl.Boolean,
-        "experiment": pl.String, "metric": pl.String, "comparison": pl.String,
-        "measured_ci95": pl.Float64, "seeds": pl.Int64, "seeds_holding": pl.Int64,
-        "required": pl.Boolean,
-    }
-    return pl.DataFrame(rows, schema=schema)
+    return pl.DataFrame(rows, schema=_CLAIM_SCHEMA)
+
+
+@dataclass(frozen=True)
+class Counts:
+    """How many claims about the papers hold, apart from how many sanity checks pass."""
+
+    claims_holding: int
+    claims: int
+    sanity_passing: int
+    sanity: int
+
+    @property
+    def sentence(self) -> str:
+        return (f"{self.claims_holding} of {self.claims} claims hold "
+                f"({self.sanity_passing} of {self.sanity} sanity checks pass)")
+
+
+def count_claims(claims: pl.DataFrame) -> Counts:
+    """Claims and sanity checks of a :func:`claims_frame`, counted apart."""
+    def count(kind: str) -> tuple[int, int]:
+        rows = claims.filter(pl.col("kind") == kind)
+        return int(rows["holds"].sum()) if rows.height else 0, rows.height
+
+    held, total = count("claim")
+    passed, checks = count("sanity")
+    return Counts(held, total, passed, checks)
 
 
 def enough_seeds(holding: int, seeds: int) -> bool:
@@ -333,12 +437,52 @@ class Run:
     status: Literal["ran", "not run", "failed"]
     detail: str
     seeds: int
+    #: :data:`DataKind` of the seeds that ran (``stand-in`` when any seed fell back to one)
+    data: DataKind = ""
 
     @property
     def sentence(self) -> str:
         if self.status == "ran":
             return f"ran with {self.detail}" if self.detail else "ran in-process (no outside tool)"
         return f"{self.status}: {self.detail}"
+
+    @property
+    def data_label(self) -> str:
+        """The words the report shows for :attr:`data` (never colour alone)."""
+        return {"real": "real data", "stand-in": "seeded stand-in",
+                "generated": "generated workload"}.get(self.data, "")
+
+
+_SEED_WORDS = re.compile(r"\s*\(seed \d+\)|,? seed \d+\b")
+
+
+def ran_with_text(texts: Iterable[str]) -> str:
+    """The ``ran_with`` texts of an experiment's seeds as one line, each part said once.
+
+    Seeds' texts differ only by their seed number and repeat per scale (``a | a | b``); a reader
+    needs each distinct part once, not once per seed (``a; x | a; y`` reads ``a; x | y``).
+    """
+    parts: list[str] = []
+    seen: set[str] = set()
+    for text in texts:
+        for part in text.split(" | "):
+            # a part's "; "-separated pieces already said (the same trace under two models)
+            # are not said again
+            pieces = [p.strip() for p in _SEED_WORDS.sub("", part).split("; ")]
+            kept = [p for p in dict.fromkeys(pieces) if p and p not in seen]
+            seen.update(kept)
+            if kept:
+                parts.append("; ".join(kept))
+    return " | ".join(parts)
+
+
+def data_kind(kinds: Iterable[str]) -> DataKind:
+    """One :data:`DataKind` for several seeds: a stand-in anywhere makes it a stand-in."""
+    found = set(kinds)
+    for kind in ("stand-in", "real", "generated"):
+        if kind in found:
+            return kind  # type: ignore[return-value]
+    return ""
 
 
 def runs_of(sweep: Sweep, selected: Sequence[Experiment] | None = None) -> list[Run]:
@@ -358,8 +502,8 @@ def runs_of(sweep: Sweep, selected: Sequence[Experiment] | None = None) -> list[
             runs.append(Run(system, name, "not run" if missing else "failed", detail,
                             len(ok) + len(bad)))
         elif ok:
-            tools = " / ".join(dict.fromkeys(r.ran_with for r in ok if r.ran_with))
-            runs.append(Run(system, name, "ran", tools, len(ok)))
+            runs.append(Run(system, name, "ran", ran_with_text(r.ran_with for r in ok), len(ok),
+                            data_kind(r.data for r in ok)))
         else:
             runs.append(Run(system, name, "not run", "no seed was run", 0))
     return runs

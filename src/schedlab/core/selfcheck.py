@@ -35,13 +35,14 @@ def jain_known_allocations(trials: int, seed: int) -> Result:
     claims = [
         Claim("An allocation in which k of n users share equally has Jain's index k/n",
               metric="max |J - k/n|", measured=float(frame["error"].max()), target=1e-12,
-              comparison="<=", paper_figure="J = k/n (exact)", required=True),
+              comparison="<=", paper_figure="J = k/n (exact)", required=True, kind="sanity"),
         Claim("Jain's index of any allocation lies in [1/n, 1]",
               metric="share of random allocations in bounds",
               measured=float(frame["in_bounds"].mean()), target=1.0, comparison=">=",
-              paper_figure="1/n <= J <= 1", required=True),
+              paper_figure="1/n <= J <= 1", required=True,
+              kind="sanity"),
     ]
-    return Result(frame, claims=claims, figures=[_plot(frame)])
+    return Result(frame, claims=claims, figures=[_plot(frame)], data="generated")
 
 
 def _plot(frame: pl.DataFrame) -> Figure:

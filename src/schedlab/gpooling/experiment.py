@@ -37,13 +37,20 @@ def _cluster(every: int, seed: int, pods: int = 8000):
     from schedlab.traces.alibaba_gpu2023 import load_cluster
 
     nodes, trace, real = load_cluster(seed, pods)
-    source = ("Alibaba GPU 2023 node list + pod list (real)" if real
-              else "seeded generator shaped like Alibaba GPU 2023")
+    source = REAL_SOURCE if real else "seeded generator shaped like Alibaba GPU 2023"
     if every > 1:
         nodes = nodes[seed % every::every]
     gpus = sum(n.gpus for n in nodes)
     part = "all" if every == 1 else f"every {every}th node ({every - 1}/{every} left out):"
     return nodes, trace, f"{source}; {part} {len(nodes)} nodes, {gpus} GPUs"
+
+
+REAL_SOURCE = "Alibaba GPU 2023 node list + pod list (real)"
+
+
+def _data(ran_with: str) -> str:
+    """Result.data: the seeded generator is a stand-in for the absent trace."""
+    return "real" if ran_with.startswith(REAL_SOURCE) else "stand-in"
 
 
 def _level(rows: list[dict], policy: str, load: float, key: str = "utilisation") -> float:
@@ -99,38 +106,49 @@ def cluster_inflation(every: int, levels: tuple[float, ...], seed: int) -> Resul
         Claim("gPooling allocates more of the cluster than device-level allocation",
               metric="GPU allocation at 100 % arrived demand, frag-aware / whole-device",
               measured=_ratio(util[METHOD], util[DEVICE_LEVEL]), target=1.0, comparison=">",
-              paper_figure="higher utilisation than device-level allocation (direction)"),
+              paper_figure="higher utilisation than device-level allocation (direction)",
+              figure_metric="GPU allocation at 100 % arrived demand",
+              baseline=DEVICE_LEVEL, our_figure=util[METHOD], peer_figure=util[DEVICE_LEVEL]),
         Claim("gPooling refuses its first pod later than device-level allocation",
               metric="arrived demand at the first refusal, frag-aware / whole-device",
               measured=_ratio(first[METHOD], first[DEVICE_LEVEL]), target=1.0,
-              comparison=">", paper_figure="less fragmentation, fewer waits (direction)"),
+              comparison=">", paper_figure="less fragmentation, fewer waits (direction)",
+              baseline=DEVICE_LEVEL),
         Claim("gPooling's fragmentation-aware policy allocates at least as much as FGD",
               metric="GPU allocation at 100 % arrived demand, frag-aware / fgd",
               measured=_ratio(util[METHOD], util["fgd"]), target=1.0, comparison=">=",
               paper_figure="not in the abstract; FGD (ATC'23) is the published state of the "
-                           "art on this trace"),
+                           "art on this trace",
+              figure_metric="GPU allocation at 100 % arrived demand",
+              baseline="fgd", our_figure=util[METHOD], peer_figure=util["fgd"]),
         Claim("gPooling's pooled FGD policy (FGD's gradient, memory-aware runs, best-fit "
               "among near-ties) allocates at least as much as FGD",
               metric="GPU allocation at 100 % arrived demand, pooled-fgd / fgd",
               measured=_ratio(util["pooled-fgd"], util["fgd"]), target=1.0, comparison=">=",
               paper_figure="not in the abstract; FGD (ATC'23) is the published state of the "
-                           "art on this trace"),
+                           "art on this trace",
+              figure_metric="GPU allocation at 100 % arrived demand",
+              baseline="fgd", our_figure=util["pooled-fgd"], peer_figure=util["fgd"]),
         Claim("gPooling's fragmentation-aware policy allocates at least as much as the best "
               "of FGD's baselines",
               metric="GPU allocation at 100 %, frag-aware / best of best-fit, dot-product, "
                      "gpu-packing, gpu-clustering, random, first-fit",
               measured=_ratio(util[METHOD], util[best_baseline]), target=1.0,
               comparison=">=", paper_figure="fragmentation-aware beats packing heuristics "
-                                            "(FGD's finding, direction)"),
+                                            "(FGD's finding, direction)",
+              baseline=best_baseline, our_figure=util[METHOD],
+              figure_metric="GPU allocation at 100 % arrived demand",
+              peer_figure=util[best_baseline]),
         Claim("Baseline strength: FGD allocates at least as much as every one of its baselines",
               metric="GPU allocation at 100 %, fgd / best FGD baseline",
               measured=_ratio(util["fgd"], util[best_baseline]), target=1.0,
-              comparison=">=", paper_figure="FGD ATC'23 Fig. 9: FGD lowest unallocated GPU"),
+              comparison=">=", paper_figure="FGD ATC'23 Fig. 9: FGD lowest unallocated GPU",
+              kind="sanity"),  # the peer is as strong as its own paper
         Claim("Inflation stops exactly when no pod type fits and nothing is over-committed "
               "(all policies; sanity check)",
               metric="policies whose final state admits no pod type (fraction)",
               measured=full_checks / len(CLUSTER_POLICIES), target=1.0, comparison="==",
-              tolerance=0.0, required=True, paper_figure="correctness"),
+              tolerance=0.0, required=True, paper_figure="correctness", kind="sanity"),
     ]
     table = ", ".join(f"{n} {util[n]:.3f}" for n in CLUSTER_POLICIES)
     notes = (f"{ran_with}. GPU allocation (requested milli of scheduled pods / capacity) at 100 %"
@@ -138,7 +156,7 @@ def cluster_inflation(every: int, levels: tuple[float, ...], seed: int) -> Resul
              "replacement from the pod list (CPU-only pods included), none departing; node CPU,"
              " memory, model and per-GPU share enforced by the engine's books.")
     return Result(frame, claims=claims, figures=[_inflation_figure(frame)], notes=notes,
-                  ran_with=ran_with)
+                  ran_with=ran_with, data=_data(ran_with))
 
 
 @register("gpooling", quick=dict(every=20, loads=(1.0,), horizon=86_400.0),
@@ -173,15 +191,22 @@ def trace_replay(every: int, loads: tuple[float, ...], horizon: float, seed: int
         Claim(f"gPooling has higher time-averaged utilisation than device-level ({what})",
               metric="utilisation frag-aware / whole-device",
               measured=_ratio(method["utilisation"], coarse["utilisation"]), target=1.0,
-              comparison=">", paper_figure="higher utilisation (direction)"),
+              comparison=">", paper_figure="higher utilisation (direction)",
+              baseline=DEVICE_LEVEL, our_figure=method["utilisation"],
+              figure_metric="time-averaged utilisation",
+              peer_figure=coarse["utilisation"]),
         Claim(f"gPooling has lower mean waiting time than device-level allocation ({what})",
               metric="mean wait frag-aware / whole-device",
               measured=_ratio(method["mean_wait"], coarse["mean_wait"]), target=1.0,
-              comparison="<", paper_figure="reduced waiting time (direction)"),
+              comparison="<", paper_figure="reduced waiting time (direction)",
+              baseline=DEVICE_LEVEL),
         Claim(f"gPooling's policy waits no longer than FGD's ({what})",
               metric="mean wait frag-aware / fgd",
               measured=_ratio(method["mean_wait"], fgd["mean_wait"]), target=1.0,
-              comparison="<=", paper_figure="not in the abstract; FGD is the state of the art"),
+              comparison="<=", paper_figure="not in the abstract; FGD is the state of the art",
+              figure_metric="mean wait (s)",
+              baseline="fgd", our_figure=method["mean_wait"], peer_figure=fgd["mean_wait"],
+              lower_is_better=True),
     ]
     notes = (f"{ran_with}. Pods drawn from the pod list with their recorded lifetimes "
              f"(truncated at 1 day), Poisson arrivals over {horizon / 3600:.0f} h at the rate "
@@ -190,7 +215,7 @@ def trace_replay(every: int, loads: tuple[float, ...], horizon: float, seed: int
              "list's capacity (most pods are short), so compressing them alone gives no "
              "contention: rows with a compression factor (and load NaN) replay them on the "
              "whole node list for the record; see docs/systems/gpooling.md.")
-    return Result(frame, claims=claims, notes=notes, ran_with=ran_with)
+    return Result(frame, claims=claims, notes=notes, ran_with=ran_with, data=_data(ran_with))
 
 
 @register("gpooling", quick=dict(calls=100_000, repeats=3), full=dict(calls=1_000_000, repeats=5))
@@ -222,15 +247,20 @@ def interception(calls: int, repeats: int, seed: int) -> Result:
               paper_figure="low overhead (direction)"),
         Claim("Over-quota allocations get CUDA_ERROR_OUT_OF_MEMORY and never reach the driver",
               metric="checks passed (dlsym and cuGetProcAddress paths)", measured=memory["all"],
-              target=1.0, comparison="==", required=True, paper_figure="isolation (correctness)"),
+              target=1.0, comparison="==", required=True, paper_figure="isolation (correctness)",
+              kind="sanity"),
         Claim("Every allocation route (legacy, pool, arrays, mipmaps, VMM, cuGetProcAddress at "
               "3010 and 12040) is refused at the quota without reaching the driver",
               metric="routes refused (fraction)", measured=routes["all"], target=1.0,
-              comparison="==", required=True, paper_figure="isolation (correctness)"),
+              comparison="==", required=True, paper_figure="isolation (correctness)",
+              kind="sanity"),
         Claim("A 0.25 compute share is never charged more than the token bucket allows",
               metric="excess device time (ms)", measured=compute["excess_ns"] / 1e6, target=0.0,
-              comparison="<=", required=True, paper_figure="compute share (correctness)"),
+              comparison="<=", required=True, paper_figure="compute share (correctness)",
+              kind="sanity"),
     ]
     notes = ("Stand-in driver (csrc/fake_libcuda.c), not a GPU: the overhead is the shim's own "
              f"cost; achieved share {compute['achieved_share']:.3f} for a 0.25 share.")
-    return Result(frame, claims=claims, notes=notes)
+    return Result(frame, claims=claims, notes=notes, data="generated",
+                  ran_with="the C shim (LD_PRELOAD) in front of the stand-in driver "
+                           "csrc/fake_libcuda.c (no GPU)")

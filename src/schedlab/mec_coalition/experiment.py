@@ -130,6 +130,15 @@ def cost_sweep(inst: Instance, seed: int, costs=COORD_SWEEP,
     return pl.DataFrame(rows)
 
 
+def _figure(frame: pl.DataFrame, policy: str, metric: str) -> float:
+    return float(frame.filter(pl.col("policy") == policy)[metric][0])
+
+
+def _data() -> str:
+    """Result.data: the EUA topology (and the GenAI trace for its demand) or seeded stand-ins."""
+    return "real" if eua_dir() is not None and genai_trace() is not None else "stand-in"
+
+
 def headline_claims(frame: pl.DataFrame, setting: str, tag: str = "") -> list[Claim]:
     """The paper's three margins against each yardstick, measured on ``frame``'s rows."""
     claims = []
@@ -142,7 +151,10 @@ def headline_claims(frame: pl.DataFrame, setting: str, tag: str = "") -> list[Cl
                 f"(paper >= {PAPER_GAINS[metric]:g}%)",
                 metric=f"% {what} vs {versus}{tag}",
                 measured=improvement(frame, metric, versus=versus),
-                target=PAPER_GAINS[metric], paper_figure=paper))
+                target=PAPER_GAINS[metric], paper_figure=paper, baseline=versus,
+                our_figure=_figure(frame, "coalition", metric),
+                figure_metric=f"{metric}, {setting}{tag}",
+                peer_figure=_figure(frame, versus, metric), lower_is_better=metric != "payoff"))
     return claims
 
 
@@ -161,13 +173,15 @@ def versus_baselines(cloudlets: int, models: int, users: int, seed: int) -> Resu
         "Sanity check (the process stops only when no move is left): best response with "
         "merge and split ends ε-stable against switch, merge and split", metric="converged and "
         "stable (1 = yes)", measured=float(formed.converged and stable), target=1.0,
-        paper_figure="converges to a stable coalition structure", required=True))
+        paper_figure="converges to a stable coalition structure", required=True,
+        kind="sanity"))
     sweep = cost_sweep(inst, seed)
     sizes = sorted((len(s) for s in formed.structure), reverse=True)
     notes = (f"{ran_with}; {inst.cloudlets.n} cloudlets, {models} models, {inst.users.n} users;"
              f" mechanism: {len(sizes)} coalitions, largest {sizes[0]}")
     return Result(pl.concat([frame, sweep], how="diagonal_relaxed"), claims=claims,
-                  figures=[_bars(frame), _sweep_plot(sweep)], notes=notes, ran_with=ran_with)
+                  figures=[_bars(frame), _sweep_plot(sweep)], notes=notes, ran_with=ran_with,
+                  data="real" if eua_dir() is not None else "stand-in")
 
 
 def real_market(cloudlets: int, models: int, users: int, seed: int, zoo: str
@@ -231,9 +245,11 @@ def real_inputs(cloudlets: int, models: int, users: int, sim_jobs: int, seed: in
         "as an error on the time a request spends at the cloudlet (wait + service)",
         metric="max |formula - simulated wait| / simulated sojourn", measured=sim_error,
         target=0.05,
-        comparison="<=", paper_figure="(model validation, not a paper claim)", required=True))
+        comparison="<=", paper_figure="(model validation, not a paper claim)", required=True,
+        kind="sanity"))
     return Result(pl.concat(frames, how="diagonal_relaxed"), claims=claims,
-                  figures=[_bars(frames[0])], notes="; ".join(notes), ran_with=" | ".join(ran))
+                  figures=[_bars(frames[0])], notes="; ".join(notes), ran_with=" | ".join(ran),
+                  data=_data())
 
 
 def _queue_model_error(inst: Instance, plan, jobs: int, seed: int) -> float:
@@ -304,17 +320,18 @@ def optimality_small(instances: int, cloudlets: int, users: int, spoa_n: int,
     claims = [
         Claim("Every small-market ILP is proven optimal by HiGHS (status optimal, gap ~0)",
               metric="fraction proven optimal", measured=float(frame["optimal"].mean()),
-              target=1.0, paper_figure="ILP solved to optimality", required=True),
+              target=1.0, paper_figure="ILP solved to optimality", required=True, kind="sanity"),
         Claim("Sanity check (holds when the ILP is proven optimal): ILP >= every heuristic",
               metric="min(ILP - best heuristic)", measured=heuristic_gap, target=-1e-6,
-              comparison=">=", paper_figure="ILP is optimal", required=True),
+              comparison=">=", paper_figure="ILP is optimal", required=True, kind="sanity"),
         Claim("Sanity check (holds by construction): LP relaxation >= ILP",
               metric="min(LP - ILP)", measured=float((frame["lp"] - frame["ilp"]).min()),
-              target=-1e-6, comparison=">=", paper_figure="LP >= ILP", required=True),
+              target=-1e-6, comparison=">=", paper_figure="LP >= ILP", required=True,
+              kind="sanity"),
         Claim("The ILP is an exact reformulation of the NLIP (NLIP evaluated literally)",
               metric="max |NLIP - ILP|",
               measured=float((frame["nlip"] - frame["ilp"]).abs().max()), target=1e-6,
-              comparison="<=", paper_figure="equivalent ILP", required=True),
+              comparison="<=", paper_figure="equivalent ILP", required=True, kind="sanity"),
         Claim("Randomized algorithm's worst empirical ratio (reference 1-1/e: the paper's "
               "bound is not in the abstract, none is proven here)",
               metric="min rounding / ILP", measured=float(frame["ratio"].min()),
@@ -326,7 +343,7 @@ def optimality_small(instances: int, cloudlets: int, users: int, spoa_n: int,
         Claim("Sanity check (holds by construction: the optimum is at least any structure's "
               "welfare): SPoA >= 1 where a strongly stable structure exists",
               metric="SPoA (best / worst strongly stable welfare)", measured=spoa["spoa"],
-              target=1.0, comparison=">=", paper_figure="bounded SPoA"),
+              target=1.0, comparison=">=", paper_figure="bounded SPoA", kind="sanity"),
         Claim("The mechanism's outcome admits no blocking coalition (strongly stable; brute "
               "force over all coalitions)", metric="strongly stable (1 = yes)",
               measured=spoa["strongly_stable"], target=1.0,
@@ -336,7 +353,7 @@ def optimality_small(instances: int, cloudlets: int, users: int, spoa_n: int,
              f"over {spoa['stable']} strongly stable of {spoa['partitions']} structures; "
              f"mechanism reaches {spoa['mechanism_ratio']:.3f} of the best structure")
     return Result(frame, claims=claims, figures=[_ratio_plot(frame)], notes=notes,
-                  ran_with="seeded generator")
+                  ran_with="seeded generator", data="generated")
 
 
 def _ratio(num: pl.Series, den: pl.Series) -> pl.Series:
