@@ -43,6 +43,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--gc-interval", type=float, default=0.25,
                         help="log GC period (s) at retention = lease; 0: none")
     parser.add_argument("--lease", type=float, default=1.0, help="worker lease (s)")
+    parser.add_argument("--first-round", type=int, default=0,
+                        help="start the protocol x variant cycle here (15: Redis restarts)")
     parser.add_argument("--out", default=None, help="write the JSON document here too")
     args = parser.parse_args(argv)
     protocols = [p for p in args.protocols.split(",") if p]
@@ -59,7 +61,7 @@ def main(argv: list[str] | None = None) -> int:
                 dict(shared=True, keyed=0.5), dict(shared=True, keyed=0.5, redis_restarts=2)]
     with RedisServer(aof="always") as server, Platform(
             server.url, workers=4, lease_s=args.lease, retention_s=args.lease) as platform:
-        index = 0
+        index = args.first_round
         while totals["kills"] < args.kills or totals["stalls"] < args.stalls:
             protocol = protocols[index % len(protocols)]
             variant = variants[(index // len(protocols)) % len(variants)]

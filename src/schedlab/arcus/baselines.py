@@ -78,6 +78,10 @@ class SharedLogMixin(StateIOBase):
         return int(seq), rest.split("|", 1)[1]
 
     @classmethod
+    def result_key(cls, ns: str, instance: str) -> str:
+        return f"{ns}:steps:{instance}"
+
+    @classmethod
     def log_keys(cls, client: redis.Redis, ns: str, instance: str) -> list[str]:
         """The tag index of the instance plus every record it points to."""
         steps = f"{ns}:steps:{instance}"
@@ -154,6 +158,10 @@ class Halfmoon(SharedLogMixin):
             self.stats.log(body)
         seq, rest = found.split("|", 1)
         return int(seq), rest
+
+    @classmethod
+    def result_key(cls, ns: str, instance: str) -> str:
+        return f"{ns}:hms:{instance}"
 
     @classmethod
     def log_keys(cls, client: redis.Redis, ns: str, instance: str) -> list[str]:
@@ -275,6 +283,10 @@ class Beldi(StateIOBase):
         winner = self._log_once("res", dumps(result))
         self.fenced_call("HSET", f"{self.env.ns}:intent:{self.env.instance}", "state", "done")
         return loads(winner)
+
+    @classmethod
+    def result_key(cls, ns: str, instance: str) -> str:
+        return f"{ns}:rlog:{instance}"
 
     @classmethod
     def log_keys(cls, client: redis.Redis, ns: str, instance: str) -> list[str]:

@@ -133,6 +133,12 @@ class StateIOBase:
         """Per-object knowledge a protocol may use (only Halfmoon-style does)."""
 
     @classmethod
+    def result_key(cls, ns: str, instance: str) -> str:
+        """The hash whose ``res`` field holds the instance's logged result (checked when keys
+        are taken: a finished instance's late execution must not take them)."""
+        return f"{ns}:log:{instance}"
+
+    @classmethod
     def log_keys(cls, client: redis.Redis, ns: str, instance: str) -> list[str]:
         """The Redis keys holding ``instance``'s log (what log GC deletes once it finished)."""
         return [f"{ns}:log:{instance}"]

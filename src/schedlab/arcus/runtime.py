@@ -270,22 +270,24 @@ def _check_key(key: Any) -> None:
 
 
 def acquire(resources: WorkerResources, inv: Invocation, keys: list[str],
-            timeout: float = LOCK_TIMEOUT_S) -> int:
+            timeout: float = LOCK_TIMEOUT_S) -> tuple[int, bool]:
     """Take every declared key for ``inv.instance`` (waiting while another instance holds one);
-    returns the global commit sequence at acquisition (a lower bound for what must be seen).
-    A fenced execution takes nothing (raises :class:`Fenced`)."""
+    returns the global commit sequence at acquisition (a lower bound for what must be seen) and
+    whether the keys were taken (False: the instance's result is already logged, so this is a
+    late execution that only replays it). A fenced execution takes nothing (:class:`Fenced`)."""
     if not keys:
-        return 0
+        return 0, False
     script = resources.scripts["lock_acquire"]
-    lock_keys_ = [fence_key(inv.ns, inv.instance), SEQ_KEY,
+    result = protocol_class(inv.protocol).result_key(inv.ns, inv.instance)
+    lock_keys_ = [fence_key(inv.ns, inv.instance), SEQ_KEY, result,
                   *[f"{inv.ns}:lock:{k}" for k in keys]]
     deadline = time.monotonic() + timeout
     pause = 0.0005
     while True:
         got, detail = script(keys=lock_keys_, args=[inv.instance, inv.gen],
                              client=resources.client)
-        if int(got) == 1:
-            return int(detail)
+        if int(got) in (1, 2):
+            return int(detail), int(got) == 1
         if int(got) < 0:
             raise Fenced(f"instance {inv.instance} was collected or re-admitted")
         if time.monotonic() > deadline:
@@ -317,7 +319,9 @@ def execute(resources: WorkerResources, inv: Invocation, timeout: float = 60.0) 
     except SchedlabError as exc:
         return {"error": str(exc), "kind": type(exc).__name__}
     try:
-        floor = acquire(resources, inv, keys)
+        floor, taken = acquire(resources, inv, keys)
+        if keys and not taken:  # finished already: replay its result, hold nothing
+            inv, keys = replace(inv, replay=True), []
     except InvocationError as exc:
         return {"error": str(exc), "kind": "lock_timeout"}
     except Fenced as exc:  # a lock this generation took before it was fenced goes back

@@ -113,12 +113,23 @@ return 1
 #: ``instance|generation``; a key is free, held by this instance, or held by an ancestor
 #: (instance ids of children are PARENT.STEP) of the same generation. KEYS[1] is the fence
 #: ({-1} when fenced), KEYS[2] the commit sequence, returned on success so the caller's cache
-#: token covers the previous holder's writes; the lock keys follow.
+#: token covers the previous holder's writes, KEYS[3] the hash holding the instance's result:
+#: once it is logged, nothing is taken ({2, seq}): a late execution (stalled, then resumed after
+#: the first one finished and gave the keys back) would otherwise take keys that no message of
+#: the instance is left to give back if it dies; and what this generation still holds is given
+#: back (an execution whose release was lost to a Redis restart re-runs and lands here). The lock
+#: keys follow.
 LOCK_ACQUIRE = """
 if redis.call('GET', KEYS[1]) ~= ARGV[2] then return {-1, ''} end
 local inst = ARGV[1]
 local suffix = '|' .. ARGV[2]
-for i = 3, #KEYS do
+if redis.call('HEXISTS', KEYS[3], 'res') == 1 then
+  for i = 4, #KEYS do
+    if redis.call('GET', KEYS[i]) == inst .. suffix then redis.call('DEL', KEYS[i]) end
+  end
+  return {2, tonumber(redis.call('GET', KEYS[2]) or '0')}
+end
+for i = 4, #KEYS do
   local owner = redis.call('GET', KEYS[i])
   if owner then
     local oinst = string.match(owner, '^(.*)|')
@@ -128,7 +139,7 @@ for i = 3, #KEYS do
     end
   end
 end
-for i = 3, #KEYS do
+for i = 4, #KEYS do
   if not redis.call('GET', KEYS[i]) then redis.call('SET', KEYS[i], inst .. suffix) end
 end
 return {1, tonumber(redis.call('GET', KEYS[2]) or '0')}
