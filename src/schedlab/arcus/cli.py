@@ -222,8 +222,9 @@ def serve(
     name: str = typer.Option("arcus", "--name", help="Platform name (Redis key prefix); a "
                              "restarted gateway with the same name redelivers what was left."),
     retention: float = typer.Option(3600.0, "--retention", min=0.0,
-                                    help="Seconds to keep finished instances' logs (and "
-                                         "idempotency keys)."),
+                                    help="Seconds to keep finished instances' logs "
+                                         "(>= --lease); a keyed request's answer is kept "
+                                         "max(this, 1 day) longer."),
     lease: float = typer.Option(5.0, "--lease", min=0.1, help="Worker lease (s): in-flight "
                                 "messages of a worker silent this long are redelivered."),
     duration: float = typer.Option(0.0, "--duration", min=0.0,
