@@ -9,6 +9,7 @@ import socket
 import subprocess
 import sys
 import time
+import urllib.error
 import urllib.request
 
 import pytest
@@ -73,17 +74,26 @@ def test_a_namespace_is_bound_to_one_protocol(platform):
 def test_log_gc_removes_finished_instances_with_their_children(platform, protocol):
     ns = f"gc-{protocol}"
     load_state(protocol, platform.client, ns, {})
-    platform.invoke("ledger_flow", {**LEDGER, "list2": "m"}, protocol=protocol, ns=ns,
-                    idempotency_key="flow")
+    first = platform.invoke("ledger_flow", {**LEDGER, "list2": "m"}, protocol=protocol, ns=ns,
+                            idempotency_key="flow")
     root = instance_for_key("flow")
     platform.client.zadd(f"{ns}:done", {"orphan.1": 0})  # a child whose root never finished
     assert platform.gc(ns, retention_s=3600) == 0  # too young
-    removed = platform.gc(ns, retention_s=0)
+    with pytest.raises(ConfigError, match="shorter than the lease"):
+        platform.gc(ns, retention_s=0)
+    done = {m.decode(): 0 for m in platform.client.zrange(f"{ns}:done", 0, -1)}
+    platform.client.zadd(f"{ns}:done", done)  # finished long ago
+    removed = platform.gc(ns, retention_s=platform.lease_s)
     assert removed == 3  # the root and its two children
     leftovers = [k.decode() for k in platform.client.scan_iter(f"{ns}:*")]
-    assert not [k for k in leftovers if root in k], leftovers
+    # logs and the fence are gone; only the keyed request's answer stays (with an expiry)
+    assert [k for k in leftovers if root in k] == [f"{ns}:req:{root}"], leftovers
+    assert platform.client.ttl(f"{ns}:req:{root}") > 3600
     assert platform.client.zscore(f"{ns}:done", "orphan.1") is not None
-    # state stays; a retry with the key after GC is a new request (documented)
+    # state stays; a retry with the key after GC gets the first answer and runs nothing
+    again = platform.invoke("ledger_flow", {**LEDGER, "list2": "m"}, protocol=protocol, ns=ns,
+                            idempotency_key="flow")
+    assert again["stats"]["rtts"] == 0 and again["value"] == first["value"]
     assert final_state(protocol, platform.client, ns, ["c"]) == {"c": 2}
 
 
@@ -114,6 +124,8 @@ def test_bad_api_arguments_are_named(platform):
         platform.invoke("read", {"key": "k"}, instance="i", idempotency_key="k")
     with pytest.raises(ConfigError, match="lease_s"):
         Platform(platform.url, lease_s=0)
+    with pytest.raises(ConfigError, match="retention 0.5 s is shorter than the lease 1 s"):
+        Platform(platform.url, lease_s=1.0, retention_s=0.5)
 
 
 def test_http_idempotency_key_submit_and_status(platform):
@@ -164,10 +176,15 @@ def _free_port():
         return sock.getsockname()[1]
 
 
-def _post(port, path, body, key=None):
+TOKEN = "test-token-0123456789abcdef"
+
+
+def _post(port, path, body, key=None, token=TOKEN):
     headers = {"Content-Type": "application/json"}
     if key:
         headers["Idempotency-Key"] = key
+    if token:
+        headers["Authorization"] = f"Bearer {token}"
     request = urllib.request.Request(f"http://127.0.0.1:{port}{path}", method="POST",
                                      data=json.dumps(body).encode(), headers=headers)
     with urllib.request.urlopen(request, timeout=30) as answer:
@@ -185,10 +202,12 @@ def test_serve_loads_a_module_keeps_redis_persistent_and_reaps_everything(tmp_pa
     if find_redis_binary() is None:
         pytest.skip("redis-server is not installed")
     (tmp_path / "my_app.py").write_text(APP)
+    (tmp_path / "tokens").write_text(f"# clients\n{TOKEN}\nsecond-client-token-000000\n")
     port = _free_port()
     serve = subprocess.Popen(
         [sys.executable, "-m", "schedlab.cli", "arcus", "serve", "--port", str(port),
-         "--workers", "2", "--module", str(tmp_path / "my_app.py"), "--lease", "1"],
+         "--workers", "2", "--module", str(tmp_path / "my_app.py"), "--lease", "1",
+         "--token-file", str(tmp_path / "tokens")],
         stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     try:
         deadline = time.monotonic() + 60
@@ -201,6 +220,7 @@ def test_serve_loads_a_module_keeps_redis_persistent_and_reaps_everything(tmp_pa
                     pytest.fail(f"serve did not come up: {serve.communicate()[1][-2000:]}")
                 time.sleep(0.2)
         assert _post(port, "/invoke/greet", {"arg": {"who": "ann"}}, key="g1")["value"] == 1
+        _probe_exposure(port)
         children = _descendants(serve.pid)
         redis_procs = [p for p in children if "redis-server" in p.name()]
         assert len(redis_procs) == 1
@@ -237,6 +257,40 @@ def test_serve_loads_a_module_keeps_redis_persistent_and_reaps_everything(tmp_pa
             serve.wait()
 
 
+def _status(port, path, body=None, token=TOKEN, method="POST"):
+    """The HTTP status of one request (urllib raises on >= 400)."""
+    headers = {"Content-Type": "application/json"}
+    if token:
+        headers["Authorization"] = f"Bearer {token}"
+    data = None if body is None else json.dumps(body).encode()
+    request = urllib.request.Request(f"http://127.0.0.1:{port}{path}", method=method,
+                                     data=data, headers=headers)
+    try:
+        with urllib.request.urlopen(request, timeout=30) as answer:
+            return answer.status, answer.read().decode()
+    except urllib.error.HTTPError as exc:
+        return exc.code, exc.read().decode()
+
+
+def _probe_exposure(port):
+    """Issue 44: only the module's functions, only with a token."""
+    assert _post(port, "/invoke/greet", {"arg": {"who": "bo"}},
+                 token="second-client-token-000000")["value"] == 1  # a per-client token
+    for fn in ("write", "read", "bank_transfer", "ops", "hotel_book", "nothere"):
+        code, text = _status(port, f"/invoke/{fn}", {"arg": {"key": "count:ann", "value": 9}})
+        assert code == 404, (fn, code, text)
+        assert text.endswith('valid: greet"}'), text  # the demos' names are not revealed
+        assert _status(port, f"/submit/{fn}", {"arg": {}})[0] == 404
+    for token in (None, "wrong-token-0123456789", TOKEN + "x", TOKEN[:-1]):
+        assert _status(port, "/invoke/greet", {"arg": {"who": "ann"}}, token=token)[0] == 401
+        assert _status(port, "/submit/greet", {"arg": {"who": "ann"}}, token=token)[0] == 401
+        assert _status(port, "/status/x", token=token, method="GET")[0] == 401
+        assert _status(port, "/invoke/write", {"arg": {}}, token=token)[0] == 401
+    for path in ("/docs", "/openapi.json"):
+        assert _status(port, path, method="GET")[0] == 404
+    assert _post(port, "/invoke/greet", {"arg": {"who": "ann"}}, key="g1")["value"] == 1
+
+
 def _start_serve(port, *extra):
     serve = subprocess.Popen(
         [sys.executable, "-m", "schedlab.cli", "arcus", "serve", "--port", str(port),
@@ -258,9 +312,10 @@ def test_serve_killed_with_sigkill_leaves_no_orphans():
     if find_redis_binary() is None:
         pytest.skip("redis-server is not installed")
     port = _free_port()
-    serve = _start_serve(port, "--aof", "off")
+    serve = _start_serve(port, "--aof", "off", "--demo", "--no-auth")
     try:
-        assert _post(port, "/invoke/write", {"arg": {"key": "k", "value": 1}})["value"] is None
+        assert _post(port, "/invoke/write", {"arg": {"key": "k", "value": 1}},
+                     token=None)["value"] is None
         children = _descendants(serve.pid)
         assert len(children) >= 4  # redis-server, fork server, 2 workers (+ tracker)
         serve.kill()
@@ -290,6 +345,18 @@ def test_serve_rejects_a_module_without_main_guard_and_bad_options(tmp_path):
     assert result.exit_code == 2 and "cannot import module" in result.output
     result = runner.invoke(app, ["serve", "--aof", "sometimes", "--port", str(_free_port())])
     assert result.exit_code == 2 and "valid: always" in result.output
+    result = runner.invoke(app, ["serve", "--port", str(_free_port())])
+    assert result.exit_code == 2 and "--module my_app" in result.output
+    assert "--demo" in result.output
+    result = runner.invoke(app, ["serve", "--demo", "--no-auth", "--host", "0.0.0.0"])
+    assert result.exit_code == 2 and "--no-auth on 0.0.0.0" in result.output
+    result = runner.invoke(app, ["serve", "--demo", "--retention", "1", "--lease", "5"])
+    assert result.exit_code == 2 and "retention 1 s is shorter than the lease 5 s" in result.output
+    tokens = tmp_path / "tokens"
+    tokens.write_text("# a comment\nshort\n")
+    result = runner.invoke(app, ["serve", "--demo", "--token-file", str(tokens)])
+    assert result.exit_code == 2 and "tokens:2" in result.output and "16" in result.output
+    assert len(result.output.strip().splitlines()) == 1, result.output
     assert os.path.exists(bad)
 
 

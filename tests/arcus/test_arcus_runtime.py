@@ -195,9 +195,11 @@ def test_cli_serve_port_in_use_and_bad_host_are_named():
         busy.bind(("127.0.0.1", 0))
         busy.listen()
         port = busy.getsockname()[1]
-        result = CliRunner().invoke(app, ["serve", "--port", str(port), "--duration", "1",
+        result = CliRunner().invoke(app, ["serve", "--demo", "--port", str(port),
+                                          "--duration", "1",
                                           "--redis-url", "redis://127.0.0.1:1/0"])
     assert result.exit_code == 2, result.output
     assert "port" in result.output and "cannot listen" in result.output
-    result = CliRunner().invoke(app, ["serve", "--host", "999.1.1.1", "--duration", "1"])
+    result = CliRunner().invoke(app, ["serve", "--demo", "--host", "999.1.1.1",
+                                      "--duration", "1"])
     assert result.exit_code == 2 and "host" in result.output

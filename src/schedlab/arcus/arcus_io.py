@@ -22,6 +22,10 @@ Two rules keep retries honest (both found by an outside crash harness, both test
 * **only values read fresh from Redis enter FCCache.** A replayed read returns the value the
   first execution logged, which may be long overwritten; caching it would serve that old value
   to later requests on this worker (a stale read after a retry);
+* **a fenced flush ends the execution.** Every flush first checks, inside the same script, that
+  the instance's generation key still holds this execution's generation. Log GC deletes that key
+  with the log, so an execution stalled (SIGSTOP, a long pause) past its lease and past GC cannot
+  re-apply a write whose log record is gone (issue 44);
 * **a failed background flush poisons the execution.** The error is recorded under the flush
   lock, so ``finish`` (which takes the same lock) cannot log a result after a batch of writes
   was lost; the execution fails, and the runtime re-runs it in replay mode.
@@ -31,13 +35,12 @@ from __future__ import annotations
 
 import threading
 import time
-from concurrent.futures import Future
 from typing import Any, ClassVar
 
 import redis
 
 from schedlab.arcus.fccache import CHANNEL, SEQ_KEY
-from schedlab.arcus.iobase import Conflict, Env, StateIOBase, dumps, loads, text
+from schedlab.arcus.iobase import Conflict, Env, Fenced, StateIOBase, dumps, loads, text
 from schedlab.arcus.store import Store
 
 Record = tuple[str, str, str, str]  # kind, step, state key, value
@@ -65,7 +68,12 @@ class CFLog(StateIOBase):
         self.overlay: dict[str, Any] = {}
         self.queue_lock = threading.Lock()
         self.flush_lock = threading.Lock()
-        self.inflight: Future | None = None
+        # pipelined flushes (write-behind): batches take tickets in queue order, travel
+        # concurrently, and are applied strictly in ticket order
+        self.turn = threading.Condition()
+        self.next_ticket = 0
+        self.applied_ticket = 0
+        self.taker_due = False  # a background flush is scheduled and has not taken its batch
         self.conflict: str | None = None
         self.error: BaseException | None = None  # a failed flush: nothing may be acknowledged
         self.queued_at: dict[int, float] = {}  # id(record) -> when ctx.write queued it
@@ -81,13 +89,16 @@ class CFLog(StateIOBase):
         return False, None
 
     # --- flushing -----------------------------------------------------------------------------
-    def _run(self, batch: list[Record]) -> list[Any]:
-        args: list[Any] = ["1" if self.use_cache else "0"]
+    def _run(self, batch: list[Record], paid: bool = False) -> list[Any]:
+        args: list[Any] = ["1" if self.use_cache else "0", self.env.gen]
         for record in batch:
             args.extend(record)
-        keys = [self.log_key, SEQ_KEY, CHANNEL]
-        reply = self.store.script(self.scripts["cflog_flush"], keys, args)
+        keys = [self.log_key, SEQ_KEY, CHANNEL, self.gen_key]
+        send = self.store.script_now if paid else self.store.script
+        reply = send(self.scripts["cflog_flush"], keys, args)
         status, detail, maxseq = text(reply[0]), text(reply[1]), int(reply[2])
+        if status == "fenced":
+            raise Fenced(f"instance {self.env.instance} was collected or re-admitted")
         self.seq = max(self.seq, maxseq)
         if status == "conflict":
             self.conflict = f"step {detail} logged differently by another execution"
@@ -102,6 +113,8 @@ class CFLog(StateIOBase):
         return [status, detail]
 
     def _flush(self, extra: Record | None = None) -> list[Any]:
+        if self.write_behind:
+            return self._flush_pipelined(extra)
         with self.flush_lock:
             self._check()  # under the lock: a failed earlier batch stops every later one
             with self.queue_lock:
@@ -112,21 +125,56 @@ class CFLog(StateIOBase):
                 return ["ok", ""]
             try:
                 return self._run(batch)
+            except Fenced as exc:
+                self.error = exc  # every later step of this execution must stop too
+                raise
             except Conflict:
                 raise
             except BaseException as exc:
                 self.error = exc
                 raise
 
-    def _drain(self) -> None:
-        # keep flushing while writes arrive, so a write queued during a flush does not wait for
-        # the next write (or for finish) to become durable
+    def _flush_pipelined(self, extra: Record | None = None) -> list[Any]:
+        """Write-behind flush, pipelined: the batch (everything queued, plus ``extra``) takes
+        the next ticket, pays its round trip concurrently with batches already in flight, and
+        is applied only after every earlier ticket, so batches still reach Redis in queue
+        order; a batch after a failed or conflicting one is never applied (``_check`` runs
+        at its turn). A write queued while a flush is in flight thus waits one round trip,
+        not the rest of the earlier one plus its own."""
+        with self.queue_lock:
+            self._check()
+            batch, self.pending = self.pending, []
+            self.taker_due = False
+            if extra is not None:
+                batch.append(extra)
+            ticket = self.next_ticket
+            self.next_ticket += 1
         try:
-            while True:
-                self._flush()
-                with self.queue_lock:
-                    if not any(record[0] == "w" for record in self.pending):
-                        return
+            if batch:
+                self.store.transit()
+        finally:  # the ticket is always used, in order, or every later batch would wait forever
+            with self.turn:
+                while self.applied_ticket != ticket:
+                    self.turn.wait()
+        try:
+            self._check()
+            if not batch:
+                return ["ok", ""]
+            try:
+                return self._run(batch, paid=True)
+            except Conflict:
+                raise
+            except BaseException as exc:
+                self.error = exc
+                raise
+        finally:
+            with self.turn:
+                self.applied_ticket += 1
+                self.turn.notify_all()
+
+    def _flush_background(self) -> None:
+        try:
+            self._flush_pipelined()
         except Exception:  # noqa: BLE001 - recorded in conflict/error; raised at the next step
             pass
 
@@ -134,7 +182,7 @@ class CFLog(StateIOBase):
         if self.conflict is not None:
             raise Conflict(self.conflict)
         if self.error is not None:
-            if isinstance(self.error, redis.RedisError):
+            if isinstance(self.error, (redis.RedisError, Fenced)):
                 raise self.error
             raise redis.ConnectionError(f"a background flush failed: {self.error!r}")
 
@@ -189,8 +237,9 @@ class CFLog(StateIOBase):
         with self.queue_lock:
             self.pending.append(record)
             self.queued_at[id(record)] = time.perf_counter()
-            if self.inflight is None or self.inflight.done():
-                self.inflight = self.env.resources.pool.submit(self._drain)
+            if not self.taker_due:  # a new batch starts now, even while others are in flight
+                self.taker_due = True
+                self.env.resources.pool.submit(self._flush_background)
 
     def sync(self) -> None:
         # the flush lock orders this after any background flush already under way; whatever

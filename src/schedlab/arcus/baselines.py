@@ -12,9 +12,12 @@
   writes that atomically update the row and append to its log (after a lookup that stands in for
   Beldi's linked-DAAL traversal).
 
-The shared log (Boki's LogBook) costs two round trips per append here: the record goes to a
-storage shard (``SET ns:lr:ID``), then the sequencer orders it and indexes it by instance tag (a
-conditional Lua script). That two-hop shape is what Boki's appends have over a network.
+Boki's shared log (LogBook) costs two round trips per append here: the record goes to a storage
+shard (``SET ns:lr:ID``), then the sequencer orders it and indexes it by instance tag (a
+conditional Lua script). Halfmoon's append is **one** round trip (``shared_log_order`` alone:
+record, order, instance stream and object version index in one script), as in Halfmoon, whose
+functions append through the log engine on their own node; an earlier version of this baseline
+spent two and so overstated Arcus's gains (issue 44).
 """
 
 from __future__ import annotations
@@ -24,7 +27,7 @@ from typing import Any, ClassVar
 
 import redis
 
-from schedlab.arcus.iobase import StateIOBase, dumps, loads, text
+from schedlab.arcus.iobase import Fenced, StateIOBase, dumps, loads, text
 
 STEP_SLOTS = 1024  # versions of one log position: ts * STEP_SLOTS + step
 
@@ -65,11 +68,18 @@ class SharedLogMixin(StateIOBase):
             record_id = uuid.uuid4().hex
             self.store.call("SET", f"{self.env.ns}:lr:{record_id}", body)
             script = self.env.resources.scripts["shared_log_order"]
-            found = text(self.store.script(script, [f"{self.env.ns}:lseq", self.steps_key],
-                                           [step, f"{record_id}|{body}"]))
+            found = text(self.store.script(
+                script, [f"{self.env.ns}:lseq", self.steps_key, self.gen_key, self.steps_key],
+                [step, f"{record_id}|{body}", self.env.gen, ""]))
+            if found == "!fenced":
+                raise Fenced(f"instance {self.env.instance} was collected or re-admitted")
             self.stats.log(body)
         seq, rest = found.split("|", 1)
         return int(seq), rest.split("|", 1)[1]
+
+    @classmethod
+    def result_key(cls, ns: str, instance: str) -> str:
+        return f"{ns}:steps:{instance}"
 
     @classmethod
     def log_keys(cls, client: redis.Redis, ns: str, instance: str) -> list[str]:
@@ -110,15 +120,52 @@ class Boki(SharedLogMixin):
     def write(self, step: int, key: str, value: Any) -> None:
         seq, _ = self.append(str(step), dumps(value))
         # re-applied on replay too: the crash may have hit between the append and the apply
-        self.store.script(self.env.resources.scripts["apply_if_newer"],
-                          [self.state_key(key)], [dumps(value), seq])
+        applied = self.store.script(self.env.resources.scripts["apply_if_newer"],
+                                    [self.state_key(key), self.gen_key],
+                                    [dumps(value), seq, self.env.gen])
+        if int(applied) < 0:
+            raise Fenced(f"instance {self.env.instance} was collected or re-admitted")
 
 
 class Halfmoon(SharedLogMixin):
-    """Halfmoon-style: log-free reads or log-free writes per object, over a shared log."""
+    """Halfmoon-style: log-free reads or log-free writes per object, over a shared log.
+
+    Faithful to Halfmoon's costs (issue 44): **one round trip per log append** (Halfmoon's
+    functions append through their node's log engine; one ``shared_log_order`` script stores,
+    orders and indexes the record), and its own layout: records inline in the instance's
+    stream ``ns:hms:I`` and, for writes to read-optimised objects, in the object's version index
+    ``ns:mv:KEY`` in the same append, so such a write costs one round trip, not append + insert.
+    """
 
     name: ClassVar[str] = "halfmoon"
     description: ClassVar[str] = "Halfmoon-style: log-free reads or writes per object + shared log"
+
+    @property
+    def steps_key(self) -> str:
+        return f"{self.env.ns}:hms:{self.env.instance}"
+
+    def append(self, step: str, body: str, member: str = "", key: str = "") -> tuple[int, str]:
+        """One round trip: the record, its order, and (``member``) the object's version."""
+        found = self.logged.get(step)
+        if found is None:
+            script = self.env.resources.scripts["shared_log_order"]
+            index = f"{self.env.ns}:mv:{key}" if member else self.steps_key
+            found = text(self.store.script(
+                script, [f"{self.env.ns}:lseq", self.steps_key, self.gen_key, index],
+                [step, body, self.env.gen, member]))
+            if found == "!fenced":
+                raise Fenced(f"instance {self.env.instance} was collected or re-admitted")
+            self.stats.log(body)
+        seq, rest = found.split("|", 1)
+        return int(seq), rest
+
+    @classmethod
+    def result_key(cls, ns: str, instance: str) -> str:
+        return f"{ns}:hms:{instance}"
+
+    @classmethod
+    def log_keys(cls, client: redis.Redis, ns: str, instance: str) -> list[str]:
+        return [f"{ns}:hms:{instance}"]
 
     def begin(self) -> tuple[bool, Any]:
         done, result = super().begin()
@@ -155,13 +202,12 @@ class Halfmoon(SharedLogMixin):
     def write(self, step: int, key: str, value: Any) -> None:
         member = f"{self.env.instance}:{step}|{dumps(value)}"
         versions = f"{self.env.ns}:mv:{key}"
-        if self.modes.get(key, "read") == "read":
-            seq, _ = self.append(str(step), dumps(value))
-            self.store.call("ZADD", versions, seq * STEP_SLOTS, member)
+        if self.modes.get(key, "read") == "read":  # the append indexes the version too
+            seq, _ = self.append(str(step), dumps(value), member=member, key=key)
             self.ts = max(self.ts, seq)
         else:  # log-free write: a conditional insert at a version only this step can name
-            self.store.call("ZADD", versions, "NX", self.ts * STEP_SLOTS + min(step, 1023),
-                            member)
+            self.fenced_call("ZADD", versions, "NX", self.ts * STEP_SLOTS + min(step, 1023),
+                             member)
 
     @classmethod
     def load(cls, client: redis.Redis, ns: str, items: dict[str, Any]) -> None:
@@ -207,11 +253,11 @@ class Beldi(StateIOBase):
             self.logged = {text(k): text(v) for k, v in raw.items()}
             if "res" in self.logged:
                 return True, loads(self.logged["res"])
-        self.store.call("HSETNX", f"{self.env.ns}:intent:{self.env.instance}", "state", "run")
+        self.fenced_call("HSETNX", f"{self.env.ns}:intent:{self.env.instance}", "state", "run")
         return False, None
 
     def _log_once(self, field: str, value: str) -> str:
-        if self.store.call("HSETNX", self.read_log, field, value):
+        if self.fenced_call("HSETNX", self.read_log, field, value):
             self.stats.log(value)
             return value
         return text(self.store.call("HGET", self.read_log, field))
@@ -226,14 +272,21 @@ class Beldi(StateIOBase):
         op = f"{self.env.instance}:{step}"
         if self.store.call("SISMEMBER", f"{self.row(key)}:ops", op):  # the DAAL traversal
             return
-        self.store.script(self.env.resources.scripts["beldi_write"],
-                          [self.row(key), f"{self.row(key)}:ops"], [dumps(value), op])
+        done = self.store.script(self.env.resources.scripts["beldi_write"],
+                                 [self.row(key), f"{self.row(key)}:ops", self.gen_key],
+                                 [dumps(value), op, self.env.gen])
+        if int(done) < 0:
+            raise Fenced(f"instance {self.env.instance} was collected or re-admitted")
         self.stats.log(dumps(value))
 
     def finish(self, result: Any) -> Any:
         winner = self._log_once("res", dumps(result))
-        self.store.call("HSET", f"{self.env.ns}:intent:{self.env.instance}", "state", "done")
+        self.fenced_call("HSET", f"{self.env.ns}:intent:{self.env.instance}", "state", "done")
         return loads(winner)
+
+    @classmethod
+    def result_key(cls, ns: str, instance: str) -> str:
+        return f"{ns}:rlog:{instance}"
 
     @classmethod
     def log_keys(cls, client: redis.Redis, ns: str, instance: str) -> list[str]:

@@ -1,6 +1,7 @@
 """Fault injection from outside the platform: concurrent bank clients, random SIGKILLs of worker
 processes, Redis SIGKILL + restart, client retries with and without an idempotency key
-(Arcus, paper 12).
+(Arcus, paper 12), worker stalls (SIGSTOP past the lease, then SIGCONT) and log GC at the shortest
+retention allowed.
 
 This is the harness the exactly-once claims are checked with; unlike the seeded crash points of
 :mod:`schedlab.arcus.runtime` (which sit at the protocol's own step boundaries), the kills here
@@ -37,6 +38,8 @@ import time
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
+from redis import RedisError
+
 from schedlab.arcus.platform import Platform
 from schedlab.arcus.policies import final_state, load_state, protocol_class
 from schedlab.arcus.runtime import InvocationError
@@ -70,6 +73,14 @@ class ChaosConfig:
     lease_s: float = 2.0
     locks: bool = True  # False: the same functions without declared keys (control run)
     http: bool = False  # clients go through the HTTP gateway (Idempotency-Key header)
+    #: mean gap between stalls (0: none): a random worker is SIGSTOPped for ``stall_s`` (longer
+    #: than the platform's lease, so its messages are redelivered and run elsewhere) and then
+    #: SIGCONTinued, when the execution it was in resumes as if nothing happened
+    stall_interval_s: float = 0.0
+    stall_s: float = 1.5
+    #: log GC every ``gc_interval_s`` (0: only the platform's own) at the shortest retention the
+    #: platform allows (its lease): the stalled executions above resume after their logs went
+    gc_interval_s: float = 0.0
 
     def validate(self) -> None:
         protocol_class(self.protocol)
@@ -82,6 +93,8 @@ class ChaosConfig:
         for name in ("saga", "keyed"):
             if not 0.0 <= getattr(self, name) <= 1.0:
                 raise ConfigError("must be in [0, 1]", field=name)
+        if self.stall_interval_s < 0 or self.gc_interval_s < 0:
+            raise ConfigError("must be >= 0", field="stall_interval_s")
 
 
 @dataclass
@@ -93,6 +106,9 @@ class ChaosReport:
     kills: int = 0
     redis_restarts: int = 0
     redelivered: int = 0
+    stalls: int = 0  # SIGSTOP + SIGCONT of a worker, longer than its lease
+    gc_runs: int = 0
+    collected: int = 0  # instance logs deleted by those GC runs
     duration_s: float = 0.0
     sum_delta: int = 0
     journal_mismatches: int = 0  # accounts whose balance != initial + journal
@@ -144,6 +160,52 @@ class _Killer(threading.Thread):
                 with contextlib.suppress(ProcessLookupError):
                     os.kill(self.rng.choice(pids), signal.SIGKILL)
                     self.kills += 1
+
+
+class _Staller(threading.Thread):
+    """SIGSTOPs a random live worker for ``stall_s`` (past its lease), then SIGCONTs it."""
+
+    def __init__(self, platform: Platform, cfg: ChaosConfig, rng: random.Random,
+                 report: ChaosReport) -> None:
+        super().__init__(daemon=True, name="chaos-staller")
+        self.platform, self.cfg, self.rng, self.report = platform, cfg, rng, report
+        self.stop = threading.Event()
+        self.stalls = 0
+
+    def run(self) -> None:
+        while not self.stop.wait(self.rng.expovariate(1.0 / self.cfg.stall_interval_s)):
+            if self.stalls >= self.cfg.max_kills_per_request * (self.report.requests + 1):
+                continue
+            pids = self.platform.worker_pids()
+            if not pids:
+                continue
+            pid = self.rng.choice(pids)
+            try:
+                os.kill(pid, signal.SIGSTOP)
+            except ProcessLookupError:
+                continue
+            self.stalls += 1
+            self.stop.wait(self.cfg.stall_s)  # cut short at the end; always continued below
+            with contextlib.suppress(ProcessLookupError):
+                os.kill(pid, signal.SIGCONT)
+
+
+class _Collector(threading.Thread):
+    """Runs log GC on the chaos namespace at the shortest retention allowed (the lease)."""
+
+    def __init__(self, platform: Platform, ns: str, every_s: float) -> None:
+        super().__init__(daemon=True, name="chaos-gc")
+        self.platform, self.ns, self.every_s = platform, ns, every_s
+        self.stop = threading.Event()
+        self.runs = self.collected = 0
+
+    def run(self) -> None:
+        while not self.stop.wait(self.every_s):
+            try:
+                self.collected += self.platform.gc(self.ns, retention_s=self.platform.lease_s)
+                self.runs += 1
+            except RedisError:  # a Redis restart: GC is retried at the next tick
+                continue
 
 
 class _HttpClient:
@@ -298,6 +360,10 @@ def run_chaos(cfg: ChaosConfig, redis: RedisServer, platform: Platform) -> Chaos
     redelivered_before = platform.redelivered
     killer = (_Killer(platform, cfg.kill_interval_s, rng, report, cfg.max_kills_per_request)
               if cfg.kill_interval_s > 0 else None)
+    staller = (_Staller(platform, cfg, random.Random(cfg.seed + 7), report)
+               if cfg.stall_interval_s > 0 else None)
+    collector = _Collector(platform, ns, cfg.gc_interval_s) if cfg.gc_interval_s > 0 else None
+    helpers = [h for h in (staller, collector) if h is not None]
     start = time.monotonic()
     deadline = start + 600.0
     threads = [threading.Thread(target=_client, daemon=True, name=f"chaos-client-{c}",
@@ -306,6 +372,8 @@ def run_chaos(cfg: ChaosConfig, redis: RedisServer, platform: Platform) -> Chaos
                for c in range(cfg.clients)]
     if killer is not None:
         killer.start()
+    for helper in helpers:
+        helper.start()
     for thread in threads:
         thread.start()
     restarts = 0
@@ -327,6 +395,12 @@ def run_chaos(cfg: ChaosConfig, redis: RedisServer, platform: Platform) -> Chaos
         killer.stop.set()
         killer.join()
         report.kills = killer.kills
+    for helper in helpers:
+        helper.stop.set()
+        helper.join()
+    report.stalls = staller.stalls if staller is not None else 0
+    if collector is not None:
+        report.gc_runs, report.collected = collector.runs, collector.collected
     report.redis_restarts = restarts
     _check(platform, cfg, ns, legs, answers, report)
     report.duration_s = time.monotonic() - start

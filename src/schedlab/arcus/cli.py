@@ -178,6 +178,33 @@ def _serve_signals(server: object) -> list[int]:
     return received
 
 
+def _loopback(host: str) -> bool:
+    import ipaddress
+    import socket
+
+    try:
+        return all(ipaddress.ip_address(info[4][0]).is_loopback
+                   for info in socket.getaddrinfo(host, None))
+    except (OSError, ValueError, UnicodeError):
+        return False
+
+
+def _generate_token() -> tuple[tuple[str, ...], Path]:
+    """A random bearer token, written (mode 0600, atomically) to a file only this user reads."""
+    import os
+    import secrets
+    import tempfile
+
+    token = secrets.token_urlsafe(32)
+    folder = Path(os.environ.get("XDG_RUNTIME_DIR") or tempfile.gettempdir())
+    fd, tmp = tempfile.mkstemp(prefix=".arcus-token-", dir=folder)
+    with os.fdopen(fd, "w") as handle:  # mkstemp creates it 0600
+        handle.write(token + "\n")
+    path = folder / f"arcus-token-{os.getpid()}"
+    os.replace(tmp, path)
+    return (token,), path
+
+
 @app.command()
 @handle_errors
 def serve(
@@ -195,13 +222,20 @@ def serve(
     name: str = typer.Option("arcus", "--name", help="Platform name (Redis key prefix); a "
                              "restarted gateway with the same name redelivers what was left."),
     retention: float = typer.Option(3600.0, "--retention", min=0.0,
-                                    help="Seconds to keep finished instances' logs (and "
-                                         "idempotency keys)."),
+                                    help="Seconds to keep finished instances' logs "
+                                         "(>= --lease); a keyed request's answer is kept "
+                                         "max(this, 1 day) longer."),
     lease: float = typer.Option(5.0, "--lease", min=0.1, help="Worker lease (s): in-flight "
                                 "messages of a worker silent this long are redelivered."),
     duration: float = typer.Option(0.0, "--duration", min=0.0,
                                    help="Stop after this many seconds (0: until Ctrl-C)."),
     json_out: bool = typer.Option(False, "--json", help="Print a JSON summary at exit."),
+    demo: bool = typer.Option(False, "--demo", help="Also expose the built-in demo functions "
+                              "(read, write, bank_*, hotel_*...): for trying Arcus out only."),
+    token_file: Path = typer.Option(None, "--token-file", help="Bearer tokens, one per line "
+                                    "(per-client tokens); default: one is generated and its "
+                                    "file printed."),
+    no_auth: bool = typer.Option(False, "--no-auth", help="No bearer token (loopback only)."),
 ) -> None:
     """Run the HTTP gateway (POST /invoke/{fn}, /submit/{fn}; GET /status/{id}) and workers.
 
@@ -211,8 +245,13 @@ def serve(
 
     import uvicorn
 
-    from schedlab.arcus.gateway import make_app
-    from schedlab.arcus.platform import Platform, load_modules
+    from schedlab.arcus.gateway import make_app, read_tokens
+    from schedlab.arcus.platform import (
+        Platform,
+        check_retention,
+        functions_of,
+        load_modules,
+    )
     from schedlab.arcus.store import AOF_MODES
     from schedlab.core.errors import ConfigError
 
@@ -221,12 +260,28 @@ def serve(
                           field="aof")
     if not name or any(c in name for c in ":| "):
         raise ConfigError("a platform name has no ':', '|' or spaces", field="name")
+    check_retention(retention, lease)
+    if no_auth and token_file is not None:
+        raise ConfigError("give --token-file or --no-auth, not both", field="no-auth")
+    if no_auth and not _loopback(host):
+        raise ConfigError(f"--no-auth on {host}: anyone who reaches the port could run your "
+                          "functions; bind 127.0.0.1 or give --token-file", field="host")
+    if not module and not demo:
+        raise ConfigError("nothing to serve: give --module my_app (your functions) or --demo "
+                          "(the built-in demos)", field="module")
+    tokens = read_tokens(token_file) if token_file is not None else ()
     _check_bind(host, port)
     modules, paths = load_modules(module)
+    exposed = None if demo else functions_of(modules)
+    if exposed == ():
+        raise ConfigError(f"module(s) {', '.join(modules)} define no @function", field="module")
+    generated = None
+    if not tokens and not no_auth:
+        tokens, generated = _generate_token()
     with _redis(redis_url, aof, data_dir, watch=True) as url, \
             Platform(url, workers=workers, modules=modules, paths=paths, name=name,
-                     retention_s=retention, lease_s=lease) as running:
-        server = uvicorn.Server(uvicorn.Config(make_app(running), host=host, port=port,
+                     retention_s=retention, lease_s=lease, functions=exposed) as running:
+        server = uvicorn.Server(uvicorn.Config(make_app(running, tokens), host=host, port=port,
                                                log_level="warning"))
         received = _serve_signals(server)
         if duration > 0:
@@ -234,8 +289,12 @@ def serve(
             timer.daemon = True
             timer.start()
         persistence = f"AOF {aof}" if not redis_url else "external"
+        shown = ", ".join(running.functions) if running.functions is not None else "all, demos"
+        auth = ("no authentication" if not tokens else
+                f"bearer token in {generated}" if generated else
+                f"{len(tokens)} bearer token(s) from {token_file}")
         err_console.print(f"arcus gateway on http://{host}:{port} (redis {url}, {persistence}; "
-                          f"functions from {', '.join(modules) or 'built-ins'})")
+                          f"functions: {shown}; {auth})")
         server.run()
         summary = dict(crashes=running.crashes, redelivered=running.redelivered,
                        workers=workers, redis=url, signal=received[0] if received else None)

@@ -9,6 +9,17 @@
   failed; 404 when unknown).
 * ``GET /health``.
 
+What a client can do: call (and poll) the functions this gateway exposes - with ``serve --module
+my_app`` only those ``my_app`` defines (the built-in demos only with ``--demo``) - with any JSON
+argument, in any namespace and under any protocol it names. Every route except ``GET /health``
+(worker and crash counts only, for probes) needs ``Authorization: Bearer <token>`` when the
+gateway has tokens (``serve`` always has: from ``--token-file``, one per line, or one it
+generates, unless ``--no-auth`` on loopback); without a valid one the answer is 401 and nothing
+runs. What it cannot do: call a function the gateway does not expose (404, the same answer as a
+name that does not exist, and the list of valid names it gives holds only exposed ones), read or
+write state keys except through those functions, or reach Redis. A token grants everything
+above: give per-client tokens (one line each) to revoke one client without the others.
+
 Errors: a malformed body or header is a 422 naming the field; an unknown function or protocol is
 a 404/400 listing valid names; a namespace bound to another protocol is a 409; a platform or
 Redis that cannot serve is a 503 (not acknowledged: retry, with the same key); no reply in time
@@ -69,12 +80,67 @@ def _json_bodies(app: Any) -> Any:
     return wrapped
 
 
-def make_app(platform: Platform) -> Any:
-    """A FastAPI application bound to a started ``platform``."""
+def _bearer(app: Any, tokens: tuple[str, ...]) -> Any:
+    """ASGI wrapper: 401 unless ``Authorization: Bearer <one of tokens>`` (constant-time
+    comparison against each token, so timing does not reveal a prefix)."""
+    import hmac
+    import json
+
+    wanted = [t.encode() for t in tokens]
+
+    async def wrapped(scope: dict, receive: Any, send: Any) -> None:
+        if scope.get("type") == "http" and scope.get("path") != "/health":
+            sent = dict(scope.get("headers", [])).get(b"authorization", b"")
+            scheme, _, given = sent.partition(b" ")
+            ok = scheme.lower() == b"bearer" and any(
+                [hmac.compare_digest(given.strip(), token) for token in wanted])
+            if not ok:
+                body = json.dumps({"detail": "missing or invalid bearer token"}).encode()
+                await send({"type": "http.response.start", "status": 401,
+                            "headers": [(b"content-type", b"application/json"),
+                                        (b"www-authenticate", b"Bearer")]})
+                await send({"type": "http.response.body", "body": body})
+                return
+        await app(scope, receive, send)
+
+    return wrapped
+
+
+def read_tokens(path: Any) -> tuple[str, ...]:
+    """Bearer tokens from a file, one per line (blank lines and ``#`` comments skipped); each
+    at least 16 characters. Errors name the file and line."""
+    from pathlib import Path
+
+    path = Path(path)
+    try:
+        lines = path.read_text().splitlines()
+    except (OSError, UnicodeDecodeError) as exc:
+        raise BadInputError(f"cannot read the token file: {exc}", path=path,
+                            field="token-file") from None
+    tokens = []
+    for number, line in enumerate(lines, 1):
+        token = line.strip()
+        if not token or token.startswith("#"):
+            continue
+        if len(token) < 16 or any(c.isspace() for c in token) or not token.isprintable():
+            raise BadInputError("a token is at least 16 printable characters without spaces",
+                                path=path, line=number, field="token")
+        tokens.append(token)
+    if not tokens:
+        raise BadInputError("the token file has no token", path=path, field="token-file")
+    return tuple(tokens)
+
+
+def make_app(platform: Platform, tokens: tuple[str, ...] = ()) -> Any:
+    """A FastAPI application bound to a started ``platform``; with ``tokens``, every request
+    needs one of them as a bearer token (401 otherwise)."""
     from fastapi import FastAPI, Header, HTTPException, Query
 
-    app = FastAPI(title="schedlab arcus gateway")
+    app = FastAPI(title="schedlab arcus gateway", docs_url=None, redoc_url=None,
+                  openapi_url=None)
     app.add_middleware(_json_bodies)
+    if tokens:
+        app.add_middleware(_bearer, tokens=tokens)
     key_header = Header(default=None, alias="Idempotency-Key", min_length=1, max_length=255)
 
     @app.get("/health")

@@ -23,6 +23,18 @@ class Conflict(Exception):  # noqa: N818 - a control-flow signal, not an error f
     runtime re-runs the function in replay mode so that it follows the logged execution."""
 
 
+class Fenced(Exception):  # noqa: N818 - a control-flow signal, not an error for users
+    """This execution is superseded: its instance's log was garbage-collected (or the instance
+    was admitted again) while it was stalled. Nothing it does may reach Redis any more; the
+    worker drops its message without a reply."""
+
+
+def fence_key(ns: str, instance: str) -> str:
+    """The generation key of ``instance``'s root: children share their root's fence, because a
+    child's log is collected only with its root's."""
+    return f"{ns}:gen:{instance.split('.', 1)[0]}"
+
+
 def dumps(value: Any) -> str:
     """Canonical JSON: the same value always gives the same text, so logs compare as strings."""
     return json.dumps(value, sort_keys=True, separators=(",", ":"))
@@ -50,6 +62,7 @@ class Env:
     token: int = 0  # commit-sequence watermark the caller has seen (FCCache)
     resources: Any = None  # runtime.WorkerResources: cache, flush pool, memo
     crash: Callable[[str, int], None] = field(default=lambda point, step: None)
+    gen: str = ""  # the admission generation every state change is fenced with
 
 
 class StateIOBase:
@@ -73,6 +86,18 @@ class StateIOBase:
     @property
     def log_key(self) -> str:
         return f"{self.env.ns}:log:{self.env.instance}"
+
+    @property
+    def gen_key(self) -> str:
+        return fence_key(self.env.ns, self.env.instance)
+
+    def fenced_call(self, *command: Any) -> Any:
+        """A plain state-changing command behind the fence (one round trip, a Lua script)."""
+        reply = self.store.script(self.env.resources.scripts["fenced_call"], [self.gen_key],
+                                  [self.env.gen, *command])
+        if int(reply[0]) == 0:
+            raise Fenced(f"instance {self.env.instance} was collected or re-admitted")
+        return reply[1]
 
     # --- defaults ----------------------------------------------------------------------------
     def begin(self) -> tuple[bool, Any]:
@@ -106,6 +131,12 @@ class StateIOBase:
     @classmethod
     def prepare(cls, client: redis.Redis, ns: str, read_ratio: dict[str, float]) -> None:
         """Per-object knowledge a protocol may use (only Halfmoon-style does)."""
+
+    @classmethod
+    def result_key(cls, ns: str, instance: str) -> str:
+        """The hash whose ``res`` field holds the instance's logged result (checked when keys
+        are taken: a finished instance's late execution must not take them)."""
+        return f"{ns}:log:{instance}"
 
     @classmethod
     def log_keys(cls, client: redis.Redis, ns: str, instance: str) -> list[str]:

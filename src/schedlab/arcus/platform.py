@@ -41,7 +41,7 @@ from typing import Any
 
 import redis
 
-from schedlab.arcus.iobase import dumps, loads, text
+from schedlab.arcus.iobase import dumps, fence_key, loads, text
 from schedlab.arcus.policies import bind_protocol, bound_protocol, protocol_class
 from schedlab.arcus.runtime import (
     Invocation,
@@ -57,7 +57,12 @@ from schedlab.arcus.runtime import (
 )
 from schedlab.arcus.scripts import scripts_for
 from schedlab.arcus.store import IOStats, connect
-from schedlab.core.errors import BadInputError, ConfigError, MissingServiceError
+from schedlab.core.errors import (
+    BadInputError,
+    ConfigError,
+    MissingServiceError,
+    UnknownNameError,
+)
 
 log = logging.getLogger(__name__)
 
@@ -112,9 +117,27 @@ def load_modules(specs: tuple[str, ...] | list[str]) -> tuple[tuple[str, ...], t
     return tuple(names), tuple(paths)
 
 
+def functions_of(modules: tuple[str, ...]) -> tuple[str, ...]:
+    """The registered function names whose code lives in ``modules`` (what ``serve --module``
+    exposes; the built-in demos are not among them)."""
+    from schedlab.arcus.apps import FUNCTIONS
+
+    return tuple(sorted(name for name, fn in FUNCTIONS.items()
+                        if getattr(fn, "__module__", None) in modules))
+
+
 def _origin(module: Any) -> Path | None:
     where = getattr(module, "__file__", None)
     return Path(where).resolve() if where else None
+
+
+def check_retention(retention_s: float | None, lease_s: float) -> None:
+    """Refuse a log retention shorter than the worker lease: a log could then go while an
+    execution of its instance is still legitimately running (it is fenced, not corrupted, but
+    every such run would fail)."""
+    if retention_s is not None and retention_s < lease_s:
+        raise ConfigError(f"retention {retention_s:g} s is shorter than the lease {lease_s:g} s; "
+                          "use a retention >= the lease", field="retention")
 
 
 def instance_for_key(key: str) -> str:
@@ -143,7 +166,7 @@ class Platform:
                  modules: tuple[str, ...] = (), wait_s: float = 0.0003,
                  reply_timeout: float = 60.0, *, lease_s: float = 5.0,
                  retention_s: float | None = 3600.0, name: str | None = None,
-                 paths: tuple[str, ...] = ()) -> None:
+                 paths: tuple[str, ...] = (), functions: tuple[str, ...] | None = None) -> None:
         if _IMPORTING:
             raise ConfigError(f"module '{_IMPORTING[-1]}' starts a Platform when it is imported; "
                               "put that code under `if __name__ == \"__main__\":` (the workers "
@@ -155,7 +178,11 @@ class Platform:
             raise ConfigError("must be > 0", field="lease_s")
         if retention_s is not None and not retention_s >= 0:
             raise ConfigError("must be >= 0 (or None: keep logs forever)", field="retention_s")
+        check_retention(retention_s, lease_s)
         self.url = redis_url
+        #: the functions a client may call (None: every registered one); a function calling
+        #: another through ``ctx.invoke`` is the module's own code and is not restricted
+        self.functions = None if functions is None else tuple(sorted(functions))
         self.workers = workers
         self.threads = threads
         self.modules = tuple(modules)
@@ -336,6 +363,8 @@ class Platform:
                  crash_rate: float, crash_seed: int, crash_attempts: int,
                  instance: str | None, idempotency_key: str | None,
                  track: bool) -> tuple[Invocation, str]:
+        if self.functions is not None and fn not in self.functions:
+            raise UnknownNameError("function", fn, self.functions)  # hides everything else
         _validate(protocol, fn)
         if not 0.0 <= crash_rate < 1.0:
             raise ConfigError("crash rate must be in [0, 1)", field="crash_rate")
@@ -362,20 +391,29 @@ class Platform:
             raise BadInputError("an instance id is a non-empty string without '.' or '|'",
                                 field="instance")
         self._guard_redis(lambda: self.bind(ns, protocol))
+        fresh = instance is None
         inv = Invocation(call_id=uuid.uuid4().hex, instance=instance or uuid.uuid4().hex,
                          fn=fn, arg=arg, protocol=protocol, ns=ns, token=self.tokens.get(ns, 0),
                          rtt_ms=rtt_ms, crash_rate=crash_rate, crash_seed=crash_seed,
                          crash_attempts=crash_attempts, plat=self.plat, slots=self.workers,
-                         track=track, replay=idempotency_key is not None)
+                         track=track, replay=idempotency_key is not None,
+                         gen=uuid.uuid4().hex[:16])
+        fence = fence_key(ns, inv.instance)
         if track:
             reply = self._guard_redis(lambda: scripts_for(self.client)["request_begin"](
-                keys=[f"{ns}:req:{inv.instance}"],
-                args=[_digest(fn, arg), fn, protocol, f"{time.time():.6f}"], client=self.client))
+                keys=[f"{ns}:req:{inv.instance}", fence],
+                args=[_digest(fn, arg), fn, protocol, f"{time.time():.6f}", inv.gen],
+                client=self.client))
             if text(reply[0]) == "mismatch":
                 raise BadInputError("this idempotency key was already used for a different "
                                     "request (another function or argument)",
                                     field="idempotency_key")
+            inv.gen = text(reply[2]) or inv.gen  # '' only once answered (then not dispatched)
             return inv, text(reply[0])
+        if fresh:  # the generation key is set with the message (dispatch(admit=True))
+            return inv, "fresh"
+        inv.gen = text(self._guard_redis(lambda: scripts_for(self.client)["admit"](
+            keys=[fence], args=[inv.gen], client=self.client)))
         return inv, "new"
 
     def _guard_redis(self, call: Any) -> Any:
@@ -407,7 +445,8 @@ class Platform:
                      "stats": IOStats().to_dict()}
         else:
             reply = self._guard_redis(lambda: dispatch(self.client, inv, None,
-                                                       timeout or self.reply_timeout))
+                                                       timeout or self.reply_timeout,
+                                                       admit=state == "fresh"))
         reply["latency_s"] = time.perf_counter() - start
         reply["id"] = inv.instance
         with self._lock:  # later requests must see what this one saw or wrote
@@ -446,10 +485,17 @@ class Platform:
     def gc(self, ns: str, retention_s: float | None = None, limit: int = 1000) -> int:
         """Delete the logs of instances in ``ns`` that finished ``retention_s`` ago or more
         (default: the platform's retention). A child's log goes only with its root instance,
-        so a parent still running can never re-run a child whose log is gone."""
+        so a parent still running can never re-run a child whose log is gone.
+
+        Each root goes in one transaction that first deletes its generation key (the fence every
+        state-changing script checks), so any execution of it still running or stalled anywhere
+        is fenced at that instant: none can apply a write whose log record is gone. The request
+        record of a keyed instance (its answer) is kept ``max(retention, 1 day)`` longer, so a
+        late retry with the same key still gets the first answer instead of running again."""
         retention = self.retention_s if retention_s is None else retention_s
         if retention is None or self.client is None:
             return 0
+        check_retention(retention, self.lease_s)
         protocol = self.bound.get(ns) or bound_protocol(self.client, ns)
         if protocol is None:
             return 0
@@ -465,14 +511,21 @@ class Platform:
         finished = {r for r, score in zip(sorted(roots), pipe.execute(), strict=True)
                     if score is not None and score <= cutoff}
         victims = [m for m in members if m.split(".", 1)[0] in finished]
-        for member in victims:
-            keys = [*cls.log_keys(self.client, ns, member), f"{ns}:req:{member}"]
-            pipe = self.client.pipeline(transaction=False)
-            pipe.delete(*keys)
-            pipe.zrem(done_key, member)
+        keep = int(max(retention, 86400.0))
+        for root in sorted(finished):
+            mine = [m for m in victims if m.split(".", 1)[0] == root]
+            logs = [k for m in mine for k in cls.log_keys(self.client, ns, m)]
+            pipe = self.client.pipeline(transaction=True)
+            pipe.delete(fence_key(ns, root))  # first: fences every execution of the tree
+            if logs:
+                pipe.delete(*logs)
+            for member in mine:
+                pipe.expire(f"{ns}:req:{member}", keep)
+            pipe.zrem(done_key, *mine)
             pipe.execute()
         self.collected += len(victims)
         return len(victims)
 
 
-__all__ = ["InvocationError", "Platform", "instance_for_key", "load_modules"]
+__all__ = ["InvocationError", "Platform", "check_retention", "functions_of", "instance_for_key",
+           "load_modules"]

@@ -54,7 +54,7 @@ import redis
 
 from schedlab.arcus.apps import FUNCTIONS, lock_keys
 from schedlab.arcus.fccache import SEQ_KEY, FCCache, Subscriber
-from schedlab.arcus.iobase import Conflict, Env, dumps
+from schedlab.arcus.iobase import Conflict, Env, Fenced, dumps, fence_key
 from schedlab.arcus.policies import make_protocol, protocol_class
 from schedlab.arcus.scripts import scripts_for
 from schedlab.arcus.store import IOStats, Store, connect, no_retry
@@ -88,6 +88,7 @@ class Invocation:
     plat: str = "arcus"
     slots: int = 1
     track: bool = False  # record state/result in ns:req:INSTANCE (idempotency keys, async)
+    gen: str = ""  # the root instance's admission generation: every state change is fenced by it
 
     def to_json(self) -> str:
         return json.dumps(asdict(self), separators=(",", ":"))
@@ -159,11 +160,21 @@ def maybe_crash(inv: Invocation, point: str, step: int) -> None:
 
 
 def dispatch(client: redis.Redis, inv: Invocation, exclude: int | None,
-             timeout: float) -> dict[str, Any]:
-    """Send ``inv`` to a random worker other than ``exclude`` and wait for its reply."""
+             timeout: float, admit: bool = False) -> dict[str, Any]:
+    """Send ``inv`` to a random worker other than ``exclude`` and wait for its reply.
+
+    ``admit``: ``inv`` is a fresh root instance; its generation key (the fence) is set in the
+    same round trip as the message is queued, ahead of it."""
     choices = [s for s in range(inv.slots) if s != exclude] or list(range(inv.slots))
     rng = random.Random(zlib.crc32(f"{inv.instance}|{inv.call_id}".encode()))
-    client.rpush(queue_key(inv.plat, rng.choice(choices)), inv.wire())
+    queue = queue_key(inv.plat, rng.choice(choices))
+    if admit:
+        pipe = client.pipeline(transaction=True)
+        pipe.set(fence_key(inv.ns, inv.instance), inv.gen)
+        pipe.rpush(queue, inv.wire())
+        pipe.execute()
+    else:
+        client.rpush(queue, inv.wire())
     got = client.blpop([reply_key(inv.plat, inv.call_id)], timeout=max(1, int(timeout)))
     if got is None:
         raise InvocationError(f"no reply from '{inv.fn}' within {timeout:.0f} s",
@@ -259,19 +270,26 @@ def _check_key(key: Any) -> None:
 
 
 def acquire(resources: WorkerResources, inv: Invocation, keys: list[str],
-            timeout: float = LOCK_TIMEOUT_S) -> int:
+            timeout: float = LOCK_TIMEOUT_S) -> tuple[int, bool]:
     """Take every declared key for ``inv.instance`` (waiting while another instance holds one);
-    returns the global commit sequence at acquisition (a lower bound for what must be seen)."""
+    returns the global commit sequence at acquisition (a lower bound for what must be seen) and
+    whether the keys were taken (False: the instance's result is already logged, so this is a
+    late execution that only replays it). A fenced execution takes nothing (:class:`Fenced`)."""
     if not keys:
-        return 0
+        return 0, False
     script = resources.scripts["lock_acquire"]
-    lock_keys_ = [f"{inv.ns}:lock:{k}" for k in keys] + [SEQ_KEY]
+    result = protocol_class(inv.protocol).result_key(inv.ns, inv.instance)
+    lock_keys_ = [fence_key(inv.ns, inv.instance), SEQ_KEY, result,
+                  *[f"{inv.ns}:lock:{k}" for k in keys]]
     deadline = time.monotonic() + timeout
     pause = 0.0005
     while True:
-        got, detail = script(keys=lock_keys_, args=[inv.instance], client=resources.client)
-        if int(got) == 1:
-            return int(detail)
+        got, detail = script(keys=lock_keys_, args=[inv.instance, inv.gen],
+                             client=resources.client)
+        if int(got) in (1, 2):
+            return int(detail), int(got) == 1
+        if int(got) < 0:
+            raise Fenced(f"instance {inv.instance} was collected or re-admitted")
         if time.monotonic() > deadline:
             raise InvocationError(f"keys {keys!r:.60} still held by another invocation after "
                                   f"{timeout:.0f} s", field="keys")
@@ -282,7 +300,8 @@ def acquire(resources: WorkerResources, inv: Invocation, keys: list[str],
 def release(resources: WorkerResources, inv: Invocation, keys: list[str]) -> None:
     if keys:
         resources.scripts["lock_release"](keys=[f"{inv.ns}:lock:{k}" for k in keys],
-                                          args=[inv.instance], client=resources.client)
+                                          args=[f"{inv.instance}|{inv.gen}"],
+                                          client=resources.client)
 
 
 def execute(resources: WorkerResources, inv: Invocation, timeout: float = 60.0) -> dict:
@@ -300,15 +319,21 @@ def execute(resources: WorkerResources, inv: Invocation, timeout: float = 60.0) 
     except SchedlabError as exc:
         return {"error": str(exc), "kind": type(exc).__name__}
     try:
-        floor = acquire(resources, inv, keys)
+        floor, taken = acquire(resources, inv, keys)
+        if keys and not taken:  # finished already: replay its result, hold nothing
+            inv, keys = replace(inv, replay=True), []
     except InvocationError as exc:
         return {"error": str(exc), "kind": "lock_timeout"}
+    except Fenced as exc:  # a lock this generation took before it was fenced goes back
+        release(resources, inv, keys)
+        return {"error": str(exc), "kind": "fenced"}
     finished = False
     try:
         for rerun in range(MAX_RERUNS):
             replay = inv.replay or rerun > 0
             env = Env(inv.instance, inv.ns, replay=replay, token=max(inv.token, floor),
-                      resources=resources, crash=lambda point, step: maybe_crash(inv, point, step))
+                      resources=resources, crash=lambda point, step: maybe_crash(inv, point, step),
+                      gen=inv.gen)
             io = make_protocol(inv.protocol, Store(resources.client, stats, inv.rtt_ms), env)
             try:
                 done, result = io.begin()
@@ -322,6 +347,9 @@ def execute(resources: WorkerResources, inv: Invocation, timeout: float = 60.0) 
                 return {"value": result, "seq": io.seq, "stats": stats.to_dict()}
             except Conflict:
                 continue
+            except Fenced as exc:  # superseded: no state change may follow (the reply is dropped)
+                finished = True
+                return {"error": str(exc), "kind": "fenced"}
             except redis.RedisError:
                 raise
             except SchedlabError as exc:
@@ -339,19 +367,19 @@ def execute(resources: WorkerResources, inv: Invocation, timeout: float = 60.0) 
 
 def _reply(resources: WorkerResources, inv: Invocation, raw: bytes, wid: str,
            reply: dict) -> None:
-    """Answer, mark the instance done (log GC), drop the message: one round trip."""
-    key = reply_key(inv.plat, inv.call_id)
-    pipe = resources.client.pipeline(transaction=False)
-    pipe.rpush(key, json.dumps(reply, separators=(",", ":")))
-    pipe.expire(key, 300)
-    if "error" not in reply:
-        pipe.zadd(f"{inv.ns}:done", {inv.instance: time.time()}, nx=True)
+    """Answer, mark the instance done (log GC), drop the message: one round trip, one script.
+    A fenced execution (its instance collected or re-admitted) only drops its message."""
+    state: dict[str, Any] = {}
     if inv.track:
         state = ({"state": "failed", "error": reply["error"]} if "error" in reply
                  else {"state": "done", "value": dumps(reply["value"]), "seq": reply["seq"]})
-        pipe.hset(f"{inv.ns}:req:{inv.instance}", mapping=state)
-    pipe.lrem(proc_key(inv.plat, wid), 1, raw)
-    pipe.execute()
+    pairs = [str(x) for item in state.items() for x in item]
+    resources.scripts["reply"](
+        keys=[fence_key(inv.ns, inv.instance), reply_key(inv.plat, inv.call_id),
+              f"{inv.ns}:done", f"{inv.ns}:req:{inv.instance}", proc_key(inv.plat, wid)],
+        args=[inv.gen, json.dumps(reply, separators=(",", ":")),
+              "" if "error" in reply else inv.instance, repr(time.time()), len(state), *pairs,
+              raw], client=resources.client)
 
 
 def wait_for_redis(client: redis.Redis, stop: threading.Event | None = None) -> None:

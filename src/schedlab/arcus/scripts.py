@@ -4,11 +4,15 @@ Key layout of one run (``ns`` keeps runs apart in one Redis):
 
 * ``ns:s:KEY``       hash {v: value json, q: commit seq} - state for unsafe, CFLog, Arcus, Boki
 * ``ns:log:I``       hash step -> record - CFLog/Arcus per-instance log ("r<seq>|json", "w<seq>")
-* ``ns:lseq``, ``ns:steps:I``, ``ns:lr:ID`` - the shared log (Boki/Halfmoon): sequencer, tag
-  index by instance, record storage
+* ``ns:lseq``, ``ns:steps:I``, ``ns:lr:ID`` - the shared log: sequencer, tag index by instance,
+  record storage (Boki); Halfmoon keeps each record inline in ``ns:hms:I`` (its instance stream)
 * ``ns:mv:KEY``      sorted set of versions (Halfmoon's multi-version store)
 * ``ns:b:KEY`` + ``ns:b:KEY:ops``, ``ns:rlog:I``, ``ns:intent:I`` - Beldi-style rows and logs
-* ``ns:lock:KEY``    owner instance of a declared key (per-key serialisation)
+* ``ns:lock:KEY``    ``instance|generation`` owning a declared key (per-key serialisation)
+* ``ns:gen:ROOT``    the admission generation of a root instance: the fence. Every script that
+  changes state for an execution first checks that this key still holds the execution's
+  generation; log GC deletes it (atomically with the logs), so an execution stalled past GC,
+  or one superseded by a re-admission, can never apply a write its log no longer remembers
 * ``ns:done``        sorted set instance -> finish time (log garbage collection)
 * ``ns:req:I``       hash: request record of an idempotency key / async submission
 * ``ns:protocol``    the protocol the namespace is bound to
@@ -28,12 +32,14 @@ import redis
 #: order; conditional on the per-instance log hash, so re-execution is idempotent with no
 #: sequencer. kinds: r = a read already served (must match any logged read), w = a write
 #: (skipped when its step is logged), g = a read served now (returns the logged value if any),
-#: x = the invocation's result (first one wins).
+#: x = the invocation's result (first one wins). KEYS[4] is the instance's generation key (the
+#: fence, checked before anything is applied), ARGV[2] the execution's generation.
 CFLOG_FLUSH = """
+if redis.call('GET', KEYS[4]) ~= ARGV[2] then return {'fenced', '', 0} end
 local log = KEYS[1]
 local publish = ARGV[1] == '1'
 local maxseq = 0
-local i = 2
+local i = 3
 while i <= #ARGV do
   local kind, step, skey, val = ARGV[i], ARGV[i+1], ARGV[i+2], ARGV[i+3]
   i = i + 4
@@ -67,19 +73,28 @@ end
 return {'ok', '', maxseq}
 """
 
-#: the shared log's ordering step (Boki's sequencer + tag index), conditional on (instance, step)
-#: so that a retry finds the record of the first attempt instead of appending a second one
+#: the shared log's ordering step (Boki's sequencer + tag index; all of Halfmoon's append, one
+#: round trip as in Halfmoon, whose functions append through their node's log engine): the record
+#: goes into the instance's tagged stream (field = step, ``seq|body``), conditional on (instance,
+#: step) so that a retry finds the first attempt's record instead of appending a second one, and,
+#: for a Halfmoon write to a read-optimised object, into that object's version index at its log
+#: position, which is what log-free reads look up.
+#: KEYS: sequencer, the instance's stream, fence, object index (unused without a member).
+#: ARGV: step, body, generation, version member ('' = none)
 SHARED_LOG_ORDER = """
+if redis.call('GET', KEYS[3]) ~= ARGV[3] then return '!fenced' end
 local cur = redis.call('HGET', KEYS[2], ARGV[1])
 if cur then return cur end
 local seq = redis.call('INCR', KEYS[1])
 local rec = seq .. '|' .. ARGV[2]
 redis.call('HSET', KEYS[2], ARGV[1], rec)
+if ARGV[4] ~= '' then redis.call('ZADD', KEYS[4], seq * 1024, ARGV[4]) end
 return rec
 """
 
 #: apply a logged write to the materialised state only if it is newer than what is there
 APPLY_IF_NEWER = """
+if redis.call('GET', KEYS[2]) ~= ARGV[3] then return -1 end
 local q = tonumber(redis.call('HGET', KEYS[1], 'q') or '0')
 if q < tonumber(ARGV[2]) then redis.call('HSET', KEYS[1], 'v', ARGV[1], 'q', ARGV[2]) end
 return 1
@@ -87,31 +102,52 @@ return 1
 
 #: Beldi's atomic "update the row and append to its log" in one conditional operation
 BELDI_WRITE = """
+if redis.call('GET', KEYS[3]) ~= ARGV[3] then return -1 end
 if redis.call('SISMEMBER', KEYS[2], ARGV[2]) == 1 then return 0 end
 redis.call('HSET', KEYS[1], 'v', ARGV[1])
 redis.call('SADD', KEYS[2], ARGV[2])
 return 1
 """
 
-#: take every key for instance ARGV[1], or none: a key is free, held by the instance, or held by
-#: an ancestor (instance ids of children are PARENT.STEP). KEYS[#KEYS] is the commit sequence,
-#: returned on success so the caller's cache token covers the previous holder's writes.
+#: take every key for instance ARGV[1] of generation ARGV[2], or none. A lock's value is
+#: ``instance|generation``; a key is free, held by this instance, or held by an ancestor
+#: (instance ids of children are PARENT.STEP) of the same generation. KEYS[1] is the fence
+#: ({-1} when fenced), KEYS[2] the commit sequence, returned on success so the caller's cache
+#: token covers the previous holder's writes, KEYS[3] the hash holding the instance's result:
+#: once it is logged, nothing is taken ({2, seq}): a late execution (stalled, then resumed after
+#: the first one finished and gave the keys back) would otherwise take keys that no message of
+#: the instance is left to give back if it dies; and what this generation still holds is given
+#: back (an execution whose release was lost to a Redis restart re-runs and lands here). The lock
+#: keys follow.
 LOCK_ACQUIRE = """
+if redis.call('GET', KEYS[1]) ~= ARGV[2] then return {-1, ''} end
 local inst = ARGV[1]
-local n = #KEYS - 1
-for i = 1, n do
+local suffix = '|' .. ARGV[2]
+if redis.call('HEXISTS', KEYS[3], 'res') == 1 then
+  for i = 4, #KEYS do
+    if redis.call('GET', KEYS[i]) == inst .. suffix then redis.call('DEL', KEYS[i]) end
+  end
+  return {2, tonumber(redis.call('GET', KEYS[2]) or '0')}
+end
+for i = 4, #KEYS do
   local owner = redis.call('GET', KEYS[i])
-  if owner and owner ~= inst and string.sub(inst, 1, #owner + 1) ~= owner .. '.' then
-    return {0, owner}
+  if owner then
+    local oinst = string.match(owner, '^(.*)|')
+    local same_gen = string.sub(owner, -#suffix) == suffix
+    if not (same_gen and (oinst == inst or string.sub(inst, 1, #oinst + 1) == oinst .. '.')) then
+      return {0, owner}
+    end
   end
 end
-for i = 1, n do
-  if not redis.call('GET', KEYS[i]) then redis.call('SET', KEYS[i], inst) end
+for i = 4, #KEYS do
+  if not redis.call('GET', KEYS[i]) then redis.call('SET', KEYS[i], inst .. suffix) end
 end
-return {1, tonumber(redis.call('GET', KEYS[#KEYS]) or '0')}
+return {1, tonumber(redis.call('GET', KEYS[2]) or '0')}
 """
 
-#: give back the keys instance ARGV[1] holds (never a key another instance took meanwhile)
+#: give back the keys held as ``instance|generation`` = ARGV[1] (never a key another instance,
+#: or a newer admission of this one, took meanwhile). Not fenced: an execution found fenced
+#: gives back what its generation holds, or a lock taken just before GC would stay forever
 LOCK_RELEASE = """
 for i = 1, #KEYS do
   if redis.call('GET', KEYS[i]) == ARGV[1] then redis.call('DEL', KEYS[i]) end
@@ -145,15 +181,56 @@ return #msgs
 """
 
 #: an idempotency key's request record: created on first use; a reuse with a different request
-#: (digest ARGV[1]) is refused. Returns {state, digest}
+#: (digest ARGV[1]) is refused. KEYS[2] is the instance's generation (the fence), created with
+#: ARGV[5] unless the request is already answered. Returns {state, digest, generation}
 REQUEST_BEGIN = """
 local cur = redis.call('HGET', KEYS[1], 'digest')
-if cur and cur ~= ARGV[1] then return {'mismatch', cur} end
+if cur and cur ~= ARGV[1] then return {'mismatch', cur, ''} end
 if not cur then
   redis.call('HSET', KEYS[1], 'digest', ARGV[1], 'fn', ARGV[2], 'protocol', ARGV[3],
              'state', 'pending', 'created', ARGV[4])
 end
-return {redis.call('HGET', KEYS[1], 'state'), ARGV[1]}
+local state = redis.call('HGET', KEYS[1], 'state')
+local gen = redis.call('GET', KEYS[2])
+if not gen and state ~= 'done' then
+  redis.call('SET', KEYS[2], ARGV[5])
+  gen = ARGV[5]
+end
+return {state, ARGV[1], gen or ''}
+"""
+
+#: an execution's reply, its done-mark and request record, and the removal of its message, in
+#: one script; a fenced execution only drops its message. KEYS: fence, reply list, done set,
+#: request record, processing list. ARGV: generation, reply, instance ('' = not done), now,
+#: number of request-record fields n, n field/value pairs, the raw message
+REPLY = """
+local n = tonumber(ARGV[5])
+local raw = ARGV[6 + 2 * n]
+if redis.call('GET', KEYS[1]) ~= ARGV[1] then
+  redis.call('LREM', KEYS[5], 1, raw)
+  return 0
+end
+redis.call('RPUSH', KEYS[2], ARGV[2])
+redis.call('EXPIRE', KEYS[2], 300)
+if ARGV[3] ~= '' then redis.call('ZADD', KEYS[3], 'NX', ARGV[4], ARGV[3]) end
+for i = 0, n - 1 do redis.call('HSET', KEYS[4], ARGV[6 + 2 * i], ARGV[7 + 2 * i]) end
+redis.call('LREM', KEYS[5], 1, raw)
+return 1
+"""
+
+#: admit a root instance given by the caller (not a fresh id): its generation, created if absent
+ADMIT = """
+local g = redis.call('GET', KEYS[1])
+if g then return g end
+redis.call('SET', KEYS[1], ARGV[1])
+return ARGV[1]
+"""
+
+#: a state change a baseline makes with a plain command, behind the same fence: {0} when fenced,
+#: else {1, reply}. KEYS[1] fence, ARGV[1] generation, ARGV[2..] the command
+FENCED_CALL = """
+if redis.call('GET', KEYS[1]) ~= ARGV[1] then return {0} end
+return {1, redis.call(unpack(ARGV, 2))}
 """
 
 #: bind a namespace to one protocol (first use wins); returns the bound protocol
@@ -166,7 +243,8 @@ return cur
 _SOURCES = dict(cflog_flush=CFLOG_FLUSH, shared_log_order=SHARED_LOG_ORDER,
                 apply_if_newer=APPLY_IF_NEWER, beldi_write=BELDI_WRITE,
                 lock_acquire=LOCK_ACQUIRE, lock_release=LOCK_RELEASE, redeliver=REDELIVER,
-                request_begin=REQUEST_BEGIN, bind_protocol=BIND_PROTOCOL)
+                request_begin=REQUEST_BEGIN, bind_protocol=BIND_PROTOCOL, reply=REPLY,
+                admit=ADMIT, fenced_call=FENCED_CALL)
 _LOCK = threading.Lock()
 _REGISTERED: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
 

@@ -286,6 +286,16 @@ class Store:
         self._trip()
         return script(keys=keys, args=args, client=self.client)
 
+    def transit(self) -> None:
+        """The network part of one round trip (counted, delayed) without sending anything: a
+        pipelined sender pays it concurrently with other requests in flight, then sends in
+        order with :meth:`script_now`."""
+        self._trip()
+
+    def script_now(self, script: Any, keys: list[str], args: list[Any]) -> Any:
+        """A Lua script whose round trip was already paid by :meth:`transit`."""
+        return script(keys=keys, args=args, client=self.client)
+
 
 def process_id() -> str:
     return f"{socket.gethostname()}:{os.getpid()}"

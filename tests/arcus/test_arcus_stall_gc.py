@@ -1,0 +1,96 @@
+"""A worker stalled (SIGSTOP) past its lease while log GC runs must not apply its writes again
+(issue 44). Real worker processes, a real redis-server, real signals.
+
+The stalled execution's message is redelivered when its lease expires; the second execution
+finishes; GC deletes the instance's log; then the first execution resumes (SIGCONT). Before the
+fence it re-applied its increment (counter 2, done-marker twice); now its writes are refused
+inside the same Lua script that would apply them.
+"""
+
+import os
+import signal
+import textwrap
+import time
+
+import pytest
+
+from schedlab.arcus.chaos import ChaosConfig, run_chaos
+from schedlab.arcus.platform import Platform, load_modules
+from schedlab.arcus.policies import final_state
+from schedlab.arcus.runtime import lease_key, proc_key, workers_key
+
+APP = '''
+import time
+from schedlab.arcus import function
+
+@function("stall_bump", keys="k")
+def stall_bump(ctx, arg):
+    value = (ctx.read(arg["k"]) or 0) + 1
+    time.sleep(arg["pause"])          # the window in which the test stops this worker
+    ctx.write(arg["k"], value)
+    ctx.write("marks:" + arg["k"], (ctx.read("marks:" + arg["k"]) or 0) + 1)
+    return value
+'''
+
+
+@pytest.fixture(scope="module")
+def app(tmp_path_factory):
+    """The user module, imported once by the gateway (and again by every worker)."""
+    path = tmp_path_factory.mktemp("stall") / "stall_app.py"
+    path.write_text(textwrap.dedent(APP))
+    return load_modules((str(path),))
+
+
+def _holder(platform: Platform) -> int:
+    """The pid of the worker whose processing list holds a message (the running execution)."""
+    client = platform.client
+    deadline = time.monotonic() + 20
+    while time.monotonic() < deadline:
+        for wid in client.smembers(workers_key(platform.plat)):
+            wid = wid.decode()
+            if client.llen(proc_key(platform.plat, wid)):
+                pid = client.get(lease_key(platform.plat, wid))
+                if pid:
+                    return int(pid)
+        time.sleep(0.01)
+    raise AssertionError("no worker picked the message up")
+
+
+@pytest.mark.parametrize("protocol", ["arcus", "cflog", "halfmoon", "boki", "beldi"])
+def test_stalled_execution_does_not_reapply_after_gc(server, app, protocol):
+    ns = f"stall-{protocol}"
+    names, paths = app
+    with Platform(server.url, workers=2, lease_s=0.5, retention_s=None,
+                  modules=names, paths=paths) as platform:
+        instance = platform.submit("stall_bump", {"k": "c", "pause": 1.0}, protocol=protocol,
+                                   ns=ns, idempotency_key=f"stall-{protocol}")
+        pid = _holder(platform)
+        time.sleep(0.3)  # inside the pause: the read is done, the writes are not
+        os.kill(pid, signal.SIGSTOP)
+        try:
+            deadline = time.monotonic() + 30
+            while platform.status(instance, ns)["state"] != "done":  # redelivered, finished
+                assert time.monotonic() < deadline, "the redelivered execution never finished"
+                time.sleep(0.05)
+            time.sleep(0.6)
+            assert platform.gc(ns, retention_s=0.5) >= 1
+        finally:
+            os.kill(pid, signal.SIGCONT)
+        time.sleep(2.0)  # the resumed execution's pause ends; its writes would land now
+        state = final_state(protocol, platform.client, ns, ["c", "marks:c"])
+        assert state == {"c": 1, "marks:c": 1}, state
+
+
+@pytest.mark.parametrize("protocol", ["arcus", pytest.param("halfmoon", marks=pytest.mark.slow)])
+def test_chaos_with_stalls_kills_and_gc_at_the_shortest_retention(server, protocol):
+    """Outside harness: 4 clients on shared accounts, SIGKILLs, SIGSTOP/SIGCONT of workers for
+    longer than the lease, and GC every 0.2 s at retention == lease; invariants from Redis."""
+    with Platform(server.url, workers=4, lease_s=0.5, retention_s=0.5) as platform:
+        report = run_chaos(ChaosConfig(protocol=protocol, clients=4, requests=10, accounts=6,
+                                       kill_interval_s=0.1, stall_interval_s=0.3, stall_s=0.8,
+                                       gc_interval_s=0.2, min_kills=10, seed=3,
+                                       call_timeout_s=5.0), server, platform)
+    found = report.to_dict()
+    assert found["violations"] == 0 and found["unfinished"] == 0, found
+    assert report.stalls >= 5 and report.kills >= 10, found
+    assert report.gc_runs >= 5 and report.collected > 0, found
