@@ -20,13 +20,7 @@ from schedlab.synergyscale.parity import Loop, max_gap, train_engine, train_plai
 V, D, STEPS = 48, 16, 4
 
 
-@pytest.fixture(autouse=True)
-def _one_torch_thread():
-    """One intra-op thread: OpenMP spinning on a loaded 2-core machine is many times slower."""
-    from schedlab.synergyscale.training import torch_threads
-
-    with torch_threads(1):
-        yield
+pytestmark = pytest.mark.usefixtures("one_torch_thread")
 
 
 class TiedExternal(nn.Module):
