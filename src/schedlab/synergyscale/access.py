@@ -65,6 +65,7 @@ class ParamAccess(TorchFunctionMode):
         super().__init__()
         self.slot_of, self.live = slot_of, live  # live: storage pointer -> fetched slot
         self.access, self.release = access, release
+        self._writes: dict[Any, bool] = {}  # func -> is an in-place write (cached per op)
         self.external_reads = 0  # ops that needed a fetch outside the owning module
 
     def _find(self, args, kwargs) -> list:
@@ -81,10 +82,13 @@ class ParamAccess(TorchFunctionMode):
                     found.append(slot)
         return found
 
-    def _written_slot(self, name: str, args, kwargs):
+    def _written_slot(self, func, name: str, args, kwargs):
         """The managed parameter an in-place op would write (itself or a view of its fetched
         copy, as ``weight.detach()`` in ``nn.Embedding(max_norm=...)``), else None."""
-        if not _is_write(name) and "out" not in kwargs:
+        writes = self._writes.get(func)
+        if writes is None:
+            writes = self._writes[func] = _is_write(name)
+        if not writes and "out" not in kwargs:
             return None
         target = kwargs.get("out") if "out" in kwargs else (args[0] if args else None)
         slot = self.slot_of.get(id(target))
@@ -98,7 +102,7 @@ class ParamAccess(TorchFunctionMode):
     def __torch_function__(self, func, types, args=(), kwargs=None):
         kwargs = kwargs or {}
         name = getattr(func, "__name__", "")
-        written = self._written_slot(name, args, kwargs)
+        written = self._written_slot(func, name, args, kwargs)
         if written is not None:
             raise SchedlabError(
                 f"model writes parameter '{written.name}' in place during forward ({name}); "
