@@ -217,3 +217,39 @@ def test_reading_a_parameter_outside_the_engine_is_loud_not_silent() -> None:
     params, _ = engine.full_state()  # the way to read them
     assert not torch.isnan(params["l1.weight"]).any()
     engine.close()
+
+
+@pytest.mark.parametrize("tier", ["host", "nvme"])
+def test_model_state_dict_holds_the_trained_weights(tier, tmp_path) -> None:
+    """``model.state_dict()`` (what users save) gathers every tier, equal to plain torch's."""
+    loop, batches = Loop(steps=STEPS), _batches(STEPS)
+    ref_model = _make(TiedExternal)()
+    ref_opt = _adam(ref_model)
+    for batch in batches:
+        ref_opt.zero_grad()
+        _loss(ref_model, batch).backward()
+        ref_opt.step()
+    model = _make(TiedExternal)()
+    config = {"device_budget": _tight_budget(TiedExternal, 0), "prefetch_depth": 0}
+    if tier == "nvme":
+        config.update(tier="nvme", nvme_dir=tmp_path)
+    engine = initialize(model, _adam(model), config)
+    for batch in batches:
+        engine.backward(_loss(engine, batch))
+        engine.step()
+    got, want = model.state_dict(), ref_model.state_dict()
+    assert got.keys() == want.keys()
+    assert all(torch.equal(got[k], want[k]) for k in want)
+    assert loop.steps == STEPS
+    engine.close()
+
+
+def test_calling_the_users_optimizer_step_is_refused_in_one_line() -> None:
+    model = _make(TiedExternal)()
+    optimizer = _adam(model)
+    engine = initialize(model, optimizer, {"device_budget": 0.5, "prefetch_depth": 0})
+    engine.backward(_loss(engine, _batches(1)[0]))
+    with pytest.raises(SchedlabError, match="call engine.step"):
+        optimizer.step()
+    engine.step()
+    engine.close()

@@ -259,6 +259,13 @@ class SynergyEngine:
         self._install_hooks()
         self._slot_of = {id(s.param): s for s in self.slots}
         self._access_mode = ParamAccess(self._slot_of, self._live, self._access, self._release)
+        for unit in self.units:  # model.state_dict() gathers the real values from every tier
+            self.handles.append(
+                unit.module.register_state_dict_post_hook(
+                    functools.partial(SynergyEngine._state_dict_values, self)
+                )
+            )
+        self.handles.append(optimizer.register_step_pre_hook(self._refuse_user_step))
 
     # ------------------------------------------------------------------ set-up
     def _build_units(self, optimizer) -> None:
@@ -838,6 +845,30 @@ class SynergyEngine:
         self.timings["optimizer_wait"] += time.perf_counter() - started
 
     # ------------------------------------------------------------- inspection
+    def _param_value(self, slot: _Slot):
+        """An fp32 CPU copy of a slot's master, on whichever tier (after ``synchronize``)."""
+        if self.nvme is not None and not self.units[slot.owner].resident:
+            value = self.nvme.read_now(f"p{slot.index}", slot.numel).view(slot.shape)
+        else:
+            value = slot.master.detach()
+        return value.to("cpu", self.torch.float32, copy=True)
+
+    def _state_dict_values(self, module, state_dict, prefix, local_metadata) -> None:
+        """``model.state_dict()`` post-hook: the offloaded parameters' real values, not their
+        NaN placeholders (``keep_vars=True`` entries, the parameters themselves, are left)."""
+        self.synchronize()
+        for name, param in module._parameters.items():
+            slot = self._slot_of.get(id(param))
+            key = prefix + name
+            if slot is not None and key in state_dict and state_dict[key] is not param:
+                state_dict[key] = self._param_value(slot)
+
+    def _refuse_user_step(self, optimizer, args, kwargs) -> None:
+        raise SchedlabError(
+            "the engine steps the parameters: call engine.step(), not optimizer.step() "
+            "(the optimizer only holds hyper-parameters for the engine and LR schedulers)"
+        )
+
     def full_state(self) -> tuple[dict[str, Any], dict[str, dict[str, Any]]]:
         """fp32 copies of every parameter and its optimizer state, wherever they live."""
         torch = self.torch
@@ -845,11 +876,7 @@ class SynergyEngine:
         params, states = {}, {}
         for unit in self.units:
             for slot in unit.owned:
-                if self.nvme is not None and not unit.resident:
-                    value = self.nvme.read_now(f"p{slot.index}", slot.numel).view(slot.shape)
-                else:
-                    value = slot.master.detach()
-                params[slot.name] = value.to("cpu", torch.float32, copy=True)
+                params[slot.name] = self._param_value(slot)
                 entry = {}
                 for key, item in (unit.optimizer.state.get(slot.master, {}) or {}).items():
                     if (
