@@ -4,6 +4,8 @@ LR schedulers, bf16 autocast and checkpoint save/resume."""
 
 from __future__ import annotations
 
+import math
+
 import pytest
 
 torch = pytest.importorskip("torch")
@@ -231,3 +233,37 @@ def test_step_in_the_middle_of_accumulation_is_one_line() -> None:
         engine(_batches(1)[0][0])
         engine.backward(_loss(engine, _batches(1)[0]))
     engine.close()
+
+
+def test_transformers_gpt2_with_the_usual_fine_tuning_loop(tmp_path) -> None:
+    """transformers' GPT-2 (tied head) with AdamW over decay/no-decay groups, clipping at 1.0,
+    2-step accumulation and a warm-up cosine schedule, on the NVMe tier: bit for bit."""
+    pytest.importorskip("transformers", reason="needs transformers")
+    from schedlab.synergyscale.examples import build_model
+
+    size = dict(vocab_size=V, n_positions=8, n_embd=16, n_layer=2, n_head=2)
+
+    def make_model():
+        return build_model("gpt2", size, seed=0)
+
+    def make_opt(model):
+        decay = [p for n, p in model.named_parameters() if p.dim() >= 2]
+        rest = [p for n, p in model.named_parameters() if p.dim() < 2]
+        return torch.optim.AdamW(
+            [{"params": decay, "weight_decay": 0.01}, {"params": rest, "weight_decay": 0.0}],
+            lr=3e-3,
+        )
+
+    def cosine(optimizer):
+        return torch.optim.lr_scheduler.LambdaLR(
+            optimizer, lambda s: min(1.0, (s + 1) / 2) * 0.5 * (1 + math.cos(math.pi * s / 8))
+        )
+
+    def loss_fn(model, batch):
+        return model(batch[0], labels=batch[0]).loss
+
+    loop = Loop(steps=3, accumulation=2, clip=1.0, make_scheduler=cosine)
+    batches = _batches(6)
+    ref = train_plain(make_model, make_opt, batches, loss_fn, loop)
+    got = train_engine(make_model, make_opt, batches, loss_fn, loop, _nvme(tmp_path))
+    assert max_gap(ref, got) == 0.0
