@@ -13,7 +13,7 @@ torch = pytest.importorskip("torch")
 nn = torch.nn
 F = torch.nn.functional
 
-from schedlab.core.errors import SchedlabError  # noqa: E402
+from schedlab.core.errors import ConfigError, SchedlabError  # noqa: E402
 from schedlab.synergyscale import initialize  # noqa: E402
 from schedlab.synergyscale.parity import Loop, max_gap, train_engine, train_plain  # noqa: E402
 
@@ -253,3 +253,19 @@ def test_calling_the_users_optimizer_step_is_refused_in_one_line() -> None:
         optimizer.step()
     engine.step()
     engine.close()
+
+
+def test_checkpointing_a_class_that_owns_parameters_is_one_line() -> None:
+    model = _make(Reused)()
+    with pytest.raises(ConfigError) as info:
+        initialize(model, _adam(model), {"activation_checkpointing": ["Linear"]})
+    assert "\n" not in str(info.value) and "Linear" in str(info.value)
+
+
+def test_checkpointing_a_reused_block_bit_for_bit() -> None:
+    loop, batches = Loop(steps=STEPS), _batches(STEPS)
+    ref = train_plain(_make(Reused), _adam, batches, _loss, loop)
+    config = {"device_budget": _tight_budget(Reused, 0), "prefetch_depth": 0}
+    config["activation_checkpointing"] = ["Sequential"]
+    got = train_engine(_make(Reused), _adam, batches, _loss, loop, config)
+    assert max_gap(ref, got) == 0.0

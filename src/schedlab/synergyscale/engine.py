@@ -403,6 +403,16 @@ class SynergyEngine:
                 f"{', '.join(sorted(found)[:12])}...)",
                 field="activation_checkpointing",
             )
+        for module in self.model.modules():
+            direct = any(p.requires_grad for p in module.parameters(recurse=False))
+            if type(module).__name__ in wanted and direct:
+                # Its recomputation would run without the unit's fetch hooks (torch's
+                # checkpoint then fails on the saved tensors' metadata): refuse up front.
+                raise ConfigError(
+                    f"class {type(module).__name__!r} owns parameters directly; checkpoint a "
+                    "block class that contains such modules (e.g. a transformer layer)",
+                    field="activation_checkpointing",
+                )
         count = 0
         for module in self.model.modules():
             if type(module).__name__ in wanted:
