@@ -241,7 +241,10 @@ def test_model_state_dict_holds_the_trained_weights(tier, tmp_path) -> None:
     assert got.keys() == want.keys()
     assert all(torch.equal(got[k], want[k]) for k in want)
     assert loop.steps == STEPS
-    engine.close()
+    engine.close()  # hands the model back: a plain module with the trained weights
+    x = batches[0][0]
+    assert torch.equal(model(x), ref_model(x))
+    assert all(torch.equal(model.state_dict()[k], want[k]) for k in want)
 
 
 def test_calling_the_users_optimizer_step_is_refused_in_one_line() -> None:

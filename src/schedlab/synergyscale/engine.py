@@ -952,13 +952,32 @@ class SynergyEngine:
             **self.timings,
         )
 
-    def close(self) -> None:
+    def close(self, restore_model: bool = True) -> None:
+        """Stop the workers and delete NVMe files; with ``restore_model`` first hand the model
+        back as a plain ``nn.Module`` holding the trained fp32 weights (hooks removed), so that
+        ``model(x)`` and ``model.state_dict()`` work without the engine."""
+        if getattr(self, "_closed", False):
+            return
+        self._closed = True
         with contextlib.suppress(Exception):
             self.synchronize()
+        if restore_model:
+            self._restore_model()
         self.io.shutdown(wait=True)
         self.opt_pool.shutdown(wait=True)
         if self.nvme is not None:
             self.nvme.close(remove=not self.config.keep_nvme_files)
+
+    def _restore_model(self) -> None:
+        for handle in self.handles:
+            handle.remove()
+        self.handles = []
+        target = self.device if self.cuda else "cpu"
+        for slot in self.slots:
+            value = self._param_value(slot)
+            slot.param.data = value.to(target)
+            slot.param.grad = None
+        self._live.clear()
 
     def __enter__(self):
         return self
