@@ -79,3 +79,26 @@ def test_bench_initialize_step_nanogpt(benchmark, tmp_path, tier: str, schedule:
 
         benchmark.pedantic(step, rounds=5, warmup_rounds=1)
         engine.close()
+
+
+@pytest.mark.parametrize("traced", [False, True], ids=["plain", "traced"])
+def test_bench_parameter_access_tracer_per_op(benchmark, traced: bool) -> None:
+    """Cost the parameter-access tracer adds to every torch op of the engine's forward and
+    backward (issue 46): 1,000 small ops with and without it (~500 ops per nanoGPT step)."""
+    import contextlib
+
+    import torch
+
+    from schedlab.synergyscale.access import ParamAccess
+
+    a = torch.ones(4)
+    mode = ParamAccess({}, {}, lambda slot: False, lambda slot: None)
+
+    def ops():
+        with mode if traced else contextlib.nullcontext():
+            for _ in range(500):
+                torch.add(a, a)
+                a.mul(2)
+
+    with torch_threads(1):
+        benchmark(ops)

@@ -49,6 +49,8 @@ from pydantic import BaseModel, ConfigDict, Field, field_validator, model_valida
 
 from schedlab.core.errors import BadInputError, ConfigError, SchedlabError
 from schedlab.core.io import validate_model
+from schedlab.synergyscale.access import ParamAccess
+from schedlab.synergyscale.optim import check_optimizer, make_unit_optimizer, sync_hyperparameters
 from schedlab.synergyscale.tiers import BudgetExceededError, MemoryTier
 
 __all__ = ["EngineConfig", "SynergyEngine", "initialize"]
@@ -87,6 +89,19 @@ class EngineConfig(BaseModel):
     device: str = "cpu"
     direct_io: bool = True
     keep_nvme_files: bool = False
+    gradient_accumulation_steps: int = Field(
+        1,
+        ge=1,
+        le=65536,
+        description="backward passes per step(): gradients are summed on the host, as autograd "
+        "sums them into .grad",
+    )
+    gradient_clipping: float | None = Field(
+        None,
+        gt=0,
+        description="clip the global gradient norm to this value before the optimizer steps, "
+        "as torch.nn.utils.clip_grad_norm_ does (steps then wait for the whole backward)",
+    )
     async_fetch: bool | None = Field(
         None,
         description="fetch on the I/O pool (True) or inline (False); None = pool for NVMe or "
@@ -146,6 +161,8 @@ class _Slot:
     saved: bool = False  # backward will read it (a saved tensor refers to it)
     pos: int = 0  # last forward position of a unit using it
     grad_event: Any = None
+    has_grad: bool = False  # host_grad holds a gradient of this step (accumulate into it)
+    dev_version: int = 0  # param._version when fetched: a change means an in-place write
 
 
 @dataclass
@@ -161,6 +178,7 @@ class _Unit:
     step_future: Future | None = None
     state_reads: dict | None = None
     submitted: bool = False
+    group_ids: list[int] = field(default_factory=list)  # user param group of each unit group
 
 
 class _Ref:
@@ -171,9 +189,11 @@ class _Ref:
 
 
 def _placeholder(shape, dtype, device):
+    """One NaN expanded to the shape: a read the engine did not fetch for poisons the loss
+    instead of training quietly on an uninitialised element."""
     import torch
 
-    return torch.empty(1, dtype=dtype, device=device).expand(shape)
+    return torch.full((1,), float("nan"), dtype=dtype, device=device).expand(shape)
 
 
 class SynergyEngine:
@@ -196,6 +216,10 @@ class SynergyEngine:
             self.async_fetch = config.tier == "nvme" or self.cuda
         self.phase = "idle"
         self.step_count = 0
+        self.accumulation = config.gradient_accumulation_steps
+        self.micro = 0  # backward passes since the last step()
+        self.clip = config.gradient_clipping
+        self.grad_norm: float | None = None
         self.forward_order: list[int] = []
         self._order_known = False
         self._live: dict[int, _Slot] = {}  # storage data_ptr -> fetched slot
@@ -233,6 +257,15 @@ class SynergyEngine:
                     p.data = p.data.to(self.device)
         self._materialise(optimizer)
         self._install_hooks()
+        self._slot_of = {id(s.param): s for s in self.slots}
+        self._access_mode = ParamAccess(self._slot_of, self._live, self._access, self._release)
+        for unit in self.units:  # model.state_dict() gathers the real values from every tier
+            self.handles.append(
+                unit.module.register_state_dict_post_hook(
+                    functools.partial(SynergyEngine._state_dict_values, self)
+                )
+            )
+        self.handles.append(optimizer.register_step_pre_hook(self._refuse_user_step))
 
     # ------------------------------------------------------------------ set-up
     def _build_units(self, optimizer) -> None:
@@ -241,11 +274,8 @@ class SynergyEngine:
         for g, group in enumerate(optimizer.param_groups):
             for p in group["params"]:
                 group_of[id(p)] = g
-        self.opt_class = type(optimizer)
-        self.opt_defaults = dict(optimizer.defaults)
-        self.opt_groups = [
-            {k: v for k, v in group.items() if k != "params"} for group in optimizer.param_groups
-        ]
+        check_optimizer(optimizer)
+        self.user_optimizer = optimizer
         self.user_state = optimizer.state
         self.group_of = group_of
         slots: dict[int, _Slot] = {}
@@ -353,12 +383,11 @@ class SynergyEngine:
                     unit_state_target = (slot, slot_state)
                     unit.__dict__.setdefault("_restore", []).append(unit_state_target)
             if masters:
-                param_groups = [
-                    {"params": ps, **self.opt_groups[g]} for g, ps in sorted(groups.items())
-                ]
-                unit.optimizer = self.opt_class(param_groups, **self.opt_defaults)
-                for slot, slot_state in unit.__dict__.pop("_restore", []):
+                unit.optimizer, unit.group_ids = make_unit_optimizer(optimizer, groups)
+                restore = unit.__dict__.pop("_restore", [])
+                for slot, slot_state in restore:
                     unit.optimizer.state[slot.master] = slot_state
+                if restore:
                     self._swap_out_states(unit, wait=True)
         optimizer.state.clear()  # the engine owns the states now
 
@@ -374,6 +403,16 @@ class SynergyEngine:
                 f"{', '.join(sorted(found)[:12])}...)",
                 field="activation_checkpointing",
             )
+        for module in self.model.modules():
+            direct = any(p.requires_grad for p in module.parameters(recurse=False))
+            if type(module).__name__ in wanted and direct:
+                # Its recomputation would run without the unit's fetch hooks (torch's
+                # checkpoint then fails on the saved tensors' metadata): refuse up front.
+                raise ConfigError(
+                    f"class {type(module).__name__!r} owns parameters directly; checkpoint a "
+                    "block class that contains such modules (e.g. a transformer layer)",
+                    field="activation_checkpointing",
+                )
         count = 0
         for module in self.model.modules():
             if type(module).__name__ in wanted:
@@ -475,8 +514,19 @@ class SynergyEngine:
             stream.wait_event(event)
             dev.record_stream(stream)
         slot.dev = dev
+        slot.dev_version = slot.param._version
         slot.param.data = dev
         self._live[dev.untyped_storage().data_ptr()] = slot
+
+    def _access(self, slot: _Slot) -> bool:
+        """An op reads ``slot`` outside its owner's forward: make it usable; True when it was
+        fetched just for that op (the caller releases it right after)."""
+        if slot.resident or slot.dev is not None:
+            self._ensure(slot)  # a resident slot: wait for its unit's step
+            return False
+        prefetched = slot.fetching is not None
+        self._ensure(slot)
+        return not prefetched
 
     def _release(self, slot: _Slot) -> None:
         if slot.resident:
@@ -488,6 +538,11 @@ class SynergyEngine:
             return
         if slot.dev is None:
             return
+        if slot.param._version != slot.dev_version:
+            raise SchedlabError(
+                f"model wrote parameter '{slot.name}' in place (through a view or .detach()); "
+                "the engine trains fetched copies, so the write would be lost"
+            )
         self._live.pop(slot.dev.untyped_storage().data_ptr(), None)
         slot.dev = None
         slot.param.data = _placeholder(slot.shape, self.work_dtype, self.device)
@@ -503,12 +558,12 @@ class SynergyEngine:
                     continue
                 if not self._start_fetch(slot, prefetch=True):
                     return
-            if self.phase == "backward" and self.overlap and not self._stepping(unit):
+            if self.phase == "backward" and self._early_steps() and not self._stepping(unit):
                 self._read_states(unit)
 
     # ------------------------------------------------------------------ hooks
     def _pre_forward(self, unit: _Unit, module, args) -> None:
-        if self.phase == "idle":
+        if self.phase not in ("forward", "backward"):
             raise SchedlabError(
                 "call the engine (engine(batch)), not the model, so that "
                 "offloaded parameters are fetched"
@@ -553,6 +608,11 @@ class SynergyEngine:
     def _unpack(self, packed):
         if isinstance(packed, _Ref):
             slot = packed.slot
+            if self.units[slot.owner].submitted:
+                raise SchedlabError(
+                    f"backward reads parameter '{slot.name}' after its gradient was final "
+                    "and its optimizer step started (a detached use of a trained weight)"
+                )
             if slot.dev is None:
                 self._ensure(slot)
                 self._prefetch(range(slot.pos - 1, slot.pos - 1 - self.depth, -1))
@@ -567,7 +627,12 @@ class SynergyEngine:
             pass  # the gradient stays in param.grad next to the device-resident states
         else:
             grad = param.grad
-            if self.cuda:  # pragma: no cover - needs a GPU
+            if self.cuda and slot.has_grad:  # pragma: no cover - needs a GPU
+                if slot.grad_event is not None:
+                    slot.grad_event.synchronize()
+                    slot.grad_event = None
+                slot.host_grad.add_(grad.to("cpu", torch.float32))
+            elif self.cuda:  # pragma: no cover - needs a GPU
                 ready = torch.cuda.Event()
                 ready.record(torch.cuda.current_stream(self.device))
                 with torch.cuda.stream(self.d2h):
@@ -576,15 +641,18 @@ class SynergyEngine:
                     grad.record_stream(self.d2h)
                     slot.grad_event = torch.cuda.Event()
                     slot.grad_event.record(self.d2h)
+            elif slot.has_grad:
+                slot.host_grad.add_(grad)  # accumulation: old + new, as autograd sums .grad
             else:
                 slot.host_grad.copy_(grad)
+            slot.has_grad = True
             param.grad = None
             slot.master.grad = slot.host_grad
             self._release(slot)
         unit.pending -= 1
         if self.phase == "backward":
             self._prefetch(range(slot.pos - 1, slot.pos - 1 - self.depth, -1))
-            if self.overlap and unit.pending == 0:
+            if self._early_steps() and unit.pending == 0:
                 self._submit_step(unit)
 
     # --------------------------------------------------------------- optimizer
@@ -592,7 +660,7 @@ class SynergyEngine:
         out = []
         for slot in unit.owned:
             for key, value in unit.optimizer.state.get(slot.master, {}).items():
-                if key != "step" and self.torch.is_tensor(value) and value.numel() == slot.numel:
+                if key != "step" and self.torch.is_tensor(value) and value.shape == slot.shape:
                     out.append((slot, key))
         return out
 
@@ -654,6 +722,9 @@ class SynergyEngine:
     def _submit_step(self, unit: _Unit) -> None:
         if unit.submitted or unit.optimizer is None:
             return
+        if unit.step_future is not None:
+            unit.step_future.result()  # last step's: done by now (its forward fetch waited)
+        sync_hyperparameters(unit.optimizer, self.user_optimizer, unit.group_ids)
         unit.submitted = True
         unit.step_future = self.opt_pool.submit(self._step_job, unit)
 
@@ -662,10 +733,16 @@ class SynergyEngine:
         if self.phase == "backward":
             raise SchedlabError("forward called during backward")
         torch = self.torch
+        if self.phase == "idle":
+            self._prepare_step()  # the first forward of a step
         self.phase = "forward"
-        self._prepare_step()
+        for slot in self.slots:
+            slot.saved = False
         try:
-            with torch.autograd.graph.saved_tensors_hooks(self._pack, self._unpack):
+            with (
+                torch.autograd.graph.saved_tensors_hooks(self._pack, self._unpack),
+                self._access_mode,
+            ):
                 out = self.model(*args, **kwargs)
         finally:
             self.phase = "forward-done"
@@ -687,23 +764,36 @@ class SynergyEngine:
 
     def _prepare_step(self) -> None:
         for unit in self.units:
-            unit.pending = len(unit.owned)
             unit.submitted = False
         for slot in self.slots:
-            slot.saved = False
+            slot.has_grad = False
+
+    def _early_steps(self) -> bool:
+        """Optimizer steps may start during this backward: the overlap schedule, no global
+        clipping (it needs every gradient first) and the last accumulated backward."""
+        return self.overlap and self.clip is None and self.micro == self.accumulation
 
     def backward(self, loss) -> None:
         """``loss.backward()`` with gradients offloaded and optimizer steps overlapped."""
         if self.phase != "forward-done":
             raise SchedlabError(
-                "backward() needs a forward through the engine first (one "
-                "backward per step; call step() after it)"
+                "backward() needs a forward through the engine first (one backward per "
+                "forward; gradient_accumulation_steps of them, then step())"
             )
+        if self.micro >= self.accumulation:
+            raise SchedlabError(
+                f"backward() number {self.micro + 1} before step() but "
+                f"gradient_accumulation_steps is {self.accumulation}"
+            )
+        self.micro += 1
+        for unit in self.units:
+            unit.pending = len(unit.owned)
         self.phase = "backward"
         try:
             tail = len(self.forward_order) - 1
             self._prefetch(range(tail, tail - self.depth - 1, -1))
-            loss.backward()
+            with self._access_mode:
+                loss.backward()
         finally:
             self.phase = "backward-done"
             self._finish_pass()
@@ -723,12 +813,33 @@ class SynergyEngine:
         """Run the optimizer steps not yet started (all of them, for offload-only)."""
         if self.phase not in ("backward-done", "idle"):
             raise SchedlabError("step() before backward()")
+        if self.micro not in (0, self.accumulation):
+            raise SchedlabError(
+                f"step() after {self.micro} backward passes but "
+                f"gradient_accumulation_steps is {self.accumulation}"
+            )
+        if self.clip is not None and self.micro:
+            self._clip_gradients()
         for unit in self.units:
             self._submit_step(unit)
+        self.micro = 0
         if not self.overlap:
             self.synchronize()
         self.step_count += 1
+        self.user_optimizer._opt_called = True  # an LR scheduler's check that step() ran
         self.phase = "idle"
+
+    def _clip_gradients(self) -> None:
+        """``torch.nn.utils.clip_grad_norm_`` over every gradient, in ``model.parameters()``
+        order (the slots' order), where the steps will read them: host buffers or, for resident
+        units, ``param.grad``."""
+        for slot in self.slots:
+            if slot.grad_event is not None:  # pragma: no cover - needs a GPU
+                slot.grad_event.synchronize()
+                slot.grad_event = None
+        masters = [slot.master for slot in self.slots]
+        norm = self.torch.nn.utils.clip_grad_norm_(masters, self.clip)
+        self.grad_norm = float(norm)
 
     def zero_grad(self, set_to_none: bool = True) -> None:
         """Gradients are consumed by the offload hooks; nothing is left to clear."""
@@ -744,6 +855,30 @@ class SynergyEngine:
         self.timings["optimizer_wait"] += time.perf_counter() - started
 
     # ------------------------------------------------------------- inspection
+    def _param_value(self, slot: _Slot):
+        """An fp32 CPU copy of a slot's master, on whichever tier (after ``synchronize``)."""
+        if self.nvme is not None and not self.units[slot.owner].resident:
+            value = self.nvme.read_now(f"p{slot.index}", slot.numel).view(slot.shape)
+        else:
+            value = slot.master.detach()
+        return value.to("cpu", self.torch.float32, copy=True)
+
+    def _state_dict_values(self, module, state_dict, prefix, local_metadata) -> None:
+        """``model.state_dict()`` post-hook: the offloaded parameters' real values, not their
+        NaN placeholders (``keep_vars=True`` entries, the parameters themselves, are left)."""
+        self.synchronize()
+        for name, param in module._parameters.items():
+            slot = self._slot_of.get(id(param))
+            key = prefix + name
+            if slot is not None and key in state_dict and state_dict[key] is not param:
+                state_dict[key] = self._param_value(slot)
+
+    def _refuse_user_step(self, optimizer, args, kwargs) -> None:
+        raise SchedlabError(
+            "the engine steps the parameters: call engine.step(), not optimizer.step() "
+            "(the optimizer only holds hyper-parameters for the engine and LR schedulers)"
+        )
+
     def full_state(self) -> tuple[dict[str, Any], dict[str, dict[str, Any]]]:
         """fp32 copies of every parameter and its optimizer state, wherever they live."""
         torch = self.torch
@@ -751,16 +886,12 @@ class SynergyEngine:
         params, states = {}, {}
         for unit in self.units:
             for slot in unit.owned:
-                if self.nvme is not None and not unit.resident:
-                    value = self.nvme.read_now(f"p{slot.index}", slot.numel).view(slot.shape)
-                else:
-                    value = slot.master.detach()
-                params[slot.name] = value.to("cpu", torch.float32, copy=True)
+                params[slot.name] = self._param_value(slot)
                 entry = {}
                 for key, item in (unit.optimizer.state.get(slot.master, {}) or {}).items():
                     if (
                         torch.is_tensor(item)
-                        and item.numel() == slot.numel
+                        and tuple(item.shape) == slot.shape
                         and self.nvme is not None
                         and not unit.resident
                     ):
@@ -821,13 +952,32 @@ class SynergyEngine:
             **self.timings,
         )
 
-    def close(self) -> None:
+    def close(self, restore_model: bool = True) -> None:
+        """Stop the workers and delete NVMe files; with ``restore_model`` first hand the model
+        back as a plain ``nn.Module`` holding the trained fp32 weights (hooks removed), so that
+        ``model(x)`` and ``model.state_dict()`` work without the engine."""
+        if getattr(self, "_closed", False):
+            return
+        self._closed = True
         with contextlib.suppress(Exception):
             self.synchronize()
+        if restore_model:
+            self._restore_model()
         self.io.shutdown(wait=True)
         self.opt_pool.shutdown(wait=True)
         if self.nvme is not None:
             self.nvme.close(remove=not self.config.keep_nvme_files)
+
+    def _restore_model(self) -> None:
+        for handle in self.handles:
+            handle.remove()
+        self.handles = []
+        target = self.device if self.cuda else "cpu"
+        for slot in self.slots:
+            value = self._param_value(slot)
+            slot.param.data = value.to(target)
+            slot.param.grad = None
+        self._live.clear()
 
     def __enter__(self):
         return self
@@ -856,6 +1006,10 @@ class SynergyEngine:
                 "params": params,
                 "states": states,
                 "step": self.step_count,
+                "groups": [
+                    {k: v for k, v in group.items() if k != "params"}
+                    for group in self.user_optimizer.param_groups
+                ],
                 "extra": extra or {},
                 "format": "synergyscale-engine-1",
             },
@@ -886,6 +1040,15 @@ class SynergyEngine:
         if not isinstance(data, dict) or data.get("format") != "synergyscale-engine-1":
             raise BadInputError("not a SynergyScale engine checkpoint", path=path)
         self.load_full_state(data["params"], data["states"])
+        groups = data.get("groups") or []
+        if groups and len(groups) != len(self.user_optimizer.param_groups):
+            raise BadInputError(
+                f"checkpoint has {len(groups)} optimizer parameter groups, the optimizer "
+                f"{len(self.user_optimizer.param_groups)}",
+                path=path,
+            )
+        for group, saved in zip(self.user_optimizer.param_groups, groups, strict=False):
+            group.update(saved)  # lr etc. as at the save, as optimizer.load_state_dict does
         self.step_count = int(data["step"])
         return data.get("extra", {})
 
