@@ -53,8 +53,8 @@ def write_tiny_llama(path: str | Path) -> Path:
     path.mkdir(parents=True, exist_ok=True)
     LlamaConfig(
         vocab_size=16384,
-        hidden_size=64,
-        intermediate_size=128,
+        hidden_size=256,  # head_dim 64: the CPU attention kernels have no 16
+        intermediate_size=512,
         num_hidden_layers=2,
         num_attention_heads=4,
         num_key_value_heads=2,
