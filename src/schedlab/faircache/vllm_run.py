@@ -243,7 +243,33 @@ def engine_run(out_path: str, policy: str = "vtc", model_dir: str | None = None)
     return result
 
 
+def scheduler_run(out_path: str, n: int = 8, model_dir: str | None = None) -> dict:
+    """The two-tenant workload through vLLM's stock ``Scheduler`` (FCFS) and through
+    ``FairCacheVLLMScheduler`` under ``vtc`` and ``faircache``; writes ``drive``'s figures."""
+    import vllm
+    from vllm.v1.core.sched.scheduler import Scheduler
+
+    from schedlab.core.io import write_text
+    from schedlab.faircache.vllm import FairCacheVLLMScheduler
+
+    model = write_tiny_llama(model_dir or Path(out_path).with_suffix(".model"))
+    result: dict[str, Any] = {"vllm": vllm.__version__}
+    for policy in ("fcfs", "vtc", "faircache"):
+        os.environ["SCHEDLAB_FAIRCACHE_POLICY"] = policy
+        cls = Scheduler if policy == "fcfs" else FairCacheVLLMScheduler
+        work = make_requests(two_tenants(n))
+        result[policy] = drive(build_scheduler(cls, model), work)
+    write_text(out_path, json.dumps(result, indent=1))
+    return result
+
+
 if __name__ == "__main__":
-    if len(sys.argv) < 3 or sys.argv[1] != "engine":
-        sys.exit("usage: python -m schedlab.faircache.vllm_run engine OUT.json [vtc|faircache]")
-    engine_run(sys.argv[2], *(sys.argv[3:4] or ["vtc"]))
+    usage = (
+        "usage: python -m schedlab.faircache.vllm_run {engine OUT [vtc|faircache] | drive OUT [N]}"
+    )
+    if len(sys.argv) < 3 or sys.argv[1] not in ("engine", "drive"):
+        sys.exit(usage)
+    if sys.argv[1] == "engine":
+        engine_run(sys.argv[2], *(sys.argv[3:4] or ["vtc"]))
+    else:
+        scheduler_run(sys.argv[2], int(sys.argv[3]) if len(sys.argv) > 3 else 8)
