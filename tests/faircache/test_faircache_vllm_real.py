@@ -110,3 +110,17 @@ def test_the_whole_vllm_engine_on_cpu_charges_what_it_computed(tmp_path):
     assert sum(r["cached"] for r in res["requests"] if r["tenant"] == "A") > 0
     assert all(r["cached"] == 0 for r in res["requests"] if r["tenant"] == "B")
     assert res["charged"] == pytest.approx(computed)
+
+
+def test_backlogged_service_in_the_real_scheduler_is_bounded_by_vtc_not_fcfs(
+    model_dir, monkeypatch
+):
+    # both tenants keep 6 requests outstanding for 400 steps; A's prompts share a 256-token
+    # prefix. Service = VTC's prices over vLLM's own counts (prefill computed, tokens sampled)
+    monkeypatch.setenv("SCHEDLAB_FAIRCACHE_POLICY", "vtc")
+    fcfs = vllm_run.backlogged_run(Scheduler, model_dir, seed=0)
+    vtc = vllm_run.backlogged_run(_fair_cls(), model_dir, seed=0)
+    # VTC's Theorem 4.4 bound, 2U with U = max(w_in * prompt, w_out * batch tokens)
+    two_u = 2 * max(288, 2 * 512)
+    assert vtc["max_diff"] <= two_u < fcfs["max_diff"]
+    assert 0.8 <= vtc["final_ratio"] <= 1.25 and fcfs["final_ratio"] < 0.5

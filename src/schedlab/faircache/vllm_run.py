@@ -21,9 +21,11 @@ from __future__ import annotations
 
 import json
 import os
+import random
 import sys
 import time
 from collections import defaultdict
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -102,7 +104,7 @@ def build_scheduler(
     )
 
 
-def make_requests(work: list[tuple[str, list[int], int]]) -> list[Any]:
+def make_requests(work: list[tuple[str, list[int], int]], start: int = 0) -> list[Any]:
     """vLLM ``Request`` objects with the block hasher vLLM's engine uses (sha256)."""
     from vllm.sampling_params import SamplingParams
     from vllm.utils.hashing import sha256
@@ -112,7 +114,7 @@ def make_requests(work: list[tuple[str, list[int], int]]) -> list[Any]:
     init_none_hash(sha256)
     hasher = get_request_block_hasher(BLOCK, sha256)
     out = []
-    for i, (tenant, tokens, max_tokens) in enumerate(work):
+    for i, (tenant, tokens, max_tokens) in enumerate(work, start):
         params = SamplingParams(
             max_tokens=max_tokens, ignore_eos=True, extra_args={"tenant": tenant}
         )
@@ -129,20 +131,40 @@ def make_requests(work: list[tuple[str, list[int], int]]) -> list[Any]:
     return out
 
 
-def drive(scheduler: Any, requests: list[Any], max_steps: int = 10_000) -> dict[str, Any]:
-    """Add ``requests``, then ``schedule()`` / ``update_from_output`` until all finish; the
-    "model" samples token 7. Returns per-tenant vLLM counts, admission order and charges."""
+def drive(
+    scheduler: Any,
+    requests: list[Any],
+    max_steps: int = 10_000,
+    refill: Callable[[dict[str, int]], list[Any]] | None = None,
+) -> dict[str, Any]:
+    """Add ``requests``, then ``schedule()`` / ``update_from_output`` until all finish (or
+    ``max_steps``); the "model" samples token 7. ``refill(outstanding per tenant)`` is asked
+    before every step for more requests (a backlogged run). Returns per-tenant vLLM counts,
+    admission order, charges and the VTC-priced service of vLLM's counts after every step."""
     from vllm.v1.outputs import ModelRunnerOutput
 
-    tenant = {r.request_id: r.sampling_params.extra_args["tenant"] for r in requests}
+    tenant: dict[str, str] = {}
     prefill: dict[str, int] = defaultdict(int)
     decode: dict[str, int] = defaultdict(int)
     generated: dict[str, int] = defaultdict(int)
     order: list[str] = []
-    for r in requests:
-        scheduler.add_request(r)
+    service: list[dict[str, float]] = []
+
+    def add(batch: list[Any]) -> None:
+        for r in batch:
+            tenant[r.request_id] = r.sampling_params.extra_args["tenant"]
+            scheduler.add_request(r)
+
+    add(requests)
     steps = 0
-    while scheduler.requests and steps < max_steps:
+    while steps < max_steps:
+        if refill is not None:
+            outstanding: dict[str, int] = defaultdict(int)
+            for rid in scheduler.requests:
+                outstanding[tenant[rid]] += 1
+            add(refill(outstanding))
+        if not scheduler.requests:
+            break
         steps += 1
         out = scheduler.schedule()
         sampled = []
@@ -165,6 +187,7 @@ def drive(scheduler: Any, requests: list[Any], max_steps: int = 10_000) -> dict[
             sampled_token_ids=sampled,
         )
         scheduler.update_from_output(out, runner)
+        service.append({t: prefill[t] + 2.0 * generated[t] for t in sorted(set(tenant.values()))})
     fair = scheduler.waiting
     charged = (
         {name: float(fair.sched.charged[t]) for name, t in fair.tenants.items()}
@@ -179,7 +202,46 @@ def drive(scheduler: Any, requests: list[Any], max_steps: int = 10_000) -> dict[
         "generated": dict(generated),
         "charged": charged,
         "unfinished": len(scheduler.requests),
+        "service": service,
     }
+
+
+def hit_bias_source(
+    seed: int, shared: int = 256, unique: int = 32, out: tuple[int, int] = (16, 48)
+) -> Callable[[str], tuple[str, list[int], int]]:
+    """Seeded endless requests: tenant A's prompts share a ``shared``-token prefix (cache hits),
+    B's are random tokens of the same length; output lengths uniform in ``out``."""
+    rng = random.Random(seed)
+    prefix = [rng.randrange(1, 16000) for _ in range(shared)]
+
+    def make(tenant: str) -> tuple[str, list[int], int]:
+        n = unique if tenant == "A" else shared + unique
+        own = [rng.randrange(1, 16000) for _ in range(n)]
+        return tenant, (prefix + own if tenant == "A" else own), rng.randint(*out)
+
+    return make
+
+
+def backlogged_run(
+    cls: type, model_dir: Path, seed: int, steps: int = 400, backlog: int = 6
+) -> dict[str, Any]:
+    """Both tenants keep ``backlog`` requests outstanding for the whole window of ``steps``
+    (the service comparison VTC's bound is about); returns ``drive``'s figures plus the
+    largest service difference over the window by vLLM's own counts (VTC prices)."""
+    make = hit_bias_source(seed)
+    made = [0]
+
+    def refill(outstanding: dict[str, int]) -> list[Any]:
+        work = [make(t) for t in ("A", "B") for _ in range(backlog - outstanding.get(t, 0))]
+        made[0] += len(work)
+        return make_requests(work, made[0] - len(work))
+
+    res = drive(build_scheduler(cls, model_dir), [], max_steps=steps, refill=refill)
+    diffs = [abs(s.get("A", 0.0) - s.get("B", 0.0)) for s in res["service"]]
+    last = res["service"][-1]
+    res["max_diff"] = max(diffs)
+    res["final_ratio"] = last["A"] / last["B"]
+    return res
 
 
 def engine_run(out_path: str, policy: str = "vtc", model_dir: str | None = None) -> dict:
