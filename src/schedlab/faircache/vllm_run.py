@@ -325,13 +325,40 @@ def scheduler_run(out_path: str, n: int = 8, model_dir: str | None = None) -> di
     return result
 
 
+def backlog_runs(out_path: str, seeds: int = 5, model_dir: str | None = None) -> dict:
+    """``backlogged_run`` for FCFS (stock ``Scheduler``), VTC and FairCache over ``seeds``."""
+    from vllm.v1.core.sched.scheduler import Scheduler
+
+    from schedlab.core.io import write_text
+    from schedlab.faircache.vllm import FairCacheVLLMScheduler
+
+    model = write_tiny_llama(model_dir or Path(out_path).with_suffix(".model"))
+    result: dict[str, list] = {}
+    for policy in ("fcfs", "vtc", "faircache"):
+        os.environ["SCHEDLAB_FAIRCACHE_POLICY"] = policy
+        cls = Scheduler if policy == "fcfs" else FairCacheVLLMScheduler
+        result[policy] = []
+        for seed in range(seeds):
+            res = backlogged_run(cls, model, seed)
+            keep = ("prefill_computed", "generated", "max_diff", "final_ratio", "steps")
+            result[policy].append({k: res[k] for k in keep} | {"seed": seed})
+    write_text(out_path, json.dumps(result, indent=1))
+    return result
+
+
+def main(argv: list[str]) -> None:
+    """``engine OUT [vtc|faircache]``, ``drive OUT [N]`` or ``backlog OUT [SEEDS]``."""
+    runs = {
+        "engine": lambda out, arg: engine_run(out, arg or "vtc"),
+        "drive": lambda out, arg: scheduler_run(out, int(arg or 8)),
+        "backlog": lambda out, arg: backlog_runs(out, int(arg or 5)),
+    }
+    if len(argv) < 2 or argv[0] not in runs:
+        sys.exit(
+            "usage: python -m schedlab.faircache.vllm_run {" + " | ".join(runs) + "} OUT [ARG]"
+        )
+    runs[argv[0]](argv[1], argv[2] if len(argv) > 2 else None)
+
+
 if __name__ == "__main__":
-    usage = (
-        "usage: python -m schedlab.faircache.vllm_run {engine OUT [vtc|faircache] | drive OUT [N]}"
-    )
-    if len(sys.argv) < 3 or sys.argv[1] not in ("engine", "drive"):
-        sys.exit(usage)
-    if sys.argv[1] == "engine":
-        engine_run(sys.argv[2], *(sys.argv[3:4] or ["vtc"]))
-    else:
-        scheduler_run(sys.argv[2], int(sys.argv[3]) if len(sys.argv) > 3 else 8)
+    main(sys.argv[1:])
