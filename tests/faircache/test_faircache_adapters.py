@@ -6,6 +6,7 @@ from __future__ import annotations
 from types import SimpleNamespace
 
 import numpy as np
+import polars as pl
 import pytest
 
 torch = pytest.importorskip("torch")
@@ -367,3 +368,13 @@ def test_vllm_layout_names_what_it_does_not_know():
     sched.swap_waiting = Queue()
     with pytest.raises(ConfigError, match="requests in 'swap_waiting' would bypass fairness"):
         queue_names(sched, Queue, "9.9")
+
+
+def test_vllm_charges_experiment_says_what_ran_and_its_claims_hold(monkeypatch):
+    from schedlab.faircache import vllm_experiment
+
+    monkeypatch.setattr(vllm_experiment, "find_vllm_python", lambda: None)
+    res = vllm_experiment.vllm_charges(n=8, seed=0)
+    assert "vLLM not installed" in res.ran_with and res.ran_with in res.notes
+    assert all(c.holds for c in res.claims), [(c.statement, c.measured) for c in res.claims]
+    assert res.frame.filter(pl.col("tenant") == "A")["prefill_computed"][0] < 288 * 8
