@@ -6,108 +6,22 @@ from __future__ import annotations
 from types import SimpleNamespace
 
 import numpy as np
+import polars as pl
 import pytest
 
 torch = pytest.importorskip("torch")
 pytest.importorskip("transformers")
 
+from schedlab.core.errors import ConfigError  # noqa: E402
 from schedlab.faircache.real_engine import serve  # noqa: E402
 from schedlab.faircache.sglang import FairPolicy  # noqa: E402
-from schedlab.faircache.vllm import FairQueue  # noqa: E402
+from schedlab.faircache.vllm import HIT_READERS, FairQueue  # noqa: E402
+from schedlab.faircache.vllm_shim import VLLMShim  # noqa: E402
 from schedlab.llm.accounting import CostWeights  # noqa: E402
 from schedlab.llm.engine import EngineOptions, request_tokens  # noqa: E402
 from schedlab.llm.requests import BlockIds, Request, Trace  # noqa: E402
 
 PRICES = CostWeights()  # compute-only prices: both sides charge identically
-
-
-class VLLMShim:
-    """Drives FairQueue the way vLLM's Scheduler does: peek, pop, prepend, update_from_output."""
-
-    name = "vllm-shim"
-
-    def __init__(self, policy: str) -> None:
-        self.policy = policy
-
-    def bind(self, view) -> None:
-        self.n = view.n_tenants
-        self.q = FairQueue(
-            self.policy,
-            block_size=16,
-            max_tenants=self.n,
-            weights=PRICES,
-            tenant_of=lambda r: r.sampling_params.extra_args["tenant"],
-            cached_tokens=lambda r: view.cached_tokens(r.req),
-        )
-        self.ext: dict[int, SimpleNamespace] = {}
-        self.running: dict[str, SimpleNamespace] = {}
-        self.scheduled: dict[str, int] = {}
-
-    def on_arrival(self, req: Request, now: float) -> None:
-        ext = SimpleNamespace(
-            request_id=f"r{req.rid}",
-            num_prompt_tokens=req.input_len,
-            num_tokens=req.input_len,  # vLLM: prompt + generated so far
-            num_computed_tokens=0,
-            num_cached_tokens=0,
-            block_hashes=[],
-            arrival_time=now,
-            req=req,
-            sampling_params=SimpleNamespace(
-                extra_args={"tenant": f"t{req.tenant}"}, max_tokens=req.output_len
-            ),
-        )
-        self.ext[req.rid] = ext
-        self.q.add_request(ext)
-
-    def pick(self, now: float):
-        if not self.q:
-            return None
-        self.q.peek_request()
-        return self.q.pop_request().req
-
-    def unpick(self, req: Request) -> None:
-        self.q.prepend_request(self.ext[req.rid])
-
-    def on_admit(self, req: Request, usage) -> None:
-        ext = self.ext[req.rid]
-        if ext.num_cached_tokens == 0:  # vLLM sets it at the first scheduling only
-            ext.num_cached_tokens = ext.num_tokens - usage.computed_tokens
-        ext.num_computed_tokens = ext.num_tokens  # schedule() advanced it over the prefill
-        ext.block_hashes = [b[0] for b in usage.reused] + [b[0] for b in usage.computed]
-        self.running[ext.request_id] = ext
-        self.scheduled[ext.request_id] = usage.computed_tokens
-
-    def on_iteration(self, out, kv, host, io) -> None:
-        for rid, ext in self.running.items():
-            if rid not in self.scheduled:
-                ext.num_computed_tokens += 1  # a decode step: schedule() advanced it by one
-        steps = {rid: self.scheduled.get(rid, 1) for rid in self.running}
-        self.q.on_step(steps, self.running)
-        self.scheduled.clear()
-        for ext in self.running.values():  # update_from_output appends the sampled token
-            ext.num_tokens += 1
-
-    def on_preempt(self, req: Request) -> None:
-        # vLLM's _preempt_request: KV freed, num_computed_tokens = 0, prepended to waiting
-        ext = self.ext[req.rid]
-        del self.running[ext.request_id]
-        ext.num_computed_tokens = 0
-        self.q.prepend_request(ext)
-
-    def on_finish(self, req: Request, now: float) -> None:
-        rid = self.ext.pop(req.rid).request_id
-        del self.running[rid]
-        self.q.on_finished(rid)
-
-    def forget(self, block) -> None:
-        return None
-
-    def queued(self) -> np.ndarray:
-        counts = np.zeros(self.n, dtype=np.int64)
-        for ext in self.q:
-            counts[ext.req.tenant] += 1
-        return counts
 
 
 class SGLangShim(VLLMShim):
@@ -194,7 +108,7 @@ OPTS = EngineOptions(max_batch=3, gpu_blocks=96)
 def test_vllm_queue_makes_the_same_decisions_as_the_scheduler(policy):
     trace = _trace()
     direct = serve(trace, policy, "lru", OPTS, weights=PRICES)
-    shim = VLLMShim(policy)
+    shim = VLLMShim(policy, PRICES)
     via = serve(trace, shim, "lru", OPTS, weights=PRICES)
     assert via.requests["rid"].to_list() == direct.requests["rid"].to_list()
     # the counters it kept from vLLM-visible fields equal the engine's own accounting
@@ -207,7 +121,7 @@ def test_vllm_queue_makes_the_same_decisions_as_the_scheduler(policy):
 def test_vllm_queue_charges_preempted_requests_as_the_engine_does(policy):
     # a pool too small for every running request's output: the engine preempts by recompute
     # (prompt + generated tokens prefilled again); the queue, fed only vLLM-visible fields
-    # (num_tokens, num_computed_tokens, num_cached_tokens), keeps the engine's own counters
+    # (num_tokens, num_computed_tokens, prefill_stats), keeps the engine's own counters
     ids = BlockIds(1)
     system = ids.fresh(2)
     reqs = [Request(i, 0, 0.0, 40, 30, system + ids.fresh(1)) for i in range(5)]
@@ -216,7 +130,7 @@ def test_vllm_queue_charges_preempted_requests_as_the_engine_does(policy):
     opts = EngineOptions(max_batch=3, gpu_blocks=10, preemption=True)
     direct = serve(trace, policy, "lru", opts, weights=PRICES)
     assert direct.summary["preemptions"] > 0 and direct.tenants["recomputed_tokens"].sum() > 0
-    shim = VLLMShim(policy)
+    shim = VLLMShim(policy, PRICES)
     via = serve(trace, shim, "lru", opts, weights=PRICES)
     assert via.requests["rid"].to_list() == direct.requests["rid"].to_list()
     assert via.summary["preemptions"] == direct.summary["preemptions"]
@@ -250,8 +164,6 @@ def test_sglang_hook_charges_what_the_engine_measured_and_protects_light_tenants
 
 
 def test_vllm_queue_rejects_bad_configuration(monkeypatch):
-    from schedlab.core.errors import ConfigError
-
     with pytest.raises(ConfigError, match="VTC-family"):
         FairQueue("fcfs")
     monkeypatch.setenv("SCHEDLAB_FAIRCACHE_WEIGHTS", "acme")
@@ -272,7 +184,7 @@ def test_vllm_queue_charges_a_preempted_request_again_and_peeks_without_charging
         t="x",
         num_prompt_tokens=40,
         num_computed_tokens=0,
-        num_cached_tokens=0,
+        prefill_stats=SimpleNamespace(num_cached_tokens=0),
         sampling_params=None,
     )
     b = SimpleNamespace(
@@ -280,7 +192,7 @@ def test_vllm_queue_charges_a_preempted_request_again_and_peeks_without_charging
         t="y",
         num_prompt_tokens=10,
         num_computed_tokens=0,
-        num_cached_tokens=0,
+        prefill_stats=SimpleNamespace(num_cached_tokens=0),
         sampling_params=None,
     )
     q.add_request(a)
@@ -332,7 +244,11 @@ def test_vllm_queue_tells_faircache_when_an_admitted_request_finishes():
     def req(rid):
         sp = SimpleNamespace(max_tokens=4, extra_args=None)
         return SimpleNamespace(
-            request_id=rid, num_prompt_tokens=8, num_computed_tokens=8, sampling_params=sp
+            request_id=rid,
+            num_prompt_tokens=8,
+            num_computed_tokens=8,
+            sampling_params=sp,
+            prefill_stats=SimpleNamespace(num_cached_tokens=0),
         )
 
     a, b = req("a"), req("b")
@@ -346,3 +262,120 @@ def test_vllm_queue_tells_faircache_when_an_admitted_request_finishes():
     assert q.sched.prepaid[0] > 0 and q.sched.in_flight[0] == 1
     q.on_finished("b")
     assert q.sched.in_flight[0] == 0 and q.sched.prepaid[0] == 0.0
+
+
+def _vllm032_request(rid, tenant, prompt, cached=None, computed=0):
+    """A request shaped like vLLM 0.32's: the hit lives in prefill_stats, not num_cached_tokens."""
+    stats = None if cached is None else SimpleNamespace(num_cached_tokens=cached)
+    return SimpleNamespace(
+        request_id=rid,
+        t=tenant,
+        num_prompt_tokens=prompt,
+        num_computed_tokens=computed,
+        prefill_stats=stats,
+        sampling_params=SimpleNamespace(max_tokens=4, extra_args=None),
+    )
+
+
+def test_vllm_queue_charges_only_what_vllm_computed_when_the_hit_is_in_prefill_stats():
+    # issue 47: vLLM 0.32 keeps the hit in request.prefill_stats.num_cached_tokens; the adapter
+    # read request.num_cached_tokens (gone) through getattr -> 0 and charged the whole prompt
+    q = FairQueue("vtc", max_tenants=2, tenant_of=lambda r: r.t)
+    a = _vllm032_request("a", "x", 288, cached=256)
+    q.add_request(a)
+    assert q.pop_request() is a
+    a.num_computed_tokens = 288  # schedule(): the 256 cached plus 32 computed
+    q.on_step({"a": 32}, {"a": a})
+    assert q.counters()["x"] == 32 + 2  # 32 prefill tokens, one sampled token (w_out 2)
+
+
+def test_vllm_queue_refuses_a_request_without_a_known_hit_field():
+    q = FairQueue("vtc", max_tenants=1, tenant_of=lambda r: r.t)
+    a = _vllm032_request("a", "x", 64, cached=None)  # no prefill_stats: not a silent 0
+    q.add_request(a)
+    q.pop_request()
+    a.num_computed_tokens = 64
+    with pytest.raises(ConfigError, match="prefill_stats.num_cached_tokens"):
+        q.on_step({"a": 64}, {"a": a})
+    legacy = FairQueue(
+        "vtc", max_tenants=1, tenant_of=lambda r: r.t, prefix_hit=HIT_READERS["num_cached_tokens"]
+    )
+    b = SimpleNamespace(**vars(_vllm032_request("b", "x", 64)), num_cached_tokens=-1)
+    legacy.add_request(b)
+    legacy.pop_request()
+    b.num_computed_tokens = 64
+    with pytest.raises(ConfigError, match="no num_cached_tokens"):
+        legacy.on_step({"b": 64}, {"b": b})
+
+
+def test_vllm_kv_holding_queue_is_fair_and_charges_only_what_is_left_to_compute():
+    # vLLM 0.32 drains kv_holding_waiting (requests already holding KV) before waiting; a
+    # plain FCFS queue there let those requests bypass fairness
+    q = FairQueue("vtc", max_tenants=2, tenant_of=lambda r: r.t)
+    hold = q.holding()
+    x1 = _vllm032_request("x1", "x", 100, cached=0, computed=96)  # e.g. a finished KV load
+    x2 = _vllm032_request("x2", "x", 100, cached=0, computed=96)
+    y1 = _vllm032_request("y1", "y", 100, cached=0, computed=96)
+    q.add_request(_vllm032_request("w", "x", 50, cached=0))  # x has a counter already
+    w = q.pop_request()
+    w.num_computed_tokens = 50
+    q.on_step({"w": 50}, {"w": w})
+    for r in (x1, x2, y1):
+        hold.add_request(r)
+    assert len(hold) == 3 and {r.request_id for r in hold} == {"x1", "x2", "y1"}
+    assert hold.peek_request() is y1 and hold.pop_request() is y1  # y has less service
+    assert q.counters()["y"] == 4.0  # provisional: 100 tokens, 96 already held
+    hold.prepend_request(y1)  # skipped: the provisional charge is returned
+    assert q.counters()["y"] == 0.0 and hold.peek_request() is y1
+    hold.pop_request()
+    y1.num_computed_tokens = 100
+    q.on_step({"y1": 4}, {"y1": y1})
+    assert q.counters()["y"] == 4.0 + 2.0
+    hold.remove_request(x2)
+    assert hold.pop_request() is x1 and not hold
+
+
+def test_vllm_layout_names_what_it_does_not_know():
+    from dataclasses import dataclass
+
+    from schedlab.faircache.vllm_layout import hit_field, queue_names
+
+    @dataclass
+    class PrefillStats:
+        num_cached_tokens: int = 0
+
+    class New:
+        def __init__(self):
+            self.prefill_stats = PrefillStats()
+
+    class Old:
+        def __init__(self):
+            self.num_cached_tokens = -1
+
+    class Neither:
+        def __init__(self):
+            self.num_computed_tokens = 0
+
+    assert hit_field(New, PrefillStats, "0.32.0") == "prefill_stats"
+    assert hit_field(Old, None, "0.10.0") == "num_cached_tokens"
+    with pytest.raises(ConfigError, match="vLLM 9.9: Request has neither"):
+        hit_field(Neither, PrefillStats, "9.9")
+
+    class Queue:
+        pass
+
+    sched = SimpleNamespace(waiting=Queue(), kv_holding_waiting=Queue(), running=[])
+    assert queue_names(sched, Queue, "0.32.0") == ("waiting", "kv_holding_waiting")
+    sched.swap_waiting = Queue()
+    with pytest.raises(ConfigError, match="requests in 'swap_waiting' would bypass fairness"):
+        queue_names(sched, Queue, "9.9")
+
+
+def test_vllm_charges_experiment_says_what_ran_and_its_claims_hold(monkeypatch):
+    from schedlab.faircache import vllm_experiment
+
+    monkeypatch.setattr(vllm_experiment, "find_vllm_python", lambda: None)
+    res = vllm_experiment.vllm_charges(n=8, seed=0)
+    assert "vLLM not installed" in res.ran_with and res.ran_with in res.notes
+    assert all(c.holds for c in res.claims), [(c.statement, c.measured) for c in res.claims]
+    assert res.frame.filter(pl.col("tenant") == "A")["prefill_computed"][0] < 288 * 8

@@ -584,4 +584,5 @@ def _bar(frame: pl.DataFrame, x: str, ys: list[str], ylabel: str, xlabel: str) -
     return Figure.from_matplotlib(fig, f"faircache-{ylabel.split()[0]}-{x}", ylabel)
 
 
-from schedlab.faircache import engine_experiments  # noqa: E402,F401  (registers engine_vtc)
+# registers engine_vtc and vllm_charges
+from schedlab.faircache import engine_experiments, vllm_experiment  # noqa: E402,F401

