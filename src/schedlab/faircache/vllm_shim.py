@@ -13,8 +13,8 @@ from types import SimpleNamespace
 
 import numpy as np
 
-from schedlab.llm.accounting import CostWeights
 from schedlab.faircache.vllm import FairQueue
+from schedlab.llm.accounting import CostWeights
 from schedlab.llm.requests import Request
 
 
