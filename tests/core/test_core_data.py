@@ -105,11 +105,10 @@ def test_no_module_finds_data_by_its_place_in_the_source_tree():
 
 
 def test_readers_ask_the_resolver_when_called_not_at_import(tmp_path, monkeypatch):
-    from schedlab.traces.alibaba_gpu2023 import shared_trace
-
     from schedlab.couchsurfer.interference import shared_measurements
     from schedlab.edge_llm.alibaba import default_path
     from schedlab.mec_coalition.experiment import eua_dir
+    from schedlab.traces.alibaba_gpu2023 import shared_trace
     from schedlab.xbucket.experiment import real_traces
 
     monkeypatch.setenv(data.ENV, str(tmp_path))  # after the imports: must still count
