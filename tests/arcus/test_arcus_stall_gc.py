@@ -88,7 +88,7 @@ def test_chaos_with_stalls_kills_and_gc_at_the_shortest_retention(server, protoc
     with Platform(server.url, workers=4, lease_s=0.5, retention_s=0.5) as platform:
         report = run_chaos(ChaosConfig(protocol=protocol, clients=4, requests=10, accounts=6,
                                        kill_interval_s=0.1, stall_interval_s=0.3, stall_s=0.8,
-                                       gc_interval_s=0.2, min_kills=10, seed=3,
+                                       gc_interval_s=0.2, min_kills=10, min_stalls=5, seed=3,
                                        call_timeout_s=5.0), server, platform)
     found = report.to_dict()
     assert found["violations"] == 0 and found["unfinished"] == 0, found

@@ -63,6 +63,7 @@ class ChaosConfig:
     #: slow down, sees proportionally fewer kills instead of a livelock of retries)
     max_kills_per_request: float = 2.0
     min_kills: int = 0  # clients keep issuing requests (up to 20x) until this many kills
+    min_stalls: int = 0  # ... and this many stalls (a fast machine finishes before they come)
     # (and until every Redis restart is done)
     redis_restarts: int = 0  # Redis SIGKILL + restart during the run
     redis_down_s: float = 0.3
@@ -239,7 +240,7 @@ def _accounts_for(cfg: ChaosConfig, client: int) -> list[str]:
 
 def _client(platform: Platform, cfg: ChaosConfig, ns: str, client: int, legs: list[_Leg],
             answers: dict[str, Any], report: ChaosReport, lock: threading.Lock,
-            deadline: float, killer: _Killer | None) -> None:
+            deadline: float, killer: _Killer | None, staller: _Staller | None = None) -> None:
     rng = random.Random(cfg.seed * 1000 + client)
     mine = _accounts_for(cfg, client)
     caller: Any = _HttpClient(platform) if cfg.http else platform
@@ -247,6 +248,7 @@ def _client(platform: Platform, cfg: ChaosConfig, ns: str, client: int, legs: li
     while True:
         i += 1
         wanted = ((killer is not None and killer.kills < cfg.min_kills)
+                  or (staller is not None and staller.stalls < cfg.min_stalls)
                   or report.redis_restarts < cfg.redis_restarts)
         if i >= cfg.requests and not (wanted and i < 20 * cfg.requests):
             break
@@ -368,7 +370,7 @@ def run_chaos(cfg: ChaosConfig, redis: RedisServer, platform: Platform) -> Chaos
     deadline = start + 600.0
     threads = [threading.Thread(target=_client, daemon=True, name=f"chaos-client-{c}",
                                 args=(platform, cfg, ns, c, legs, answers, report, lock,
-                                      deadline, killer))
+                                      deadline, killer, staller))
                for c in range(cfg.clients)]
     if killer is not None:
         killer.start()
