@@ -398,8 +398,8 @@ def serve(
     _die_with_parent()
     if cpu is not None:
         os.sched_setaffinity(0, {cpu})
-    if nice:  # before any thread starts: Linux threads inherit their creator's nice value
-        os.setpriority(os.PRIO_PROCESS, 0, nice)
+    if nice:
+        _raise_priority(nice)
     site = Site(role, model, threads, client_delay_s, link_delay_s, pace_bps)
     threading.Thread(target=site.work, daemon=True).start()
     listener = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
@@ -413,6 +413,19 @@ def serve(
         conn, _ = listener.accept()
         conn.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
         threading.Thread(target=_handle, args=(site, conn), daemon=True).start()
+
+
+def _raise_priority(nice: int) -> None:
+    """Run this site at ``nice`` against every other job on the machine. With the kernel's
+    autogroup scheduling (``/proc/sys/kernel/sched_autogroup_enabled``) a nice value only
+    ranks threads inside one session's group, and each session's group gets an equal share of
+    a core, so the site starts its own session (its own group) and sets that group's nice; the
+    threads' own nice covers kernels without autogroups. Threads started later inherit it."""
+    with contextlib.suppress(OSError):
+        os.setsid()
+    with contextlib.suppress(OSError):
+        Path("/proc/self/autogroup").write_text(str(nice))
+    os.setpriority(os.PRIO_PROCESS, 0, nice)
 
 
 def _die_with_parent() -> None:
@@ -1085,8 +1098,10 @@ def error_table(rows: list[dict]) -> dict[str, float]:
 
 
 def step_cpu_error(rows: list[dict], cpu_fits: dict[str, StepFit]) -> dict[str, float]:
-    """The delay model's step fits against the steps as the sites' threads ran them, in CPU
-    seconds: the model's own error with contention for the core taken out (MAPE, %)."""
+    """The profile's step fits against the replay's steps, both in the site thread's CPU
+    seconds (MAPE, %): the fits' error with time-sharing of the core taken out. What is left is
+    how differently a step runs in the replay (cold caches after idle gaps, a busy hyperthread
+    sibling) than in the back-to-back profile; the delay model's EWMA correction absorbs it."""
     if set(cpu_fits) != {"cloud", "edge"}:
         return {}
     pre, dec = [], []
