@@ -46,7 +46,8 @@ def simulate(
     policy: list[str] = typer.Option(
         ["online"],
         "--policy",
-        help="online|online-nosm|cloud|split|mix|disagg|distserve (repeat for several).",
+        help="online|online-paper|online-nosm|cloud|split|mix|disagg|distserve|splitwise "
+        "(repeat for several).",
     ),
     requests_csv: Path = typer.Option(
         None,
@@ -57,7 +58,11 @@ def simulate(
         None,
         "--trace",
         help="A schedlab.llm trace (Mooncake/Azure/"
-        "BurstGPT); SNRs are drawn and SLOs set to 2 s / 80 ms.",
+        "BurstGPT) or a Mooncake CSV (timestamp_ms,input_length,output_length, as vendored); "
+        "SNRs are drawn and SLOs set to 2 s / 80 ms.",
+    ),
+    trace_format: str = typer.Option(
+        "auto", "--format", help="auto|mooncake|mooncake-csv|azure|burstgpt (for --trace)."
     ),
     n: int = typer.Option(1000, "--n", help="Generated requests (no --requests/--trace)."),
     rate: float = typer.Option(1.5, "--rate", help="Generated arrival rate, req/s."),
@@ -105,7 +110,7 @@ def simulate(
             raise BadInputError("give one of --requests, --trace, --alibaba", field="alibaba")
         reqs = replay(n, rate, seed, alibaba)
     else:
-        reqs = _load(requests_csv, trace, n, rate, (snr_min, snr_max), seed)
+        reqs = _load(requests_csv, trace, n, rate, (snr_min, snr_max), seed, trace_format)
     cfg = (
         EdgeConfig(
             model=model,
@@ -155,19 +160,35 @@ def _load(
     rate: float,
     snr: tuple[float, float],
     seed: int,
+    fmt: str = "auto",
 ):
     from schedlab.core.errors import BadInputError
-    from schedlab.edge_llm.workloads import from_trace, generate, read_requests
+    from schedlab.edge_llm.workloads import from_trace, generate, mooncake, read_requests
 
     if requests_csv is not None and trace is not None:
         raise BadInputError("give --requests or --trace, not both", field="requests")
     if requests_csv is not None:
         return read_requests(requests_csv, seed)
     if trace is not None:
-        from schedlab.llm.traces import read_trace
+        from schedlab.llm.traces import READERS, read_trace
 
-        return from_trace(read_trace(trace), seed, snr)
+        valid = ("auto", "mooncake-csv", *READERS)
+        if fmt not in valid:
+            raise BadInputError(f"unknown trace format {fmt!r}; valid: {', '.join(valid)}",
+                                field="format")
+        if fmt == "mooncake-csv" or (fmt == "auto" and _is_mooncake_csv(trace)):
+            return mooncake(1.0, seed, snr, path=trace)
+        return from_trace(read_trace(trace, None if fmt == "auto" else fmt), seed, snr)
     return generate(n, rate, seed, snr)
+
+
+def _is_mooncake_csv(path: Path) -> bool:
+    """A CSV whose header names Mooncake's fields (the form of the vendored slice)."""
+    if path.suffix.lower() != ".csv" or not path.is_file():
+        return False
+    with open(path, encoding="utf-8", errors="replace") as handle:
+        header = {h.strip() for h in handle.readline().split(",")}
+    return {"timestamp_ms", "input_length", "output_length"} <= header
 
 
 @app.command()
