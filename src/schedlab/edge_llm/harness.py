@@ -627,7 +627,8 @@ def pin_plan(threads: dict[str, int]) -> dict[str, int]:
     cores = sorted(os.sched_getaffinity(0))
     if len(cores) < 2:
         raise ConfigError(
-            f"pinning needs 2 CPUs, this process may use {len(cores)}", field="pin"
+            f"pinning needs 2 CPUs, this process may use {len(cores)} (--no-pin: unpinned)",
+            field="pin",
         )
     for role, n in threads.items():
         if n != 1:
