@@ -65,3 +65,21 @@ def test_cli_says_how_many_were_refused(tmp_path):
     res = CliRunner().invoke(app, ["simulate", "--requests", str(path), "--model", "qwen3-8b",
                                    "--context", "bogus"])
     assert res.exit_code == 2 and "context" in res.output
+
+
+def test_a_mooncake_csv_goes_through_trace_and_over_context_prompts_are_refused(tmp_path):
+    """The vendored slice's form (timestamp_ms,input_length,output_length) is read by
+    ``--trace`` (auto-detected, or ``--format mooncake-csv``); its over-context prompts are
+    refused with the count said; an unknown --format is a one-line error."""
+    path = tmp_path / "slice.csv"
+    pl.DataFrame(dict(timestamp_ms=[50 * i for i in range(len(LENGTHS))], input_length=LENGTHS,
+                      output_length=[64] * len(LENGTHS))).write_csv(path)
+    for extra in ([], ["--format", "mooncake-csv"]):
+        res = CliRunner().invoke(app, ["simulate", "--trace", str(path), "--model", "qwen3-8b",
+                                       "--policy", "online-paper", "--json", *extra])
+        assert res.exit_code == 0, res.output
+        assert "2 of 6 requests refused" in res.stderr
+        summary = json.loads(res.stdout)["summaries"][0]
+        assert summary["refused"] == 2 and summary["requests"] == 4
+    res = CliRunner().invoke(app, ["simulate", "--trace", str(path), "--format", "sharegpt"])
+    assert res.exit_code == 2 and "format" in res.output

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import math
+import os
 
 import pytest
 
@@ -16,15 +17,20 @@ from schedlab.edge_llm.harness import (  # noqa: E402
     LinkSpec,
     TinyModel,
     error_table,
+    pin_plan,
+    repeated,
 )
 
 LINK = LinkSpec(backhaul_mbps=40.0, backhaul_ms=5.0, wan_ms=20.0)
 REQUESTS = [(0.0, 200, 6), (0.05, 64, 6), (0.1, 320, 6)]
+TWO_CPUS = len(os.sched_getaffinity(0)) >= 2
+ROOT = os.geteuid() == 0
+NICE = -2 if ROOT else 0  # a raised priority needs root
 
 
 @pytest.fixture(scope="module")
 def harness():
-    with Harness(TinyModel(), LINK) as h:
+    with Harness(TinyModel(), LINK, pin=TWO_CPUS, nice=NICE) as h:
         h.profile(lengths=(32, 128, 320), contexts=(32, 320), repeats=2)
         yield h
 
@@ -99,3 +105,49 @@ def test_paced_fallback_then_a_dead_site_fails_fast_and_close_leaves_nothing(har
         h.close()
     assert all(p.poll() is not None for p in h.procs.values())
     assert not h.workdir.exists()
+
+
+@pytest.mark.skipif(not TWO_CPUS, reason="pinning needs two CPUs")
+def test_each_site_runs_on_its_own_core(harness):
+    """Pinned: the cloud and the edge process are each bound to one core, never the same."""
+    cores = {role: os.sched_getaffinity(proc.pid) for role, proc in harness.procs.items()}
+    assert cores == {"cloud": {harness.cpus["cloud"]}, "edge": {harness.cpus["edge"]}}
+    assert harness.cpus["cloud"] != harness.cpus["edge"]
+    with pytest.raises(ConfigError, match="1 thread"):
+        pin_plan({"cloud": 2, "edge": 1})
+
+
+@pytest.mark.skipif(not ROOT, reason="a raised priority needs root")
+def test_sites_run_at_the_raised_priority_in_their_own_scheduler_group(harness):
+    """--nice: each site runs at that nice value, and where the kernel groups threads by
+    session (autogroups, in which a plain nice value ranks nothing against other sessions) each
+    site is its own session whose group carries the nice value; the client gets its own
+    priority back on close."""
+    for proc in harness.procs.values():
+        assert os.getpriority(os.PRIO_PROCESS, proc.pid) == NICE
+        assert os.getsid(proc.pid) == proc.pid
+        group = f"/proc/{proc.pid}/autogroup"
+        if os.path.exists(group):
+            with open(group) as f:
+                assert f.read().split()[-1] == str(NICE)
+    with pytest.raises(ConfigError, match="nice"):
+        Harness(TinyModel(), LINK, nice=-30)
+
+
+def test_repeats_report_prediction_error_per_mode_with_intervals(harness):
+    """Each repeat is its own seeded stream with the policy order rotated; per mode the mean
+    and 95% CI over repeats of measured E2E and of the prediction error; online against the
+    best fixed mode of the same repeat; the sites' CPU share says how contended they were."""
+    out = repeated(2, n=3, rate=20.0, policies=("cloud", "online"), harness=harness)
+    assert [(r["repeat"], r["policy"]) for r in out["runs"]] == [
+        (0, "cloud"), (0, "online"), (1, "online"), (1, "cloud")]
+    for policy in ("cloud", "online"):
+        stats = out["per_mode"][policy]
+        for key in ("mean_e2e", "mean_e2e_err", "e2e_mape", "ttft_mape", "tpot_mape"):
+            mean, half = stats[key]
+            assert math.isfinite(mean) and half >= 0
+        assert 0.0 < stats["cpu_share"][0] <= 1.05
+    assert len(out["online"]["gain_vs_best_fixed"]) == 2
+    assert out["pinned"] == harness.cpus
+    with pytest.raises(BadInputError, match="repeats"):
+        repeated(0, harness=harness)

@@ -146,3 +146,17 @@ def test_every_mode_can_win_somewhere():
     for cfg in (EdgeConfig(), EdgeConfig(cloud_sm_budget=0.3), EdgeConfig(edge_gpu="a800")):
         seen |= set(simulate(reqs, "online", cfg).requests["mode"].unique().to_list())
     assert seen == {"cloud", "split", "mix", "disagg"}
+
+
+def test_the_paper_router_keeps_to_the_papers_three_modes():
+    """online-paper is the paper's router: cloud-only, split (cloud prefill, edge decode) and
+    mix (edge-local); the fourth direction (edge prefill, cloud decode) is never taken, even
+    where the four-mode router takes it for most requests (a congested cloud)."""
+    reqs = generate(120, 3.0, seed=1)
+    cfg = EdgeConfig(cloud_sm_budget=0.3)
+    four = simulate(reqs, "online", cfg).summary
+    paper = simulate(reqs, "online-paper", cfg).summary
+    assert four["n_disagg"] > 60
+    assert paper["n_disagg"] == 0
+    assert paper["n_cloud"] + paper["n_split"] + paper["n_mix"] == 120
+    assert paper["n_split"] + paper["n_mix"] > 0  # the congested cloud sheds work

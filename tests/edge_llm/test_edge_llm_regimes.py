@@ -31,6 +31,27 @@ def test_sweep_compares_online_with_every_baseline_on_the_same_requests():
         base = point.filter(point["policy"].is_in(list(BASELINES)))
         assert row["best_e2e"] == pytest.approx(base["mean_e2e"].min())
         assert row["n_cloud"] + row["n_split"] + row["n_mix"] + row["n_disagg"] == 60
+        # the paired interval brackets the point estimate
+        assert row["gain_lo"] <= row["gain_pct"] + 1e-9 <= row["gain_hi"] + 2e-9
+
+
+def test_paired_gain_interval_tells_a_tie_from_a_loss():
+    import polars as pl
+
+    from schedlab.edge_llm.sweep import paired_gain_ci
+
+    rng = np.random.default_rng(0)
+    peer = pl.DataFrame({"rid": range(200), "e2e": rng.uniform(1.0, 5.0, 200)})
+    assert paired_gain_ci(peer, peer) == (0.0, 0.0)
+    # the same requests each 1% slower: significantly worse, although the workload's own
+    # spread (1-5 s) dwarfs the difference
+    slower = peer.with_columns(pl.col("e2e") * 1.01)
+    lo, hi = paired_gain_ci(slower, peer)
+    assert hi < 0 and lo == pytest.approx(-1.0, abs=0.01)
+    # a few requests worse, a few better, by the same amounts: a tie (0 inside the interval)
+    noisy = peer.with_columns(pl.col("e2e") + rng.normal(0.0, 0.2, 200))
+    lo, hi = paired_gain_ci(noisy, peer)
+    assert lo < 0 < hi
 
 
 def test_trace_readers_drive_a_replay():

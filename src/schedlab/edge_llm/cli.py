@@ -46,7 +46,8 @@ def simulate(
     policy: list[str] = typer.Option(
         ["online"],
         "--policy",
-        help="online|online-nosm|cloud|split|mix|disagg|distserve (repeat for several).",
+        help="online|online-paper|online-nosm|cloud|split|mix|disagg|distserve|splitwise "
+        "(repeat for several).",
     ),
     requests_csv: Path = typer.Option(
         None,
@@ -57,7 +58,11 @@ def simulate(
         None,
         "--trace",
         help="A schedlab.llm trace (Mooncake/Azure/"
-        "BurstGPT); SNRs are drawn and SLOs set to 2 s / 80 ms.",
+        "BurstGPT) or a Mooncake CSV (timestamp_ms,input_length,output_length, as vendored); "
+        "SNRs are drawn and SLOs set to 2 s / 80 ms.",
+    ),
+    trace_format: str = typer.Option(
+        "auto", "--format", help="auto|mooncake|mooncake-csv|azure|burstgpt (for --trace)."
     ),
     n: int = typer.Option(1000, "--n", help="Generated requests (no --requests/--trace)."),
     rate: float = typer.Option(1.5, "--rate", help="Generated arrival rate, req/s."),
@@ -105,7 +110,7 @@ def simulate(
             raise BadInputError("give one of --requests, --trace, --alibaba", field="alibaba")
         reqs = replay(n, rate, seed, alibaba)
     else:
-        reqs = _load(requests_csv, trace, n, rate, (snr_min, snr_max), seed)
+        reqs = _load(requests_csv, trace, n, rate, (snr_min, snr_max), seed, trace_format)
     cfg = (
         EdgeConfig(
             model=model,
@@ -155,19 +160,35 @@ def _load(
     rate: float,
     snr: tuple[float, float],
     seed: int,
+    fmt: str = "auto",
 ):
     from schedlab.core.errors import BadInputError
-    from schedlab.edge_llm.workloads import from_trace, generate, read_requests
+    from schedlab.edge_llm.workloads import from_trace, generate, mooncake, read_requests
 
     if requests_csv is not None and trace is not None:
         raise BadInputError("give --requests or --trace, not both", field="requests")
     if requests_csv is not None:
         return read_requests(requests_csv, seed)
     if trace is not None:
-        from schedlab.llm.traces import read_trace
+        from schedlab.llm.traces import READERS, read_trace
 
-        return from_trace(read_trace(trace), seed, snr)
+        valid = ("auto", "mooncake-csv", *READERS)
+        if fmt not in valid:
+            raise BadInputError(f"unknown trace format {fmt!r}; valid: {', '.join(valid)}",
+                                field="format")
+        if fmt == "mooncake-csv" or (fmt == "auto" and _is_mooncake_csv(trace)):
+            return mooncake(1.0, seed, snr, path=trace)
+        return from_trace(read_trace(trace, None if fmt == "auto" else fmt), seed, snr)
     return generate(n, rate, seed, snr)
+
+
+def _is_mooncake_csv(path: Path) -> bool:
+    """A CSV whose header names Mooncake's fields (the form of the vendored slice)."""
+    if path.suffix.lower() != ".csv" or not path.is_file():
+        return False
+    with open(path, encoding="utf-8", errors="replace") as handle:
+        header = {h.strip() for h in handle.readline().split(",")}
+    return {"timestamp_ms", "input_length", "output_length"} <= header
 
 
 @app.command()
@@ -243,18 +264,28 @@ def harness(
     wan_ms: float = typer.Option(40.0, "--wan-ms", help="One-way device<->cloud delay."),
     shaping: str = typer.Option("auto", "--shaping", help="auto|tc|paced"),
     policy: list[str] = typer.Option(["cloud", "split", "mix", "disagg", "online"], "--policy"),
-    seed: int = typer.Option(0, "--seed"),
+    repeats: int = typer.Option(
+        3, "--repeats", help="Repeats (seeds 0..R-1, policy order rotated); mean and 95% CI."
+    ),
+    pin: bool = typer.Option(
+        True, "--pin/--no-pin", help="Pin the cloud and edge processes to their own cores."
+    ),
+    nice: int = typer.Option(
+        0, "--nice", help="Nice value of the sites and the client (negative: root; takes the "
+        "cores from other jobs, so the sites run as the simulator assumes)."
+    ),
     out: Path = typer.Option(
-        None, "--out", help="Write harness_requests.parquet and harness_summary.json here."
+        None, "--out", help="Write harness_runs.parquet and harness_summary.json here."
     ),
     json_out: bool = typer.Option(False, "--json", help="Print one JSON document."),
 ) -> None:
-    """Real split serving: cloud and edge processes (random-init Llama on CPU), KV over a
-    shaped TCP link; every mode and the router on one stream, measured vs predicted."""
+    """Real split serving: cloud and edge processes (random-init Llama on CPU, each pinned to
+    its own core), KV over a shaped TCP link; every mode and the router on the same streams,
+    repeated, measured vs predicted per mode."""
     import polars as pl
 
     from schedlab.core.errors import BadInputError
-    from schedlab.edge_llm.harness import MODES, LinkSpec, headline
+    from schedlab.edge_llm.harness import MODES, LinkSpec, repeated
 
     for name in policy:
         if name != "online" and name not in MODES:
@@ -265,38 +296,33 @@ def harness(
     if out is not None:
         ensure_directory(out)
     err_console.print("starting the cloud and edge processes, profiling, replaying ...")
-    results = headline(n, rate, seed, link, policies=tuple(policy))
-    rows = [
-        dict(policy=r["policy"], **{k: v for k, v in x.items() if k != "tokens"})
-        for r in results
-        for x in r["rows"]
-    ]
-    summaries = [{k: v for k, v in r.items() if k != "rows"} for r in results]
+    result = repeated(repeats, n, rate, link, policies=tuple(policy), pin=pin, nice=nice)
     if out is not None:
-        write_frame(pl.DataFrame(rows), out / "harness_requests.parquet")
-        write_text(out / "harness_summary.json", json.dumps(summaries, indent=2))
+        write_frame(pl.DataFrame(result["runs"]), out / "harness_runs.parquet")
+        write_text(out / "harness_summary.json", json.dumps(result, indent=2))
     if json_out:
-        emit_json(dict(link=link.__dict__, summaries=summaries))
+        emit_json(dict(link=link.__dict__, **result))
         return
-    keys = (
-        "policy",
-        "mean_e2e",
-        "p95_e2e",
-        "mean_ttft",
-        "mean_kv_s",
-        "n_cloud",
-        "n_split",
-        "n_mix",
-        "n_disagg",
-        "ttft_mape",
-        "e2e_mape",
-        "mean_e2e_err",
-    )
+
+    def ci(pair: tuple[float, float], unit: str = "") -> str:
+        return f"{pair[0]:.3g} ± {pair[1]:.2g}{unit}"
+
     table = Table(
-        *keys,
-        title=f"harness ({summaries[0]['shaping']} shaping, "
-        f"{backhaul_mbps:g} Mbit/s backhaul, {wan_ms:g} ms WAN)",
+        "policy", "mean E2E (s)", "mean-E2E pred. error (%)", "E2E MAPE (%)", "TTFT MAPE (%)",
+        "TPOT MAPE (%)", "site CPU share", "step MAPE, CPU time (%)", "modes (last repeat)",
+        title=f"harness, {repeats} repeats ({result['shaping']} shaping, {backhaul_mbps:g} "
+        f"Mbit/s backhaul, {wan_ms:g} ms WAN, pinned {result['pinned'] or 'no'}, nice {nice})",
     )
-    for s in summaries:
-        table.add_row(*(f"{s[k]:.3g}" if isinstance(s[k], float) else str(s[k]) for k in keys))
+    for name, stats in result["per_mode"].items():
+        last = [r for r in result["runs"] if r["policy"] == name][-1]
+        modes = " ".join(f"{m}:{last[f'n_{m}']}" for m in MODES if last[f"n_{m}"])
+        table.add_row(name, ci(stats["mean_e2e"]), ci(stats["mean_e2e_err"]),
+                      ci(stats["e2e_mape"]), ci(stats["ttft_mape"]), ci(stats["tpot_mape"]),
+                      ci(stats["cpu_share"]),
+                      "/".join(ci(stats[k]) for k in ("prefill_cpu_mape", "decode_cpu_mape")
+                               if k in stats) or "-", modes)
     out_console.print(table)
+    if "online" in result:
+        gains = ", ".join(f"{g:+.1f}%" for g in result["online"]["gain_vs_best_fixed"])
+        out_console.print(f"online vs the best fixed mode per repeat: {gains} "
+                          f"({result['online']['wins']} of {repeats} no worse)")

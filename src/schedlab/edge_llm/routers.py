@@ -1,4 +1,5 @@
-"""Every router by its CLI name: the paper's online policy, its ablation, each fixed mode, and
+"""Every router by its CLI name: the paper's online policy (four modes; ``online-paper``: the
+paper's three), its ablation, each fixed mode, and
 the disaggregation baselines (DistServe's placement search, Splitwise)."""
 
 from __future__ import annotations
@@ -12,6 +13,8 @@ from schedlab.edge_llm.policies import FixedRouter, OnlineRouter, Router
 ROUTERS: dict[str, Callable[[], Router]] = {
     "online": OnlineRouter,
     "online-nosm": lambda: OnlineRouter(sm_allocation=False, name="online-nosm"),
+    # the paper's router exactly: its three modes (no edge-prefill/cloud-decode direction)
+    "online-paper": lambda: OnlineRouter(modes=("cloud", "split", "mix"), name="online-paper"),
     "cloud": lambda: FixedRouter("cloud"),
     "split": lambda: FixedRouter("split"),
     "mix": lambda: FixedRouter("mix"),
