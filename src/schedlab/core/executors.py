@@ -8,6 +8,7 @@ distribution layer: beyond one machine, use Ray.
 
 from __future__ import annotations
 
+import contextlib
 import multiprocessing
 import os
 from collections.abc import Callable, Iterator, Sequence
@@ -40,6 +41,25 @@ def _ignore_sigint() -> None:
     signal.signal(signal.SIGINT, signal.SIG_IGN)
 
 
+@contextlib.contextmanager
+def _children_born_ignoring_sigint() -> Iterator[None]:
+    """The pool starts its workers on the first submit; a Ctrl-C that reaches a worker before
+    its initializer runs would print a KeyboardInterrupt traceback from ``spawn_main``. An
+    ignored SIGINT survives exec, so workers started in this window ignore it from birth (the
+    parent's Ctrl-C is deferred for the few milliseconds the submits take)."""
+    import signal
+    import threading
+
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+    previous = signal.signal(signal.SIGINT, signal.SIG_IGN)
+    try:
+        yield
+    finally:
+        signal.signal(signal.SIGINT, previous)
+
+
 class LocalExecutor:
     """A process pool of ``jobs`` workers; ``jobs=1`` runs in-process (easy to debug, no spawn)."""
 
@@ -63,7 +83,8 @@ class LocalExecutor:
                                    initializer=_ignore_sigint)
         pending: dict[Future, int] = {}
         try:
-            pending = {pool.submit(fn, item): i for i, item in enumerate(items)}
+            with _children_born_ignoring_sigint():
+                pending = {pool.submit(fn, item): i for i, item in enumerate(items)}
             while pending:
                 done, _ = wait(pending, return_when=FIRST_COMPLETED)
                 for future in done:
