@@ -67,7 +67,11 @@ class StepFit:
     def save(self, path: str | Path) -> Path:
         from schedlab.core.io import write_text
 
-        write_text(path, json.dumps(asdict(self), indent=1) + "\n")
+        data = {
+            k: (None if isinstance(v, float) and math.isnan(v) else v)
+            for k, v in asdict(self).items()
+        }
+        write_text(path, json.dumps(data, indent=1) + "\n")
         return Path(path)
 
     @classmethod
