@@ -420,6 +420,75 @@ def mean_ci(values: list[float]) -> tuple[float, float]:
     return float(x.mean()), float(stats.t.ppf(0.975, x.size - 1) * x.std(ddof=1) / np.sqrt(x.size))
 
 
+TWO_U = 2 * max(W_IN * 288, W_OUT * MAX_BATCHED)  # VTC's 2U: longest prompt, batch tokens
+
+
+def table(result: dict[str, Any]) -> str:
+    """Markdown: per workload and scheduler, mean ± 95% CI over seeds (t distribution)."""
+    runs = result["runs"]
+    lines = [
+        "| workload | scheduler | seeds | A's share: compute / cpu / unified | max diff compute "
+        "/ 2U | max diff cpu (ms) | ÷ VTC's: compute / cpu | TTFT p50 A / B (ms, modelled) "
+        "| prefill computed A / B | sampled A / B |",
+        "|---|---|---|---|---|---|---|---|---|---|",
+    ]
+
+    def f(values: list[float], fmt: str = ".3f") -> str:
+        m, ci = mean_ci(values)
+        return f"{m:{fmt}} ± {ci:{fmt}}"
+
+    for workload in dict.fromkeys(r["workload"] for r in runs):
+        by = {}
+        for r in runs:
+            if r["workload"] == workload:
+                by.setdefault(r["policy"], {})[r["seed"]] = r
+        vtc = by.get("vtc", {})
+        for policy, seeds in by.items():
+            rs = [seeds[k] for k in sorted(seeds)]
+            ratio = {
+                k: [
+                    seeds[s][k]["max_diff"] / max(vtc[s][k]["max_diff"], 1e-12)
+                    for s in sorted(seeds)
+                    if s in vtc
+                ]
+                for k in ("compute", "cpu")
+            }
+            lines.append(
+                f"| {workload} | {policy} | {len(rs)} | "
+                + " / ".join(
+                    f([r[k]["share_a"] for r in rs]) for k in ("compute", "cpu", "unified")
+                )
+                + f" | {f([r['compute']['max_diff'] / TWO_U for r in rs])}"
+                + f" | {f([1e3 * r['cpu']['max_diff'] for r in rs], '.0f')}"
+                + (
+                    " | — | "
+                    if policy == "vtc"
+                    else f" | {f(ratio['compute'], '.2f')} / {f(ratio['cpu'], '.2f')} | "
+                )
+                + " / ".join(
+                    f([1e3 * r["ttft_p50"].get(t, float("nan")) for r in rs], ".0f") for t in "AB"
+                )
+                + " | "
+                + " / ".join(f"{np.mean([r['prefill'][t] for r in rs]):.0f}" for t in "AB")
+                + " | "
+                + " / ".join(f"{np.mean([r['sampled'][t] for r in rs]):.0f}" for t in "AB")
+                + " |"
+            )
+    if result.get("free_riding"):
+        fr = result["free_riding"]
+        for policy in ("vtc", "faircache"):
+            rows = [r for r in fr if r["policy"] == policy]
+            first = [r["charged_share"] for r in rows if r["position"] == 0]
+            later = [r["charged_share"] for r in rows if r["position"] > 0]
+            comp = [r["computed_share"] for r in rows if r["position"] == 0]
+            lines.append(
+                f"\nfree-riding, {policy}: first arrival charged {np.mean(first):.3f} of the "
+                f"prefix (vLLM computed {np.mean(comp):.3f} of it), later ones "
+                f"{min(later):.3f}-{max(later):.3f} ({len({r['order'] for r in rows})} orders)"
+            )
+    return "\n".join(lines)
+
+
 def main(argv: list[str]) -> None:
     ap = argparse.ArgumentParser(prog="python -m schedlab.faircache.vllm_bench")
     ap.add_argument("out")
@@ -431,7 +500,11 @@ def main(argv: list[str]) -> None:
     ap.add_argument("--refit", action="store_true", help="measure the fit and store it at --fit")
     ap.add_argument("--hbm-share", type=float, default=None)
     ap.add_argument("--model-dir", default=None)
+    ap.add_argument("--table", action="store_true", help="print OUT's table (run nothing)")
     args = ap.parse_args(argv)
+    if args.table:
+        print(table(json.loads(Path(args.out).read_text())))
+        return
     from schedlab.core.io import write_text
     from schedlab.faircache.vllm import HBM_SHARE
 
