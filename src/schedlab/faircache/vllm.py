@@ -27,9 +27,12 @@ The prefix ledger gets ``(block_hash, computing tenant, cost)``: the first ``cac
 block_size`` of a request's ``block_hashes`` are reused, the rest of its full prompt blocks are
 computed by it. Tenant of a request: ``sampling_params.extra_args["tenant"]`` (OpenAI API:
 ``"vllm_xargs": {"tenant": "acme"}``), else the LoRA adapter name, else ``"default"``.
-Configuration, read when vLLM builds the scheduler: ``SCHEDLAB_FAIRCACHE_POLICY`` (``faircache``
-or ``vtc``; default ``faircache``), ``SCHEDLAB_FAIRCACHE_MAX_TENANTS`` (default 256),
-``SCHEDLAB_FAIRCACHE_WEIGHTS`` (``acme=2,beta=1``: VTC weights by tenant name).
+Configuration, read when vLLM builds the scheduler: ``SCHEDLAB_FAIRCACHE_POLICY`` (``faircache``,
+``vtc``, or ``fcfs`` = vLLM's own queues in the same class; default ``faircache``),
+``SCHEDLAB_FAIRCACHE_MAX_TENANTS`` (default 256), ``SCHEDLAB_FAIRCACHE_WEIGHTS``
+(``acme=2,beta=1``: VTC weights by tenant name), ``SCHEDLAB_FAIRCACHE_STEP_FIT`` (a stored
+``StepFit`` JSON: FairCache then prices running KV, ``MemoryPrice``) and
+``SCHEDLAB_FAIRCACHE_HBM_SHARE`` (default 0.109).
 
 Tested two ways: ``FairQueue`` driven by the CPU engine (``schedlab.llm.engine``) with
 vLLM-shaped request objects, and ``FairCacheVLLMScheduler`` inside the real scheduler and engine
