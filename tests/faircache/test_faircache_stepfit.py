@@ -91,6 +91,8 @@ def test_memory_price_follows_the_stored_fit_and_the_pool():
     assert MemoryPrice(fit, 0.0, pool).weights().p_kv == 0
     with pytest.raises(ConfigError, match="hbm_share"):
         MemoryPrice(fit, -1.0, pool)
+    with pytest.raises(ConfigError, match="no attention pages"):  # a fit, nothing to price
+        MemoryPrice(fit, HBM_SHARE, (0.0, 0.0)).weights()
     with pytest.raises(ConfigError, match="kv_cache_config"):
         kv_pool(SimpleNamespace(kv_cache_groups=[], num_blocks=5))
 

@@ -165,7 +165,12 @@ class MemoryPrice:
 
     @property
     def priced(self) -> bool:
-        return self.fit is not None and self.hbm_share > 0 and self.pool_bytes > 0
+        if self.fit is not None and self.hbm_share > 0 and not self.pool_bytes > 0:
+            raise ConfigError(
+                "a step-time fit is set but vLLM's KV cache config has no attention pages to price",
+                field="SCHEDLAB_FAIRCACHE_STEP_FIT",
+            )
+        return self.fit is not None and self.hbm_share > 0
 
     def weights(self) -> CostWeights:
         if not self.priced:
@@ -570,7 +575,10 @@ def _build_vllm_scheduler() -> type:
             super().__init__(*args, **kwargs)
             # the fields and queues of the installed vLLM, or one line saying what is unknown
             self.faircache_layout = detect_layout(self)
-            self.faircache_kv = kv_pool(self.kv_cache_config)
+            try:  # only FairCache's memory price needs it
+                self.faircache_kv = kv_pool(self.kv_cache_config)
+            except ConfigError:
+                self.faircache_kv = (0.0, 0.0)
             self.faircache_use(os.environ.get("SCHEDLAB_FAIRCACHE_POLICY", "faircache"))
 
         def faircache_use(self, policy: str, memory: MemoryPrice | None = None) -> None:
@@ -578,9 +586,7 @@ def _build_vllm_scheduler() -> type:
             ``fcfs``); only while no request is in the scheduler. ``memory`` (else read from
             the environment) prices running KV for ``faircache``."""
             if self.requests:
-                raise ConfigError(
-                    f"{len(self.requests)} requests in flight", field="faircache_use"
-                )
+                raise ConfigError(f"{len(self.requests)} requests in flight", field="faircache_use")
             layout = self.faircache_layout
             if policy == "fcfs":
                 self.faircache_memory = None
