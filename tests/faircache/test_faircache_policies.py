@@ -267,3 +267,21 @@ def test_memory_prepayment_moves_charges_to_admission_and_keeps_totals():
         s.on_finish(Request(9, 0, 2.0, 8, 4, ()), 3.0)
     assert scheds[True].counters == pytest.approx(scheds[False].counters)
     assert scheds[True].charged == pytest.approx(scheds[False].charged)
+
+
+def test_the_default_memory_price_is_read_from_the_hardware():
+    # issue 47: hbm_share = the KV pool's share of the GPU's memory, not a chosen 0.5
+    from schedlab.faircache.simulator import EngineConfig, simulate
+    from schedlab.faircache.workloads import hit_bias
+
+    trace = hit_bias(duration=5.0, seed=0)
+    derived = simulate(trace, "faircache", "lru", EngineConfig(gpu="a10g", kv_tokens=40_000))
+    assert derived.summary["hbm_share"] == pytest.approx(0.1092, abs=1e-4)
+    chosen = simulate(
+        trace, "faircache", "lru", EngineConfig(gpu="a10g", kv_tokens=40_000, hbm_share=0.5)
+    )
+    assert chosen.summary["hbm_share"] == 0.5
+    from schedlab.core.errors import ConfigError
+
+    with pytest.raises(ConfigError, match="hbm_share"):
+        EngineConfig(hbm_share=-0.1)

@@ -230,5 +230,11 @@ def test_price_sweep_reports_both_yardsticks():
     frame = res.frame
     assert {"compute_ratio", "unified_ratio", "jain_compute", "jain_unified"} <= set(frame.columns)
     fc = frame.filter(frame["scheduler"] == "faircache")
-    assert "hardware" in fc["prices"].to_list() and fc.height == 9
+    assert "hardware" in fc["prices"].to_list() and fc.height == 10
+    # the default (issue 47) is hbm_share read from the hardware: the KV pool's share of the
+    # A10G's memory, 0.109, and the simulator uses it when none is given
+    default = fc.filter(fc["prices"].str.starts_with("default"))
+    assert default["hbm_share"].item() == pytest.approx(0.109, abs=0.001)
+    hw = fc.filter(fc["prices"] == "hardware")
+    assert hw["hbm_share"].item() == pytest.approx(default["hbm_share"].item(), abs=1e-4)
     assert res.claims == []  # report only: the paper gives no prices

@@ -124,3 +124,33 @@ def test_backlogged_service_in_the_real_scheduler_is_bounded_by_vtc_not_fcfs(
     two_u = 2 * max(288, 2 * 512)
     assert vtc["max_diff"] <= two_u < fcfs["max_diff"]
     assert 0.8 <= vtc["final_ratio"] <= 1.25 and fcfs["final_ratio"] < 0.5
+
+
+def test_one_scheduler_class_runs_fcfs_vtc_and_faircache_with_memory_priced(model_dir, monkeypatch):
+    from schedlab.faircache.vllm import FairQueue, MemoryPrice
+    from schedlab.llm.stepfit import StepFit
+
+    # fcfs: vLLM's own queues in the same class (the baseline of vllm_bench), same decisions
+    monkeypatch.setenv("SCHEDLAB_FAIRCACHE_POLICY", "fcfs")
+    fair = vllm_run.build_scheduler(_fair_cls(), model_dir)
+    assert not isinstance(fair.waiting, FairQueue)
+    work = vllm_run.two_tenants()
+    stock = vllm_run.drive(
+        vllm_run.build_scheduler(Scheduler, model_dir), vllm_run.make_requests(work)
+    )
+    assert vllm_run.drive(fair, vllm_run.make_requests(work))["order"] == stock["order"]
+    # faircache with running KV priced by a stored step-time fit: compute + a memory term
+    fit = StepFit(0.005, 5e-5, 1e-4)
+    for policy in ("vtc", "faircache"):
+        sched = vllm_run.build_scheduler(_fair_cls(), model_dir)
+        sched.faircache_use(policy, MemoryPrice(fit, 0.109, sched.faircache_kv))
+        res = vllm_run.drive(sched, vllm_run.make_requests(work))
+        for t in "AB":
+            compute = res["prefill_computed"][t] + 2 * res["generated"][t]
+            if policy == "vtc":  # VTC ignores memory prices
+                assert res["charged"][t] == pytest.approx(compute)
+            else:
+                assert compute < res["charged"][t] < 1.2 * compute
+    sched.add_request(vllm_run.make_requests(work[:1], start=99)[0])
+    with pytest.raises(ConfigError, match="in flight"):
+        sched.faircache_use("vtc")

