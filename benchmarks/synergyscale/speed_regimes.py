@@ -67,11 +67,10 @@ def runs_for(name: str, nvme_dir: Path, regimes: list[str]) -> dict:
     for regime in regimes:
         for schedule in ("overlap", "offload-only"):
             m = _model(config)
-            engine = initialize(
-                m,
-                torch.optim.Adam(m.parameters(), lr=1e-3),
-                dict(engines[regime], schedule=schedule),
-            )
+            settings = dict(engines[regime], schedule=schedule)
+            if "nvme_dir" in settings:  # each engine its own files
+                settings["nvme_dir"] = str(nvme_dir / schedule)
+            engine = initialize(m, torch.optim.Adam(m.parameters(), lr=1e-3), settings)
 
             def step(engine=engine):
                 engine.backward(engine(x, labels=x).loss)
@@ -97,7 +96,7 @@ def measure(name: str, blocks: int, block: int, nvme_dir: Path, regimes: list[st
                 wall[key].append(1e3 * (time.perf_counter() - w0) / block)
     for _, engine in runs.values():
         if engine is not None:
-            engine.close()
+            engine.close(restore_model=False)
     med_cpu = {k: statistics.median(v) for k, v in cpu.items()}
     med_wall = {k: statistics.median(v) for k, v in wall.items()}
     ratios = {}

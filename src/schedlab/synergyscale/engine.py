@@ -50,7 +50,7 @@ from pydantic import BaseModel, ConfigDict, Field, field_validator, model_valida
 
 from schedlab.core.errors import BadInputError, ConfigError, SchedlabError
 from schedlab.core.io import validate_model
-from schedlab.synergyscale.access import ParamAccess
+from schedlab.synergyscale.access import OWNERS, Access, Released
 from schedlab.synergyscale.optim import check_optimizer, make_unit_optimizer, sync_hyperparameters
 from schedlab.synergyscale.tiers import BudgetExceededError, MemoryTier
 
@@ -166,6 +166,7 @@ class _Slot:
     grad_ref: Any = None  # the tensor the step reads as this slot's gradient (for edit checks)
     grad_version: int = 0  # grad_ref._version after the engine's own last write
     placeholder: Any = None  # the released parameter's .data (made once)
+    cls: Any = None  # the parameter's own class (a released one is access.Released)
     opt_edits: int = 0  # in-place writes of .grad by the optimizer's own step (Rprop: 1)
     dev_version: int = 0  # param._version when fetched: a change means an in-place write
 
@@ -286,7 +287,16 @@ class SynergyEngine:
         self._materialise(optimizer)
         self._install_hooks()
         self._slot_of = {id(s.param): s for s in self.slots}
-        self._access_mode = ParamAccess(self._slot_of, self._live, self._access, self._release)
+        self._access_ctl = Access(
+            self._slot_of,
+            self._access,
+            self._release,
+            lambda: self.phase in ("forward", "backward"),
+        )
+        for slot in self.slots:  # released now: ops on them go through Released (access.py)
+            if not slot.resident:
+                OWNERS[id(slot.param)] = self._access_ctl
+                slot.param.__class__ = Released
         # Everything resident (the model fits the budget): no parameter is ever offloaded, so
         # neither the access tracer nor the saved-tensor hooks have anything to do.
         self.offloads = any(not s.resident for s in self.slots)
@@ -347,6 +357,7 @@ class SynergyEngine:
                         tuple(p.shape),
                         p.numel(),
                         owner=unit.index,
+                        cls=type(p),
                     )
                     unit.owned.append(slots[id(p)])
                 unit.slots.append(slots[id(p)])
@@ -549,6 +560,7 @@ class SynergyEngine:
             stream.wait_event(event)
             dev.record_stream(stream)
         slot.dev = dev
+        slot.param.__class__ = slot.cls  # fetched: a plain parameter, no tracing
         slot.dev_version = slot.param._version
         slot.param.data = dev
         self._live[dev.untyped_storage().data_ptr()] = slot
@@ -583,6 +595,7 @@ class SynergyEngine:
         if slot.placeholder is None:  # made once: a release is on every forward's path
             slot.placeholder = _placeholder(slot.shape, self.work_dtype, self.device)
         slot.param.data = slot.placeholder
+        slot.param.__class__ = Released
         self.device_tier.free(f"p{slot.index}")
 
     def _prefetch(self, positions) -> None:
@@ -796,10 +809,7 @@ class SynergyEngine:
             slot.saved = False
         try:
             if self.offloads:
-                with (
-                    torch.autograd.graph.saved_tensors_hooks(self._pack, self._unpack),
-                    self._access_mode,
-                ):
+                with torch.autograd.graph.saved_tensors_hooks(self._pack, self._unpack):
                     out = self.model(*args, **kwargs)
             else:
                 out = self.model(*args, **kwargs)
@@ -862,8 +872,7 @@ class SynergyEngine:
         try:
             tail = len(self.forward_order) - 1
             self._prefetch(range(tail, tail - self.depth - 1, -1))
-            with self._access_mode if self.offloads else contextlib.nullcontext():
-                loss.backward()
+            loss.backward()
         finally:
             self.phase = "backward-done"
             self._finish_pass()
@@ -1127,6 +1136,9 @@ class SynergyEngine:
             self.synchronize()
         if restore_model:
             self._restore_model()
+        for slot in self.slots:
+            if OWNERS.get(id(slot.param)) is self._access_ctl:
+                del OWNERS[id(slot.param)]
         self.io.shutdown(wait=True)
         self.opt_pool.shutdown(wait=True)
         if self.nvme is not None:
@@ -1139,6 +1151,8 @@ class SynergyEngine:
         target = self.device if self.cuda else "cpu"
         for slot in self.slots:
             value = self._param_value(slot)
+            OWNERS.pop(id(slot.param), None)
+            slot.param.__class__ = slot.cls
             slot.param.data = value.to(target)
             slot.param.grad = None
         self._live.clear()
