@@ -249,19 +249,19 @@ def test_overlapped_step_runs_on_a_worker_thread(monkeypatch) -> None:
 
     ran: list[str] = []
     submitted: list[str] = []
-    original_job = engine_module.SynergyEngine._step_job
+    original_job = engine_module.SynergyEngine._step_units
     original_submit = engine_module.SynergyEngine._submit_step
 
-    def record(self, unit):
-        ran.append(threading.current_thread().name)
-        return original_job(self, unit)
+    def record(self, units):
+        ran.extend(threading.current_thread().name for _ in units)
+        return original_job(self, units)
 
     def submit(self, unit):
         if not unit.submitted and unit.optimizer is not None:
             submitted.append(self.phase)
         return original_submit(self, unit)
 
-    monkeypatch.setattr(engine_module.SynergyEngine, "_step_job", record)
+    monkeypatch.setattr(engine_module.SynergyEngine, "_step_units", record)
     monkeypatch.setattr(engine_module.SynergyEngine, "_submit_step", submit)
     for schedule in ("overlap", "offload-only"):
         ran.clear()
@@ -340,18 +340,18 @@ def test_main_thread_never_touches_a_parameter_the_optimizer_worker_owns(monkeyp
         return base.__set__(self, value)
 
     monkeypatch.setattr(torch.nn.Parameter, "grad", property(base.__get__, put), raising=False)
-    original = engine_module.SynergyEngine._step_job
+    original = engine_module.SynergyEngine._step_units
 
-    def slow_step(self, unit):
-        ids = {id(s.master) for s in unit.owned if s.resident}
+    def slow_step(self, units):
+        ids = {id(s.master) for unit in units for s in unit.owned if s.resident}
         in_flight.update(ids)
         try:
             time.sleep(0.01)
-            original(self, unit)
+            original(self, units)
         finally:
             in_flight.difference_update(ids)
 
-    monkeypatch.setattr(engine_module.SynergyEngine, "_step_job", slow_step)
+    monkeypatch.setattr(engine_module.SynergyEngine, "_step_units", slow_step)
     model = NanoGPT(SMALL)
     optimizer = torch.optim.Adam(model.parameters())
     engine = initialize(model, optimizer, {"device_budget": 0.9})

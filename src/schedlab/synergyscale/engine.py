@@ -187,6 +187,7 @@ class _Unit:
     early: bool = False  # this pass's step was submitted during backward
     job_learns: bool = False
     group_ids: list[int] = field(default_factory=list)  # user param group of each unit group
+    step_lists: list = field(default_factory=list)  # (shared optimizer group, master) it owns
 
 
 class _Ref:
@@ -253,6 +254,8 @@ class SynergyEngine:
         self._order_known = False
         self._live: dict[int, _Slot] = {}  # storage data_ptr -> fetched slot
         self._lock = threading.RLock()
+        self._ready: list[_Unit] = []  # units submitted for a step, not yet taken by the worker
+        self._draining = False  # a _drain job is queued or running
         self.timings: dict[str, float] = {"fetch_wait": 0.0, "optimizer_wait": 0.0}
         self._build_units(optimizer)
         self.state_bytes = 16 * sum(s.numel for s in self.slots)
@@ -398,6 +401,7 @@ class SynergyEngine:
 
     def _materialise(self, optimizer) -> None:
         torch = self.torch
+        every_group: dict[int, list] = {}
         for unit in self.units:
             masters, groups = [], {}
             for slot in unit.owned:
@@ -430,13 +434,24 @@ class SynergyEngine:
                     }
                     unit_state_target = (slot, slot_state)
                     unit.__dict__.setdefault("_restore", []).append(unit_state_target)
-            if masters:
-                unit.optimizer, unit.group_ids = make_unit_optimizer(optimizer, groups)
-                restore = unit.__dict__.pop("_restore", [])
-                for slot, slot_state in restore:
-                    unit.optimizer.state[slot.master] = slot_state
-                if restore:
-                    self._swap_out_states(unit, wait=True)
+            for g, group_masters in groups.items():
+                every_group.setdefault(g, []).extend(group_masters)
+            unit.step_lists = [(g, m) for g, ms in groups.items() for m in ms]
+        # One instance of the user's class over every master: a step of any set of units is one
+        # optimizer.step() over their masters (_step_units), not one call per unit.
+        shared, order = make_unit_optimizer(optimizer, every_group)
+        self.shared_optimizer, self.shared_groups = shared, order
+        position = {g: i for i, g in enumerate(order)}
+        for unit in self.units:
+            if not unit.step_lists:
+                continue
+            unit.optimizer, unit.group_ids = shared, order
+            unit.step_lists = [(position[g], m) for g, m in unit.step_lists]
+            restore = unit.__dict__.pop("_restore", [])
+            for slot, slot_state in restore:
+                shared.state[slot.master] = slot_state
+            if restore:
+                self._swap_out_states(unit, wait=True)
         optimizer.state.clear()  # the engine owns the states now
 
     def _checkpoint_wrap(self) -> int:
@@ -768,23 +783,59 @@ class SynergyEngine:
             self.nvme.write(f"s{slot.index}.{key}", state[key], wait=wait)
             state[key] = _placeholder(slot.shape, state[key].dtype, "cpu")
 
-    def _step_job(self, unit: _Unit) -> None:
-        for slot in unit.owned:
-            if slot.grad_event is not None:  # pragma: no cover - needs a GPU
-                slot.grad_event.synchronize()
-                slot.grad_event = None
-        if self.nvme is not None and not unit.resident:
-            self._swap_in(unit)
-        learn = unit.job_learns  # no loop edit can race this step: learn the optimizer's own
-        seen = [(s, s.grad_ref, s.grad_ref._version) for s in unit.owned if s.grad_ref is not None]
-        unit.optimizer.step()
-        if learn:
-            for slot, ref, before in seen:  # an optimizer may edit .grad itself (Rprop does)
-                slot.opt_edits = ref._version - before
-        for slot in unit.owned:
-            if not slot.resident:  # a resident .grad stays readable until the next backward
-                slot.master.grad = None
-        self._swap_out_states(unit, wait=not self.overlap)
+    def _step_units(self, units: list[_Unit]) -> None:
+        """Worker: one optimizer step over the masters of ``units`` (each unit's params only:
+        the shared optimizer's groups hold just them during the call)."""
+        seen = []
+        lists: list[list] = [[] for _ in self.shared_optimizer.param_groups]
+        for unit in units:
+            for slot in unit.owned:
+                if slot.grad_event is not None:  # pragma: no cover - needs a GPU
+                    slot.grad_event.synchronize()
+                    slot.grad_event = None
+            if self.nvme is not None and not unit.resident:
+                self._swap_in(unit)
+            if unit.job_learns:  # no loop edit can race this step: learn the optimizer's own
+                seen += [
+                    (s, s.grad_ref, s.grad_ref._version)
+                    for s in unit.owned
+                    if s.grad_ref is not None
+                ]
+            for g, master in unit.step_lists:
+                lists[g].append(master)
+        groups = self.shared_optimizer.param_groups
+        kept = [group["params"] for group in groups]
+        try:
+            for group, params in zip(groups, lists, strict=True):
+                group["params"] = params
+            self.shared_optimizer.step()
+        finally:
+            for group, params in zip(groups, kept, strict=True):
+                group["params"] = params
+        for slot, ref, before in seen:  # an optimizer may edit .grad itself (Rprop does)
+            slot.opt_edits = ref._version - before
+        for unit in units:
+            for slot in unit.owned:
+                if not slot.resident:  # a resident .grad stays readable until the next backward
+                    slot.master.grad = None
+            self._swap_out_states(unit, wait=not self.overlap)
+
+    def _drain(self) -> None:
+        """Worker: step every unit submitted so far, in batches, until none is waiting."""
+        while True:
+            with self._lock:
+                batch, self._ready = self._ready, []
+                if not batch:
+                    self._draining = False
+                    return
+            try:
+                self._step_units(batch)
+            except BaseException as exc:  # noqa: BLE001 - handed to whoever waits on a unit
+                for unit in batch:
+                    unit.step_future.set_exception(exc)
+            else:
+                for unit in batch:
+                    unit.step_future.set_result(None)
 
     def _submit_step(self, unit: _Unit) -> None:
         if unit.submitted or unit.optimizer is None:
@@ -795,7 +846,13 @@ class SynergyEngine:
         unit.submitted = True
         unit.early = self.phase == "backward"
         unit.job_learns = not unit.early  # written only here, read by that job
-        unit.step_future = self.opt_pool.submit(self._step_job, unit)
+        unit.step_future = Future()
+        with self._lock:
+            self._ready.append(unit)
+            start = not self._draining
+            self._draining = True
+        if start:
+            self.opt_pool.submit(self._drain)
 
     # -------------------------------------------------------------- public API
     def __call__(self, *args, **kwargs):
@@ -941,13 +998,17 @@ class SynergyEngine:
     def _clear_grads(self, first: bool) -> None:
         """Before a backward: no ``.grad`` autograd could accumulate into (exposed host
         buffers are summed by the hooks instead), and at the first backward of a step the
-        resident units' gradients of the last step (kept readable until now)."""
+        resident units' gradients of the last step (kept readable until now). At that first
+        backward every step of the last pass is done (the forward waited for the units it
+        used; the rest are normally done too): this pass's submissions then write the shared
+        optimizer's hyper-parameters while no step of the last pass reads them."""
+        if first:
+            for unit in self.units:
+                if unit.step_future is not None and not unit.step_future.done():
+                    unit.step_future.result()
         for slot in self.slots:
             if slot.resident:
                 if first:
-                    owner = self.units[slot.owner]
-                    if owner.step_future is not None and not owner.step_future.done():
-                        owner.step_future.result()
                     slot.param.grad = None
             elif self.expose_grads:
                 slot.param.grad = None

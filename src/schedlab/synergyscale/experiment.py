@@ -248,14 +248,18 @@ _GPT2_CONFIGS = {
 
 
 @register("synergyscale",
-          quick=dict(fit_on=dict(vocab=512, seq=32, d_model=128, n_layer=2, n_head=4,
-                                 tie_weights=False),
+          quick=dict(fit_on=(dict(vocab=512, seq=32, d_model=128, n_layer=2, n_head=4,
+                                  tie_weights=False),
+                             dict(vocab=256, seq=32, d_model=32, n_layer=2, n_head=2,
+                                  tie_weights=False)),
                      targets=("gpt2-tiny",), budget=0.35, steps=2),
-          full=dict(fit_on=dict(vocab=1024, seq=64, d_model=256, n_layer=4, n_head=8,
-                                tie_weights=False),
+          full=dict(fit_on=(dict(vocab=1024, seq=64, d_model=256, n_layer=4, n_head=8,
+                                 tie_weights=False),
+                            dict(vocab=512, seq=64, d_model=64, n_layer=4, n_head=4,
+                                 tie_weights=False)),
                     targets=("gpt2-tiny", "gpt2-small-ish"), budget=0.35, steps=6))
-def planner_check(fit_on: dict, targets: tuple[str, ...], budget: float, steps: int,
-                  seed: int) -> Result:
+def planner_check(fit_on: tuple[dict, ...], targets: tuple[str, ...], budget: float,
+                  steps: int, seed: int) -> Result:
     """The planner's step-time prediction for ``initialize`` vs the measured step, on GPT-2
     models from transformers configs that its engine coefficients were not fitted on."""
     import tempfile
@@ -270,7 +274,7 @@ def planner_check(fit_on: dict, targets: tuple[str, ...], budget: float, steps: 
         raise SchedlabError("planner_check needs transformers (pip install 'schedlab[hf]')",
                             field="transformers") from exc
     with torch_threads(1), tempfile.TemporaryDirectory(prefix="ss-planner-") as tmp:
-        rows = check(nanogpt_workload(fit_on),
+        rows = check([nanogpt_workload(f) for f in fit_on],
                      [gpt2_workload(t, _GPT2_CONFIGS[t], batch=4 + seed % 2) for t in targets],
                      budget, Path(tmp), steps)
     frame = pl.DataFrame(rows)

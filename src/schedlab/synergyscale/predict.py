@@ -7,12 +7,15 @@ worker threads share the same cores (so costs add up; overlap hides nothing of C
     step = compute(model) + optimizer(model)          profiled in plain torch: one fwd+bwd,
                                                       one torch.optim.Adam step (the planner's
                                                       warm-up profile; the engine never runs)
-         + per_unit x units                           hooks, hand-offs, per-unit optimizer calls
+         + per_unit x units                           hooks, hand-offs, optimizer batches
+         + per_slot[tier] x offloaded parameters      per-tensor costs (fetch, release, files)
          + per_byte[tier] x offloaded parameter bytes copies (host) or reads/writes (NVMe)
 
-``per_unit`` and ``per_byte`` are engine coefficients fitted on one model (the nanoGPT-style
-GPT of ``nanogpt.py``) and then applied unchanged to other models (GPT-2 from transformers
-configs). Times are CPU seconds per step (``time.process_time``, all threads): on a machine
+``per_unit``, ``per_slot`` and ``per_byte`` are engine coefficients fitted on two sizes of one
+model family (the nanoGPT-style GPT of ``nanogpt.py``: a wide one, bytes-heavy, and a narrow
+one, tensor-count-heavy, so that the two per-tier coefficients separate) and then applied
+unchanged to other models (GPT-2 from transformers configs). Times are CPU seconds per step
+(``time.process_time``, all threads): on a machine
 shared by many jobs wall time swings 2-10x within minutes, CPU time much less. For the NVMe
 tier that counts the CPU work of the I/O (aligned copies, syscalls), not time waiting on the disk.
 """
@@ -88,6 +91,7 @@ def engine_run(work: Workload, config: dict, steps: int) -> dict[str, float]:
             measured_s=measured,
             units=float(len(engine.units)),
             offloaded_bytes=float(sum(4 * s.numel for s in engine.slots if not s.resident)),
+            offloaded_slots=float(sum(1 for s in engine.slots if not s.resident)),
             device_peak=float(stats["device_peak"]),
             device_budget=float(stats["device_budget"]),
         )
@@ -95,60 +99,72 @@ def engine_run(work: Workload, config: dict, steps: int) -> dict[str, float]:
         engine.close()
 
 
-def plan_of(work: Workload, config: dict) -> dict[str, float]:
-    """The engine's plan without training (units, offloaded bytes)."""
-    import torch
-
-    from schedlab.synergyscale.engine import initialize
-
-    model = work.make_model()
-    engine = initialize(model, torch.optim.Adam(model.parameters(), lr=1e-3), config)
-    try:
-        return dict(
-            units=float(len(engine.units)),
-            offloaded_bytes=float(sum(4 * s.numel for s in engine.slots if not s.resident)),
-        )
-    finally:
-        engine.close(restore_model=False)
-
-
 @dataclass
 class Coefficients:
     per_unit_s: float
+    per_slot_s: dict[str, float]  # tier -> CPU seconds per offloaded parameter tensor
     per_byte_s: dict[str, float]  # tier -> CPU seconds per offloaded parameter byte
 
 
-def fit(work: Workload, tiers: dict[str, dict], steps: int) -> tuple[Coefficients, list[dict]]:
-    """Fit ``per_unit`` on the everything-fits run and ``per_byte`` per tier on an offloading run
-    (``tiers``: name -> engine config) of one model."""
-    base = profile(work, steps)
-    rows = []
-    fits = engine_run(work, dict(device_budget=None), steps)
-    extra = fits["measured_s"] - base["compute_s"] - base["optimizer_s"]
-    per_unit = max(extra, 0.0) / fits["units"]
-    rows.append(dict(model=work.name, tier="fits", **base, **fits))
-    per_byte = {}
-    for tier, config in tiers.items():
-        got = engine_run(work, config, steps)
-        extra = got["measured_s"] - base["compute_s"] - base["optimizer_s"]
-        extra -= per_unit * got["units"]
-        per_byte[tier] = max(extra, 0.0) / max(got["offloaded_bytes"], 1.0)
-        rows.append(dict(model=work.name, tier=tier, **base, **got))
-    return Coefficients(per_unit, per_byte), rows
+def fit(
+    works: list[Workload], tiers: dict[str, Callable[[str], dict]], steps: int
+) -> tuple[Coefficients, list[dict]]:
+    """Fit ``per_unit`` on the everything-fits runs and, per tier, ``per_slot`` and
+    ``per_byte`` by non-negative least squares over the offloading runs of ``works``
+    (``tiers``: name -> engine config for a workload name)."""
+    import numpy as np
+
+    rows, unit_rates = [], []
+    extras: dict[str, list[tuple[float, float, float]]] = {t: [] for t in tiers}
+    for work in works:
+        base = profile(work, steps)
+        fits = engine_run(work, dict(device_budget=None), steps)
+        extra = fits["measured_s"] - base["compute_s"] - base["optimizer_s"]
+        unit_rates.append(max(extra, 0.0) / fits["units"])
+        rows.append(dict(model=work.name, tier="fits", **base, **fits))
+        for tier, config in tiers.items():
+            got = engine_run(work, config(work.name), steps)
+            extras[tier].append(
+                (
+                    got["measured_s"] - base["compute_s"] - base["optimizer_s"],
+                    got["offloaded_slots"],
+                    got["offloaded_bytes"],
+                    got["units"],
+                )
+            )
+            rows.append(dict(model=work.name, tier=tier, **base, **got))
+    per_unit = statistics.mean(unit_rates)
+    per_slot, per_byte = {}, {}
+    for tier, points in extras.items():
+        a = np.array([[p[1], p[2]] for p in points])
+        y = np.array([p[0] - per_unit * p[3] for p in points])
+        coef = np.linalg.lstsq(a, y, rcond=None)[0]
+        if (coef < 0).any():  # a negative rate is noise: keep the better single term
+            one = max(
+                (
+                    (float(np.dot(y, a[:, i]) / np.dot(a[:, i], a[:, i])), i)
+                    for i in range(2)
+                ),
+                key=lambda c: -float(np.sum((y - c[0] * a[:, c[1]]) ** 2)),
+            )
+            coef = np.zeros(2)
+            coef[one[1]] = max(one[0], 0.0)
+        per_slot[tier], per_byte[tier] = float(coef[0]), float(coef[1])
+    return Coefficients(per_unit, per_slot, per_byte), rows
 
 
 def predict(base: dict, plan: dict, coef: Coefficients, tier: str) -> float:
-    per_byte = coef.per_byte_s.get(tier, 0.0)
     return (
         base["compute_s"]
         + base["optimizer_s"]
         + coef.per_unit_s * plan["units"]
-        + per_byte * plan["offloaded_bytes"]
+        + coef.per_slot_s.get(tier, 0.0) * plan["offloaded_slots"]
+        + coef.per_byte_s.get(tier, 0.0) * plan["offloaded_bytes"]
     )
 
 
 def check(
-    fit_on: Workload,
+    fit_on: list[Workload],
     targets: list[Workload],
     budget: float,
     nvme_dir: Path,
@@ -157,8 +173,10 @@ def check(
     """Fit on ``fit_on``, predict and measure every target on host and NVMe tiers (and with
     everything resident). Rows: model, tier, predicted_ms, measured_ms, error, fitted."""
     tiers = {
-        "host": dict(device_budget=budget),
-        "nvme": dict(device_budget=budget, tier="nvme", nvme_dir=str(nvme_dir / "fit")),
+        "host": lambda name: dict(device_budget=budget),
+        "nvme": lambda name: dict(
+            device_budget=budget, tier="nvme", nvme_dir=str(nvme_dir / f"fit-{name}")
+        ),
     }
     coef, fitted = fit(fit_on, tiers, steps)
     rows = []
