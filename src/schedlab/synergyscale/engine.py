@@ -303,6 +303,10 @@ class SynergyEngine:
         # Everything resident (the model fits the budget): no parameter is ever offloaded, so
         # neither the access tracer nor the saved-tensor hooks have anything to do.
         self.offloads = any(not s.resident for s in self.slots)
+        # Everything resident on a CPU device: the optimizer would overlap backward on the same
+        # cores it runs on (nothing to hide, only thread contention), so step() runs it on the
+        # calling thread, all units in one optimizer.step().
+        self.inline_steps = self.overlap and not self.cuda and not self.offloads
         for unit in self.units:  # model.state_dict() gathers the real values from every tier
             self.handles.append(
                 unit.module.register_state_dict_post_hook(
@@ -849,8 +853,8 @@ class SynergyEngine:
         unit.step_future = Future()
         with self._lock:
             self._ready.append(unit)
-            start = not self._draining
-            self._draining = True
+            start = not self._draining and not self.inline_steps
+            self._draining = self._draining or start
         if start:
             self.opt_pool.submit(self._drain)
 
@@ -903,6 +907,7 @@ class SynergyEngine:
         which therefore never steps early)."""
         return (
             self.overlap
+            and not self.inline_steps
             and self.clip is None
             and self.micro == self.accumulation
             and self._steps_seen > 0
@@ -965,6 +970,11 @@ class SynergyEngine:
             self._clip_gradients()
         for unit in self.units:
             self._submit_step(unit)
+        if self.inline_steps:
+            self._drain()
+            for unit in self.units:
+                if unit.submitted:
+                    unit.step_future.result()  # raises the step's own error here
         self.micro = 0
         if not self.overlap:
             self.synchronize()
