@@ -249,19 +249,19 @@ def test_overlapped_step_runs_on_a_worker_thread(monkeypatch) -> None:
 
     ran: list[str] = []
     submitted: list[str] = []
-    original_job = engine_module.SynergyEngine._step_job
+    original_job = engine_module.SynergyEngine._step_units
     original_submit = engine_module.SynergyEngine._submit_step
 
-    def record(self, unit):
-        ran.append(threading.current_thread().name)
-        return original_job(self, unit)
+    def record(self, units):
+        ran.extend(threading.current_thread().name for _ in units)
+        return original_job(self, units)
 
     def submit(self, unit):
         if not unit.submitted and unit.optimizer is not None:
             submitted.append(self.phase)
         return original_submit(self, unit)
 
-    monkeypatch.setattr(engine_module.SynergyEngine, "_step_job", record)
+    monkeypatch.setattr(engine_module.SynergyEngine, "_step_units", record)
     monkeypatch.setattr(engine_module.SynergyEngine, "_submit_step", submit)
     for schedule in ("overlap", "offload-only"):
         ran.clear()
@@ -273,9 +273,13 @@ def test_overlapped_step_runs_on_a_worker_thread(monkeypatch) -> None:
             {"device_budget": 0.35, "schedule": schedule},
         )
         x = torch.randint(0, SMALL["vocab"], (2, SMALL["seq"]))
-        _, loss = engine(x, x)
-        engine.backward(loss)
-        engine.step()
+        for _ in range(2):  # the first step learns whether the loop edits gradients: no overlap
+            ran.clear()
+            submitted.clear()
+            _, loss = engine(x, x)
+            engine.backward(loss)
+            engine.step()
+            engine.synchronize()
         engine.close()
         assert len(ran) == sum(u.optimizer is not None for u in engine.units)
         assert all(name.startswith("ss-optim") for name in ran)
@@ -315,10 +319,12 @@ def test_real_bytes_from_shared_data_match_torch_adam(tmp_path) -> None:
 
 
 def test_main_thread_never_touches_a_parameter_the_optimizer_worker_owns(monkeypatch) -> None:
-    """Regression for the intermittent segfault: reading ``p.grad`` on the main thread while the
-    optimizer worker sets it to None is a use-after-free in torch. Every main-thread ``.grad``
-    access to a device-resident parameter whose unit's step is in flight is recorded (the worker's
-    step is slowed so that it is in flight for the rest of backward)."""
+    """Regression for the intermittent segfault: reading ``p.grad`` on one thread while another
+    sets it to None is a use-after-free in torch. The worker no longer writes ``.grad`` of a
+    resident parameter (issue 46: it stays readable until the next backward), so every
+    main-thread *write* of ``.grad`` of a device-resident parameter whose unit's step is in
+    flight is recorded (the worker's step is slowed so that it is in flight for the rest of
+    backward), with the user's ``optimizer.zero_grad()`` right after ``step()``."""
     import threading
 
     from schedlab.synergyscale import engine as engine_module
@@ -328,26 +334,27 @@ def test_main_thread_never_touches_a_parameter_the_optimizer_worker_owns(monkeyp
     in_flight: set[int] = set()
     touched: list[str] = []
 
-    def get(self):
+    def put(self, value):
         if id(self) in in_flight and threading.current_thread() is threading.main_thread():
             touched.append(str(tuple(self.shape)))
-        return base.__get__(self)
+        return base.__set__(self, value)
 
-    monkeypatch.setattr(torch.nn.Parameter, "grad", property(get, base.__set__), raising=False)
-    original = engine_module.SynergyEngine._step_job
+    monkeypatch.setattr(torch.nn.Parameter, "grad", property(base.__get__, put), raising=False)
+    original = engine_module.SynergyEngine._step_units
 
-    def slow_step(self, unit):
-        ids = {id(s.master) for s in unit.owned if s.resident}
+    def slow_step(self, units):
+        ids = {id(s.master) for unit in units for s in unit.owned if s.resident}
         in_flight.update(ids)
         try:
             time.sleep(0.01)
-            original(self, unit)
+            original(self, units)
         finally:
             in_flight.difference_update(ids)
 
-    monkeypatch.setattr(engine_module.SynergyEngine, "_step_job", slow_step)
+    monkeypatch.setattr(engine_module.SynergyEngine, "_step_units", slow_step)
     model = NanoGPT(SMALL)
-    engine = initialize(model, torch.optim.Adam(model.parameters()), {"device_budget": 0.9})
+    optimizer = torch.optim.Adam(model.parameters())
+    engine = initialize(model, optimizer, {"device_budget": 0.9})
     assert engine.stats()["resident_units"] >= 4
     try:
         for _ in range(3):
@@ -355,9 +362,11 @@ def test_main_thread_never_touches_a_parameter_the_optimizer_worker_owns(monkeyp
             _, loss = engine(x, x)
             engine.backward(loss)
             engine.step()
+            optimizer.zero_grad()
+            model.zero_grad()
     finally:
         engine.close()
-    assert not touched, f"main thread read .grad of in-flight parameters {touched[:3]}"
+    assert not touched, f"main thread wrote .grad of in-flight parameters {touched[:3]}"
 
 
 STRESS = """

@@ -179,7 +179,7 @@ def test_external_read_is_fetched_and_released() -> None:
     )
     x, y = _batches(1)[0]
     loss = _loss(engine, (x, y))
-    assert engine._access_mode.external_reads >= 1
+    assert engine._access_ctl.external_reads >= 1
     assert 0 in model.emb.weight.data.stride()  # released again: a placeholder
     engine.backward(loss)
     engine.step()

@@ -5,22 +5,26 @@ post-hook. A model can also read a parameter outside the module that owns it: th
 ``F.linear(h, self.emb.weight)`` runs in the *parent's* forward, after ``emb`` has released its
 weight. Without tracing, that op computes with the one-element placeholder and training goes
 silently wrong (the loss stays at ln(vocab)). ZeRO-3 handles this by tracing parameter access;
-so does this module: a ``TorchFunctionMode`` active during the engine's forward and backward sees
-every torch op, and for each managed parameter among its arguments that is not on the device it
-fetches it for the op and releases it right after. Autograd's saved copies are already references
-(the engine's ``saved_tensors_hooks``), so backward fetches it again when it needs it.
+so does this module, at the cost of only the ops that need it: a *released* parameter's class
+is swapped to :class:`Released` (a ``Parameter`` subclass), whose ``__torch_function__`` sees
+every torch op on it, fetches it for the op and releases it right after; a fetched parameter is
+a plain ``Parameter`` again, so the ops of its own module and every op on activations run with
+no Python in between (issue 46: the earlier ``TorchFunctionMode`` saw every op of the step).
+Autograd's saved copies are references (the engine's ``saved_tensors_hooks``), so backward
+fetches a parameter again when it needs it.
 
-An in-place write to a managed parameter inside forward (``nn.Embedding(max_norm=...)``'s renorm,
-``w.clamp_()`` under ``no_grad``) would only change the fetched working copy and be lost at
-release, so it is refused with one line instead.
+An in-place write to a released parameter (``w.clamp_()`` under ``no_grad`` in a parent) would
+only change a fetched copy and be lost, so it is refused with one line; a write to a fetched one
+(``nn.Embedding(max_norm=...)``'s renorm through ``weight.detach()``) bumps the parameter's
+version counter, which the engine checks at release.
 """
 
 from __future__ import annotations
 
 from typing import Any
 
-from torch import Tensor
-from torch.overrides import TorchFunctionMode
+from torch._C import DisableTorchFunctionSubclass
+from torch.nn import Parameter
 
 from schedlab.core.errors import SchedlabError
 
@@ -54,76 +58,72 @@ def _is_write(name: str) -> bool:
     return name.endswith("_") and not name.endswith("__") and name not in _NOT_WRITES
 
 
-class ParamAccess(TorchFunctionMode):
-    """Fetch a managed parameter for any torch op that reads it while it is offloaded.
+class Access:
+    """What :class:`Released` calls: ``slot_of`` maps ``id(parameter)`` to its engine slot;
+    ``access(slot)`` makes it usable and returns True when it fetched it just for this op (the
+    caller releases it right after with ``release(slot)``); ``active()`` says whether the engine
+    is inside a forward or backward (outside them an offloaded parameter reads as its NaN
+    placeholder, as documented)."""
 
-    ``slot_of`` maps ``id(parameter)`` to the engine's slot; ``access(slot)`` makes it usable
-    and returns True when it fetched it just for this op (the caller releases it after).
-    """
-
-    def __init__(self, slot_of: dict[int, Any], live: dict[int, Any], access, release) -> None:
-        super().__init__()
-        self.slot_of, self.live = slot_of, live  # live: storage pointer -> fetched slot
-        self.access, self.release = access, release
-        self._writes: dict[Any, bool] = {}  # func -> is an in-place write (cached per op)
+    def __init__(self, slot_of: dict[int, Any], access, release, active) -> None:
+        self.slot_of, self.access, self.release, self.active = slot_of, access, release, active
         self.external_reads = 0  # ops that needed a fetch outside the owning module
 
-    def _find(self, args, kwargs) -> list:
-        slot_of, found = self.slot_of, []
-        for value in (*args, *kwargs.values()):
-            if type(value) in (list, tuple):
-                for item in value:
-                    slot = slot_of.get(id(item))
-                    if slot is not None:
-                        found.append(slot)
-            else:
-                slot = slot_of.get(id(value))
-                if slot is not None:
-                    found.append(slot)
-        return found
 
-    def _written_slot(self, func, name: str, args, kwargs):
-        """The managed parameter an in-place op would write (itself or a view of its fetched
-        copy, as ``weight.detach()`` in ``nn.Embedding(max_norm=...)``), else None."""
-        writes = self._writes.get(func)
-        if writes is None:
-            writes = self._writes[func] = _is_write(name)
-        if not writes and "out" not in kwargs:
-            return None
-        target = kwargs.get("out") if "out" in kwargs else (args[0] if args else None)
-        slot = self.slot_of.get(id(target))
-        if slot is None and self.live and isinstance(target, Tensor):
-            try:
-                slot = self.live.get(target.untyped_storage().data_ptr())
-            except (RuntimeError, NotImplementedError):
-                return None
-        return slot
+#: id(released parameter) -> its engine's Access (a parameter belongs to one engine at a time)
+OWNERS: dict[int, Access] = {}
 
-    def __torch_function__(self, func, types, args=(), kwargs=None):
+
+def _released_args(args, kwargs) -> list:
+    found = []
+    for value in (*args, *kwargs.values()):
+        if type(value) in (list, tuple):
+            found.extend(item for item in value if type(item) is Released)
+        elif type(value) is Released:
+            found.append(value)
+    return found
+
+
+def _call(func, args, kwargs):
+    with DisableTorchFunctionSubclass():
+        return func(*args, **kwargs)
+
+
+class Released(Parameter):
+    """The class of an offloaded parameter while it is released (its ``.data`` a placeholder)."""
+
+    @classmethod
+    def __torch_function__(cls, func, types, args=(), kwargs=None):
         kwargs = kwargs or {}
         name = getattr(func, "__name__", "")
-        written = self._written_slot(func, name, args, kwargs)
-        if written is not None:
-            raise SchedlabError(
-                f"model writes parameter '{written.name}' in place during forward ({name}); "
-                "the engine trains fetched copies, so the write would be lost"
-            )
-        found = self._find(args, kwargs)
-        if not found:
-            return func(*args, **kwargs)
         if name in ("__get__", "__set__", "__delete__"):
             attr = getattr(getattr(func, "__self__", None), "__name__", "")
             if name != "__get__" or attr != "data":
-                return func(*args, **kwargs)  # .grad, .shape, .data = ...: no values read
+                return _call(func, args, kwargs)  # .grad, .shape, .data = ...: no values read
         if name in _SHAPE_QUERIES:
-            return func(*args, **kwargs)
-        unique = {slot.index: slot for slot in found}
-        fetched = [slot for slot in unique.values() if self.access(slot)]
-        if not fetched:
-            return func(*args, **kwargs)
-        self.external_reads += 1
+            return _call(func, args, kwargs)
+        found = _released_args(args, kwargs)
+        owner = OWNERS.get(id(found[0])) if found else None
+        if owner is None or not owner.active():
+            return _call(func, args, kwargs)
+        target = kwargs.get("out") if "out" in kwargs else (args[0] if args else None)
+        if _is_write(name) or "out" in kwargs:
+            slot = owner.slot_of.get(id(target))
+            if slot is not None:
+                raise SchedlabError(
+                    f"model writes parameter '{slot.name}' in place during forward ({name}); "
+                    "the engine trains fetched copies, so the write would be lost"
+                )
+        unique = {}
+        for param in found:
+            slot = owner.slot_of.get(id(param))
+            if slot is not None:
+                unique[slot.index] = slot
+        fetched = [slot for slot in unique.values() if owner.access(slot)]
+        if fetched:
+            owner.external_reads += 1
         try:
-            return func(*args, **kwargs)
+            return _call(func, args, kwargs)
         finally:
             for slot in fetched:
-                self.release(slot)
+                owner.release(slot)

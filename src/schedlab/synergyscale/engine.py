@@ -40,6 +40,7 @@ import functools
 import os
 import threading
 import time
+import weakref
 from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -49,7 +50,7 @@ from pydantic import BaseModel, ConfigDict, Field, field_validator, model_valida
 
 from schedlab.core.errors import BadInputError, ConfigError, SchedlabError
 from schedlab.core.io import validate_model
-from schedlab.synergyscale.access import ParamAccess
+from schedlab.synergyscale.access import OWNERS, Access, Released
 from schedlab.synergyscale.optim import check_optimizer, make_unit_optimizer, sync_hyperparameters
 from schedlab.synergyscale.tiers import BudgetExceededError, MemoryTier
 
@@ -162,6 +163,11 @@ class _Slot:
     pos: int = 0  # last forward position of a unit using it
     grad_event: Any = None
     has_grad: bool = False  # host_grad holds a gradient of this step (accumulate into it)
+    grad_ref: Any = None  # the tensor the step reads as this slot's gradient (for edit checks)
+    grad_version: int = 0  # grad_ref._version after the engine's own last write
+    placeholder: Any = None  # the released parameter's .data (made once)
+    cls: Any = None  # the parameter's own class (a released one is access.Released)
+    opt_edits: int = 0  # in-place writes of .grad by the optimizer's own step (Rprop: 1)
     dev_version: int = 0  # param._version when fetched: a change means an in-place write
 
 
@@ -178,7 +184,10 @@ class _Unit:
     step_future: Future | None = None
     state_reads: dict | None = None
     submitted: bool = False
+    early: bool = False  # this pass's step was submitted during backward
+    job_learns: bool = False
     group_ids: list[int] = field(default_factory=list)  # user param group of each unit group
+    step_lists: list = field(default_factory=list)  # (shared optimizer group, master) it owns
 
 
 class _Ref:
@@ -186,6 +195,22 @@ class _Ref:
 
     def __init__(self, slot, size, stride, offset):
         self.slot, self.size, self.stride, self.offset = slot, size, stride, offset
+
+
+class _Done:
+    """A finished fetch done inline: what a Future of it would answer, without its lock."""
+
+    __slots__ = ("value",)
+
+    def __init__(self, value) -> None:
+        self.value = value
+
+    def result(self):
+        return self.value
+
+    @staticmethod
+    def done() -> bool:
+        return True
 
 
 def _placeholder(shape, dtype, device):
@@ -220,10 +245,17 @@ class SynergyEngine:
         self.micro = 0  # backward passes since the last step()
         self.clip = config.gradient_clipping
         self.grad_norm: float | None = None
+        # Gradients the user's loop can see and edit between backward() and step(): on a CPU
+        # device with fp32 working copies an offloaded parameter's .grad *is* its host buffer.
+        self.expose_grads = not self.cuda and self.work_dtype == torch.float32
+        self._user_grads = False  # the loop edits gradients: every step waits for step()
+        self._steps_seen = 0  # steps of this engine object (early steps start after the first)
         self.forward_order: list[int] = []
         self._order_known = False
         self._live: dict[int, _Slot] = {}  # storage data_ptr -> fetched slot
         self._lock = threading.RLock()
+        self._ready: list[_Unit] = []  # units submitted for a step, not yet taken by the worker
+        self._draining = False  # a _drain job is queued or running
         self.timings: dict[str, float] = {"fetch_wait": 0.0, "optimizer_wait": 0.0}
         self._build_units(optimizer)
         self.state_bytes = 16 * sum(s.numel for s in self.slots)
@@ -258,7 +290,23 @@ class SynergyEngine:
         self._materialise(optimizer)
         self._install_hooks()
         self._slot_of = {id(s.param): s for s in self.slots}
-        self._access_mode = ParamAccess(self._slot_of, self._live, self._access, self._release)
+        self._access_ctl = Access(
+            self._slot_of,
+            self._access,
+            self._release,
+            lambda: self.phase in ("forward", "backward"),
+        )
+        for slot in self.slots:  # released now: ops on them go through Released (access.py)
+            if not slot.resident:
+                OWNERS[id(slot.param)] = self._access_ctl
+                slot.param.__class__ = Released
+        # Everything resident (the model fits the budget): no parameter is ever offloaded, so
+        # neither the access tracer nor the saved-tensor hooks have anything to do.
+        self.offloads = any(not s.resident for s in self.slots)
+        # Everything resident on a CPU device: the optimizer would overlap backward on the same
+        # cores it runs on (nothing to hide, only thread contention), so step() runs it on the
+        # calling thread, all units in one optimizer.step().
+        self.inline_steps = self.overlap and not self.cuda and not self.offloads
         for unit in self.units:  # model.state_dict() gathers the real values from every tier
             self.handles.append(
                 unit.module.register_state_dict_post_hook(
@@ -266,6 +314,12 @@ class SynergyEngine:
                 )
             )
         self.handles.append(optimizer.register_step_pre_hook(self._refuse_user_step))
+        # Instance attributes, removed by close(): the engine clears gradients itself, and a
+        # user's zero_grad() while an overlapped step reads .grad would race it.
+        optimizer.zero_grad = self.zero_grad
+        model.zero_grad = self.zero_grad
+        _ENGINES.add(self)
+        _install_clip_interception()
 
     # ------------------------------------------------------------------ set-up
     def _build_units(self, optimizer) -> None:
@@ -310,6 +364,7 @@ class SynergyEngine:
                         tuple(p.shape),
                         p.numel(),
                         owner=unit.index,
+                        cls=type(p),
                     )
                     unit.owned.append(slots[id(p)])
                 unit.slots.append(slots[id(p)])
@@ -350,6 +405,7 @@ class SynergyEngine:
 
     def _materialise(self, optimizer) -> None:
         torch = self.torch
+        every_group: dict[int, list] = {}
         for unit in self.units:
             masters, groups = [], {}
             for slot in unit.owned:
@@ -382,13 +438,24 @@ class SynergyEngine:
                     }
                     unit_state_target = (slot, slot_state)
                     unit.__dict__.setdefault("_restore", []).append(unit_state_target)
-            if masters:
-                unit.optimizer, unit.group_ids = make_unit_optimizer(optimizer, groups)
-                restore = unit.__dict__.pop("_restore", [])
-                for slot, slot_state in restore:
-                    unit.optimizer.state[slot.master] = slot_state
-                if restore:
-                    self._swap_out_states(unit, wait=True)
+            for g, group_masters in groups.items():
+                every_group.setdefault(g, []).extend(group_masters)
+            unit.step_lists = [(g, m) for g, ms in groups.items() for m in ms]
+        # One instance of the user's class over every master: a step of any set of units is one
+        # optimizer.step() over their masters (_step_units), not one call per unit.
+        shared, order = make_unit_optimizer(optimizer, every_group)
+        self.shared_optimizer, self.shared_groups = shared, order
+        position = {g: i for i, g in enumerate(order)}
+        for unit in self.units:
+            if not unit.step_lists:
+                continue
+            unit.optimizer, unit.group_ids = shared, order
+            unit.step_lists = [(position[g], m) for g, m in unit.step_lists]
+            restore = unit.__dict__.pop("_restore", [])
+            for slot, slot_state in restore:
+                shared.state[slot.master] = slot_state
+            if restore:
+                self._swap_out_states(unit, wait=True)
         optimizer.state.clear()  # the engine owns the states now
 
     def _checkpoint_wrap(self) -> int:
@@ -488,9 +555,7 @@ class SynergyEngine:
         if self.async_fetch:
             slot.fetching = self.io.submit(self._fetch_job, slot)
         else:
-            done: Future = Future()
-            done.set_result(self._fetch_job(slot))
-            slot.fetching = done
+            slot.fetching = _Done(self._fetch_job(slot))
         return True
 
     def _ensure(self, slot: _Slot) -> None:
@@ -514,6 +579,7 @@ class SynergyEngine:
             stream.wait_event(event)
             dev.record_stream(stream)
         slot.dev = dev
+        slot.param.__class__ = slot.cls  # fetched: a plain parameter, no tracing
         slot.dev_version = slot.param._version
         slot.param.data = dev
         self._live[dev.untyped_storage().data_ptr()] = slot
@@ -545,7 +611,10 @@ class SynergyEngine:
             )
         self._live.pop(slot.dev.untyped_storage().data_ptr(), None)
         slot.dev = None
-        slot.param.data = _placeholder(slot.shape, self.work_dtype, self.device)
+        if slot.placeholder is None:  # made once: a release is on every forward's path
+            slot.placeholder = _placeholder(slot.shape, self.work_dtype, self.device)
+        slot.param.data = slot.placeholder
+        slot.param.__class__ = Released
         self.device_tier.free(f"p{slot.index}")
 
     def _prefetch(self, positions) -> None:
@@ -578,8 +647,15 @@ class SynergyEngine:
             )
             for slot in unit.slots:
                 slot.pos = pos
-            if self._order_known:
+            if self._order_known and self.offloads:
                 self._prefetch(range(pos + 1, pos + 1 + self.depth))
+        if unit.resident:  # its states live here: wait only for its own step of last pass
+            future = unit.step_future
+            if future is not None and not future.done():
+                started = time.perf_counter()
+                future.result()
+                self.timings["optimizer_wait"] += time.perf_counter() - started
+            return
         for slot in unit.slots:
             self._ensure(slot)
 
@@ -623,8 +699,9 @@ class SynergyEngine:
         """A parameter's gradient is final: offload it, free it, maybe start its unit's step."""
         torch = self.torch
         unit = self.units[slot.owner]
-        if slot.resident:
-            pass  # the gradient stays in param.grad next to the device-resident states
+        if slot.resident:  # the gradient stays in param.grad next to the device-resident states
+            slot.grad_ref = param.grad
+            slot.grad_version = param.grad._version
         else:
             grad = param.grad
             if self.cuda and slot.has_grad:  # pragma: no cover - needs a GPU
@@ -649,9 +726,12 @@ class SynergyEngine:
             param.grad = None
             slot.master.grad = slot.host_grad
             self._release(slot)
+            slot.grad_ref = slot.host_grad
+            slot.grad_version = slot.host_grad._version
         unit.pending -= 1
         if self.phase == "backward":
-            self._prefetch(range(slot.pos - 1, slot.pos - 1 - self.depth, -1))
+            if self.offloads:
+                self._prefetch(range(slot.pos - 1, slot.pos - 1 - self.depth, -1))
             if self._early_steps() and unit.pending == 0:
                 self._submit_step(unit)
 
@@ -707,17 +787,59 @@ class SynergyEngine:
             self.nvme.write(f"s{slot.index}.{key}", state[key], wait=wait)
             state[key] = _placeholder(slot.shape, state[key].dtype, "cpu")
 
-    def _step_job(self, unit: _Unit) -> None:
-        for slot in unit.owned:
-            if slot.grad_event is not None:  # pragma: no cover - needs a GPU
-                slot.grad_event.synchronize()
-                slot.grad_event = None
-        if self.nvme is not None and not unit.resident:
-            self._swap_in(unit)
-        unit.optimizer.step()
-        for slot in unit.owned:
-            slot.master.grad = None
-        self._swap_out_states(unit, wait=not self.overlap)
+    def _step_units(self, units: list[_Unit]) -> None:
+        """Worker: one optimizer step over the masters of ``units`` (each unit's params only:
+        the shared optimizer's groups hold just them during the call)."""
+        seen = []
+        lists: list[list] = [[] for _ in self.shared_optimizer.param_groups]
+        for unit in units:
+            for slot in unit.owned:
+                if slot.grad_event is not None:  # pragma: no cover - needs a GPU
+                    slot.grad_event.synchronize()
+                    slot.grad_event = None
+            if self.nvme is not None and not unit.resident:
+                self._swap_in(unit)
+            if unit.job_learns:  # no loop edit can race this step: learn the optimizer's own
+                seen += [
+                    (s, s.grad_ref, s.grad_ref._version)
+                    for s in unit.owned
+                    if s.grad_ref is not None
+                ]
+            for g, master in unit.step_lists:
+                lists[g].append(master)
+        groups = self.shared_optimizer.param_groups
+        kept = [group["params"] for group in groups]
+        try:
+            for group, params in zip(groups, lists, strict=True):
+                group["params"] = params
+            self.shared_optimizer.step()
+        finally:
+            for group, params in zip(groups, kept, strict=True):
+                group["params"] = params
+        for slot, ref, before in seen:  # an optimizer may edit .grad itself (Rprop does)
+            slot.opt_edits = ref._version - before
+        for unit in units:
+            for slot in unit.owned:
+                if not slot.resident:  # a resident .grad stays readable until the next backward
+                    slot.master.grad = None
+            self._swap_out_states(unit, wait=not self.overlap)
+
+    def _drain(self) -> None:
+        """Worker: step every unit submitted so far, in batches, until none is waiting."""
+        while True:
+            with self._lock:
+                batch, self._ready = self._ready, []
+                if not batch:
+                    self._draining = False
+                    return
+            try:
+                self._step_units(batch)
+            except BaseException as exc:  # noqa: BLE001 - handed to whoever waits on a unit
+                for unit in batch:
+                    unit.step_future.set_exception(exc)
+            else:
+                for unit in batch:
+                    unit.step_future.set_result(None)
 
     def _submit_step(self, unit: _Unit) -> None:
         if unit.submitted or unit.optimizer is None:
@@ -726,7 +848,15 @@ class SynergyEngine:
             unit.step_future.result()  # last step's: done by now (its forward fetch waited)
         sync_hyperparameters(unit.optimizer, self.user_optimizer, unit.group_ids)
         unit.submitted = True
-        unit.step_future = self.opt_pool.submit(self._step_job, unit)
+        unit.early = self.phase == "backward"
+        unit.job_learns = not unit.early  # written only here, read by that job
+        unit.step_future = Future()
+        with self._lock:
+            self._ready.append(unit)
+            start = not self._draining and not self.inline_steps
+            self._draining = self._draining or start
+        if start:
+            self.opt_pool.submit(self._drain)
 
     # -------------------------------------------------------------- public API
     def __call__(self, *args, **kwargs):
@@ -739,10 +869,10 @@ class SynergyEngine:
         for slot in self.slots:
             slot.saved = False
         try:
-            with (
-                torch.autograd.graph.saved_tensors_hooks(self._pack, self._unpack),
-                self._access_mode,
-            ):
+            if self.offloads:
+                with torch.autograd.graph.saved_tensors_hooks(self._pack, self._unpack):
+                    out = self.model(*args, **kwargs)
+            else:
                 out = self.model(*args, **kwargs)
         finally:
             self.phase = "forward-done"
@@ -765,13 +895,24 @@ class SynergyEngine:
     def _prepare_step(self) -> None:
         for unit in self.units:
             unit.submitted = False
+            unit.early = False
         for slot in self.slots:
             slot.has_grad = False
+            slot.grad_ref = None
 
     def _early_steps(self) -> bool:
         """Optimizer steps may start during this backward: the overlap schedule, no global
-        clipping (it needs every gradient first) and the last accumulated backward."""
-        return self.overlap and self.clip is None and self.micro == self.accumulation
+        clipping (it needs every gradient first), the last accumulated backward, and a loop
+        known not to edit gradients between backward() and step() (learnt on the first step,
+        which therefore never steps early)."""
+        return (
+            self.overlap
+            and not self.inline_steps
+            and self.clip is None
+            and self.micro == self.accumulation
+            and self._steps_seen > 0
+            and not self._user_grads
+        )
 
     def backward(self, loss) -> None:
         """``loss.backward()`` with gradients offloaded and optimizer steps overlapped."""
@@ -785,6 +926,7 @@ class SynergyEngine:
                 f"backward() number {self.micro + 1} before step() but "
                 f"gradient_accumulation_steps is {self.accumulation}"
             )
+        self._clear_grads(first=self.micro == 0)
         self.micro += 1
         for unit in self.units:
             unit.pending = len(unit.owned)
@@ -792,11 +934,14 @@ class SynergyEngine:
         try:
             tail = len(self.forward_order) - 1
             self._prefetch(range(tail, tail - self.depth - 1, -1))
-            with self._access_mode:
-                loss.backward()
+            loss.backward()
         finally:
             self.phase = "backward-done"
             self._finish_pass()
+        if self.expose_grads:  # what the loop sees (and may edit) before step()
+            for slot in self.slots:
+                if slot.has_grad and not slot.resident:
+                    slot.param.grad = slot.host_grad
 
     def _finish_pass(self) -> None:
         for slot in self.slots:
@@ -806,7 +951,8 @@ class SynergyEngine:
             # two-thread script reproduces it); that was the intermittent crash.
             if slot.resident or (slot.fetching is None and slot.dev is None):
                 continue
-            if slot.param.grad is None:
+            grad = slot.param.grad
+            if grad is None or grad is slot.host_grad:  # not a device gradient still pending
                 self._release(slot)
 
     def step(self) -> None:
@@ -818,14 +964,22 @@ class SynergyEngine:
                 f"step() after {self.micro} backward passes but "
                 f"gradient_accumulation_steps is {self.accumulation}"
             )
+        if self.micro:
+            self._check_grad_edits()
         if self.clip is not None and self.micro:
             self._clip_gradients()
         for unit in self.units:
             self._submit_step(unit)
+        if self.inline_steps:
+            self._drain()
+            for unit in self.units:
+                if unit.submitted:
+                    unit.step_future.result()  # raises the step's own error here
         self.micro = 0
         if not self.overlap:
             self.synchronize()
         self.step_count += 1
+        self._steps_seen += 1
         self.user_optimizer._opt_called = True  # an LR scheduler's check that step() ran
         self.phase = "idle"
 
@@ -842,7 +996,72 @@ class SynergyEngine:
         self.grad_norm = float(norm)
 
     def zero_grad(self, set_to_none: bool = True) -> None:
-        """Gradients are consumed by the offload hooks; nothing is left to clear."""
+        """Also the user optimizer's ``zero_grad``: the engine clears gradients itself at the
+        next backward (clearing them while an overlapped step reads them would race), so this
+        only refuses the one call that would change training: between backward() and step()."""
+        if self.micro:
+            raise SchedlabError(
+                "zero_grad() between backward() and step() would drop this step's gradients; "
+                "call it before the forward or after step() (the engine clears them itself)"
+            )
+
+    def _clear_grads(self, first: bool) -> None:
+        """Before a backward: no ``.grad`` autograd could accumulate into (exposed host
+        buffers are summed by the hooks instead), and at the first backward of a step the
+        resident units' gradients of the last step (kept readable until now). At that first
+        backward every step of the last pass is done (the forward waited for the units it
+        used; the rest are normally done too): this pass's submissions then write the shared
+        optimizer's hyper-parameters while no step of the last pass reads them."""
+        if first:
+            for unit in self.units:
+                if unit.step_future is not None and not unit.step_future.done():
+                    unit.step_future.result()
+        for slot in self.slots:
+            if slot.resident:
+                if first:
+                    slot.param.grad = None
+            elif self.expose_grads:
+                slot.param.grad = None
+
+    def _check_grad_edits(self) -> None:
+        """step(): did the loop edit gradients since backward (``clip_grad_norm_`` on
+        ``model.parameters()``, ``p.grad.mul_``, ``p.grad = ...``, ``model.zero_grad()``)?
+        Edits of units not yet stepped are taken as plain torch takes them and switch early
+        steps off for the rest of training; an edit after a unit's step already ran is one
+        line, never a silently different step."""
+        for slot in self.slots:
+            ref = slot.grad_ref
+            if ref is None:
+                continue
+            exposed = slot.resident or self.expose_grads
+            current = slot.param.grad if exposed else ref
+            if current is ref and ref._version == slot.grad_version:
+                continue
+            unit = self.units[slot.owner]
+            if unit.early:
+                # Any write by the loop is too late or races the step: refuse it. The
+                # optimizer's own writes (learnt on a step without early steps) are not the
+                # loop's; wait for the step so that they are counted.
+                late = current is not ref
+                if not late:
+                    unit.step_future.result()
+                    late = ref._version - slot.grad_version != slot.opt_edits
+                if late:
+                    raise SchedlabError(
+                        f"the gradient of '{slot.name}' changed between backward() and step() "
+                        "after the engine had already stepped it (the engine learns on the "
+                        "first step whether the loop edits gradients): edit them from the first "
+                        "step on, or set gradient_clipping in the engine config"
+                    )
+                continue
+            self._user_grads = True
+            if slot.resident:
+                continue  # its step reads param.grad itself
+            if current is None:  # removed (model.zero_grad()): plain torch skips the parameter
+                slot.master.grad = None
+            elif current is not ref:
+                ref.copy_(current)
+                slot.param.grad = ref
 
     def synchronize(self) -> None:
         """Wait for every optimizer step and NVMe write in flight."""
@@ -872,6 +1091,28 @@ class SynergyEngine:
             key = prefix + name
             if slot is not None and key in state_dict and state_dict[key] is not param:
                 state_dict[key] = self._param_value(slot)
+
+    def _user_clip(self, name: str, original, params: list, args, kwargs):
+        """``torch.nn.utils.<name>`` called by the loop on managed parameters: run torch's
+        own function on the tensors the steps will read (host masters whose ``.grad`` is the
+        host buffer; resident parameters), in the caller's order, so the norm and the scaling
+        are plain torch's bit for bit."""
+        if self.phase == "backward-done" and any(u.early for u in self.units):
+            raise SchedlabError(
+                f"torch.nn.utils.{name} after the engine had already stepped units of this "
+                "backward (it learns on the first step whether the loop edits gradients): "
+                "clip from the first step on, or set gradient_clipping in the engine config"
+            )
+        self._user_grads = True
+        for slot in self.slots:
+            if slot.grad_event is not None:  # pragma: no cover - needs a GPU
+                slot.grad_event.synchronize()
+                slot.grad_event = None
+        holders = []
+        for p in params:
+            slot = self._slot_of.get(id(p))
+            holders.append(p if slot is None or slot.resident else slot.master)
+        return original(holders, *args, **kwargs)
 
     def _refuse_user_step(self, optimizer, args, kwargs) -> None:
         raise SchedlabError(
@@ -959,10 +1200,16 @@ class SynergyEngine:
         if getattr(self, "_closed", False):
             return
         self._closed = True
+        _ENGINES.discard(self)
+        self.user_optimizer.__dict__.pop("zero_grad", None)
+        self.model.__dict__.pop("zero_grad", None)
         with contextlib.suppress(Exception):
             self.synchronize()
         if restore_model:
             self._restore_model()
+        for slot in self.slots:
+            if OWNERS.get(id(slot.param)) is self._access_ctl:
+                del OWNERS[id(slot.param)]
         self.io.shutdown(wait=True)
         self.opt_pool.shutdown(wait=True)
         if self.nvme is not None:
@@ -975,6 +1222,8 @@ class SynergyEngine:
         target = self.device if self.cuda else "cpu"
         for slot in self.slots:
             value = self._param_value(slot)
+            OWNERS.pop(id(slot.param), None)
+            slot.param.__class__ = slot.cls
             slot.param.data = value.to(target)
             slot.param.grad = None
         self._live.clear()
@@ -1051,6 +1300,57 @@ class SynergyEngine:
             group.update(saved)  # lr etc. as at the save, as optimizer.load_state_dict does
         self.step_count = int(data["step"])
         return data.get("extra", {})
+
+
+_ENGINES: weakref.WeakSet = weakref.WeakSet()  # open engines, for the clip interception
+_CLIP_ORIGINALS: dict[str, Any] = {}
+
+
+def _engine_for(params: list):
+    for engine in list(_ENGINES):
+        slot_of = engine._slot_of
+        if any(id(p) in slot_of for p in params):
+            return engine
+    return None
+
+
+def _make_clip(name: str, original):
+    @functools.wraps(original)
+    def clip(parameters, *args, **kwargs):
+        import torch
+
+        params = [parameters] if isinstance(parameters, torch.Tensor) else list(parameters)
+        engine = _engine_for(params)
+        if engine is None:
+            return original(params, *args, **kwargs)
+        return engine._user_clip(name, original, params, args, kwargs)
+
+    clip.synergyscale_original = original
+    return clip
+
+
+def _install_clip_interception() -> None:
+    """Route ``torch.nn.utils.clip_grad_norm_`` / ``clip_grad_value_`` /
+    ``clip_grads_with_norm_`` on an engine's parameters to the engine (gradients of offloaded
+    parameters live in its host buffers, so torch's own function would see ``.grad is None``
+    under bf16 or CUDA). Other parameters go to torch's function unchanged. A reference bound
+    before this ran (``from torch.nn.utils import clip_grad_norm_`` first) still works on a CPU
+    device in fp32, where ``.grad`` is the host buffer itself; edits after an early step are
+    caught by the engine's version check either way."""
+    if _CLIP_ORIGINALS:
+        return
+    import torch.nn.utils as nn_utils
+    import torch.nn.utils.clip_grad as clip_grad
+
+    for name in ("clip_grad_norm_", "clip_grad_value_", "clip_grads_with_norm_"):
+        original = getattr(clip_grad, name, None)
+        if original is None:
+            continue
+        _CLIP_ORIGINALS[name] = original
+        wrapper = _make_clip(name, original)
+        setattr(clip_grad, name, wrapper)
+        if getattr(nn_utils, name, None) is original:
+            setattr(nn_utils, name, wrapper)
 
 
 def initialize(model, optimizer, config: EngineConfig | dict | None = None) -> SynergyEngine:

@@ -30,6 +30,10 @@ class Loop:
     clip: float | None = None
     autocast: bool = False  # bf16 autocast around forward and loss
     make_scheduler: Callable[[Any], Any] | None = None
+    # Clip in the loop itself, ``user_clip(model.parameters(), clip)`` between the last
+    # backward and step (e.g. ``torch.nn.utils.clip_grad_norm_``), in both runs; None: the
+    # engine clips (``gradient_clipping``) and plain torch calls ``clip_grad_norm_``.
+    user_clip: Callable[..., Any] | None = None
 
 
 def _autocast(loop: Loop):
@@ -60,7 +64,9 @@ def train_plain(make_model, make_optimizer, batches: Sequence, loss_fn, loop: Lo
                 loss = loss / loop.accumulation
             loss.backward()
             losses.append(loss.item())
-        if loop.clip is not None:
+        if loop.clip is not None and loop.user_clip is not None:
+            loop.user_clip(model.parameters(), loop.clip)
+        elif loop.clip is not None:
             torch.nn.utils.clip_grad_norm_(model.parameters(), loop.clip)
         optimizer.step()
         if scheduler is not None:
@@ -79,7 +85,7 @@ def train_engine(
     optimizer = make_optimizer(model)
     scheduler = loop.make_scheduler(optimizer) if loop.make_scheduler else None
     config = dict(config, gradient_accumulation_steps=loop.accumulation)
-    if loop.clip is not None:
+    if loop.clip is not None and loop.user_clip is None:
         config["gradient_clipping"] = loop.clip
     engine = initialize(model, optimizer, config)
     losses = []
@@ -91,6 +97,8 @@ def train_engine(
                     loss = loss / loop.accumulation
                 engine.backward(loss)
                 losses.append(loss.item())
+            if loop.clip is not None and loop.user_clip is not None:
+                loop.user_clip(model.parameters(), loop.clip)
             engine.step()
             if scheduler is not None:
                 scheduler.step()
