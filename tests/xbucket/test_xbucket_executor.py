@@ -40,3 +40,25 @@ def test_a_task_needs_exactly_one_of_command_or_function():
         TaskSpec("x")
     with pytest.raises(BadInputError):
         TaskSpec("x", command=["true"], function=print)
+
+
+def test_walltime_kills_a_command_and_fails_only_that_task():
+    from schedlab.xbucket.executor import WalltimeExceededError
+
+    executor = LocalExecutor(make_allocator("de-bucket"), parallel=2)
+    records = executor.run([
+        TaskSpec("slow", "sleep", command=["sh", "-c", "sleep 60; echo late"], walltime=1),
+        TaskSpec("fast", "echo", command=["sh", "-c", "echo ok"], walltime=60),
+    ])
+    slow, fast = records
+    assert isinstance(slow.exception, WalltimeExceededError) and not slow.succeeded
+    assert str(slow.exception).startswith("field 'walltime': task slow exceeded its walltime "
+                                          "of 1 s: killed after")
+    assert len(slow.attempts) == 1 and slow.attempts[0].wall_time < 30 and "late" not in slow.stdout
+    assert fast.succeeded and fast.stdout.strip() == "ok"
+
+
+@pytest.mark.parametrize("bad", [0, -2, "soon"])
+def test_a_bad_walltime_is_one_line_naming_the_field(bad):
+    with pytest.raises(BadInputError, match="field 'walltime': task x: must be"):
+        TaskSpec("x", command=["true"], walltime=bad)
