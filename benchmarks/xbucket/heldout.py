@@ -118,6 +118,8 @@ def main() -> None:
                 g = frame.filter((pl.col("workflow") == name) & (pl.col("rules") == rules)
                                  & pl.col("algorithm").is_in(list(names)))
                 g = g.filter(pl.col(col).is_not_nan())
+                if not any(t.peak.get(res) > 0 for t in tasks):
+                    break  # the trace has none of this type (Bitbrains: no disk)
                 if g.is_empty():
                     break
                 best = g.sort(col, descending=True).row(0, named=True)
