@@ -31,8 +31,10 @@ The measured peaks go back to the allocator through ``observe``; a killed attemp
 with ``last_failed`` so the next allocation grows. An attempt killed while it already held the
 whole worker of the exceeded type cannot grow: the task fails at once with
 :class:`TaskTooLargeError` (task, type, measured peak, cap) instead of being retried at the same
-cap. Python callables run in a fresh interpreter (``runner.py``, started by path): sent with
-pickle, or with dill (as Parsl sends apps) when pickle cannot, e.g. a decorated function.
+cap. A task with a ``walltime`` has each attempt's tree killed past it and fails with
+:class:`WalltimeExceededError` (no retry). Python callables run in a fresh interpreter
+(``runner.py``, started by path): sent with pickle, or with dill (as Parsl sends apps) when
+pickle cannot, e.g. a decorated function.
 """
 
 from __future__ import annotations

@@ -9,7 +9,10 @@ allocation a user declared when the trace carries one.
 
 Retry semantics follow the reference (cctools ``bucketing_manager.c``): for an exceeded type
 the next prediction must lie above the value the monitor reported for it; for the other types
-it is predicted above the most that was seen of them.
+it is predicted above the most that was seen of them. Issue 51 (``Defaults.retry_inclusive``,
+every allocator): a report *above* the failed allocation is a measured need, so the retry may
+equal it; ``Defaults.sampling_floor`` (X-Bucket): in sampling, never start below the smallest
+repeated own record. ``Defaults.cctools()`` is the reference's setting.
 """
 
 from __future__ import annotations
