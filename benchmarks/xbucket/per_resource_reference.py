@@ -59,7 +59,7 @@ def one_mode(
         tasks,
         [ours],
         ReplayConfig(semantics="peak", machine=Machine.covering(tasks)),
-        defaults=Defaults(pooled_fallback=False),
+        defaults=Defaults.cctools(),
         seed=seed,
         per_resource=True,
     ).row(0, named=True)

@@ -40,3 +40,43 @@ def test_a_task_needs_exactly_one_of_command_or_function():
         TaskSpec("x")
     with pytest.raises(BadInputError):
         TaskSpec("x", command=["true"], function=print)
+
+
+def test_walltime_kills_a_command_and_its_children_and_fails_only_that_task(tmp_path):
+    import time
+
+    import psutil
+
+    from schedlab.xbucket.executor import WalltimeExceededError
+
+    pids = tmp_path / "pids"
+    executor = LocalExecutor(make_allocator("de-bucket"), parallel=2)
+    script = f"sleep 60 & echo $! > {pids}; wait; echo late"
+    records = executor.run([
+        TaskSpec("slow", "sleep", command=["sh", "-c", script], walltime=1),
+        TaskSpec("fast", "echo", command=["sh", "-c", "echo ok"], walltime=60),
+    ])
+    slow, fast = records
+    assert isinstance(slow.exception, WalltimeExceededError) and not slow.succeeded
+    assert str(slow.exception).startswith("field 'walltime': task slow exceeded its walltime "
+                                          "of 1 s: killed after")
+    assert len(slow.attempts) == 1 and slow.attempts[0].wall_time < 30 and "late" not in slow.stdout
+    assert fast.succeeded and fast.stdout.strip() == "ok"
+    grandchild = int(pids.read_text())
+
+    def alive() -> bool:
+        try:
+            return psutil.Process(grandchild).status() != psutil.STATUS_ZOMBIE
+        except psutil.NoSuchProcess:
+            return False
+
+    deadline = time.monotonic() + 10
+    while alive() and time.monotonic() < deadline:
+        time.sleep(0.05)
+    assert not alive()  # the background sleep was killed with its shell, not orphaned
+
+
+@pytest.mark.parametrize("bad", [0, -2, "soon"])
+def test_a_bad_walltime_is_one_line_naming_the_field(bad):
+    with pytest.raises(BadInputError, match="field 'walltime': task x: must be"):
+        TaskSpec("x", command=["true"], walltime=bad)

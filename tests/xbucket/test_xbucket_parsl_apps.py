@@ -71,3 +71,49 @@ def test_a_join_app_joins_the_apps_it_launches(run):
     assert apps.squares_then_total(4).result(timeout=WAIT) == 0 + 1 + 4 + 9
     launched = [r.task_id for r in list(executor.records.values())[before:]]
     assert sorted(t.rsplit("-", 1)[0] for t in launched) == ["square"] * 4 + ["total"]
+
+
+def _gone(pid_file) -> bool:
+    """Every pid written to ``pid_file`` has ended (or is a zombie nobody reaped yet)."""
+    import psutil
+
+    for pid in map(int, pid_file.read_text().split() or [0]):
+        if pid <= 0:
+            return False  # written but empty: not yet known
+        try:
+            if psutil.Process(pid).status() != psutil.STATUS_ZOMBIE:
+                return False
+        except psutil.NoSuchProcess:
+            continue
+    return True
+
+
+@pytest.mark.parametrize("kind", ["python", "bash"])
+def test_walltime_kills_the_app_and_its_children_and_fails_its_future(run, kind):
+    import time
+
+    from parsl.app.errors import AppTimeout
+
+    executor, tmp = run
+    pid_file = tmp / f"{kind}-nap.pids"
+    app = apps.nap if kind == "python" else apps.bash_nap
+    future = app(120, str(pid_file), walltime=5)
+    with pytest.raises(AppTimeout) as caught:
+        future.result(timeout=WAIT)
+    name = "nap" if kind == "python" else "bash_nap"
+    assert f"task {name}-" in str(caught.value) and "walltime of 5 s" in str(caught.value)
+    assert caught.value.walltime == 5 and caught.value.elapsed < 60
+    record = executor.records[caught.value.task_id]
+    assert len(record.attempts) == 1  # a walltime kill is not retried
+    # under heavy load the app may not have started its child within 5 s (then nothing can be
+    # orphaned); when it did, the sleeping grandchild must be gone too
+    # (LocalExecutor's walltime test checks a grandchild deterministically)
+    if pid_file.exists():
+        deadline = time.monotonic() + 10
+        while not _gone(pid_file) and time.monotonic() < deadline:
+            time.sleep(0.1)
+        assert _gone(pid_file)
+
+
+def test_an_app_within_its_walltime_returns(run):
+    assert apps.nap(0.2, walltime=60).result(timeout=WAIT) == 0.2

@@ -43,3 +43,22 @@ def hog(megabytes: int, stdout=None) -> str:
 @join_app
 def squares_then_total(n: int):
     return total(*[square(i) for i in range(n)])
+
+
+@python_app(executors=["xbucket"])
+def nap(seconds: float, pid_file: str = "", walltime: float = 60) -> float:
+    """Sleeps in a child process (``sleep``), so a walltime kill must reach the grandchild."""
+    import os
+    import subprocess
+
+    child = subprocess.Popen(["sleep", str(seconds)])
+    if pid_file:
+        with open(pid_file, "w") as handle:
+            handle.write(f"{os.getpid()} {child.pid}")
+    child.wait()
+    return seconds
+
+
+@bash_app(executors=["xbucket"])
+def bash_nap(seconds: float, pid_file: str, walltime: float = 60) -> str:
+    return f"echo $$ > {pid_file}; sleep {seconds}"

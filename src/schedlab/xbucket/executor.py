@@ -31,8 +31,10 @@ The measured peaks go back to the allocator through ``observe``; a killed attemp
 with ``last_failed`` so the next allocation grows. An attempt killed while it already held the
 whole worker of the exceeded type cannot grow: the task fails at once with
 :class:`TaskTooLargeError` (task, type, measured peak, cap) instead of being retried at the same
-cap. Python callables run in a fresh interpreter (``runner.py``, started by path): sent with
-pickle, or with dill (as Parsl sends apps) when pickle cannot, e.g. a decorated function.
+cap. A task with a ``walltime`` has each attempt's tree killed past it and fails with
+:class:`WalltimeExceededError` (no retry). Python callables run in a fresh interpreter
+(``runner.py``, started by path): sent with pickle, or with dill (as Parsl sends apps) when
+pickle cannot, e.g. a decorated function.
 """
 
 from __future__ import annotations
@@ -76,9 +78,24 @@ class TaskTooLargeError(SchedlabError):
         return (TaskTooLargeError, (self.task_id, self.resource, self.peak, self.cap))
 
 
+class WalltimeExceededError(SchedlabError):
+    """An attempt ran past its task's walltime: its process tree was killed; not retried."""
+
+    def __init__(self, task_id: str, walltime: float, elapsed: float) -> None:
+        super().__init__(f"task {task_id} exceeded its walltime of {walltime:g} s: killed "
+                         f"after {elapsed:.2f} s", field="walltime")
+        self.task_id, self.walltime, self.elapsed = task_id, walltime, elapsed
+
+    def __reduce__(self):
+        return (type(self), (self.task_id, self.walltime, self.elapsed))
+
+
 @dataclass
 class TaskSpec:
-    """A real task: a command (argv list) or an importable Python callable with its arguments."""
+    """A real task: a command (argv list) or an importable Python callable with its arguments.
+
+    ``walltime`` (seconds, optional): each attempt's limit; past it the attempt's process tree
+    is killed and the task fails with :class:`WalltimeExceededError` (no retry)."""
 
     task_id: str
     category: str = "default"
@@ -86,10 +103,20 @@ class TaskSpec:
     function: Callable[..., Any] | None = None
     args: tuple[Any, ...] = ()
     kwargs: dict[str, Any] = field(default_factory=dict)
+    walltime: float | None = None
 
     def __post_init__(self) -> None:
         if (self.command is None) == (self.function is None):
             raise BadInputError("give exactly one of command or function", field="task")
+        if self.walltime is not None:
+            try:
+                self.walltime = float(self.walltime)
+            except (TypeError, ValueError):
+                raise BadInputError(f"task {self.task_id}: must be a number of seconds, got "
+                                    f"{self.walltime!r}", field="walltime") from None
+            if not self.walltime > 0:
+                raise BadInputError(f"task {self.task_id}: must be positive, got "
+                                    f"{self.walltime:g}", field="walltime")
 
 
 @dataclass
@@ -207,6 +234,7 @@ class _Attempt:
         self.peak_rss = 0.0
         self.peak_disk = 0
         self.killed_for: tuple[str, ...] = ()
+        self.timed_out = False  # killed at its walltime
         self.samples = 0
         self.rusage: Any = None
         self.wall = 0.0
@@ -255,7 +283,14 @@ class _Attempt:
         """Measure the tree's RSS (and every ``disk_every`` samples the sandbox); kill if over.
 
         Memory is only killed for here when no cgroup enforces it: a tree's summed RSS counts
-        shared pages once per process, so it may overstate what the kernel charges."""
+        shared pages once per process, so it may overstate what the kernel charges.
+        Past the task's walltime the whole tree is killed (``timed_out``)."""
+        walltime = self.spec.walltime
+        if walltime is not None and not self.timed_out \
+                and time.perf_counter() - self.started > walltime:
+            self.timed_out = True
+            self.kill()
+            return
         rss, high = 0, 0.0
         for proc in _tree(self.ps):
             with contextlib.suppress(psutil.Error):
@@ -275,7 +310,13 @@ class _Attempt:
             self.kill()
 
     def kill(self) -> None:
-        for proc in reversed(_tree(self.ps)):
+        """Stop the whole tree, parents first, then kill it: a shell whose child died first
+        must not go on to its next command (``sleep 60; echo late`` printed ``late``)."""
+        tree = _tree(self.ps)
+        for proc in tree:
+            with contextlib.suppress(psutil.Error):
+                proc.suspend()
+        for proc in tree:
             with contextlib.suppress(psutil.Error):
                 proc.kill()
 
@@ -470,6 +511,13 @@ class LocalExecutor:
         report, code = attempt.finish(self.semantics)
         record.attempts.append(report)
         record.enforcement = attempt.enforcement
+        if attempt.timed_out:  # cut short: its peaks are a lower bound, not a record to learn
+            record.returncode = code
+            record.exception = WalltimeExceededError(record.task_id, attempt.spec.walltime or 0,
+                                                     attempt.wall)
+            out, err = attempt.close(self.keep_output)
+            record.stdout, record.stderr = out, err
+            return None
         try:
             self.allocator.observe(attempt.spec.category, report)
         finally:

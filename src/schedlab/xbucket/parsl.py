@@ -21,7 +21,10 @@ bash (about 55 MB with Parsl loaded) counts in its peak, as under Parsl's own wo
 ``join_app`` runs in Parsl's internal thread pool, never here; the apps it returns and every
 dependency between apps are resolved by Parsl's DataFlowKernel before ``submit``. The app's
 exception reaches its future as the same exception type (the child's traceback as a note).
-Parsl's ``wrap_error`` and ``walltime`` wrappers are unwrapped, so ``walltime`` is not enforced.
+Parsl's ``wrap_error`` and ``walltime`` wrappers are unwrapped; ``walltime`` (the app's keyword,
+as Parsl defines it) is enforced here instead: each attempt past it has its whole process tree
+killed, and the task fails at once (no retry) with :class:`AppWalltimeExceeded`, a Parsl
+``AppTimeout`` naming the task and the limit.
 
 A task whose attempt at the worker's cap (``machine``) still exceeds it fails at once with
 :class:`~schedlab.xbucket.executor.TaskTooLargeError` through its future. Should the dispatch
@@ -47,6 +50,7 @@ from concurrent.futures import Future, InvalidStateError
 from pathlib import Path
 from typing import Any
 
+from parsl.app.errors import AppTimeout
 from parsl.executors.base import ParslExecutor
 
 from schedlab.core.errors import BadInputError, SchedlabError
@@ -54,6 +58,7 @@ from schedlab.xbucket.executor import (
     ExecutionRecord,
     LocalExecutor,
     TaskSpec,
+    WalltimeExceededError,
     _Attempt,
     _cap,
 )
@@ -64,6 +69,10 @@ from schedlab.xbucket.types import Defaults, Machine, ResourceReport
 class AppFailed(RuntimeError):
     """The app failed and its own exception could not be rebuilt here (or a command exited
     non-zero); the child's traceback is the message."""
+
+
+class AppWalltimeExceeded(WalltimeExceededError, AppTimeout):
+    """An app ran past its ``walltime``: killed, with its children (Parsl's ``AppTimeout``)."""
 
 
 class DispatchError(SchedlabError):
@@ -147,8 +156,14 @@ class XBucketExecutor(ParslExecutor):
         future: Future = Future()
         future.parsl_executor_task_id = task_id  # type: ignore[attr-defined]
         kwargs.pop("parsl_resource_specification", None)  # Parsl leaves it in the app's kwargs
-        spec = TaskSpec(task_id, str(category), function=target, args=tuple(args),
-                        kwargs=dict(kwargs))
+        # walltime stays in the kwargs: Parsl passes it on to the app (and a bash app's own
+        # remote side reads it); we enforce it on the attempt's whole process tree
+        try:
+            spec = TaskSpec(task_id, str(category), function=target, args=tuple(args),
+                            kwargs=dict(kwargs), walltime=kwargs.get("walltime"))
+        except BadInputError as exc:
+            _resolve(future, error=exc)
+            return future
         with self._lock:
             if self._broken is not None:
                 _resolve(future, error=self._broken)
@@ -249,6 +264,9 @@ class XBucketExecutor(ParslExecutor):
             with self._lock:
                 self._queue.appendleft((attempt.spec, retry, future))
             return
+        if isinstance(record.exception, WalltimeExceededError):
+            error = record.exception
+            record.exception = AppWalltimeExceeded(error.task_id, error.walltime, error.elapsed)
         if record.succeeded:
             _resolve(future, record.value)
         else:

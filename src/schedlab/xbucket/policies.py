@@ -9,7 +9,10 @@ allocation a user declared when the trace carries one.
 
 Retry semantics follow the reference (cctools ``bucketing_manager.c``): for an exceeded type
 the next prediction must lie above the value the monitor reported for it; for the other types
-it is predicted above the most that was seen of them.
+it is predicted above the most that was seen of them. Issue 51 (``Defaults.retry_inclusive``,
+every allocator): a report *above* the failed allocation is a measured need, so the retry may
+equal it; ``Defaults.sampling_floor`` (X-Bucket): in sampling, never start below the smallest
+repeated own record. ``Defaults.cctools()`` is the reference's setting.
 """
 
 from __future__ import annotations
@@ -97,20 +100,34 @@ class XBucket:
     def allocate(self, category: str, last_failed: ResourceReport | None = None,
                  declared: Resources | None = None) -> Resources:
         states = self.effective_states(category)
+        d = self.defaults
         if last_failed is None:
-            q = self.defaults.cold_quantile
-            if q is None or self._pooled is None or category in self._ready:
+            if category in self._ready:
                 return Resources(*(s.predict() for s in states))
-            return Resources(*(s.upper(q) if s is p else s.predict()
-                               for s, p in zip(states, self._pooled, strict=True)))
+            own = self.states(category)
+            q = d.cold_quantile
+            values = []
+            for i, s in enumerate(states):
+                if q is not None and self._pooled is not None and s is self._pooled[i]:
+                    value = s.upper(q)
+                else:
+                    value = s.predict()
+                if d.sampling_floor and own[i].in_sampling:
+                    floor = own[i].floor()
+                    if floor is not None and floor > value:
+                        value = floor
+                values.append(value)
+            return Resources(*values)
         used = last_failed.usage.as_tuple()
+        given = last_failed.allocation.as_tuple()
         exceeded = last_failed.exceeded
         own = self.states(category)
-        cold = self.defaults.cold_quantile is not None
+        cold = d.cold_quantile is not None
         return Resources(*(
-            _retry_cold(state, own[i], used[i])
+            _retry_cold(state, own[i], used[i], d.retry_inclusive and used[i] > given[i])
             if cold and state is not own[i] and RESOURCES[i] in exceeded
-            else _retry_one(state, used[i], RESOURCES[i] in exceeded)
+            else _retry_one(state, used[i], RESOURCES[i] in exceeded,
+                            d.retry_inclusive and used[i] > given[i])
             for i, state in enumerate(states)
         ))
 
@@ -121,29 +138,36 @@ class XBucket:
         values = report.usage.as_tuple()
         for state, value in zip(self.states(category), values, strict=True):
             state.add(value, weight)
-        if self._pooled is not None:
+        if self._pooled is not None:  # by count even when time-weighted: the pool stands in
+            # for a category whose durations it does not know (a few long tasks of one
+            # category must not set every new category's cold start; bioblast disk)
             for state, value in zip(self._pooled, values, strict=True):
-                state.add(value, weight)
+                state.add(value)
 
 
-def _retry_cold(pooled: BucketingState, own: BucketingState, seen: float) -> float:
+def _retry_cold(pooled: BucketingState, own: BucketingState, seen: float,
+                inclusive: bool = False) -> float:
     """Retry of a new category (still in sampling, predicting from the pool) for an exceeded
     type: never more than its own sampling path would give (its default, then doubling), so a
     sparse pool cannot jump it to another category's far bucket; a pooled bucket below that
     step is tried first. Above the pool's top bucket the pool does not describe the category:
     its own sampling path, instead of doubling from a small pooled value (a kill per doubling).
+    ``inclusive``: ``seen`` is a measured need (see ``Defaults.retry_inclusive``).
     """
-    own_step = max(own.default, own.predict(seen))
-    value = pooled.predict(seen)
-    if pooled.values and seen >= pooled.values[-1]:
+    own_step = max(own.default, own.predict(seen, inclusive))
+    value = pooled.predict(seen, inclusive)
+    if pooled.values and (seen > pooled.values[-1]
+                          or (seen == pooled.values[-1] and not inclusive)):
         return own_step
     return min(value, own_step)
 
 
-def _retry_one(state: BucketingState, seen: float, exceeded: bool) -> float:
-    """Reference retry rule: above the reported value if exceeded, else above the most seen."""
+def _retry_one(state: BucketingState, seen: float, exceeded: bool,
+               inclusive: bool = False) -> float:
+    """Reference retry rule: above the reported value if exceeded (at or above it when it is
+    a measured need, ``inclusive``), else above the most seen."""
     if exceeded:
-        return state.predict(seen)
+        return state.predict(seen, inclusive)
     if state.in_sampling:
         return max(state.predict(seen), state.predict())
     return state.predict(seen)
@@ -229,8 +253,11 @@ class _FirstAllocation:
             if last_failed is None:
                 return d.first
             used = last_failed.usage.as_tuple()
+            given = last_failed.allocation.as_tuple()
             return Resources(*(
-                next_step(first[i], d.growth, used[i]) if RESOURCES[i] in last_failed.exceeded
+                next_step(first[i], d.growth, used[i],
+                          d.retry_inclusive and used[i] > given[i])
+                if RESOURCES[i] in last_failed.exceeded
                 else max(next_step(first[i], d.growth, used[i]), first[i])
                 for i in range(3)))
         if last_failed is None:
@@ -247,7 +274,8 @@ class _FirstAllocation:
             return given
         top = max(seen.peaks[i])
         used = failed.usage.as_tuple()[i]
-        return top if top > given and top > used else self.machine[i]
+        need_met = top >= used if self.defaults.retry_inclusive and used > given else top > used
+        return top if top > given and need_met else self.machine[i]
 
     def _choose(self, peaks: np.ndarray, times: np.ndarray, capacity: float) -> float:
         raise NotImplementedError
@@ -286,7 +314,10 @@ class MaxSeen(_FirstAllocation):
         used = failed.usage.as_tuple()[i]
         growth = self.defaults.growth
         value = max(given, 1e-9) * growth
-        while value <= used:
+        if self.defaults.retry_inclusive and used > given:  # a measured need: may equal it
+            while value < used:
+                value *= growth
+        while value <= used and not (self.defaults.retry_inclusive and used > given):
             value *= growth
         return min(value, self.machine[i]) if used < self.machine[i] else self.machine[i]
 

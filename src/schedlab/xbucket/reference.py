@@ -74,7 +74,7 @@ def side_by_side(driver: Path, tasks: list[Task], workflow: str,
     # as the driver: no cap from a trace-max worker (the former 64 GiB worker grown to fit, which
     # never binds) and one manager per category with no pooled fallback
     machine = Machine.covering(tasks)
-    defaults = Defaults(pooled_fallback=False)
+    defaults = Defaults.cctools()
     for semantics in ("peak", "allocation"):
         config = ReplayConfig(semantics=semantics, kill_fraction=kill_fraction, machine=machine)
         ours = compare(tasks, algorithms, config, defaults=defaults, seed=seed)

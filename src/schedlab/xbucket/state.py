@@ -22,14 +22,18 @@ from schedlab.xbucket import kernels
 Splitter = Callable[[np.ndarray, np.ndarray], tuple[np.ndarray, np.ndarray]]
 
 
-def next_step(default: float, growth: float, previous: float) -> float:
-    """The first ``default * growth**k`` strictly above ``previous`` (the exponential phase)."""
+def next_step(default: float, growth: float, previous: float, inclusive: bool = False) -> float:
+    """The first ``default * growth**k`` strictly above ``previous`` (the exponential phase);
+    with ``inclusive``, the first one at or above it (``previous`` is a measured need)."""
     if previous <= 0 or default <= 0:
         return default if default > 0 else 1.0
     exponent = math.floor(math.log(previous / default) / math.log(growth)) + 1
     value = default * growth**exponent
     while value <= previous:  # log rounding at exact powers must not return previous itself
         value *= growth
+    if inclusive:
+        while value / growth >= previous * (1 - 1e-12) and value / growth >= default:
+            value /= growth
     return value
 
 
@@ -59,7 +63,8 @@ class BucketingState:
     """
 
     __slots__ = ("default", "sampling", "growth", "deterministic", "_split", "_rng", "_vals",
-                 "_sigs", "_next_sig", "values", "cumulative", "rebuckets", "lazy", "_dirty")
+                 "_sigs", "_next_sig", "values", "cumulative", "rebuckets", "lazy", "_dirty",
+                 "_early", "_early_size")
 
     def __init__(self, mode: str, default: float, sampling: int = 10, growth: float = 2.0,
                  max_buckets: int = 10, rng: random.Random | None = None,
@@ -75,6 +80,8 @@ class BucketingState:
         self.rebuckets = 0
         self.lazy = lazy  # re-bucket on the next prediction instead of after every record
         self._dirty = False
+        self._early: float | None = None
+        self._early_size = 0
 
     @property
     def size(self) -> int:
@@ -111,17 +118,23 @@ class BucketingState:
         self.rebuckets += 1
         self._dirty = False
 
-    def predict(self, previous: float | None = None) -> float:
+    def predict(self, previous: float | None = None, inclusive: bool = False) -> float:
+        """``inclusive``: ``previous`` is a measured need (a monitor saw the task use that
+        much), so a bucket equal to it fits; otherwise the answer is strictly above it."""
         if self._vals.shape[0] < self.sampling:
             if previous is None or previous <= 0:
                 return self.default
-            return next_step(self.default, self.growth, previous)
+            return next_step(self.default, self.growth, previous, inclusive)
         if self._dirty:
             self.rebucket()
         values = self.values
-        start = 0 if previous is None else bisect_right(values, previous)
+        if previous is None:
+            start = 0
+        else:
+            start = (bisect_left if inclusive else bisect_right)(values, previous)
         if start == len(values):
-            return next_step(self.default, self.growth, previous if previous else 0.0)
+            return next_step(self.default, self.growth, previous if previous else 0.0,
+                             inclusive)
         if self.deterministic:
             return values[start]
         cumulative = self.cumulative
@@ -129,6 +142,19 @@ class BucketingState:
         target = base + self._rng.random() * (1.0 - base)
         chosen = bisect_right(cumulative, target, start)
         return values[chosen] if chosen < len(values) else values[-1]
+
+    def floor(self) -> float | None:
+        """The smallest record, once the records hold an exact repeat (a discrete resource,
+        e.g. whole cores: a value seen twice is a need the category has, not noise); None
+        before. An allocation below the smallest need a category has ever shown is a likely
+        kill; with all values distinct the next one may lie anywhere, so no floor."""
+        size = int(self._vals.shape[0])
+        if self._early_size != size:
+            self._early_size = size
+            vals = self._vals
+            self._early = float(vals[0]) if size > 1 and bool(np.any(vals[1:] == vals[:-1])) \
+                else None
+        return self._early
 
     def upper(self, q: float) -> float:
         """The smallest bucket holding at least ``q`` of the probability (past sampling): a

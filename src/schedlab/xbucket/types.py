@@ -159,3 +159,21 @@ class Defaults:
     #: (category-blind) buckets' ``cold_quantile`` upper quantile instead of a bucket chosen as
     #: for a known category; None keeps that choice. Retries still climb the pooled buckets.
     cold_quantile: float | None = 0.9
+    #: a failed attempt whose monitor reported *more* than its allocation (a measured need, as
+    #: a replay with peak semantics knows it) is retried at the smallest bucket / step at or
+    #: above that value, not strictly above it (which skips an exact fit, e.g. 4 cores retried
+    #: at 5). Applies to every allocator (X-Bucket and the alternatives alike). Issue 51.
+    retry_inclusive: bool = True
+    #: X-Bucket: while a category is in its sampling phase, a fresh task's allocation of a
+    #: type is never below the smallest value the category's own records show, once they hold
+    #: an exact repeat (a discrete resource such as whole cores): a category that always needs
+    #: 4 cores no longer starts every sampling task at the default or the pool's 2 and pays a
+    #: kill each time. Retries keep the sampling path. Issue 51.
+    sampling_floor: bool = True
+
+    @classmethod
+    def cctools(cls) -> Defaults:
+        """cctools' own bucketing manager: no pooled fallback, no issue-51 rules (for the
+        side-by-side reference comparison)."""
+        return cls(pooled_fallback=False, cold_quantile=None, retry_inclusive=False,
+                   sampling_floor=False)
