@@ -4,15 +4,18 @@ tiers as Slurm burst-buffer pools, stage-in while the job is pending, stage-out 
 Paper: IFlux (../shared/papers/10-iflux.md) is a scheduler plugin. Slurm (20.11+, here Debian's
 22.05) ships ``burst_buffer/lua``: slurmctld calls the functions of a ``burst_buffer.lua`` that
 lives beside ``slurm.conf``. :func:`install` writes that script, the compiled rule table and the
-pool list; the Lua functions call this module as a helper process:
+pool list, and ``job_submit.lua`` (``JOB_SUBMIT_LUA``: refuses ``#IFLUX``-only scripts, which
+Slurm would never show the burst-buffer plugin); the Lua functions call this module as a
+helper process:
 
 =====================  =========================  ===========================================
 Lua function           when (Slurm 22.05)         IFlux
 =====================  =========================  ===========================================
-slurm_bb_job_process   submission (synchronous)   parse + validate the intents, check a
-                                                  pool is requested (fast path; only for
-                                                  jobs with a #BB_LUA line: Slurm skips
-                                                  the plugin for the others)
+slurm_bb_job_process   submission (synchronous)   parse + validate the intents, check the
+                                                  pool request and that its capacity fits
+                                                  the pool's total -- in Lua, no process
+                                                  (``CHECK_LUA``; the helper only names a
+                                                  pool for intents that ask for none)
 slurm_bb_pools         startup, every 30 s        tiers as pools, read from ``pools.json``
                                                   by Lua itself; starts :func:`sweep`
                                                   (detached) only when a job left a marker
