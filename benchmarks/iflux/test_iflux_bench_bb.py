@@ -2,8 +2,10 @@
 
 Run with ``pytest benchmarks/iflux/test_iflux_bench_bb.py``. Target (issue 31): the per-job
 decision in the Prolog/plugin < 50 ms wall *including process start* (paper: 0.02% scheduler
-overhead). ``burst_buffer.lua`` runs ``bbfast.py`` once per ``slurm_bb_job_process`` (submission,
-synchronous in slurmctld) and once per ``slurm_bb_setup``; the old Prolog ran the full package.
+overhead). ``burst_buffer.lua`` runs ``bbfast.py`` once per ``slurm_bb_setup``; since issue 53
+``slurm_bb_job_process`` checks in Lua (``test_iflux_bench_submit.py``) and runs ``bbfast.py``
+only for intents without a pool request, as ``schedlab iflux sbatch`` does; the old Prolog ran
+the full package.
 On a real local Slurm, slurmctld's own ``_slurm_rpc_submit_batch_job ... usec=`` log line gives
 the submission RPC time with and without IFlux's ``#BB_LUA`` job.
 """

@@ -230,7 +230,8 @@ def test_submit_adds_the_pool_request_and_the_cli_installs(tmp_path: Path) -> No
                              "--spool", str(tmp_path / "spool"), "--pool", "nvme=1GiB",
                              "--json"])
     assert ok.exit_code == 0, ok.output
-    assert json.loads(ok.stdout)["slurm_conf_lines"] == ["BurstBufferType=burst_buffer/lua"]
+    assert json.loads(ok.stdout)["slurm_conf_lines"] == ["BurstBufferType=burst_buffer/lua",
+                                                         "JobSubmitPlugins=lua"]
     script = _script(tmp_path, ["path=/p/out usage=output pattern=checkpoint size=100MiB"])
     text = bb.with_pool_request(script, tmp_path / "spool")
     assert text.splitlines()[:2] == ["#!/bin/bash", "#BB_LUA pool=nvme capacity=100M"]

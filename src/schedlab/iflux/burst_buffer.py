@@ -4,15 +4,18 @@ tiers as Slurm burst-buffer pools, stage-in while the job is pending, stage-out 
 Paper: IFlux (../shared/papers/10-iflux.md) is a scheduler plugin. Slurm (20.11+, here Debian's
 22.05) ships ``burst_buffer/lua``: slurmctld calls the functions of a ``burst_buffer.lua`` that
 lives beside ``slurm.conf``. :func:`install` writes that script, the compiled rule table and the
-pool list; the Lua functions call this module as a helper process:
+pool list, and ``job_submit.lua`` (``JOB_SUBMIT_LUA``: refuses ``#IFLUX``-only scripts, which
+Slurm would never show the burst-buffer plugin); the Lua functions call this module as a
+helper process:
 
 =====================  =========================  ===========================================
 Lua function           when (Slurm 22.05)         IFlux
 =====================  =========================  ===========================================
-slurm_bb_job_process   submission (synchronous)   parse + validate the intents, check a
-                                                  pool is requested (fast path; only for
-                                                  jobs with a #BB_LUA line: Slurm skips
-                                                  the plugin for the others)
+slurm_bb_job_process   submission (synchronous)   parse + validate the intents, check the
+                                                  pool request and that its capacity fits
+                                                  the pool's total -- in Lua, no process
+                                                  (``CHECK_LUA``; the helper only names a
+                                                  pool for intents that ask for none)
 slurm_bb_pools         startup, every 30 s        tiers as pools, read from ``pools.json``
                                                   by Lua itself; starts :func:`sweep`
                                                   (detached) only when a job left a marker
@@ -43,6 +46,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import signal
 import sys
 import time
@@ -59,6 +63,395 @@ FLUSH_MASK = fastpath.STAGE_OUT
 
 
 # --------------------------------------------------------------------------- the Lua script
+
+CHECK_LUA = r"""local SPOOL = ...
+-- ---- the submit check in pure Lua: a port of fastpath.read_script and job_process
+-- (no process is started while slurmctld holds its job lock). Same accept/refuse, same
+-- one-line messages;
+-- tests/iflux/test_iflux_submit_lua.py compares the two on generated scripts.
+local FEATURES = {
+   {"level", {"job", "workflow", "application", "phase", "operation"}},
+   {"data", {"dataset", "file", "sample"}},
+   {"usage", {"input", "output", "temporary"}},
+   {"sharing", {"shared", "independent"}},
+   {"mode", {"read-only", "write-only", "read-write"}},
+   {"consistency", {"eventual", "strong"}},
+   {"pattern", {"small-random", "large-sequential", "metadata-heavy", "checkpoint"}},
+}
+local DEFAULTS = {level = "job", data = "dataset", sharing = "independent",
+                  mode = "read-write", consistency = "eventual", pattern = "large-sequential"}
+local FIELDS = {"path", "name", "level", "data", "usage", "sharing", "mode", "consistency",
+                "pattern", "size", "files", "source"}
+local IS_FIELD = {}
+for _, f in ipairs(FIELDS) do IS_FIELD[f] = true end
+local UNITS = {[""] = 1, b = 1, k = 1024, kb = 1000, kib = 1024, m = 2^20, mb = 1e6,
+               mib = 2^20, g = 2^30, gb = 1e9, gib = 2^30, t = 2^40, tb = 1e12, tib = 2^40}
+local SLURM_UNITS = {[""] = 1, K = 2^10, M = 2^20, G = 2^30, T = 2^40, P = 2^50}
+local GRANULARITY = 1048576
+local SP = "[ \t\n\v\f\r\28-\31]"  -- Python's str.strip()/split() whitespace (ASCII)
+
+local function bad(msg, where, field)
+   local s = ""
+   if where and where.path then
+      s = where.path
+      if where.line then s = s .. ":" .. where.line end
+      s = s .. ": "
+   end
+   if field then s = s .. "field '" .. field .. "': " end
+   error({msg = s .. msg}, 0)
+end
+
+local function repr(s)  -- Python's repr() of a str (ASCII control characters escaped)
+   local quote = "'"
+   if string.find(s, "'", 1, true) and not string.find(s, '"', 1, true) then quote = '"' end
+   local out = string.gsub(s, "[%z\1-\31\\'\"\127]", function(c)
+      if c == "\\" then return "\\\\" end
+      if c == quote then return "\\" .. c end
+      if c == "'" or c == '"' then return c end
+      if c == "\t" then return "\\t" elseif c == "\n" then return "\\n"
+      elseif c == "\r" then return "\\r" end
+      return string.format("\\x%02x", string.byte(c))
+   end)
+   return quote .. out .. quote
+end
+
+local function strip(s)
+   return (string.gsub(string.gsub(s, "^" .. SP .. "+", ""), SP .. "+$", ""))
+end
+
+local WS = {[" "] = true, ["\t"] = true, ["\r"] = true, ["\n"] = true}
+
+local function shsplit(s)  -- shlex.split (POSIX mode, no comments)
+   local words, token, quoted, state, esc = {}, "", false, " ", nil
+   local i, n = 1, #s
+   while true do
+      local c = nil
+      if i <= n then c = string.sub(s, i, i) end
+      i = i + 1
+      if state == "'" or state == '"' then
+         quoted = true
+         if c == nil then error({shlex = "No closing quotation"}, 0) end
+         if c == state then state = "a"
+         elseif c == "\\" and state == '"' then esc = state; state = "\\"
+         else token = token .. c end
+      elseif state == "\\" then
+         if c == nil then error({shlex = "No escaped character"}, 0) end
+         if (esc == "'" or esc == '"') and c ~= "\\" and c ~= esc then token = token .. "\\" end
+         token = token .. c
+         state = esc
+      elseif state == " " then
+         if c == nil then break
+         elseif WS[c] then -- skip
+         elseif c == "\\" then esc = "a"; state = "\\"
+         elseif c == "'" or c == '"' then state = c
+         else token = c; state = "a" end
+      else
+         if c == nil then break
+         elseif WS[c] then
+            state = " "
+            if token ~= "" or quoted then words[#words + 1] = token end
+            token, quoted = "", false
+         elseif c == "'" or c == '"' then state = c
+         elseif c == "\\" then esc = "a"; state = "\\"
+         else token = token .. c end
+      end
+   end
+   if token ~= "" or quoted then words[#words + 1] = token end
+   return words
+end
+
+local function split_or_bad(text, what, where)
+   local ok, words = pcall(shsplit, text)
+   if ok then return words end
+   if type(words) == "table" and words.shlex then bad(what .. words.shlex, where) end
+   error(words, 0)
+end
+
+local function directive_fields(text, where, skip)
+   local words = split_or_bad(text, "cannot split directive: ", where)
+   local raw, order = {}, {}
+   for _, w in ipairs(words) do
+      local eq = string.find(w, "=", 1, true)
+      local key, value = w, nil
+      if eq then key, value = string.sub(w, 1, eq - 1), string.sub(w, eq + 1) end
+      if not (skip and (key == "pool" or key == "capacity")) then
+         if value == nil or key == "" then bad("expected key=value, got " .. repr(w), where) end
+         if raw[key] ~= nil then bad("given twice in one directive", where, key) end
+         raw[key] = value
+         order[#order + 1] = key
+      end
+   end
+   return raw, order
+end
+
+local function norm_path(p)  -- str(PurePosixPath(p)) for an absolute p
+   local root = "/"
+   if string.sub(p, 1, 2) == "//" and string.sub(p, 3, 3) ~= "/" then root = "//" end
+   local parts = {}
+   for part in string.gmatch(p, "[^/]+") do
+      if part ~= "." then parts[#parts + 1] = part end
+   end
+   return root .. table.concat(parts, "/")
+end
+
+local function parse_size(v)
+   local tail = SP .. "*([a-zA-Z]*)" .. SP .. "*$"
+   local num, unit = string.match(v, "^" .. SP .. "*([0-9]+)" .. tail)
+   if not num then
+      num, unit = string.match(v, "^" .. SP .. "*([0-9]+%.[0-9]+)" .. tail)
+   end
+   local mult = unit and UNITS[string.lower(unit)]
+   if not mult then return nil end
+   local size = tonumber(num) * mult
+   if size == math.huge then
+      error({msg = "OverflowError: cannot convert float infinity to integer"}, 0)
+   end
+   return math.floor(size)
+end
+
+local function contradiction(it)
+   if it.usage == "input" and it.mode == "write-only" then
+      return "mode", "an input cannot be write-only" end
+   if it.usage == "output" and it.mode == "read-only" then
+      return "mode", "an output cannot be read-only" end
+   if it.pattern == "checkpoint" and it.mode == "read-only" then
+      return "pattern", "a checkpoint is written, so it cannot be read-only" end
+   if it.usage == "temporary" and it.sharing == "shared" and it.level == "workflow" then
+      return "usage", "workflow-shared data outlives a job, so it cannot be temporary" end
+   return nil
+end
+
+local function validate(raw, order, where)
+   for _, key in ipairs(order) do
+      if not IS_FIELD[key] then
+         bad("unknown intent field; valid: " .. table.concat(FIELDS, ", "), where, key)
+      end
+   end
+   if raw.path == nil then bad("Field required", where, "path") end
+   if raw.usage == nil then bad("Field required", where, "usage") end
+   local it = {}
+   for _, f in ipairs(FEATURES) do
+      local name, values = f[1], f[2]
+      local value = raw[name]
+      if value == nil then value = DEFAULTS[name] end
+      local known, allowed = false, {}
+      for j, x in ipairs(values) do
+         if x == value then known = true end
+         allowed[j] = "'" .. x .. "'"
+      end
+      if not known then
+         bad("Input should be " .. table.concat(allowed, " or ") .. " (got " .. repr(value) .. ")",
+             where, name)
+      end
+      it[name] = value
+   end
+   for _, name in ipairs({"path", "source"}) do
+      local value = raw[name] or ""
+      if value ~= "" and string.sub(value, 1, 1) ~= "/" then
+         bad("Value error, must be an absolute path, got " .. repr(value), where, name)
+      end
+      if value ~= "" then value = norm_path(value) end
+      it[name] = value
+   end
+   local size = raw.size or "0"
+   it.size = parse_size(size)
+   if not it.size then
+      bad("Value error, cannot read " .. repr(size) .. " as a size (e.g. 4096, '64MiB', '2GB')",
+          where, "size")
+   end
+   local files = raw.files or "1"
+   local digits = string.match(files, "^" .. SP .. "*%+?([0-9]+)" .. SP .. "*$")
+   if not digits or tonumber(digits) < 1 then
+      bad("files must be an integer >= 1, got " .. repr(files), where, "files")
+   end
+   it.files = tonumber(digits)
+   it.name = raw.name or ""
+   local field, why = contradiction(it)
+   if field then bad("contradicting intent: " .. why, where, field) end
+   return it
+end
+
+local function parse_directive(text, where, skip)
+   local raw, order = directive_fields(text, where, skip)
+   if #order == 0 and skip then return nil end
+   return validate(raw, order, where)
+end
+
+local KEYS = {"level", "data", "usage", "sharing", "mode", "consistency", "pattern", "path",
+              "source", "size", "files", "name"}
+
+local function check_job(intents, where)
+   local seen, paths = {}, {}
+   for _, it in ipairs(intents) do
+      local before = seen[it.path]
+      if before then
+         for _, k in ipairs(KEYS) do
+            if before[k] ~= it[k] then
+               bad("contradicting intents for " .. it.path .. ": declared twice with different "
+                   .. "usage/mode/pattern", where, "path")
+            end
+         end
+      else
+         paths[#paths + 1] = it.path
+      end
+      seen[it.path] = it
+   end
+   for _, path in ipairs(paths) do
+      local parent = path
+      while string.find((string.gsub(parent, "/+$", "")), "/", 1, true) do
+         parent = string.match((string.gsub(parent, "/+$", "")), "^(.*)/[^/]*$")
+         if parent == "" then parent = "/" end
+         if seen[parent] then
+            bad("intent paths " .. parent .. " and " .. path .. " are nested; declare disjoint "
+                .. "directories", where, "path")
+         end
+         if parent == "/" then break end
+      end
+   end
+end
+
+local function comment_intents(line, where)
+   local words = split_or_bad(string.sub(line, 8), "cannot split #SBATCH line: ", where)
+   local comment = ""
+   for i, w in ipairs(words) do
+      if string.sub(w, 1, 10) == "--comment=" then comment = string.sub(w, 11)
+      elseif w == "--comment" and i < #words then comment = words[i + 1] end
+   end
+   comment = strip(comment)
+   if string.sub(string.lower(comment), 1, 6) ~= "iflux:" then return {} end
+   local parts = {}
+   for part in string.gmatch(string.sub(comment, 7) .. ";", "([^;]*);") do
+      if strip(part) ~= "" then parts[#parts + 1] = part end
+   end
+   return parts
+end
+
+local function read_script(path, text)
+   -- open() in text mode + str.splitlines(): every line boundary Python knows (ASCII + NEL,
+   -- LINE/PARAGRAPH SEPARATOR)
+   text = string.gsub(text, "\r\n", "\n")
+   text = string.gsub(text, "[\r\v\f\28\29\30]", "\n")
+   text = string.gsub(text, "\194\133", "\n")
+   text = string.gsub(text, "\226\128[\168\169]", "\n")
+   local intents, request, lineno = {}, {}, 0
+   for line in string.gmatch(text .. "\n", "([^\n]*)\n") do
+      lineno = lineno + 1
+      do
+         local s = strip(line)
+         local where = {path = path, line = lineno}
+         local it = nil
+         if string.sub(s, 1, 6) == "#IFLUX" then
+            it = parse_directive(string.sub(s, 7), where)
+         elseif string.sub(s, 1, 7) == "#BB_LUA" then
+            local body = string.sub(s, 8)
+            for word in string.gmatch(body, "[^ \t\n\v\f\r\28-\31]+") do
+               local eq = string.find(word, "=", 1, true)
+               local key, value = word, ""
+               if eq then key, value = string.sub(word, 1, eq - 1), string.sub(word, eq + 1) end
+               if key == "pool" or key == "capacity" then request[key] = value end
+            end
+            if strip(body) ~= "" then it = parse_directive(body, where, true) end
+         elseif string.sub(s, 1, 7) == "#SBATCH" and string.find(s, "--comment", 1, true) then
+            for _, part in ipairs(comment_intents(s, where)) do
+               intents[#intents + 1] = parse_directive(part, where)
+            end
+         elseif s ~= "" and string.sub(s, 1, 1) ~= "#" then
+            break
+         end
+         if it then intents[#intents + 1] = it end
+      end
+   end
+   check_job(intents, {path = path})
+   return intents, request
+end
+
+local function slurm_size(text, path)
+   local body = text
+   local function unit(c)
+      return string.match(c, "^[a-zA-Z]$") and SLURM_UNITS[string.upper(c)]
+   end
+   if body ~= "" and string.find("bB", string.sub(body, -1), 1, true) then
+      body = string.sub(body, 1, -2)
+   end
+   if #body >= 2 and string.find("iI", string.sub(body, -1), 1, true)
+      and unit(string.sub(body, -2, -2)) then
+      body = string.sub(body, 1, -2)
+   end
+   local suffix = ""
+   if body ~= "" and unit(string.sub(body, -1)) then
+      suffix = string.upper(string.sub(body, -1))
+      body = string.sub(body, 1, -2)
+   end
+   local size = nil
+   if string.match(body, "^[0-9]+$") or string.match(body, "^[0-9]+%.[0-9]+$") then
+      size = tonumber(body) * SLURM_UNITS[suffix]
+   end
+   if size == nil or size == math.huge then
+      bad("cannot read capacity " .. repr(text) .. " (e.g. 512M, 8G)", {path = path}, "capacity")
+   end
+   return math.floor(size)
+end
+
+local function read_pools()
+   local f = io.open(SPOOL .. "/pools.json", "r")
+   if not f then return nil end
+   local s = f:read("*a")
+   f:close()
+   local pools, order = {}, {}
+   for id, quantity, granularity in string.gmatch(s,
+         '"id": "([^"]*)", "quantity": ([0-9]+), "granularity": ([0-9]+)') do
+      pools[id] = tonumber(quantity) * tonumber(granularity)
+      order[#order + 1] = id
+   end
+   return pools, order
+end
+
+-- "ok" | "refuse", message | "helper" (intents without a pool request: the Python helper
+-- names the pool that fits them, from the rule table)
+function iflux_check(job_script)
+   local f = io.open(job_script, "r")
+   if not f then return "helper" end
+   local text = f:read("*a")
+   f:close()
+   local ok, intents, request = pcall(read_script, job_script, text)
+   if not ok then
+      if type(intents) == "table" and intents.msg then
+         return "refuse", "iflux job_process: " .. intents.msg
+      end
+      return "helper"
+   end
+   local pool, capacity = request.pool, request.capacity
+   local pools, order = read_pools()
+   if not pools then return "helper" end
+   local checked, err = pcall(function()
+      if pool ~= nil then
+         if pools[pool] == nil then
+            bad("unknown pool " .. repr(pool) .. "; valid: " .. table.concat(order, ", "),
+                {path = job_script}, "pool")
+         end
+         if capacity ~= nil then
+            local size, total = slurm_size(capacity, job_script), pools[pool]
+            if size > total then
+               bad(string.format("capacity=%s asks %.0f bytes, more than pool %s holds in total "
+                                 .. "(%.0f MiB): the job could never start; ask at most "
+                                 .. "capacity=%.0fM", capacity, size, pool, total / GRANULARITY,
+                                 total / GRANULARITY), {path = job_script}, "capacity")
+            end
+         end
+      end
+   end)
+   if not checked then
+      if type(err) == "table" and err.msg then
+         return "refuse", "iflux job_process: " .. err.msg
+      end
+      return "helper"
+   end
+   if #intents == 0 then return "ok" end
+   if pool == nil or capacity == nil then return "helper" end
+   return "ok"
+end
+"""
+
 
 LUA = r"""-- burst_buffer.lua for Slurm's burst_buffer/lua: IFlux, intent-driven I/O accelerators.
 -- Generated by schedlab.iflux.burst_buffer.install; regenerate rather than edit.
@@ -98,13 +491,19 @@ local function slurp(path)
    return s
 end
 
+-- the submit check (CHECK_LUA in burst_buffer.py), kept in the spool: precompiled by the
+-- installer with luac5.1 where it could (slurmctld loads this script afresh for every call, and
+-- loading bytecode is ~8x cheaper than compiling the source), else the source itself
+local check = loadfile(SPOOL .. "/iflux_check.luac") or loadfile(SPOOL .. "/iflux_check.lua")
+if check then check(SPOOL) end
+
 function slurm_bb_job_process(job_script)
-   -- slurmctld holds its locks here: a burst-buffer job without IFlux intents costs no process
-   local text = string.lower(slurp(job_script) or "")
-   if not (string.find(text, "#iflux", 1, true) or string.find(text, "iflux:", 1, true)
-           or string.find(text, "#bb_lua[^\n]*path=")) then
-      return slurm.SUCCESS
-   end
+   -- slurmctld holds its job lock here: the check above runs in this Lua state, no process;
+   -- only intents without a pool request go to the helper, which names the pool that fits
+   local verdict, message = "helper", nil
+   if iflux_check then verdict, message = iflux_check(job_script) end
+   if verdict == "ok" then return slurm.SUCCESS end
+   if verdict == "refuse" then return slurm.ERROR, message end
    local rc, out = call(FAST, "job_process", job_script)
    if rc == slurm.SUCCESS then return rc end
    return rc, out
@@ -167,6 +566,51 @@ end
 function slurm_bb_get_status(...)
    local rc, out = call(FAST, "status", ...)
    return rc, out .. "\n"
+end
+"""
+
+
+JOB_SUBMIT_LUA = r"""-- job_submit.lua for Slurm's job_submit/lua (JobSubmitPlugins=lua): IFlux.
+-- Generated by schedlab.iflux.burst_buffer.install; regenerate rather than edit.
+-- Slurm calls the burst-buffer plugin only for jobs with a #BB/#DW directive (or --bb), so a
+-- script with only #IFLUX intents would run without IFlux, silently: refuse it at submit.
+local MESSAGE = "iflux: this script declares IFlux intents (#IFLUX or --comment=\"iflux: ...\") "
+   .. "but requests no burst buffer, so IFlux would never see it: add "
+   .. "'#BB_LUA pool=<pool> capacity=<size>' (pools: scontrol show burstbuffer), or submit "
+   .. "with 'schedlab iflux sbatch --bb'"
+
+local function intents_without_pool(script)
+   local intents, directive = false, false
+   script = string.gsub(script, "\r\n?", "\n")
+   for line in string.gmatch(script .. "\n", "([^\n]*)\n") do
+      local s = string.gsub(line, "^%s+", "")
+      if string.sub(s, 1, 6) == "#IFLUX" then
+         intents = true
+      elseif string.sub(s, 1, 3) == "#BB" or string.sub(s, 1, 3) == "#DW" then
+         directive = true
+      elseif string.sub(s, 1, 7) == "#SBATCH" and string.find(s, "--comment", 1, true)
+             and string.find(string.lower(s), "iflux:", 1, true) then
+         intents = true
+      elseif s ~= "" and string.sub(s, 1, 1) ~= "#" then
+         break  -- directives end at the first command, like #SBATCH
+      end
+   end
+   return intents and not directive
+end
+
+function slurm_job_submit(job_desc, part_list, submit_uid)
+   if job_desc.burst_buffer ~= nil and job_desc.burst_buffer ~= "" then
+      return slurm.SUCCESS
+   end
+   if job_desc.script ~= nil and intents_without_pool(job_desc.script) then
+      slurm.log_user(MESSAGE)
+      return slurm.ERROR
+   end
+   return slurm.SUCCESS
+end
+
+function slurm_job_modify(job_desc, job_rec, part_list, modify_uid)
+   return slurm.SUCCESS
 end
 """
 
@@ -282,12 +726,38 @@ def install(conf_dir: str | Path, site: str | Path, spool: str | Path,
     write_text(spool / "config.json", json.dumps(dict(site=str(site), pools=pools,
                                                       roots=raw["roots"]), indent=2))
     _byte_compile()
+    _write_check(spool)
+    submit_filter = conf_dir / "job_submit.lua"
+    if submit_filter.is_file() and not submit_filter.read_text(errors="replace").startswith(
+            JOB_SUBMIT_LUA.split("\n", 1)[0]):
+        raise BadInputError("a job_submit.lua that IFlux did not write is there: merge "
+                            "IFlux's filter (burst_buffer.JOB_SUBMIT_LUA) into it by hand",
+                            path=submit_filter)
+    write_text(submit_filter, JOB_SUBMIT_LUA)
     lua = conf_dir / "burst_buffer.lua"
     write_text(lua, LUA.replace("{spool}", _lua_str(str(spool)))
                .replace("{fast}", _lua_str(_helper(spool, True)))
                .replace("{full}", _lua_str(_helper(spool, False)))
                .replace("{sweep}", _lua_str(_sweep_command(spool))))
     return lua
+
+
+def _write_check(spool: Path) -> None:
+    """``iflux_check.lua`` (the submit check) into the spool, and its bytecode
+    ``iflux_check.luac`` when ``luac5.1`` is installed (a stale one is removed otherwise)."""
+    import shutil
+    import subprocess
+
+    source, compiled = spool / "iflux_check.lua", spool / "iflux_check.luac"
+    write_text(source, CHECK_LUA)
+    luac = shutil.which("luac5.1")
+    tmp = spool / ".iflux_check.luac.tmp"
+    if luac is not None and subprocess.run([luac, "-s", "-o", str(tmp), str(source)],
+                                           capture_output=True).returncode == 0:
+        os.replace(tmp, compiled)
+    else:
+        tmp.unlink(missing_ok=True)
+        compiled.unlink(missing_ok=True)
 
 
 def _sweep_command(spool: Path) -> str:
@@ -492,14 +962,28 @@ def submit(script: str | Path, sbatch_args: list[str], spool: str | Path,
 
 
 def job_process(spool: Path, script: str) -> str:
-    """Submission: intents valid, a known pool requested with a readable capacity. Fast path.
-    A capacity smaller than the intents is accepted: what does not fit stays on the PFS."""
+    """Submission: intents valid; a pool request names a known pool and a capacity the pool can
+    hold at all (a job asking more than the pool's total would pend forever); IFlux intents
+    come with a pool request. A capacity smaller than the intents is accepted: what does not
+    fit stays on the PFS. ``CHECK_LUA`` is the same check in Lua, run inside slurmctld."""
     config = _config(spool)
     table = fastpath.load_table(spool / "rules.json")
     intents, request = fastpath.read_script(script)
+    pool, capacity = request.get("pool"), request.get("capacity")
+    if pool is not None:
+        if pool not in config["pools"]:
+            raise BadInputError(f"unknown pool {pool!r}; valid: {', '.join(config['pools'])}",
+                                path=script, field="pool")
+        if capacity is not None:
+            size = _slurm_size(capacity, script)
+            total = config["pools"][pool] // GRANULARITY * GRANULARITY  # as pools.json
+            if size > total:
+                raise BadInputError(
+                    f"capacity={capacity} asks {size} bytes, more than pool {pool} holds in "
+                    f"total ({total // GRANULARITY} MiB): the job could never start; ask at "
+                    f"most capacity={total // GRANULARITY}M", path=script, field="capacity")
     if not intents:
         return "no intents"
-    pool, capacity = request.get("pool"), request.get("capacity")
     if pool is None or capacity is None:
         choice = pool_request(intents, config["pools"], table)
         if choice is None:
@@ -507,25 +991,31 @@ def job_process(spool: Path, script: str) -> str:
         raise BadInputError(f"IFlux intents need a pool request: add '#BB_LUA pool={choice[0]} "
                             f"capacity={choice[1] // GRANULARITY}M', or submit with "
                             "'schedlab iflux sbatch --bb'", path=script, field="pool")
-    if pool not in config["pools"]:
-        raise BadInputError(f"unknown pool {pool!r}; valid: {', '.join(config['pools'])}",
-                            path=script, field="pool")
-    _slurm_size(capacity, script)  # Slurm itself checks the pool exists and the size is > 0
     return "ok"
 
 
+_SLURM_UNITS = {"": 1, "K": 1 << 10, "M": 1 << 20, "G": 1 << 30, "T": 1 << 40, "P": 1 << 50}
+
+
 def _slurm_size(text: str, script: str) -> int:
-    """Slurm's ``capacity=`` (bb_get_size_num): a number with an optional K/M/G/T/P suffix,
-    binary multiples."""
-    units = {"": 1, "K": 1 << 10, "M": 1 << 20, "G": 1 << 30, "T": 1 << 40, "P": 1 << 50}
-    body = text.rstrip("bB").rstrip("iI")
-    suffix = body[-1:].upper() if body[-1:].isalpha() else ""
-    number = body[:-1] if suffix else body
-    try:
-        return int(float(number) * units[suffix])
-    except (KeyError, ValueError, OverflowError):  # OverflowError: 'inf', '1e400M'
+    """Slurm's ``capacity=``: a number with an optional K/M/G/T/P suffix (binary multiples),
+    optionally followed by ``i`` and ``B`` (``64MiB``). The same grammar as ``slurm_size`` in
+    ``CHECK_LUA``."""
+    body = text
+    if body[-1:] in ("b", "B"):
+        body = body[:-1]
+    if len(body) >= 2 and body[-1] in "iI" and body[-2].upper() in ("K", "M", "G", "T", "P"):
+        body = body[:-1]
+    suffix = ""
+    if body[-1:].upper() in ("K", "M", "G", "T", "P"):
+        suffix, body = body[-1].upper(), body[:-1]
+    size = None
+    if re.fullmatch(r"[0-9]+(?:\.[0-9]+)?", body):
+        size = float(body) * _SLURM_UNITS[suffix]
+    if size is None or size == float("inf"):
         raise BadInputError(f"cannot read capacity {text!r} (e.g. 512M, 8G)", path=script,
-                            field="capacity") from None
+                            field="capacity")
+    return int(size)
 
 
 def setup(spool: Path, job_id: str, uid: int, gid: int, pool: str, size: int,

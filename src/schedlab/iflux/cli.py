@@ -222,12 +222,14 @@ def bb_install(
             except ValueError as exc:
                 raise BadInputError(str(exc), field=f"--pool {item}") from None
     lua = install(conf_dir, site, spool, pools)
-    doc = dict(lua=str(lua), slurm_conf_lines=["BurstBufferType=burst_buffer/lua"],
+    doc = dict(lua=str(lua), slurm_conf_lines=["BurstBufferType=burst_buffer/lua",
+                                               "JobSubmitPlugins=lua"],
                burst_buffer_conf=burst_buffer_conf())
     if json_out:
         emit_json(doc)
     else:
-        out_console.print(f"wrote {lua}\nadd to slurm.conf: BurstBufferType=burst_buffer/lua\n"
+        out_console.print(f"wrote {lua} and job_submit.lua\nadd to slurm.conf: "
+                          "BurstBufferType=burst_buffer/lua and JobSubmitPlugins=lua\n"
                           f"burst_buffer.conf (same directory):\n{doc['burst_buffer_conf']}")
 
 

@@ -87,13 +87,26 @@ def directives(intents) -> str:
     return "\n".join(lines)
 
 
-def fresh_decision_s(case: Case, workdir: Path, spool: Path, reps: int = 3) -> float:
-    """Median wall of ``slurm_bb_job_process`` as slurmctld runs it: a fresh ``bbfast.py``
-    process (interpreter start included) loading the rule table, parsing and validating the
-    case's intents and reading the pool request. The script carries its own pool request, so
-    no mapping runs here: the tier decision is made later by ``slurm_bb_setup`` (not timed
-    here; ``benchmarks/iflux/test_iflux_bench_bb.py`` times it)."""
+LUA_TIMER = """slurm = {SUCCESS = 0, ERROR = -1, log_error = function() end}
+local n, verdict = tonumber(arg[3]), nil
+local t0 = os.clock()
+for i = 1, n do
+   dofile(arg[1])  -- slurmctld loads burst_buffer.lua afresh for every call
+   verdict = iflux_check(arg[2])
+end
+io.write(verdict, " ", string.format("%.9f", (os.clock() - t0) / n), "\\n")
+"""
+
+
+def submit_check_s(case: Case, workdir: Path, spool: Path, reps: int = 3) -> float:
+    """Seconds ``slurm_bb_job_process`` costs per submission as slurmctld runs it: since issue
+    53 the pure-Lua check (load ``burst_buffer.lua`` + parse + validate + pool/capacity check,
+    CPU time per call in ``lua5.1``, the Lua Slurm embeds). Without a ``lua5.1`` interpreter,
+    the median wall of a fresh ``bbfast.py`` process (the helper the Lua falls back to for
+    intents without a pool request). The script carries its own pool request, so no mapping
+    runs here: the tier decision is made later by ``slurm_bb_setup``."""
     import os
+    import shutil
     import subprocess
     import sys
 
@@ -102,6 +115,17 @@ def fresh_decision_s(case: Case, workdir: Path, spool: Path, reps: int = 3) -> f
     script = spool / f"{case.name}.sh"
     write_text(script, "#!/bin/bash\n#BB_LUA pool=nvme capacity=64G\n"
                + directives(case.intents(workdir)) + "\ntrue\n")
+    lua = shutil.which("lua5.1")
+    if lua is not None:
+        timer = spool / "timer.lua"
+        write_text(timer, LUA_TIMER)
+        out = subprocess.run([lua, str(timer), str(spool.parent / "burst_buffer.lua"),
+                              str(script), str(20 * reps)], capture_output=True, text=True)
+        verdict, _, seconds = out.stdout.strip().partition(" ")
+        if out.returncode != 0 or verdict != "ok":
+            raise MissingServiceError(f"the Lua submit check refused or failed: "
+                                      f"{out.stdout.strip() or out.stderr.strip()}")
+        return float(seconds)
     fast = Path(burst_buffer.__file__).with_name("bbfast.py")
     env = {**os.environ, "PYTHONPATH": str(Path(burst_buffer.__file__).resolve().parents[2])}
     times = []
@@ -155,9 +179,9 @@ def io_speedup(scale: str, mappers: tuple[str, ...], seed: int) -> Result:
             if case.setup:
                 case.setup(base, rng)
             case_rows = [run_case(case, m, base, site_path) for m in mappers]
-            fresh = fresh_decision_s(case, Path(site.roots["pfs"]) / case.name,
-                                     base / "bb-spool")
-            rows += [{**r, "decide_fresh_s": fresh} for r in case_rows]
+            check = submit_check_s(case, Path(site.roots["pfs"]) / case.name,
+                                   base / "bb-spool")
+            rows += [{**r, "submit_check_s": check} for r in case_rows]
         overhead = namespace_overhead(site_path)
     finally:
         shutil.rmtree(base, ignore_errors=True)
@@ -247,7 +271,7 @@ def _io_claims(frame: pl.DataFrame, overhead: float) -> list[Claim]:
     lost = int(((ifx["pfs_files"] != base["pfs_files"]) | (ifx["pfs_bytes"] != base["pfs_bytes"])
                 | (ifx["returncode"] != 0) | (ifx["kept"] > 0)).sum())
     per_class = 100 * overhead / base["job_wall_s"].clip(lower_bound=1e-9)
-    fresh = ifx["decide_fresh_s"] if "decide_fresh_s" in ifx.columns else ifx["decide_s"]
+    fresh = ifx["submit_check_s"] if "submit_check_s" in ifx.columns else ifx["decide_s"]
     return [
         Claim("Largest end-to-end speedup on a specific pattern (stage-in + job + stage-out "
               "vs the same job on the PFS)", "max speedup (x)", max(e2e.values()), 147.0, ">=",
@@ -268,9 +292,10 @@ def _io_claims(frame: pl.DataFrame, overhead: float) -> list[Claim]:
         Claim("Runtime overhead of IFlux's deployment vs job time, median over job classes "
               "(our jobs last ~0.1-1 s)", "overhead (%)", float(per_class.median()), 0.01, "<=",
               "0.01%"),
-        Claim("Scheduler-side submission check as Slurm runs it (slurm_bb_job_process: fresh "
-              "process incl. interpreter start, parse + validate + pool request; the mapping "
-              "runs later in slurm_bb_setup, not counted) vs job time", "overhead (%)",
+        Claim("Scheduler-side submission check as Slurm runs it (slurm_bb_job_process: the "
+              "pure-Lua check, script load + parse + validate + pool/capacity, in lua5.1; a "
+              "fresh bbfast.py process where no lua5.1 is installed; the mapping runs later in "
+              "slurm_bb_setup, not counted) vs job time", "overhead (%)",
               100 * float(fresh.median()) / max(float(base["job_wall_s"].median()), 1e-9),
               0.02, "<=", "0.02%"),
     ]

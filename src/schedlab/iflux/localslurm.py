@@ -106,7 +106,8 @@ class LocalSlurm:
 
             install(self.dir, *self.burst_buffer)
             (self.dir / "burst_buffer.conf").write_text(burst_buffer_conf())
-            hooks += "\nBurstBufferType=burst_buffer/lua\nDebugFlags=BurstBuffer"
+            hooks += ("\nBurstBufferType=burst_buffer/lua\nDebugFlags=BurstBuffer"
+                      "\nJobSubmitPlugins=lua")
         self.conf.write_text(SLURM_CONF.format(
             host=self.host, dir=self.dir, ctld_port=_free_port(), slurmd_port=_free_port(),
             hooks=hooks, cpus=os.cpu_count() or 1))
