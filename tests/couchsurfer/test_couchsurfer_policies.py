@@ -127,7 +127,7 @@ def test_rates_follow_the_fusion_model_and_the_controller_corrects_them() -> Non
     host = Job(0, "det", 0.0, 1, 1e4, 1e4, 0.3, 10.0)
     surfer = Job(1, "exp", 0.0, 1, 1e4, 1e4, 0.3, 4.0)
     decision = Decision(place=[Placement(0, (0,)), Placement(1, (0,), "secondary", "jfm")])
-    params = FusionParams(guard=0.03)
+    params = FusionParams(guard=0.03, controller="once")  # the earlier one-correction controller
     sim = Simulator([host, surfer], _Bad(decision), nodes=1, gpus_per_node=1, fusion=params,
                     truth=_Truth())
     sim.run(until=0.0)

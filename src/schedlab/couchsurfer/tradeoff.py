@@ -350,3 +350,50 @@ def interference_sensitivity(gpus: int, names: tuple[str, ...], seed: int) -> Re
     return Result(frame, claims=claims, notes=ran_with, ran_with=ran_with,
                   data=_data(ran_with))
 
+
+
+# ----------------------------------------------------------------------------- outside runs
+PARTS = ("front", "stress", "sensitivity")
+
+
+def write_all(gpus: int, seeds: list[int], out: str, parts: tuple[str, ...] = PARTS,
+              quick: bool = False) -> dict[str, str]:
+    """Run the parts for every seed and write ``<part>.parquet``, ``<part>.csv`` (and the
+    figure, ``<part>.png``) under ``out``; returns {file kind: path}."""
+    from pathlib import Path
+
+    from schedlab.core.errors import ConfigError
+
+    bad = [p for p in parts if p not in PARTS]
+    if bad:
+        raise ConfigError(f"unknown part '{bad[0]}'; valid: {', '.join(PARTS)}", field="parts")
+    folder = Path(out)
+    folder.mkdir(parents=True, exist_ok=True)
+    written: dict[str, str] = {}
+    for part in parts:
+        frames, figure = [], None
+        for seed in seeds:
+            if part == "front":
+                frame, _ = sweep(gpus, seed, quick)
+            elif part == "stress":
+                frame = guard_stress(gpus=gpus, extra=not quick, seed=seed).frame
+            else:
+                names = (("couchsurfer", "lucid") if quick else
+                         ("couchsurfer", "couchsurfer+sjf", "lucid", "antman", "hydro", "sjf"))
+                frame = interference_sensitivity(gpus=gpus, names=names, seed=seed).frame
+            frames.append(frame.with_columns(pl.lit(seed).alias("seed"))
+                          if "seed" not in frame.columns else frame)
+        frame = pl.concat(frames, how="diagonal")
+        if part == "front":
+            figure = plot_front(frame, f"{gpus} GPUs, seeds {seeds}, real Alibaba GPU 2023 "
+                                "trace + Lucid's measured pairs")
+        elif part == "stress":
+            figure = _plot_stress(frame.group_by(["stress", "controller"], maintain_order=True)
+                                  .agg(pl.col("hosts_over_5pct").mean()))
+        frame.write_parquet(folder / f"{part}.parquet")
+        frame.write_csv(folder / f"{part}.csv")
+        written[f"{part}.parquet"] = str(folder / f"{part}.parquet")
+        if figure is not None:
+            (folder / f"{part}.png").write_bytes(figure.png)
+            written[f"{part}.png"] = str(folder / f"{part}.png")
+    return written
