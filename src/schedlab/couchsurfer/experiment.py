@@ -242,7 +242,8 @@ def fusion_guard(gpus: int, seed: int) -> Result:
     variants = [(g, "jfm (predict + 1 feedback step)", FusionParams(guard=g))
                 for g in (0.02, 0.05, 0.10, 0.20)]
     variants.append((GUARD, "jfm, prediction only (no feedback)",
-                     FusionParams(guard=GUARD, control_period_s=0.0, guard_margin=0.0)))
+                     FusionParams(guard=GUARD, control_period_s=0.0, guard_margin=0.0,
+                                  controller="once")))
     for guard, label, params in variants:
         s = simulate(got.jobs, "couchsurfer", cluster=got.cluster, fusion=params,
                      truth=truth).summary

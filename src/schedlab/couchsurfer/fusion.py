@@ -41,6 +41,8 @@ Rates (host, surfer) relative to running alone, with plain speeds ``s_h``, ``s_s
     jfm           : d = min(1, guard * (1 - margin) / (beta * (1 / s_h_pred - 1)))
                     host = 1 / (1 + beta * d * (1 / s_h - 1)), surfer = efficiency * d * s_s
     timeslice     : both (1 - overhead) / 2 (Gandiva's suspend/resume time-slicing)
+    bubble        : host 1 / (1 + bubble_host_slowdown), filler bubble_efficiency x (1 - u_h)
+                    (Hydro: the filler runs only in the host's idle GPU time)
 """
 
 from __future__ import annotations
