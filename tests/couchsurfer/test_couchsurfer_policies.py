@@ -180,7 +180,8 @@ def test_exploratory_jobs_take_free_gpus_first_and_surf_only_when_they_would_que
 
 
 def test_a_surfer_moves_to_a_gpu_that_falls_idle() -> None:
-    jobs = [Job(0, "det", 0.0, 1, 1e4, 1e4, 0.9, 8.0), Job(1, "det", 0.0, 1, 50.0, 50.0, 0.9,
+    # hosts at 0.5 utilisation: the predicted surfer rate clears the 0.2 threshold at beta 1
+    jobs = [Job(0, "det", 0.0, 1, 1e4, 1e4, 0.5, 8.0), Job(1, "det", 0.0, 1, 50.0, 50.0, 0.5,
                                                             8.0),
             Job(2, "exp", 1.0, 1, 1e3, 1e3, 0.6, 4.0)]
     sim = _roles(jobs, make_scheduler("couchsurfer"), until=1.0)

@@ -34,6 +34,7 @@ from schedlab.couchsurfer.fusion import FusionParams
 from schedlab.couchsurfer.interference import PairTruth
 from schedlab.couchsurfer.jobs import DET
 from schedlab.couchsurfer.policies import AntMan, CouchSurfer, Gandiva, Hydro, Lucid, make_scheduler
+from schedlab.couchsurfer.realtrace import data_kind, trace_slice
 from schedlab.couchsurfer.runner import SimReport, simulate
 
 GUARD = 0.05
@@ -93,9 +94,8 @@ def _truth(**kw: float) -> PairTruth:
 @register("couchsurfer", quick=dict(gpus=32, extra=False), full=dict(gpus=256, extra=True))
 def guard_stress(gpus: int, extra: bool, seed: int) -> Result:
     """The share of hosts past 5 % under the issue's stresses, current vs earlier controller."""
-    from schedlab.couchsurfer.experiment import _data, _trace
 
-    got, _, ran_with = _trace(gpus, seed)
+    got, _, ran_with = trace_slice(gpus, seed)
     rows, claims = [], []
     for label, fusion_kw, truth_kw, in_issue in STRESSES:
         if not (in_issue or extra):
@@ -123,7 +123,7 @@ def guard_stress(gpus: int, extra: bool, seed: int) -> Result:
             figure_metric="share of hosts past 5 %", lower_is_better=True))
     frame = pl.DataFrame(rows)
     return Result(frame, claims=claims, figures=[_plot_stress(frame)], notes=ran_with,
-                  ran_with=ran_with, data=_data(ran_with))
+                  ran_with=ran_with, data=data_kind(ran_with))
 
 
 def _plot_stress(frame: pl.DataFrame) -> Figure:
@@ -187,9 +187,8 @@ def sweep_configs(quick: bool) -> list[tuple[str, str, float, Callable[[], Sched
 def sweep(gpus: int, seed: int, quick: bool = False, scale: float = 1.0) -> tuple[pl.DataFrame,
                                                                                  str]:
     """Every point of the front for one seed of the real trace (or its stand-in)."""
-    from schedlab.couchsurfer.experiment import _trace
 
-    got, _, ran_with = _trace(gpus, seed)
+    got, _, ran_with = trace_slice(gpus, seed)
     truth = _truth(scale=scale)
     rows = []
     for family, knob, value, factory, fusion in sweep_configs(quick):
@@ -255,12 +254,11 @@ def _front_claims(frame: pl.DataFrame, regime: str) -> list[Claim]:
 @register("couchsurfer", quick=dict(gpus=32, quick=True), full=dict(gpus=256, quick=False))
 def pareto_front(gpus: int, quick: bool, seed: int) -> Result:
     """Exploratory JCT/queue vs hosts past the guard vs deterministic JCT, knobs swept."""
-    from schedlab.couchsurfer.experiment import _data
 
     frame, ran_with = sweep(gpus, seed, quick)
     return Result(frame, claims=_front_claims(frame, f"{gpus} GPUs"),
                   figures=[plot_front(frame)], notes=ran_with, ran_with=ran_with,
-                  data=_data(ran_with))
+                  data=data_kind(ran_with))
 
 
 FAMILY_STYLE = {"couchsurfer": ("tab:blue", "o"), "couchsurfer+sjf": ("navy", "s"),
@@ -297,8 +295,7 @@ def plot_front(frame: pl.DataFrame, title: str = "") -> Figure:
             ax.plot(xs, ys, marker=marker, color=colour, label=family, lw=1)
         if xc == "hosts_over_5pct":
             ax.axvline(100 * HOST_SHARE, color="red", ls="--", lw=0.8)
-        if yc == "exp_queue_s":
-            ax.set_yscale("log")
+        ax.set_yscale("log")
         if xc == "det_jct_s":
             ax.set_xscale("log")
         ax.set_xlabel(xl)
@@ -320,9 +317,8 @@ SENSITIVITY = ((0.8, 1.0, "interference -20%"), (1.0, 1.0, "as measured"),
                                      "hydro", "sjf")))
 def interference_sensitivity(gpus: int, names: tuple[str, ...], seed: int) -> Result:
     """Co-located pairs' slowdown scaled by 0.8/1.2 (speeds by 0.8); the prediction is not."""
-    from schedlab.couchsurfer.experiment import _data, _trace
 
-    got, _, ran_with = _trace(gpus, seed)
+    got, _, ran_with = trace_slice(gpus, seed)
     factories = {"couchsurfer+sjf": lambda: CouchSurfer(det_scheduler="sjf")}
     rows = []
     for scale, speed, label in SENSITIVITY:
@@ -348,7 +344,7 @@ def interference_sensitivity(gpus: int, names: tuple[str, ...], seed: int) -> Re
             measured=cs[label]["exp_jct_s"] / cs["as measured"]["exp_jct_s"], target=1.10,
             comparison="<=", paper_figure="(our target: robust to interference magnitude)"))
     return Result(frame, claims=claims, notes=ran_with, ran_with=ran_with,
-                  data=_data(ran_with))
+                  data=data_kind(ran_with))
 
 
 
