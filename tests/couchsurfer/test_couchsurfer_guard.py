@@ -171,3 +171,10 @@ def test_best_respecting_skips_couchsurfer_and_guard_breakers() -> None:
         dict(family="sjf", exp_jct_s=3.0, respects_guard=True),
         dict(family="hydro", exp_jct_s=4.0, respects_guard=True)])
     assert best_respecting(frame)["family"] == "sjf"
+
+
+def test_tradeoff_refuses_unknown_parts(tmp_path) -> None:
+    from schedlab.couchsurfer.tradeoff import write_all
+
+    with pytest.raises(ConfigError, match="parts"):
+        write_all(32, [0], str(tmp_path), ("front", "bogus"))
