@@ -178,3 +178,15 @@ def test_tradeoff_refuses_unknown_parts(tmp_path) -> None:
 
     with pytest.raises(ConfigError, match="parts"):
         write_all(32, [0], str(tmp_path), ("front", "bogus"))
+
+
+def test_promotion_keeps_a_slot_a_co_tenant_takes_in_the_same_pass() -> None:
+    # regression (real trace, seed 0, pairs 20 % slower): surfer A is promoted to a GPU-share
+    # slot on the GPU where surfer B sits while B is promoted elsewhere; B's old slot must
+    # stay taken for this pass, or a waiting job is planned into it too
+    from schedlab.couchsurfer.realtrace import trace_slice
+
+    got, _, _ = trace_slice(32, 0)
+    truth = PairTruth(shared_measurements(), speed_scale=0.8)
+    report = simulate(got.jobs, CouchSurfer(), cluster=got.cluster, truth=truth)
+    assert report.summary["finished"] == len(got.jobs)

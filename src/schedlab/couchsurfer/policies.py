@@ -476,12 +476,14 @@ class CouchSurfer:
                 window = sorted(window + slow, key=lambda j: (j.arrival, j.jid))[: self.depth]
         self._inner.plan(now, sim, window, plan)
         if promoted:
+            # slots a secondary (a GPU-share co-tenant) takes in this pass stay taken
+            kept = {g for p in plan.decision.place if p.role == "secondary" for g in p.gpus}
             for p in plan.decision.place:
                 if p.jid in promoted:
                     job = sim.jobs[p.jid]
                     plan.decision.preempt.append(p.jid)
-                    # its old slots free up, unless it stays there (as a GPU-share co-tenant)
-                    plan.secondary_busy[[g for g in job.gpus if g not in p.gpus]] = False
+                    # its old slots free up, unless a co-tenant lands there in this pass
+                    plan.secondary_busy[[g for g in job.gpus if g not in kept]] = False
             window = [j for j in window if j.jid not in promoted]
         placed = {p.jid for p in plan.decision.place}
         if not self.surf_only and any(j.kind == EXP and j.jid not in placed for j in window):
