@@ -127,7 +127,7 @@ def test_rates_follow_the_fusion_model_and_the_controller_corrects_them() -> Non
     host = Job(0, "det", 0.0, 1, 1e4, 1e4, 0.3, 10.0)
     surfer = Job(1, "exp", 0.0, 1, 1e4, 1e4, 0.3, 4.0)
     decision = Decision(place=[Placement(0, (0,)), Placement(1, (0,), "secondary", "jfm")])
-    params = FusionParams(guard=0.03)
+    params = FusionParams(guard=0.03, controller="once")  # the earlier one-correction controller
     sim = Simulator([host, surfer], _Bad(decision), nodes=1, gpus_per_node=1, fusion=params,
                     truth=_Truth())
     sim.run(until=0.0)
@@ -180,7 +180,8 @@ def test_exploratory_jobs_take_free_gpus_first_and_surf_only_when_they_would_que
 
 
 def test_a_surfer_moves_to_a_gpu_that_falls_idle() -> None:
-    jobs = [Job(0, "det", 0.0, 1, 1e4, 1e4, 0.9, 8.0), Job(1, "det", 0.0, 1, 50.0, 50.0, 0.9,
+    # hosts at 0.5 utilisation: the predicted surfer rate clears the 0.2 threshold at beta 1
+    jobs = [Job(0, "det", 0.0, 1, 1e4, 1e4, 0.5, 8.0), Job(1, "det", 0.0, 1, 50.0, 50.0, 0.5,
                                                             8.0),
             Job(2, "exp", 1.0, 1, 1e3, 1e3, 0.6, 4.0)]
     sim = _roles(jobs, make_scheduler("couchsurfer"), until=1.0)

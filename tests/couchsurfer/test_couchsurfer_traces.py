@@ -247,7 +247,9 @@ def test_reproduce_falls_back_to_seeded_data(monkeypatch: pytest.MonkeyPatch) ->
                                    fromlist=["TRACE_JOBS"]).TRACE_JOBS, 32, 150)
     result = real_trace(scales=(32,), seed=0)
     assert "seeded generator" in result.ran_with and "no Lucid data" in result.ran_with
-    assert result.frame.height == 8 and result.claims
+    from schedlab.couchsurfer.policies import SCHEDULERS
+
+    assert result.frame.height == len(SCHEDULERS) and result.claims
     from schedlab.couchsurfer.experiment import fusion_guard, interference_fit
 
     guard = fusion_guard(gpus=32, seed=1)

@@ -196,6 +196,32 @@ def compare(
 
 @app.command()
 @handle_errors
+def tradeoff(
+    gpus: int = typer.Option(32, help="GPUs of the real-trace slice (32, 256 or 1000)."),
+    seeds: str = typer.Option("0,1,2", help="Comma-separated seeds."),
+    out: Path = typer.Option(Path("couchsurfer-tradeoff"), help="Folder for the frames."),
+    parts: str = typer.Option("front,stress,sensitivity", help="Which parts to run."),
+    quick: bool = typer.Option(False, help="Fewer knob values and stresses."),
+    json_out: bool = JSON,
+) -> None:
+    """Pareto front, guard under stress and interference sensitivity: Parquet, CSV, PNG."""
+    from schedlab.couchsurfer.tradeoff import write_all
+
+    try:
+        seed_list = [int(s) for s in seeds.split(",") if s.strip()]
+    except ValueError:
+        raise ConfigError(f"seeds must be integers, got '{seeds}'", field="seeds") from None
+    written = write_all(gpus, seed_list, str(out),
+                        tuple(p.strip() for p in parts.split(",") if p.strip()), quick)
+    if json_out:
+        emit_json(written)
+    else:
+        for kind, path in written.items():
+            out_console.print(f"{kind}: {path}")
+
+
+@app.command()
+@handle_errors
 def place(
     seed: int = typer.Option(0, "--seed"),
     nodes: int = typer.Option(4, "--nodes", min=1),

@@ -62,6 +62,7 @@ class EjppInstance:
     fusion: FusionParams
     thresholds: Thresholds
     gpu_mem: np.ndarray | None = None  # per-GPU memory (GiB); None: fusion.gpu_memory_gib
+    mode: str = "jfm"  # fusion mode the surfers run in (jfm, priority, bubble)
 
     @property
     def n_jobs(self) -> int:
@@ -75,16 +76,20 @@ class EjppInstance:
 def surfer_rates(inst: EjppInstance, e: int) -> np.ndarray:
     """Job e's predicted surfer rate on every GPU; NaN where a threshold or a limit forbids it.
 
-    Mirrors :func:`.fusion.pair_rates` in ``jfm`` mode on the *predicted* interference,
-    vectorised (a test checks they agree). A GPU without a host gives rate 1.
+    Mirrors :func:`.fusion.pair_rates` in the instance's mode (``jfm`` on the *predicted*
+    interference), vectorised (a test checks they agree). A GPU without a host gives rate 1.
     """
-    p, t = inst.fusion, inst.thresholds
-    u_s, mem = float(inst.job_util[e]), float(inst.job_mem[e])
+    p = inst.fusion
+    u_s = float(inst.job_util[e])
     u_h = inst.host_util
     pred_h = predict_speed(np.maximum(u_h, 1e-9), u_s, p.coef)
     pred_s = predict_speed(u_s, np.maximum(u_h, 1e-9), p.coef)
     plain = p.priority_residual * np.maximum(0.0, 1.0 / pred_h - 1.0)
-    if math.isfinite(p.guard):
+    if inst.mode == "bubble":  # Hydro: the filler gets the host's idle GPU time
+        rate = np.minimum(1.0, p.bubble_efficiency * np.maximum(0.0, 1.0 - u_h))
+        slowdown = np.full_like(plain, p.bubble_host_slowdown)
+        return _allowed(inst, e, np.where(inst.has_host, rate, 1.0), slowdown)
+    if math.isfinite(p.guard) and inst.mode == "jfm":
         with np.errstate(divide="ignore", invalid="ignore"):
             duty = np.where(plain > 0, np.clip(p.guard * (1.0 - p.guard_margin) / plain, 0, 1),
                             1.0)
@@ -92,7 +97,13 @@ def surfer_rates(inst: EjppInstance, e: int) -> np.ndarray:
         duty = np.ones_like(plain)
     rate = np.minimum(1.0, p.efficiency * duty * pred_s)
     slowdown = plain * duty
-    rate = np.where(inst.has_host, rate, 1.0)
+    return _allowed(inst, e, np.where(inst.has_host, rate, 1.0), slowdown)
+
+
+def _allowed(inst: EjppInstance, e: int, rate: np.ndarray, slowdown: np.ndarray) -> np.ndarray:
+    """``rate`` where the thresholds and memory allow job e, NaN elsewhere."""
+    p, t = inst.fusion, inst.thresholds
+    mem, u_h = float(inst.job_mem[e]), inst.host_util
     cap = inst.gpu_mem if inst.gpu_mem is not None else p.gpu_memory_gib
     ok = inst.slot_free & (cap - inst.host_mem - mem >= t.mem_headroom_gib - 1e-9)
     ok &= ~inst.has_host | ((u_h <= t.max_host_util) & (slowdown <= t.max_interference + 1e-12))

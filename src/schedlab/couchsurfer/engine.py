@@ -32,6 +32,22 @@ from schedlab.couchsurfer.jobs import DET, EXP, ClusterState, Job
 
 _FINISH, _WAKE, _CONTROL = 0, 1, 2
 _EPS = 1e-9
+_MIN_DUTY = 1e-3
+
+
+@dataclass(slots=True)
+class _Control:
+    """JFM's controller state on one GPU: the pair, its duty cycle and the observations of
+    the host's slowdown per unit of duty (count, sum, sum of squares)."""
+
+    host: int
+    surfer: int
+    d: float
+    since: float = 0.0
+    n: int = 0
+    total: float = 0.0
+    total_sq: float = 0.0
+    debt: float = 0.0  # host-seconds observed above the target, not yet paid back
 
 
 class PlacementError(SchedlabError):
@@ -102,8 +118,8 @@ class Simulator:
         self._seq = 0
         self._next_wake = -math.inf
         self._next_arrival = 0
-        # JFM's guard controller, per GPU: (host, surfer, duty cycle, corrected yet)
-        self.duty: dict[int, tuple[int, int, float, bool]] = {}
+        # JFM's guard controller, per GPU
+        self.duty: dict[int, _Control] = {}
         self._rng = np.random.default_rng(0)
 
     # ----------------------------------------------------------------- the loop
@@ -118,21 +134,29 @@ class Simulator:
             if t > until:
                 break
             self.now = t
+            arrived = i < n and arrivals[i].arrival <= t
             while i < n and arrivals[i].arrival <= t:
                 self._enqueue(arrivals[i])
                 i += 1
-            freed = False
+            freed = other = False
             while self._heap and self._heap[0][0] <= t:
                 _, _, kind, jid, version = heapq.heappop(self._heap)
                 job = self.jobs.get(jid)
+                if kind == _CONTROL:
+                    self._control(version, jid)
+                    continue
                 if kind == _FINISH and job is not None and job.version == version \
                         and job.running:
                     self._complete(job)
-                    freed = True
-                elif kind == _CONTROL:
-                    self._control(version, jid)
+                    freed = other = True
+                elif kind == _WAKE:
+                    other = True
             self._next_arrival = i
-            # a pass when jobs wait, or when GPUs were freed and co-located jobs could move
+            # a pass when jobs wait, or when GPUs were freed and co-located jobs could move;
+            # a controller step or a stale finish event (a rate changed) alone changes no
+            # occupancy, so it asks for no pass
+            if not (arrived or other):
+                continue
             if self.waiting or (freed and self._has_secondaries()):
                 self.apply(self.scheduler.schedule(t, self))
         self._next_arrival = i
@@ -331,39 +355,67 @@ class Simulator:
         return rates[0] if job.jid == p else rates[1]
 
     def _jfm_duty(self, g: int, host: Job, surfer: Job) -> float:
-        """The duty cycle JFM runs the surfer on GPU g at: first from the *prediction*, then,
-        one control period later, corrected from the host's observed slowdown."""
+        """The duty cycle JFM runs the surfer on GPU g at: first from the (pessimistic, for the
+        ``ucb`` controller) *prediction*, then from the host's observed slowdowns."""
         entry = self.duty.get(g)
-        if entry is not None and entry[0] == host.jid and entry[1] == surfer.jid:
-            return entry[2]
-        from schedlab.couchsurfer.fusion import duty_cycle
+        if entry is not None and entry.host == host.jid and entry.surfer == surfer.jid:
+            return entry.d
+        from schedlab.couchsurfer.fusion import prior_duty
 
-        d = duty_cycle(host.util, surfer.util, self.fusion)
-        self.duty[g] = (host.jid, surfer.jid, d, False)
+        d = max(_MIN_DUTY, prior_duty(host.util, surfer.util, self.fusion))
+        self.duty[g] = _Control(host.jid, surfer.jid, d, self.now)
         if math.isfinite(self.fusion.guard) and self.fusion.control_period_s > 0:
             self._push(self.now + self.fusion.control_period_s, _CONTROL, surfer.jid, g)
         return d
 
     def _control(self, g: int, surfer_jid: int) -> None:
-        """JFM's feedback step: observe the host's slowdown (noisy), rescale the duty cycle."""
+        """JFM's feedback step: observe the host's slowdown (noisy), rescale the duty cycle.
+
+        ``once``: one correction to ``target / observed`` of the duty. ``ucb``: every step adds
+        an observation of the gain (slowdown per unit duty); the duty follows an upper
+        confidence bound on it, and the next step comes after a doubled interval."""
         c = self.cluster
         entry = self.duty.get(g)
-        if entry is None or entry[1] != surfer_jid or entry[3] or c.secondary[g] != surfer_jid \
-                or c.primary[g] != entry[0]:
+        if entry is None or entry.surfer != surfer_jid or c.secondary[g] != surfer_jid \
+                or c.primary[g] != entry.host:
             return
-        host, surfer = self.jobs[entry[0]], self.jobs[surfer_jid]
         p = self.fusion
+        if p.controller == "once" and entry.n > 0:
+            return
+        host, surfer = self.jobs[entry.host], self.jobs[surfer_jid]
         truth = self.truth.speeds(host.jid, host.util, host.profile, surfer.jid, surfer.util,
                                   surfer.profile)
-        observed = p.priority_residual * entry[2] * max(0.0, 1.0 / truth[0] - 1.0)
+        observed = p.priority_residual * entry.d * max(0.0, 1.0 / truth[0] - 1.0)
         observed *= max(0.0, 1.0 + self._rng.normal(0.0, p.measure_noise))
         target = p.guard * (1.0 - p.guard_margin)
-        d = 1.0 if observed <= 0 else min(1.0, entry[2] * target / observed)
+        gain = observed / entry.d
+        entry.n += 1
+        entry.total += gain
+        entry.total_sq += gain * gain
+        if p.controller == "once":
+            bound = gain
+        else:
+            mean = entry.total / entry.n
+            spread = 0.0
+            if entry.n >= 2 and mean > 0:
+                var = max(0.0, entry.total_sq / entry.n - mean * mean) * entry.n / (entry.n - 1)
+                spread = math.sqrt(var) / mean
+            sd = max(p.noise_prior, spread)
+            bound = mean * (1.0 + p.obs_z * sd / math.sqrt(entry.n))
+        step = min(2 ** entry.n, p.max_backoff) * p.control_period_s
+        if p.controller == "ucb":
+            # the guard bounds the host's slowdown over its whole hosted time: an excess
+            # observed in the last interval is paid back over the next one
+            entry.debt = max(0.0, entry.debt + (observed - target) * (self.now - entry.since))
+            target = max(0.0, target - entry.debt / step)
+        d = 1.0 if bound <= 0 else max(_MIN_DUTY, min(1.0, target / bound))
         for job in (host, surfer):
             self._settle(job)
-        self.duty[g] = (host.jid, surfer.jid, d, True)
+        entry.d, entry.since = d, self.now
         for job in (host, surfer):
             self._reschedule(job)
+        if p.controller == "ucb":
+            self._push(self.now + step, _CONTROL, surfer_jid, g)
 
     def _reschedule(self, job: Job) -> None:
         job.rate = min(self.gpu_rate(g, job) for g in job.gpus)

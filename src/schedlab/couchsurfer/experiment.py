@@ -28,53 +28,18 @@ from schedlab.couchsurfer.ejpp import (
 )
 from schedlab.couchsurfer.fusion import FusionParams, host_slowdown
 from schedlab.couchsurfer.policies import BASELINES, SCHEDULERS
+from schedlab.couchsurfer.realtrace import (  # noqa: F401  (TRACE_JOBS: tests patch it here)
+    GUARD,
+    TRACE_JOBS,
+    TRACE_LOAD,
+    data_kind,
+    measurements_for,
+    trace_slice,
+)
 from schedlab.couchsurfer.runner import simulate
 from schedlab.couchsurfer.workloads import WorkloadSpec, generate
 
-GUARD = 0.05
-#: pods sampled per scale (all usable pods at 1,000 GPUs and above)
-TRACE_JOBS = {32: 1_000, 256: 3_000}
-TRACE_LOAD = 0.9
-
-
-def _measurements(seed: int):
-    """(Measurements or None, PairTruth, label): Lucid's pairs where present."""
-    from schedlab.couchsurfer.interference import PairTruth, shared_measurements
-
-    m = shared_measurements()
-    if m is None:
-        return None, PairTruth(), "fitted interference model + seeded residuals (no Lucid data)"
-    return m, PairTruth(m), "Lucid's 1,388 measured pairs"
-
-
-def _trace(gpus: int, seed: int, jobs: int | None = None, load: float = TRACE_LOAD):
-    """(TraceLoad, truth, ran_with) for a ``gpus``-GPU slice of the Alibaba GPU 2023 trace."""
-    from schedlab.couchsurfer.alibaba import load_alibaba, pods_to_jobs, select_cluster
-    from schedlab.traces.alibaba_gpu2023 import shared_trace, synthetic_nodes, synthetic_pods
-
-    m, truth, inter = _measurements(seed)
-    jobs = TRACE_JOBS.get(gpus) if jobs is None else jobs
-    found = shared_trace()
-    if found is not None:
-        got = load_alibaba(found[1], found[0], gpus=gpus, seed=seed, jobs=jobs, sample=1.0,
-                           load=load, measurements=m)
-        source = "Alibaba GPU 2023 pod list + node list (real)"
-    else:
-        cluster = select_cluster(synthetic_nodes(1213, seed), gpus, seed)
-        got = pods_to_jobs(synthetic_pods(8_000, seed), cluster, seed=seed, jobs=jobs,
-                           load=load, measurements=m)
-        source = "seeded generator shaped like Alibaba GPU 2023 (alibaba/ absent from the data dir)"
-    ran_with = (f"{source}; {got.cluster.gpus} GPUs on {got.cluster.nodes} nodes; "
-                f"{len(got.jobs)} pods sampled (seed {seed}), arrivals compressed to offered "
-                f"load {load}; {inter}")
-    return got, truth, ran_with
-
-
-def _data(ran_with: str) -> str:
-    """Result.data for a run described by ``ran_with`` (the sentences _trace and _measurements
-    write): a stand-in when the trace or Lucid's measurements were absent."""
-    absent = ("(no ../shared/data)", "(no Lucid data)", "(no ../shared/data/colocation)")
-    return "stand-in" if any(a in ran_with for a in absent) else "real"
+_measurements, _trace, _data = measurements_for, trace_slice, data_kind
 
 
 def _reduction(ours: float, theirs: float) -> float:
@@ -94,9 +59,10 @@ def _trace_claims(by: dict, scale: str, guard: float) -> list[Claim]:
     best_span = min(base, key=lambda b: by[b]["makespan_s"])
     return [
         Claim(f"[{scale}] CouchSurfer cuts exploratory queuing latency vs the baselines' mean",
-              metric="reduction vs the mean of 7 baselines' mean queuing (%)",
+              metric=f"reduction vs the mean of {len(base)} baselines' mean queuing (%)",
               measured=_reduction(cs["exp_queue_s_mean"], mean_queue), target=85.2,
-              paper_figure="85.2% lower queuing latency", baseline="mean of 7 baselines"),
+              paper_figure="85.2% lower queuing latency",
+              baseline=f"mean of {len(base)} baselines"),
         Claim(f"[{scale}] ... and vs the strongest baseline",
               metric=f"reduction vs strongest (%), here {best_queue}",
               measured=cuts[best_queue], target=85.2, paper_figure="85.2% (vs each, implied)",
@@ -241,7 +207,8 @@ def fusion_guard(gpus: int, seed: int) -> Result:
     variants = [(g, "jfm (predict + 1 feedback step)", FusionParams(guard=g))
                 for g in (0.02, 0.05, 0.10, 0.20)]
     variants.append((GUARD, "jfm, prediction only (no feedback)",
-                     FusionParams(guard=GUARD, control_period_s=0.0, guard_margin=0.0)))
+                     FusionParams(guard=GUARD, control_period_s=0.0, guard_margin=0.0,
+                                  controller="once")))
     for guard, label, params in variants:
         s = simulate(got.jobs, "couchsurfer", cluster=got.cluster, fusion=params,
                      truth=truth).summary
@@ -345,3 +312,7 @@ def interference_fit(seeds_split: int, seed: int) -> Result:
               target=0.02, comparison="<=", paper_figure="(consistency)", kind="sanity"),
     ]
     return Result(frame, claims=claims, notes=ran_with, ran_with=ran_with, data=_data(ran_with))
+
+
+# the issue-55 experiments (guard under stress, Pareto front, interference sensitivity)
+from schedlab.couchsurfer import tradeoff as _tradeoff  # noqa: E402,F401

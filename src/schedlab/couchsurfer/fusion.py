@@ -11,16 +11,28 @@ them:
 * **Priority streams** (JFM, AntMan-style opportunistic jobs): CUDA stream priorities pick
   which *pending* block runs next but never preempt a running one (CUDA C++ Programming Guide,
   "Stream Priorities"), and both kernels still share memory bandwidth. So a share
-  ``priority_residual`` (beta) of the plain slowdown survives. beta = 0.35 is an *assumption*
-  (no measured value is available to us); ``benchmarks/couchsurfer/gpu_check.py`` measures it
-  on a GPU machine and :func:`fit_params` turns its output into beta.
-* **The guard** is a *controller*: JFM gives the surfer a duty cycle ``d`` chosen from the
-  *predicted* plain slowdown (the fitted model, which is all a real system knows before it
-  runs the pair) so that ``beta * d * predicted <= guard * (1 - margin)``; after
-  ``control_period_s`` it observes the host's slowdown (truth x (1 + noise)) and rescales
-  ``d`` once. The simulator *accounts* with the truth (measured where available), so a host
-  whose real interference is worse than predicted is slowed past the guard until the
-  correction, and by the observation noise after it. Nothing clamps the accounted slowdown.
+  ``priority_residual`` (beta) of the plain slowdown survives. The co-location data (Lucid's
+  pairs) were measured *without* priorities, so the only value they support is beta = 1 (the
+  default: no priority protection); ``benchmarks/couchsurfer/gpu_check.py`` measures beta on a
+  GPU machine and :func:`fit_params` turns its output into beta. Likewise ``efficiency`` = 1:
+  a surfer at duty ``d`` progresses at ``d`` times its *measured* co-located speed (the data
+  hold no duty-cycling cost).
+* **The guard** is a *controller* acting on the host's *measured* slowdown (``controller``):
+
+  - ``"ucb"`` (default): the first duty cycle comes from a *pessimistic* prediction (the fitted
+    speed minus ``prior_z`` residual standard deviations, the fit's held-out RMSE, and the
+    prior beta); every control step (``control_period_s``, then doubling up to
+    ``max_backoff`` periods once observed) it observes the host's slowdown (truth x (1 +
+    noise)), estimates the gain ``slowdown / d`` from all observations so far and sets ``d``
+    from an *upper confidence bound* on it: mean x (1 + ``obs_z`` x sd / sqrt(n)), sd the
+    larger of the observations' spread and ``noise_prior``. Uncertainty backs the surfer off;
+    evidence lets it speed up.
+  - ``"once"``: the earlier controller — duty from the point prediction, one correction
+    ``control_period_s`` later (kept for the side-by-side comparison).
+
+  The simulator *accounts* with the truth (measured where available), so a host whose real
+  interference is worse than believed is slowed past the guard until the controller learns it.
+  Nothing clamps the accounted slowdown.
 
 Rates (host, surfer) relative to running alone, with plain speeds ``s_h``, ``s_s``::
 
@@ -29,6 +41,8 @@ Rates (host, surfer) relative to running alone, with plain speeds ``s_h``, ``s_s
     jfm           : d = min(1, guard * (1 - margin) / (beta * (1 / s_h_pred - 1)))
                     host = 1 / (1 + beta * d * (1 / s_h - 1)), surfer = efficiency * d * s_s
     timeslice     : both (1 - overhead) / 2 (Gandiva's suspend/resume time-slicing)
+    bubble        : host 1 / (1 + bubble_host_slowdown), filler bubble_efficiency x (1 - u_h)
+                    (Hydro: the filler runs only in the host's idle GPU time)
 """
 
 from __future__ import annotations
@@ -37,10 +51,11 @@ import math
 from dataclasses import dataclass
 
 from schedlab.core.errors import ConfigError
-from schedlab.couchsurfer.interference import DEFAULT_COEF, predict_speed
+from schedlab.couchsurfer.interference import DEFAULT_COEF, DEFAULT_RMSE, MIN_SPEED, predict_speed
 
 #: co-location modes an engine can be asked for; a GPU with a single occupant is "exclusive"
-MODES = ("jfm", "priority", "equal", "share", "timeslice")
+MODES = ("jfm", "priority", "equal", "share", "timeslice", "bubble")
+CONTROLLERS = ("ucb", "once")
 
 
 @dataclass(frozen=True)
@@ -57,17 +72,37 @@ class FusionParams:
     timeslice_overhead: share of a time-sliced GPU lost to suspend/resume.
     gpu_memory_gib: memory of one GPU where the cluster does not say (homogeneous clusters).
     coef: coefficients of the fitted interference model (:mod:`.interference`).
+    controller: ``"ucb"`` (pessimistic start, repeated upper-confidence corrections) or
+        ``"once"`` (point prediction, one correction: the earlier controller).
+    prior_z: standard deviations of the model residual the first duty cycle backs off by.
+    residual_sd: that residual (speed units; the fit's held-out RMSE on Lucid's pairs).
+    prior_beta: the beta the controller assumes before it observes (None: priority_residual).
+    obs_z: width of the upper confidence bound on the observed gain.
+    noise_prior: the least relative observation noise the controller assumes.
+    max_backoff: the control interval doubles after each observation up to this many periods.
+    bubble_host_slowdown: host slowdown when a job fills only its idle GPU time (Hydro's
+        bubble interleaving; PipeFill measured 2 % for bubble filling).
+    bubble_efficiency: share of the host's idle GPU time a bubble filler turns into progress.
     """
 
     guard: float = 0.05
-    priority_residual: float = 0.35
-    efficiency: float = 0.90
+    priority_residual: float = 1.0
+    efficiency: float = 1.0
     guard_margin: float = 0.1
     control_period_s: float = 10.0
     measure_noise: float = 0.02
     timeslice_overhead: float = 0.03
     gpu_memory_gib: float = 32.0
     coef: tuple[float, ...] = DEFAULT_COEF
+    controller: str = "ucb"
+    prior_z: float = 1.28
+    residual_sd: float = DEFAULT_RMSE
+    prior_beta: float | None = None
+    obs_z: float = 1.64
+    noise_prior: float = 0.10
+    max_backoff: int = 32
+    bubble_host_slowdown: float = 0.02
+    bubble_efficiency: float = 1.0
 
     def __post_init__(self) -> None:
         if not self.guard >= 0:
@@ -86,6 +121,18 @@ class FusionParams:
             raise ConfigError("must be a finite positive number", field="gpu_memory_gib")
         if len(self.coef) != len(DEFAULT_COEF) or not all(math.isfinite(c) for c in self.coef):
             raise ConfigError(f"needs {len(DEFAULT_COEF)} finite coefficients", field="coef")
+        if self.controller not in CONTROLLERS:
+            raise ConfigError(f"unknown controller '{self.controller}'; valid: "
+                              f"{', '.join(CONTROLLERS)}", field="controller")
+        for name in ("prior_z", "residual_sd", "obs_z", "noise_prior", "bubble_host_slowdown"):
+            if not (math.isfinite(getattr(self, name)) and getattr(self, name) >= 0):
+                raise ConfigError("must be a finite non-negative number", field=name)
+        if self.prior_beta is not None and not 0 <= self.prior_beta <= 1:
+            raise ConfigError("must be in [0, 1]", field="prior_beta")
+        if self.max_backoff < 1:
+            raise ConfigError("must be at least 1", field="max_backoff")
+        if not 0 < self.bubble_efficiency <= 1:
+            raise ConfigError("must be in (0, 1]", field="bubble_efficiency")
 
 
 def duty_cycle(host_util: float, surfer_util: float, params: FusionParams) -> float:
@@ -94,6 +141,22 @@ def duty_cycle(host_util: float, surfer_util: float, params: FusionParams) -> fl
         return 1.0
     predicted = predict_speed(host_util, surfer_util, params.coef)
     slow = params.priority_residual * (1.0 / predicted - 1.0)
+    if slow <= 0:
+        return 1.0
+    return max(0.0, min(1.0, params.guard * (1.0 - params.guard_margin) / slow))
+
+
+def prior_duty(host_util: float, surfer_util: float, params: FusionParams) -> float:
+    """The first duty cycle of the ``ucb`` controller: from a *pessimistic* prediction (the
+    fitted speed minus ``prior_z`` residual sds, the prior beta), before any observation."""
+    if not math.isfinite(params.guard):
+        return 1.0
+    if params.controller == "once":
+        return duty_cycle(host_util, surfer_util, params)
+    predicted = predict_speed(host_util, surfer_util, params.coef)
+    pessimistic = max(MIN_SPEED, predicted - params.prior_z * params.residual_sd)
+    beta = params.priority_residual if params.prior_beta is None else params.prior_beta
+    slow = beta * (1.0 / pessimistic - 1.0)
     if slow <= 0:
         return 1.0
     return max(0.0, min(1.0, params.guard * (1.0 - params.guard_margin) / slow))
@@ -117,6 +180,11 @@ def pair_rates(host_util: float, surfer_util: float, mode: str, params: FusionPa
     if mode == "timeslice":
         half = 0.5 * (1.0 - params.timeslice_overhead)
         return half, half
+    if mode == "bubble":
+        # Hydro's interleaving: the filler runs only in the host's idle GPU time
+        idle = max(0.0, 1.0 - host_util)
+        return (1.0 / (1.0 + params.bubble_host_slowdown),
+                min(1.0, params.bubble_efficiency * idle))
     if mode in ("jfm", "priority"):
         if mode == "priority":
             d = 1.0

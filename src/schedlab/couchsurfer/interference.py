@@ -35,7 +35,7 @@ from pathlib import Path
 import numpy as np
 
 from schedlab.core.data import data_path
-from schedlab.core.errors import BadInputError
+from schedlab.core.errors import BadInputError, ConfigError
 from schedlab.core.io import csv_rows
 
 PAIRS_FILE, SOLO_FILE = "colocate_info.csv", "single_data.csv"
@@ -228,10 +228,25 @@ class PairTruth:
     """Plain co-location speeds the simulator *accounts* with (measured where available)."""
 
     def __init__(self, measurements: Measurements | None = None,
-                 coef: tuple[float, ...] = DEFAULT_COEF, residual: float = DEFAULT_RMSE):
+                 coef: tuple[float, ...] = DEFAULT_COEF, residual: float = DEFAULT_RMSE,
+                 scale: float = 1.0, speed_scale: float = 1.0):
+        """``scale`` multiplies every pair's slowdown (1 - speed; 1.2 = interference 20 %
+        stronger), ``speed_scale`` every co-located speed (0.8 = pairs 20 % slower): the
+        sensitivity knobs. The controller's prediction is not scaled (it does not know)."""
+        if not (math.isfinite(scale) and scale >= 0):
+            raise ConfigError(f"must be >= 0, got {scale}", field="scale")
+        if not (math.isfinite(speed_scale) and speed_scale > 0):
+            raise ConfigError(f"must be > 0, got {speed_scale}", field="speed_scale")
         self.table = measurements.table() if measurements is not None else {}
         self.coef, self.residual = coef, residual
+        self.scale, self.speed_scale = scale, speed_scale
         self._cache: dict[tuple[int, int], tuple[float, float]] = {}
+
+    def _scaled(self, speed: float) -> float:
+        if self.scale == 1.0 and self.speed_scale == 1.0:
+            return speed
+        speed = (1.0 - self.scale * (1.0 - speed)) * self.speed_scale
+        return float(min(1.0, max(MIN_SPEED, speed)))
 
     def speeds(self, a_id: int, a_util: float, a_prof: int, b_id: int, b_util: float,
                b_prof: int) -> tuple[float, float]:
@@ -247,6 +262,7 @@ class PairTruth:
             sa = predict_speed(a_util, b_util, self.coef) + _residual(a_id, b_id, self.residual)
             sb = predict_speed(b_util, a_util, self.coef) + _residual(b_id, a_id, self.residual)
             out = (float(np.clip(sa, MIN_SPEED, 1.0)), float(np.clip(sb, MIN_SPEED, 1.0)))
+        out = (self._scaled(out[0]), self._scaled(out[1]))
         self._cache[key] = out
         return out
 

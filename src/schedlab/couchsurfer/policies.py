@@ -32,6 +32,8 @@ from schedlab.couchsurfer.engine import Decision, Placement, Scheduler, Simulato
 from schedlab.couchsurfer.jobs import DET, EXP, Job
 
 DEPTH = 500
+#: how a secondary placed by CouchSurfer/AntMan/Hydro shares its GPU (see .fusion)
+SURFER_MODES = ("jfm", "priority", "bubble")
 
 
 class Planner:
@@ -435,8 +437,11 @@ class CouchSurfer:
     low-priority secondary (fusion mode ``mode``, default ``jfm``: the guarded Job Fusion
     Mechanism) on hosted or idle GPUs by the threshold-guided EJPP algorithm, so it never
     blocks a deterministic job (a host that arrives evicts a surfer only if memory does not
-    fit). When no deterministic job waits, surfers move to idle GPUs of their own.
-    ``surf_only=True`` restores the previous behaviour (exploratory jobs never exclusive).
+    fit). When no deterministic job waits, surfers move to idle GPUs of their own; with
+    ``promote`` a surfer its host slows also stays a candidate of the inner scheduler, which
+    may give it free GPUs of its own before a waiting job it outranks (earlier arrival for
+    backfilling, shorter estimate for SJF). ``surf_only=True`` restores the first version's
+    behaviour (exploratory jobs never exclusive).
     """
 
     name: str = "couchsurfer"
@@ -445,21 +450,41 @@ class CouchSurfer:
     mode: str = "jfm"
     surf_only: bool = False
     migrate: bool = True
+    promote: bool = True
     depth: int = DEPTH
 
     def __post_init__(self) -> None:
         if self.det_scheduler not in EXCLUSIVE:
             raise UnknownNameError("deterministic scheduler", self.det_scheduler,
                                    list(EXCLUSIVE))
-        if self.mode not in ("jfm", "priority"):
-            raise UnknownNameError("surfer mode", self.mode, ["jfm", "priority"])
+        if self.mode not in SURFER_MODES:
+            raise UnknownNameError("surfer mode", self.mode, list(SURFER_MODES))
         self._inner: ExclusivePolicy = EXCLUSIVE[self.det_scheduler](depth=self.depth)
 
     def schedule(self, now: float, sim: Simulator) -> Decision:
         plan = Planner(sim)
         source = sim.waiting_kind[DET] if self.surf_only else sim.waiting
         window = _window(source.values(), self.depth)
+        promoted: set[int] = set()
+        if self.promote and not self.surf_only and plan.free_per_node.max() > 0:
+            # a surfer slowed by its host still counts as waiting for GPUs of its own: the
+            # inner scheduler weighs it (by arrival and estimate) against the waiting jobs
+            slow = [j for j in sim.running.values() if j.role == "secondary"
+                    and j.mode == self.mode and j.rate < 0.999]
+            if slow:
+                promoted = {j.jid for j in slow}
+                window = sorted(window + slow, key=lambda j: (j.arrival, j.jid))[: self.depth]
         self._inner.plan(now, sim, window, plan)
+        if promoted:
+            # slots a secondary (a GPU-share co-tenant) takes in this pass stay taken
+            kept = {g for p in plan.decision.place if p.role == "secondary" for g in p.gpus}
+            for p in plan.decision.place:
+                if p.jid in promoted:
+                    job = sim.jobs[p.jid]
+                    plan.decision.preempt.append(p.jid)
+                    # its old slots free up, unless a co-tenant lands there in this pass
+                    plan.secondary_busy[[g for g in job.gpus if g not in kept]] = False
+            window = [j for j in window if j.jid not in promoted]
         placed = {p.jid for p in plan.decision.place}
         if not self.surf_only and any(j.kind == EXP and j.jid not in placed for j in window):
             # exploratory jobs that would queue surf instead: plan the deterministic rest
@@ -487,7 +512,7 @@ class CouchSurfer:
             has_host=c.primary >= 0, slot_free=~plan.secondary_busy & ~planned,
             job_gpus=np.array([j.n_gpus for j in exp]), job_util=np.array([j.util for j in exp]),
             job_mem=np.array([j.mem for j in exp]), fusion=sim.fusion, thresholds=self.thresholds,
-            gpu_mem=c.gpu_mem)
+            gpu_mem=c.gpu_mem, mode=self.mode)
         taken = ~inst.slot_free
         # a job at least as large (GPUs, memory, utilisation) as one that found no gang in this
         # pass cannot find one either: skipping it keeps a pass O(distinct failures x GPUs)
@@ -518,6 +543,35 @@ class AntMan(CouchSurfer):
     thresholds: Thresholds = Thresholds(max_host_util=1.0, min_surfer_rate=0.0)
 
 
+@dataclass
+class Hydro(CouchSurfer):
+    """Hydro's cluster-level scheduling (Hu et al., OSDI'23, the Hydro Coordinator), the part
+    that decides where tuning trials (exploratory jobs) run:
+
+    * *elastic trials on idle resources*: a trial never queues behind production jobs for
+      GPUs of its own; it takes idle GPUs at low priority (a later deterministic job lands on
+      them and the trial drops to interleaving), and moves to idle GPUs of its own when no
+      deterministic job waits;
+    * *bubble squeezing*: otherwise the trial is interleaved into the idle time ("bubbles")
+      of a running deterministic job: fusion mode ``bubble``, the trial progresses only in the
+      host's idle GPU time (``1 - util``, its measured solo utilisation) and the host pays the
+      switching cost ``bubble_host_slowdown``; the trial must fit in the host's free memory.
+      Hosts are chosen by the most idle time (EJPP's best gang on the bubble rate);
+      ``max_host_util`` keeps trials off hosts with little idle time.
+
+    Deterministic (production) jobs: EASY backfilling, as CouchSurfer's. Not modelled: the
+    job-level half of Hydro (surrogate model scaling, trial fusion), which changes the trials'
+    work itself, and heterogeneity-aware placement of the final (full-size) trial. The trace
+    has no pipeline-parallel jobs, so any host's idle GPU time stands in for its bubbles.
+    """
+
+    name: str = "hydro"
+    det_scheduler: str = "backfill"
+    mode: str = "bubble"
+    surf_only: bool = True
+    thresholds: Thresholds = Thresholds(max_host_util=1.0, min_surfer_rate=0.02)
+
+
 EXCLUSIVE: dict[str, Callable[..., ExclusivePolicy]] = {
     "fifo": Fifo, "sjf": Sjf, "tiresias": Tiresias, "backfill": Backfill,
 }
@@ -530,6 +584,7 @@ SCHEDULERS: dict[str, Callable[..., Scheduler]] = {
     "gandiva": Gandiva,
     "antman": AntMan,
     "lucid": Lucid,
+    "hydro": Hydro,
 }
 BASELINES = tuple(name for name in SCHEDULERS if name != "couchsurfer")
 
