@@ -190,5 +190,6 @@ def solved_over_time(
             )
         )
     notes = "No GPU here: the hydra-gpu policy was not run." if not cuda_available() else ""
-    return Result(runs, claims=claims, figures=[_plot(runs, calib, rho)], notes=notes,
-                  data="generated")
+    return Result(
+        runs, claims=claims, figures=[_plot(runs, calib, rho)], notes=notes, data="generated"
+    )

@@ -189,6 +189,61 @@ def filter_domains(
 
 
 @njit(cache=True, nogil=True, inline="always", _nrt=False)
+def filter_domains_cached(
+    al, ar, alc, arc, aadj, s, c, dst, v, w, nb0, nb1, any0, any1, words, cut, remaining, lin
+):
+    """filter_domains for the search kernel: the same split, skipping the pieces whose left
+    side the node's cached counts (``lin``, see left_in_counts / left_class_counts) say are
+    empty, so a labelled or directed graph with many edge classes costs only the classes v
+    has."""
+    if remaining <= cut:
+        return -1, remaining
+    if nb0.shape[1] == 1:
+        return _filter_two_way(
+            al, ar, alc, arc, aadj, s, c, dst, v, w, nb0, nb1, any0, any1, words, cut, remaining
+        )
+    k_classes = nb0.shape[1]
+    stride = k_classes + 1
+    t = dst
+    bound = 0
+    for i in range(s, s + c):
+        remaining -= min(alc[i], arc[i])
+        if lin[i * stride] > 0:
+            lcnt = 0
+            rcnt = 0
+            for j in range(words):
+                x = al[i, j] & ~any0[v, j]
+                y = ar[i, j] & ~any1[w, j]
+                al[t, j] = x
+                ar[t, j] = y
+                lcnt += popcount(x)
+                rcnt += popcount(y)
+            if lcnt > 0 and rcnt > 0:
+                alc[t], arc[t], aadj[t] = lcnt, rcnt, aadj[i]
+                bound += min(lcnt, rcnt)
+                t += 1
+        for k in range(k_classes):
+            if lin[i * stride + 1 + k] == 0:
+                continue  # no left vertex joins v by an edge of class k here
+            lcnt = 0
+            rcnt = 0
+            for j in range(words):
+                x = al[i, j] & nb0[v, k, j]
+                y = ar[i, j] & nb1[w, k, j]
+                al[t, j] = x
+                ar[t, j] = y
+                lcnt += popcount(x)
+                rcnt += popcount(y)
+            if lcnt > 0 and rcnt > 0:
+                alc[t], arc[t], aadj[t] = lcnt, rcnt, 1
+                bound += min(lcnt, rcnt)
+                t += 1
+        if bound + remaining <= cut:
+            return -1, bound + remaining
+    return t - dst, bound
+
+
+@njit(cache=True, nogil=True, inline="always", _nrt=False)
 def left_in_counts(al, s, c, v, nb0, words, lin):
     """|L_i & N(v)| for every bidomain of the level: fixed for all w of one node."""
     for i in range(s, s + c):
@@ -196,6 +251,26 @@ def left_in_counts(al, s, c, v, nb0, words, lin):
         for j in range(words):
             cnt += popcount(al[i, j] & nb0[v, 0, j])
         lin[i] = cnt
+
+
+@njit(cache=True, nogil=True, inline="always", _nrt=False)
+def left_class_counts(al, s, c, v, nb0, any0, words, lin):
+    """Labelled/directed case: for every bidomain i of the level, ``lin[i*(K+1)]`` =
+    |L_i minus N(v)| and ``lin[i*(K+1)+1+k]`` = |L_i & N_k(v)| (edge class k): fixed for all
+    w of one node, so a child's bound needs right-hand popcounts only, and only for the
+    classes that keep some left vertex."""
+    k_classes = nb0.shape[1]
+    stride = k_classes + 1
+    for i in range(s, s + c):
+        cnt = 0
+        for j in range(words):
+            cnt += popcount(al[i, j] & ~any0[v, j])
+        lin[i * stride] = cnt
+        for k in range(k_classes):
+            cnt = 0
+            for j in range(words):
+                cnt += popcount(al[i, j] & nb0[v, k, j])
+            lin[i * stride + 1 + k] = cnt
 
 
 @njit(cache=True, nogil=True, inline="always", _nrt=False)
@@ -374,6 +449,8 @@ def search(
     trace_depth = params[P_TRACE_DEPTH]
     use_band = band[0] <= band[1]
     two_way = nb0.shape[1] == 1
+    k_classes = nb0.shape[1]
+    stride = k_classes + 1
     nodes = ctl[NODES]
     d = ctl[DEPTH]
     enter = ctl[ENTER] != 0
@@ -460,6 +537,8 @@ def search(
             alc[b] -= 1
             if two_way:
                 left_in_counts(al, s, c, v, nb0, words, alin)
+            else:
+                left_class_counts(al, s, c, v, nb0, any0, words, alin)
             lev[d, SEL] = b
             lev[d, VERT] = v
             lev[d, LASTW] = -1
@@ -509,23 +588,45 @@ def search(
             # would not improve the incumbent); then its domains need not be built in full
             cut = max(best, goal - 1) - d - 1 if d + 1 <= best else -1
             parent_min = lev[d, SUMMIN] - min(alc[b], arc[b] + 1) + min(alc[b], arc[b])
-            if not two_way or cut < 0:
+            if cut < 0:
                 break
             # the child's sum of mins without building it (unlabelled undirected case): only
             # the right-hand popcounts depend on w; stop once the child is certain to be pruned
             bound = 0
             remaining = parent_min
-            for i in range(s, s + c):
-                li = alin[i]
-                lc = np.int64(alc[i])
-                rc = np.int64(arc[i])
-                remaining -= min(lc, rc)
-                ri = 0
-                for j in range(words):
-                    ri += popcount(ar[i, j] & nb1[w, 0, j])
-                bound += min(li, ri) + min(lc - li, rc - ri)
-                if bound + remaining <= cut:
-                    break
+            if two_way:
+                for i in range(s, s + c):
+                    li = alin[i]
+                    lc = np.int64(alc[i])
+                    rc = np.int64(arc[i])
+                    remaining -= min(lc, rc)
+                    ri = 0
+                    for j in range(words):
+                        ri += popcount(ar[i, j] & nb1[w, 0, j])
+                    bound += min(li, ri) + min(lc - li, rc - ri)
+                    if bound + remaining <= cut:
+                        break
+            else:
+                # labelled / directed: the same from the cached left counts per edge class,
+                # popcounts on the right only for classes that keep a left vertex
+                for i in range(s, s + c):
+                    remaining -= min(np.int64(alc[i]), np.int64(arc[i]))
+                    base_i = i * stride
+                    lo = alin[base_i]
+                    if lo > 0:
+                        ri = 0
+                        for j in range(words):
+                            ri += popcount(ar[i, j] & ~any1[w, j])
+                        bound += min(lo, ri)
+                    for k in range(k_classes):
+                        lk = alin[base_i + 1 + k]
+                        if lk > 0:
+                            ri = 0
+                            for j in range(words):
+                                ri += popcount(ar[i, j] & nb1[w, k, j])
+                            bound += min(lk, ri)
+                    if bound + remaining <= cut:
+                        break
             ar[b, w >> 6] |= mask
             arc[b] += 1
             if bound + remaining > cut:
@@ -547,8 +648,25 @@ def search(
             continue
         lev[d, LASTW] = w
         mask = _ONE << np.uint64(w & 63)
-        cnt, sum_min = filter_domains(
-            al, ar, alc, arc, aadj, s, c, s + c, v, w, nb0, nb1, any0, any1, words, cut, parent_min
+        cnt, sum_min = filter_domains_cached(
+            al,
+            ar,
+            alc,
+            arc,
+            aadj,
+            s,
+            c,
+            s + c,
+            v,
+            w,
+            nb0,
+            nb1,
+            any0,
+            any1,
+            words,
+            cut,
+            parent_min,
+            alin,
         )
         ar[b, w >> 6] |= mask
         arc[b] += 1
