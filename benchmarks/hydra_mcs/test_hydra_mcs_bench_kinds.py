@@ -182,7 +182,9 @@ def main() -> None:
     for kind in dict.fromkeys(r["kind"] for r in rows):
         sel = [r for r in rows if r["kind"] == kind]
         ref, ours = sum(r["ref_cpu"] for r in sel), sum(r["cpu"] for r in sel)
-        print(f"{kind:18} {len(sel)} pairs: ref {ref:.2f} s  ours {ours:.2f} s -> {ours / ref:.3f}x")
+        print(
+            f"{kind:18} {len(sel)} pairs: ref {ref:.2f} s  ours {ours:.2f} s -> {ours / ref:.3f}x"
+        )
 
 
 if __name__ == "__main__":

@@ -78,9 +78,7 @@ def test_size_and_nodes_equal_reference_mcsplit(tmp_path, name, flags):
 
 def _read_flags(flags: dict) -> dict:
     labelled = flags.get("labels") == "all"
-    return dict(
-        directed=flags.get("directed", False), vertex_labels=labelled, edge_labels=labelled
-    )
+    return dict(directed=flags.get("directed", False), vertex_labels=labelled, edge_labels=labelled)
 
 
 def test_large_sparse_pair_never_builds_a_dense_matrix(tmp_path):
