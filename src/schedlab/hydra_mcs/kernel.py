@@ -202,13 +202,13 @@ def filter_domains_cached(
         return _filter_two_way(
             al, ar, alc, arc, aadj, s, c, dst, v, w, nb0, nb1, any0, any1, words, cut, remaining
         )
-    k_classes = nb0.shape[1]
-    stride = k_classes + 1
+    stride = 2 * nb0.shape[1] + 2
     t = dst
     bound = 0
     for i in range(s, s + c):
         remaining -= min(alc[i], arc[i])
-        if lin[i * stride] > 0:
+        base = i * stride
+        if lin[base] > 0:
             lcnt = 0
             rcnt = 0
             for j in range(words):
@@ -222,19 +222,17 @@ def filter_domains_cached(
                 alc[t], arc[t], aadj[t] = lcnt, rcnt, aadj[i]
                 bound += min(lcnt, rcnt)
                 t += 1
-        for k in range(k_classes):
-            if lin[i * stride + 1 + k] == 0:
-                continue  # no left vertex joins v by an edge of class k here
-            lcnt = 0
+        for q in range(lin[base + 1]):  # only the edge classes that keep a left vertex
+            k = lin[base + 2 + 2 * q]
+            lcnt = lin[base + 3 + 2 * q]
             rcnt = 0
             for j in range(words):
                 x = al[i, j] & nb0[v, k, j]
                 y = ar[i, j] & nb1[w, k, j]
                 al[t, j] = x
                 ar[t, j] = y
-                lcnt += popcount(x)
                 rcnt += popcount(y)
-            if lcnt > 0 and rcnt > 0:
+            if rcnt > 0:
                 alc[t], arc[t], aadj[t] = lcnt, rcnt, 1
                 bound += min(lcnt, rcnt)
                 t += 1
@@ -255,22 +253,28 @@ def left_in_counts(al, s, c, v, nb0, words, lin):
 
 @njit(cache=True, nogil=True, inline="always", _nrt=False)
 def left_class_counts(al, s, c, v, nb0, any0, words, lin):
-    """Labelled/directed case: for every bidomain i of the level, ``lin[i*(K+1)]`` =
-    |L_i minus N(v)| and ``lin[i*(K+1)+1+k]`` = |L_i & N_k(v)| (edge class k): fixed for all
-    w of one node, so a child's bound needs right-hand popcounts only, and only for the
-    classes that keep some left vertex."""
+    """Labelled/directed case: for every bidomain i of the level, with ``b = i*(2K+2)``:
+    ``lin[b]`` = |L_i minus N(v)|, ``lin[b+1]`` = m, the number of edge classes k with
+    L_i & N_k(v) non-empty, then m pairs (k, |L_i & N_k(v)|) in ascending k. Fixed for all w
+    of one node, so a child's bound needs right-hand popcounts only, for those m classes."""
     k_classes = nb0.shape[1]
-    stride = k_classes + 1
+    stride = 2 * k_classes + 2
     for i in range(s, s + c):
+        base = i * stride
         cnt = 0
         for j in range(words):
             cnt += popcount(al[i, j] & ~any0[v, j])
-        lin[i * stride] = cnt
+        lin[base] = cnt
+        m = 0
         for k in range(k_classes):
             cnt = 0
             for j in range(words):
                 cnt += popcount(al[i, j] & nb0[v, k, j])
-            lin[i * stride + 1 + k] = cnt
+            if cnt > 0:
+                lin[base + 2 + 2 * m] = k
+                lin[base + 3 + 2 * m] = cnt
+                m += 1
+        lin[base + 1] = m
 
 
 @njit(cache=True, nogil=True, inline="always", _nrt=False)
@@ -449,8 +453,7 @@ def search(
     trace_depth = params[P_TRACE_DEPTH]
     use_band = band[0] <= band[1]
     two_way = nb0.shape[1] == 1
-    k_classes = nb0.shape[1]
-    stride = k_classes + 1
+    stride = 2 * nb0.shape[1] + 2  # left_class_counts' layout
     nodes = ctl[NODES]
     d = ctl[DEPTH]
     enter = ctl[ENTER] != 0
@@ -618,13 +621,12 @@ def search(
                         for j in range(words):
                             ri += popcount(ar[i, j] & ~any1[w, j])
                         bound += min(lo, ri)
-                    for k in range(k_classes):
-                        lk = alin[base_i + 1 + k]
-                        if lk > 0:
-                            ri = 0
-                            for j in range(words):
-                                ri += popcount(ar[i, j] & nb1[w, k, j])
-                            bound += min(lk, ri)
+                    for q in range(alin[base_i + 1]):
+                        k = alin[base_i + 2 + 2 * q]
+                        ri = 0
+                        for j in range(words):
+                            ri += popcount(ar[i, j] & nb1[w, k, j])
+                        bound += min(alin[base_i + 3 + 2 * q], ri)
                     if bound + remaining <= cut:
                         break
             ar[b, w >> 6] |= mask

@@ -115,7 +115,7 @@ class Searcher:
         self.aadj = np.zeros(cap, np.uint8)
         # per bidomain: |L & N(v)| (one edge class), or |L - N(v)| and |L & N_k(v)| per class
         k_classes = bits.nb0.shape[1]
-        self.alin = np.zeros(cap * (1 if k_classes == 1 else k_classes + 1), np.int64)
+        self.alin = np.zeros(cap * (1 if k_classes == 1 else 2 * k_classes + 2), np.int64)
         self.lev = np.zeros((levels, K.LEV_COLS), np.int64)
         self.cur_v = np.zeros(levels, np.int64)
         self.cur_w = np.zeros(levels, np.int64)
@@ -194,11 +194,17 @@ class Searcher:
                 for i in range(c):
                     self.alin[i] = _count(task.left[i] & nb0[v, 0])
             else:
-                stride = k_classes + 1
+                stride = 2 * k_classes + 2  # kernel.left_class_counts' layout
                 for i in range(c):
-                    self.alin[i * stride] = _count(task.left[i] & ~self.bits.any0[v])
+                    base = i * stride
+                    self.alin[base] = _count(task.left[i] & ~self.bits.any0[v])
+                    m = 0
                     for k in range(k_classes):
-                        self.alin[i * stride + 1 + k] = _count(task.left[i] & nb0[v, k])
+                        cnt = _count(task.left[i] & nb0[v, k])
+                        if cnt:
+                            self.alin[base + 2 + 2 * m], self.alin[base + 3 + 2 * m] = k, cnt
+                            m += 1
+                    self.alin[base + 1] = m
         self.status = K.BUDGET_SPENT
 
     def run(self, shared: np.ndarray, budget: int) -> int:
