@@ -19,6 +19,9 @@ Run as a script (the table of docs/systems/hydra_mcs.md)::
 
     HYDRA_MCS_REF=/tmp/ref-mcsplit/mcsp python benchmarks/hydra_mcs/test_hydra_mcs_bench_kinds.py
 
+(``--rounds3``: the least CPU of three runs of each program; ``--skip=s30.00,lab50-p0.3-s11``
+leaves pairs out; ``--quick``: the sparse pairs and s30.02 only.)
+
 or under pytest-benchmark (rows in ``extra_info``; no timed assertions, sizes/nodes asserted).
 """
 
@@ -140,9 +143,13 @@ def run_pair(binary: str, kind: str, a: Path, b: Path) -> dict:
     )
 
 
-def compare(binary: str, folder: Path, quick: bool = False, rounds: int = 1) -> list[dict]:
+def compare(
+    binary: str, folder: Path, quick: bool = False, rounds: int = 1, skip: tuple = ()
+) -> list[dict]:
     rows = []
     for kind, name, a, b in write_instances(folder, quick):
+        if name in skip:
+            continue
         runs = [run_pair(binary, kind, a, b) for _ in range(rounds)]
         best = dict(runs[0])  # the least CPU of the rounds, for each program
         best["ref_cpu"] = min(r["ref_cpu"] for r in runs)
@@ -166,8 +173,10 @@ def main() -> None:
     binary = os.environ.get("HYDRA_MCS_REF", "/tmp/ref-mcsplit/mcsp")
     quick = "--quick" in sys.argv
     rounds = 3 if "--rounds3" in sys.argv else 1
+    skip = tuple(a.split("=", 1)[1] for a in sys.argv if a.startswith("--skip="))
+    skip = tuple(x for s in skip for x in s.split(","))
     with tempfile.TemporaryDirectory() as tmp:
-        rows = compare(binary, Path(tmp), quick, rounds)
+        rows = compare(binary, Path(tmp), quick, rounds, skip)
     for r in rows:
         same = (
             "same"

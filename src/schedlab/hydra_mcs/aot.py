@@ -359,6 +359,21 @@ def search_function() -> tuple[str, Callable[..., int]]:
     return chosen
 
 
+def search_function_w1() -> tuple[str, Callable[..., int]]:
+    """``(kind, search_w1)``: ``search`` compiled for one 64-bit word per bitset (pairs of at
+    most 64 vertices), from the same module as ``search_function``'s, or the JIT one."""
+    kind, _ = search_function()
+    key = ("w1", kind)
+    if key not in _CHOSEN:
+        if kind == "aot":
+            _CHOSEN[key] = ("aot", load(name_in_module="search_w1"))
+        else:
+            from schedlab.hydra_mcs.kernel import search_w1
+
+            _CHOSEN[key] = ("jit", search_w1)
+    return _CHOSEN[key]
+
+
 def learned_function() -> tuple[str, Callable[..., int]]:
     """``(kind, search_learned)``: the compiled one when ``search_function`` chose the AOT
     module, else the JIT one (same rules, same module)."""

@@ -148,7 +148,9 @@ class Searcher:
             self.learn = np.array([float(branching), *limits])
             self.kernel, self._search = aot.learned_function()
         else:
-            self.kernel, self._search = aot.search_function()
+            self.kernel, self._search = (
+                aot.search_function_w1() if words == 1 else aot.search_function()
+            )
         self._checked = False
 
     def root_task(self) -> Task:
