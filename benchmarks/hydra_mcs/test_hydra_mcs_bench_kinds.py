@@ -107,15 +107,21 @@ def write_instances(folder: Path, quick: bool = False) -> list[tuple[str, str, P
 
 
 def _timed(cmd: list[str]) -> tuple[float, int, str]:
-    """(CPU s, max RSS MB, stdout) of one process, measured by wait4 for that process only."""
-    with tempfile.TemporaryFile() as sink:
-        proc = subprocess.Popen(cmd, stdout=sink, stderr=subprocess.DEVNULL)
+    """(CPU s, max RSS MB, stdout) of one process: CPU by wait4 for that process alone; the
+    peak RSS by GNU time's %M when present (a child forked from this Python process would
+    report this process's RSS as its own until it execs), else by wait4."""
+    gnu_time = Path("/usr/bin/time")
+    with tempfile.TemporaryFile() as sink, tempfile.NamedTemporaryFile("r") as mem:
+        full = [str(gnu_time), "-f", "%M", "-o", mem.name, *cmd] if gnu_time.is_file() else cmd
+        proc = subprocess.Popen(full, stdout=sink, stderr=subprocess.DEVNULL)
         _, status, ru = os.wait4(proc.pid, 0)
         proc.returncode = os.waitstatus_to_exitcode(status)
         if proc.returncode != 0:
             raise RuntimeError(f"{cmd} exited {proc.returncode}")
         sink.seek(0)
-        return ru.ru_utime + ru.ru_stime, ru.ru_maxrss // 1024, sink.read().decode()
+        text = mem.read().strip().splitlines()
+        peak_kb = int(text[-1]) if gnu_time.is_file() and text else ru.ru_maxrss
+        return ru.ru_utime + ru.ru_stime, peak_kb // 1024, sink.read().decode()
 
 
 def _schedlab() -> list[str]:
