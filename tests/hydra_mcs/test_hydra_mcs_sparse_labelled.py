@@ -149,3 +149,21 @@ def test_labelled_split_matches_brute_force(seed):
     assert check_mapping(g0, g1, sorted(r.mapping.items())) is None
     # with two threads (tasks cut mid-node rebuild the per-class counts) the size is the same
     assert solve(g0, g1, threads=2, policy="naive-parallel").size == r.size
+
+
+def test_long_instance_sharing_rows_compare_both_policies():
+    """The full-mode RC sharing rows: both policies on every instance, alternating order per
+    round, sizes equal and mappings valid (run here on two small seeded pairs)."""
+    from schedlab.hydra_mcs.experiment import _sharing_runs, long_pairs
+    from schedlab.hydra_mcs.workloads import gnp_pairs
+
+    assert long_pairs(0) == []
+    rows = _sharing_runs(gnp_pairs(2, 14, 0.4, seed=3), threads=2, rounds=2)
+    assert rows.height == 2 * 2 * 2
+    assert rows["valid"].all()
+    import polars as pl
+
+    assert rows.group_by("instance").agg(pl.col("size").n_unique().alias("k"))["k"].max() == 1
+    first = rows.filter(rows["round"] == 0)["policy"].to_list()[0]
+    again = rows.filter(rows["round"] == 1)["policy"].to_list()[0]
+    assert first != again  # the order alternates between rounds

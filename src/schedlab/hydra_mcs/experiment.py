@@ -227,8 +227,7 @@ def solved_over_time(
         names = ", ".join(sharing["instance"].unique(maintain_order=True).to_list())
         if (
             not sharing["valid"].all()
-            or sharing.group_by("instance").agg(pl.col("size").n_unique() == 1)["size"].all()
-            is False
+            or int(sharing.group_by("instance").agg(pl.col("size").n_unique())["size"].max()) > 1
         ):
             import dataclasses
 
