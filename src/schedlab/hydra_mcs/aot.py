@@ -25,7 +25,6 @@ be built) or ``jit`` (never build, always Numba's dispatcher).
 from __future__ import annotations
 
 import functools
-import hashlib
 import os
 import sys
 from collections.abc import Callable
@@ -133,7 +132,7 @@ def cache_key() -> str:
     """16 hex digits naming the build: sources, interpreter, NumPy, Numba, host CPU."""
     import numpy as np
 
-    h = hashlib.sha256()
+    h = _hasher()
     for name in _SOURCES:
         h.update((_HERE / name).read_bytes())
     for part in (
@@ -148,6 +147,15 @@ def cache_key() -> str:
     ):
         h.update(b"\0" + part)
     return h.hexdigest()[:16]
+
+
+def _hasher():
+    """BLAKE2b from its own small module: ``hashlib`` loads OpenSSL (~0.01-0.03 s a call)."""
+    try:
+        from _blake2 import blake2b
+    except ImportError:  # an interpreter built without it
+        from hashlib import blake2b
+    return blake2b(digest_size=32)
 
 
 def _suffix() -> str:
@@ -349,6 +357,21 @@ def search_function() -> tuple[str, Callable[..., int]]:
             chosen = ("jit", _jit())
     _CHOSEN[kind] = chosen
     return chosen
+
+
+def search_function_w1() -> tuple[str, Callable[..., int]]:
+    """``(kind, search_w1)``: ``search`` compiled for one 64-bit word per bitset (pairs of at
+    most 64 vertices), from the same module as ``search_function``'s, or the JIT one."""
+    kind, _ = search_function()
+    key = ("w1", kind)
+    if key not in _CHOSEN:
+        if kind == "aot":
+            _CHOSEN[key] = ("aot", load(name_in_module="search_w1"))
+        else:
+            from schedlab.hydra_mcs.kernel import search_w1
+
+            _CHOSEN[key] = ("jit", search_w1)
+    return _CHOSEN[key]
 
 
 def learned_function() -> tuple[str, Callable[..., int]]:

@@ -15,7 +15,11 @@ from pathlib import Path
 from schedlab.hydra_mcs.aot import KIND_ENV, LEARNED_ARGS, jit_search, load_module, signature
 
 
-def smoke_test(search: Callable[..., int], learned: Callable[..., int] | None = None) -> None:
+def smoke_test(
+    search: Callable[..., int],
+    learned: Callable[..., int] | None = None,
+    search_w1: Callable[..., int] | None = None,
+) -> None:
     """Run the compiled kernel beside the JIT one on a few seeded pairs; exit 1 on mismatch."""
     import numpy as np
 
@@ -28,13 +32,16 @@ def smoke_test(search: Callable[..., int], learned: Callable[..., int] | None = 
         s0 = induced(inst.g0, o0)
         bits = to_bitsets(s0, induced(inst.g1, o1))
         seen = []
-        for kind, fn in (("jit", jit_search()), ("aot", search)):
+        kernels = [("jit", jit_search()), ("aot", search)]
+        if search_w1 is not None:  # one word per bitset: these pairs have 12 vertices
+            kernels.append(("aot-w1", search_w1))
+        for kind, fn in kernels:
             s = Searcher(bits, s0.n, connected=True)
             s.kernel, s._search = kind, fn
             s.load_root()
             s.run(np.zeros(4, np.int64), 1 << 62)
             seen.append((len(s.best), s.nodes))
-        if seen[0] != seen[1]:
+        if len(set(seen)) != 1:
             raise SystemExit(f"compiled kernel disagrees with the JIT one: {seen}")
     if learned is None:
         return
@@ -82,13 +89,14 @@ def compile_kernels(out_dir: str, name: str) -> None:
     # of its (caller-owned) arrays, which was ~25% of the search's time (perf)
     cc.use_nrt = False
     cc.export("search", signature())(kernel.search.py_func)
+    cc.export("search_w1", signature())(kernel.search_w1.py_func)
     cc.export("search_learned", signature(LEARNED_ARGS))(learned.search_learned.py_func)
     cc.compile()
     built = sorted(Path(out_dir).glob(name + ".*"))
     if len(built) != 1:
         raise SystemExit(f"numba.pycc produced {[p.name for p in built]}")
     module = load_module(name, built[0])
-    smoke_test(module.search, module.search_learned)
+    smoke_test(module.search, module.search_learned, module.search_w1)
 
 
 if __name__ == "__main__":

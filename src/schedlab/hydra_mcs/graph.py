@@ -11,7 +11,7 @@ compatible when the adjacency values are equal.
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 
 import numpy as np
 
@@ -21,24 +21,147 @@ LOOP_BIT = np.uint32(1 << 31)
 WORD = 64
 
 
-@dataclass(frozen=True)
 class Graph:
-    """A graph in McSplit's encoding: ``adj[v, u]`` is 0 (no edge) or the edge's value."""
+    """A graph in McSplit's encoding: ``adj[v, u]`` is 0 (no edge) or the edge's value.
 
-    adj: np.ndarray  # (n, n) uint32
-    labels: np.ndarray  # (n,) uint32; top bit = self-loop
-    directed: bool = False
-    name: str = field(default="", compare=False)
+    Held as edge arrays (the non-zero entries of that matrix: ``rows``, ``cols``, ``vals``,
+    sorted row-major, one per ordered pair) so a large sparse graph never costs n*n memory;
+    the dense ``adj`` matrix is built on first use only (verifier, certificates, NetworkX
+    export, small tests) and cached. ``Graph(adj, labels, directed, name)`` still takes a
+    dense matrix (its edge arrays are then derived on demand).
+    """
 
-    def __post_init__(self) -> None:
-        if self.adj.ndim != 2 or self.adj.shape[0] != self.adj.shape[1]:
-            raise BadInputError("adjacency must be a square matrix", field="adj")
-        if self.labels.shape != (self.adj.shape[0],):
+    __slots__ = ("_adj", "_coo", "labels", "directed", "name", "_n")
+
+    def __init__(
+        self, adj: np.ndarray | None, labels: np.ndarray, directed: bool = False, name: str = ""
+    ) -> None:
+        labels = np.asarray(labels)
+        if adj is not None:
+            if adj.ndim != 2 or adj.shape[0] != adj.shape[1]:
+                raise BadInputError("adjacency must be a square matrix", field="adj")
+            if labels.shape != (adj.shape[0],):
+                raise BadInputError("one label per vertex is needed", field="labels")
+            self._n = int(adj.shape[0])
+        else:
+            self._n = int(labels.shape[0])
+        self._adj = adj
+        self._coo: tuple[np.ndarray, np.ndarray, np.ndarray] | None = None
+        self.labels = labels
+        self.directed = directed
+        self.name = name
+
+    @classmethod
+    def from_coo(
+        cls,
+        n: int,
+        rows: np.ndarray,
+        cols: np.ndarray,
+        vals: np.ndarray,
+        labels: np.ndarray,
+        directed: bool = False,
+        name: str = "",
+    ) -> Graph:
+        """A graph from its matrix's non-zero entries (sorted row-major, unique, vals > 0)."""
+        if labels.shape != (n,):
             raise BadInputError("one label per vertex is needed", field="labels")
+        g = cls(None, labels, directed, name)
+        g._coo = (
+            rows.astype(np.int64, copy=False),
+            cols.astype(np.int64, copy=False),
+            vals.astype(np.uint32, copy=False),
+        )
+        return g
 
     @property
     def n(self) -> int:
-        return int(self.adj.shape[0])
+        return self._n
+
+    @property
+    def sparse(self) -> bool:
+        """True while no dense matrix has been built (the solve path never builds one)."""
+        return self._adj is None
+
+    @property
+    def adj(self) -> np.ndarray:
+        if self._adj is None:
+            rows, cols, vals = self._coo
+            adj = np.zeros((self._n, self._n), dtype=np.uint32)
+            adj[rows, cols] = vals
+            self._adj = adj
+        return self._adj
+
+    def coo(self) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """(rows, cols, vals) of the non-zero entries, row-major."""
+        if self._coo is None:
+            rows, cols = np.nonzero(self._adj)
+            self._coo = (
+                rows.astype(np.int64),
+                cols.astype(np.int64),
+                self._adj[rows, cols].astype(np.uint32),
+            )
+        return self._coo
+
+    @property
+    def edge_entries(self) -> int:
+        return int(self.coo()[0].size)
+
+    def __repr__(self) -> str:
+        kind = "directed" if self.directed else "undirected"
+        return f"Graph({self.name!r}, n={self._n}, {self.edge_entries} entries, {kind})"
+
+
+def from_edge_arrays(
+    n: int,
+    src: np.ndarray,
+    dst: np.ndarray,
+    val: np.ndarray | None = None,
+    *,
+    directed: bool = False,
+    labels: np.ndarray | None = None,
+    name: str = "",
+) -> Graph:
+    """Build a graph from edge arrays with McSplit's ``add_edge`` rules, in NumPy, no n*n.
+
+    Edges are applied in array order: a loop sets the vertex's top label bit; undirected,
+    ``adj[v,w] = adj[w,v] = val`` (the last write wins); directed, ``adj[v,w] |= val`` and
+    ``adj[w,v] |= val << 16``.
+    """
+    src = np.asarray(src, dtype=np.int64)
+    dst = np.asarray(dst, dtype=np.int64)
+    val = np.ones(src.size, np.uint32) if val is None else np.asarray(val, dtype=np.uint32)
+    labels = np.zeros(n, np.uint32) if labels is None else labels.astype(np.uint32, copy=True)
+    loop = src == dst
+    if loop.any():
+        labels[src[loop]] |= LOOP_BIT
+        keep = ~loop
+        src, dst, val = src[keep], dst[keep], val[keep]
+    if directed:
+        r = np.concatenate([src, dst])
+        c = np.concatenate([dst, src])
+        v = np.concatenate([val, val << np.uint32(16)])
+        key = r * n + c
+        order = np.argsort(key, kind="stable")
+        key, v = key[order], v[order]
+        starts = np.flatnonzero(np.r_[True, key[1:] != key[:-1]]) if key.size else key
+        v = np.bitwise_or.reduceat(v, starts) if key.size else v
+        key = key[starts] if key.size else key
+        nz = v != 0
+        key, v = key[nz], v[nz]
+    else:
+        # writes interleaved (v,w), (w,v) per edge; the last write of each ordered pair wins
+        r = np.stack([src, dst], axis=1).ravel()
+        c = np.stack([dst, src], axis=1).ravel()
+        v = np.repeat(val, 2)
+        key = (r * n + c)[::-1]
+        srt = np.argsort(key, kind="stable")  # stable: the last write comes first per key
+        key = key[srt]
+        first = np.r_[True, key[1:] != key[:-1]] if key.size else np.zeros(0, bool)
+        key = key[first]
+        v = v[::-1][srt][first]
+        nz = v != 0
+        key, v = key[nz], v[nz]
+    return Graph.from_coo(n, key // n, key % n, v, labels, directed, name)
 
 
 class GraphBuilder:
@@ -49,21 +172,18 @@ class GraphBuilder:
             raise BadInputError(f"vertex count {n} out of range 0..65535", field="n")
         self.n = n
         self.directed = directed
-        self.adj = np.zeros((n, n), dtype=np.uint32)
+        self.src: list[int] = []
+        self.dst: list[int] = []
+        self.val: list[int] = []
         self.labels = np.zeros(n, dtype=np.uint32)
 
     def add_edge(self, v: int, w: int, value: int = 1) -> None:
         """Add v->w (v-w when undirected); a loop marks the vertex, as McSplit does."""
         if not (0 <= v < self.n and 0 <= w < self.n):
             raise BadInputError(f"edge ({v}, {w}) names a vertex outside 0..{self.n - 1}")
-        if v == w:
-            self.labels[v] |= LOOP_BIT
-        elif self.directed:
-            self.adj[v, w] |= np.uint32(value)
-            self.adj[w, v] |= np.uint32(value << 16)
-        else:
-            self.adj[v, w] = value
-            self.adj[w, v] = value
+        self.src.append(v)
+        self.dst.append(w)
+        self.val.append(value)
 
     def set_label(self, v: int, label: int) -> None:
         if not 0 <= v < self.n:
@@ -73,7 +193,15 @@ class GraphBuilder:
         self.labels[v] |= np.uint32(label)
 
     def build(self, name: str = "") -> Graph:
-        return Graph(self.adj.copy(), self.labels.copy(), self.directed, name)
+        return from_edge_arrays(
+            self.n,
+            np.array(self.src, np.int64),
+            np.array(self.dst, np.int64),
+            np.array(self.val, np.uint32),
+            directed=self.directed,
+            labels=self.labels,
+            name=name,
+        )
 
 
 class LabelTable:
@@ -159,18 +287,22 @@ def to_networkx(graph: Graph):
     g = nx.DiGraph() if graph.directed else nx.Graph()
     for v in range(graph.n):
         g.add_node(v, label=int(graph.labels[v]))
-    rows, cols = np.nonzero(graph.adj & np.uint32(0xFFFF) if graph.directed else graph.adj)
-    for v, u in zip(rows.tolist(), cols.tolist(), strict=True):
-        if graph.directed or v < u:
-            g.add_edge(v, u, label=int(graph.adj[v, u] & np.uint32(0xFFFF)))
+    rows, cols, vals = graph.coo()
+    low = vals & np.uint32(0xFFFF)
+    for v, u, x in zip(rows.tolist(), cols.tolist(), low.tolist(), strict=True):
+        if graph.directed and x:
+            g.add_edge(v, u, label=x)
+        elif not graph.directed and v < u:
+            g.add_edge(v, u, label=x)
     return g
 
 
 def degrees(graph: Graph) -> np.ndarray:
     """McSplit's degree: out- and in-edges counted separately in the directed case."""
-    low = (graph.adj & np.uint32(0xFFFF)) != 0
-    high = (graph.adj & ~np.uint32(0xFFFF)) != 0
-    return low.sum(axis=1) + high.sum(axis=1)
+    rows, _, vals = graph.coo()
+    low = (vals & np.uint32(0xFFFF)) != 0
+    high = (vals & ~np.uint32(0xFFFF)) != 0
+    return np.bincount(rows[low], minlength=graph.n) + np.bincount(rows[high], minlength=graph.n)
 
 
 def mcsplit_order(g0: Graph, g1: Graph) -> tuple[np.ndarray, np.ndarray]:
@@ -185,21 +317,31 @@ def mcsplit_order(g0: Graph, g1: Graph) -> tuple[np.ndarray, np.ndarray]:
 
 
 def induced(graph: Graph, order: np.ndarray) -> Graph:
-    return Graph(graph.adj[np.ix_(order, order)], graph.labels[order], graph.directed, graph.name)
+    """The graph with vertex ``order[i]`` renamed ``i`` (edge arrays only, O(edges))."""
+    n = graph.n
+    rows, cols, vals = graph.coo()
+    inv = np.empty(n, np.int64)
+    inv[order] = np.arange(n, dtype=np.int64)
+    key = inv[rows] * n + inv[cols]
+    srt = np.argsort(key, kind="stable")
+    key = key[srt]
+    return Graph.from_coo(
+        n, key // n, key % n, vals[srt], graph.labels[order], graph.directed, graph.name
+    )
 
 
 def strip_labels(graph: Graph, vertex: bool, edge: bool) -> Graph:
     """Drop vertex and/or edge labels, keeping loops and directions (McSplit's -x / -a flags)."""
     labels = graph.labels if vertex else graph.labels & LOOP_BIT
-    adj = graph.adj
+    rows, cols, vals = graph.coo()
     if not edge:
         if graph.directed:
-            adj = ((adj & np.uint32(0xFFFF)) != 0).astype(np.uint32) | (
-                ((adj >> np.uint32(16)) != 0).astype(np.uint32) << np.uint32(16)
+            vals = ((vals & np.uint32(0xFFFF)) != 0).astype(np.uint32) | (
+                ((vals >> np.uint32(16)) != 0).astype(np.uint32) << np.uint32(16)
             )
         else:
-            adj = (adj != 0).astype(np.uint32)
-    return Graph(adj, labels, graph.directed, graph.name)
+            vals = np.ones(vals.size, np.uint32)
+    return Graph.from_coo(graph.n, rows, cols, vals, labels, graph.directed, graph.name)
 
 
 @dataclass(frozen=True)
@@ -208,7 +350,7 @@ class BitsetPair:
 
     nb0: np.ndarray  # (n0, K, W) uint64: u in nb0[v, k] iff adj0[v, u] == values[k]
     nb1: np.ndarray  # (n1, K, W)
-    any0: np.ndarray  # (n0, W): any edge
+    any0: np.ndarray  # (n0, W): any edge (a view of nb0 when K == 1)
     any1: np.ndarray
     values: np.ndarray  # (K,) the distinct non-zero edge values of both graphs
     init_l: np.ndarray  # (D, W) initial left sets, one per label shared by both graphs
@@ -225,23 +367,55 @@ def _bits(mask: np.ndarray, words: int) -> np.ndarray:
     return packed.view(np.uint64).reshape(*mask.shape[:-1], words).copy()
 
 
+def _scatter_bits(n: int, k_classes: int, words: int, rows, klass, cols) -> np.ndarray:
+    """(n, K, words) bitsets with bit ``cols[i]`` set in row (rows[i], klass[i]), from the
+    edge arrays (no n*n intermediate): the memory is n*K*words*8 bytes."""
+    out = np.zeros(n * k_classes * words, np.uint64)
+    if rows.size:
+        idx = (rows * k_classes + klass) * words + (cols >> 6)
+        bit = np.left_shift(np.uint64(1), (cols & 63).astype(np.uint64))
+        np.bitwise_or.at(out, idx, bit)
+    return out.reshape(n, k_classes, words)
+
+
+def _sorted_unique(a: np.ndarray) -> np.ndarray:
+    """np.unique without it (NumPy 2's unique imports numpy.ma: ~0.03 s of every call)."""
+    a = np.sort(a)
+    return a[np.r_[True, a[1:] != a[:-1]]] if a.size else a
+
+
 def to_bitsets(g0: Graph, g1: Graph) -> BitsetPair:
-    """Bitset neighbourhoods per edge value and the initial bidomains (one per shared label)."""
+    """Bitset neighbourhoods per edge value and the initial bidomains (one per shared label).
+
+    Built from the edge arrays: O(edges + n*K*words) time and memory, never n*n.
+    """
     words = max(1, -(-max(g0.n, g1.n) // WORD))
-    values = np.union1d(np.unique(g0.adj), np.unique(g1.adj))
-    values = values[values != 0].astype(np.uint32)
+    r0, c0, v0 = g0.coo()
+    r1, c1, v1 = g1.coo()
+    values = _sorted_unique(np.concatenate([v0, v1])).astype(np.uint32)
     if values.size == 0:
         values = np.array([1], dtype=np.uint32)
-    nb0 = _bits(g0.adj[:, None, :] == values[None, :, None], words)
-    nb1 = _bits(g1.adj[:, None, :] == values[None, :, None], words)
-    shared = np.intersect1d(g0.labels, g1.labels)
+    k = int(values.size)
+    nb0 = _scatter_bits(g0.n, k, words, r0, np.searchsorted(values, v0), c0)
+    nb1 = _scatter_bits(g1.n, k, words, r1, np.searchsorted(values, v1), c1)
+    if k == 1:
+        any0, any1 = nb0.reshape(g0.n, words), nb1.reshape(g1.n, words)
+    else:
+        any0 = _scatter_bits(g0.n, 1, words, r0, 0, c0).reshape(g0.n, words)
+        any1 = _scatter_bits(g1.n, 1, words, r1, 0, c1).reshape(g1.n, words)
+    l0, l1 = _sorted_unique(g0.labels), _sorted_unique(g1.labels)
+    at = np.searchsorted(l1, l0)
+    inside = at < l1.size
+    common = np.zeros(l0.size, bool)
+    common[inside] = l1[at[inside]] == l0[inside]
+    shared = l0[common]
     init_l = _bits(g0.labels[None, :] == shared[:, None], words)
     init_r = _bits(g1.labels[None, :] == shared[:, None], words)
     return BitsetPair(
         nb0,
         nb1,
-        _bits(g0.adj != 0, words),
-        _bits(g1.adj != 0, words),
+        any0,
+        any1,
         values,
         init_l.reshape(-1, words),
         init_r.reshape(-1, words),

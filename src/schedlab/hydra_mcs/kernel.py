@@ -189,6 +189,59 @@ def filter_domains(
 
 
 @njit(cache=True, nogil=True, inline="always", _nrt=False)
+def filter_domains_cached(
+    al, ar, alc, arc, aadj, s, c, dst, v, w, nb0, nb1, any0, any1, words, cut, remaining, lin
+):
+    """filter_domains for the search kernel: the same split, skipping the pieces whose left
+    side the node's cached counts (``lin``, see left_in_counts / left_class_counts) say are
+    empty, so a labelled or directed graph with many edge classes costs only the classes v
+    has."""
+    if remaining <= cut:
+        return -1, remaining
+    if nb0.shape[1] == 1:
+        return _filter_two_way(
+            al, ar, alc, arc, aadj, s, c, dst, v, w, nb0, nb1, any0, any1, words, cut, remaining
+        )
+    stride = 2 * nb0.shape[1] + 2
+    t = dst
+    bound = 0
+    for i in range(s, s + c):
+        remaining -= min(alc[i], arc[i])
+        base = i * stride
+        if lin[base] > 0:
+            lcnt = 0
+            rcnt = 0
+            for j in range(words):
+                x = al[i, j] & ~any0[v, j]
+                y = ar[i, j] & ~any1[w, j]
+                al[t, j] = x
+                ar[t, j] = y
+                lcnt += popcount(x)
+                rcnt += popcount(y)
+            if lcnt > 0 and rcnt > 0:
+                alc[t], arc[t], aadj[t] = lcnt, rcnt, aadj[i]
+                bound += min(lcnt, rcnt)
+                t += 1
+        for q in range(lin[base + 1]):  # only the edge classes that keep a left vertex
+            k = lin[base + 2 + 2 * q]
+            lcnt = lin[base + 3 + 2 * q]
+            rcnt = 0
+            for j in range(words):
+                x = al[i, j] & nb0[v, k, j]
+                y = ar[i, j] & nb1[w, k, j]
+                al[t, j] = x
+                ar[t, j] = y
+                rcnt += popcount(y)
+            if rcnt > 0:
+                alc[t], arc[t], aadj[t] = lcnt, rcnt, 1
+                bound += min(lcnt, rcnt)
+                t += 1
+        if bound + remaining <= cut:
+            return -1, bound + remaining
+    return t - dst, bound
+
+
+@njit(cache=True, nogil=True, inline="always", _nrt=False)
 def left_in_counts(al, s, c, v, nb0, words, lin):
     """|L_i & N(v)| for every bidomain of the level: fixed for all w of one node."""
     for i in range(s, s + c):
@@ -196,6 +249,32 @@ def left_in_counts(al, s, c, v, nb0, words, lin):
         for j in range(words):
             cnt += popcount(al[i, j] & nb0[v, 0, j])
         lin[i] = cnt
+
+
+@njit(cache=True, nogil=True, inline="always", _nrt=False)
+def left_class_counts(al, s, c, v, nb0, any0, words, lin):
+    """Labelled/directed case: for every bidomain i of the level, with ``b = i*(2K+2)``:
+    ``lin[b]`` = |L_i minus N(v)|, ``lin[b+1]`` = m, the number of edge classes k with
+    L_i & N_k(v) non-empty, then m pairs (k, |L_i & N_k(v)|) in ascending k. Fixed for all w
+    of one node, so a child's bound needs right-hand popcounts only, for those m classes."""
+    k_classes = nb0.shape[1]
+    stride = 2 * k_classes + 2
+    for i in range(s, s + c):
+        base = i * stride
+        cnt = 0
+        for j in range(words):
+            cnt += popcount(al[i, j] & ~any0[v, j])
+        lin[base] = cnt
+        m = 0
+        for k in range(k_classes):
+            cnt = 0
+            for j in range(words):
+                cnt += popcount(al[i, j] & nb0[v, k, j])
+            if cnt > 0:
+                lin[base + 2 + 2 * m] = k
+                lin[base + 3 + 2 * m] = cnt
+                m += 1
+        lin[base + 1] = m
 
 
 @njit(cache=True, nogil=True, inline="always", _nrt=False)
@@ -329,8 +408,8 @@ def _try_offload(
     return True
 
 
-@njit(cache=True, nogil=True, _nrt=False)
-def search(
+@njit(cache=True, nogil=True, inline="always", _nrt=False)
+def _search(
     nb0,
     nb1,
     any0,
@@ -356,6 +435,7 @@ def search(
     obuf_cnt,
     obuf_meta,
     obuf_map,
+    words,
 ):
     """Run the depth-first search for at most ``params[P_BUDGET]`` nodes; resumable.
 
@@ -364,7 +444,6 @@ def search(
     STOPPED when ``shared[S_STOP]`` was set. ``band = (lo, hi)`` is the RC offload band (empty
     when lo > hi); ``trace`` collects RC calibration rows for levels < base + trace depth.
     """
-    words = al.shape[1]
     base = params[P_BASE]
     budget = params[P_BUDGET]
     goal = params[P_GOAL]
@@ -374,6 +453,7 @@ def search(
     trace_depth = params[P_TRACE_DEPTH]
     use_band = band[0] <= band[1]
     two_way = nb0.shape[1] == 1
+    stride = 2 * nb0.shape[1] + 2  # left_class_counts' layout
     nodes = ctl[NODES]
     d = ctl[DEPTH]
     enter = ctl[ENTER] != 0
@@ -460,6 +540,8 @@ def search(
             alc[b] -= 1
             if two_way:
                 left_in_counts(al, s, c, v, nb0, words, alin)
+            else:
+                left_class_counts(al, s, c, v, nb0, any0, words, alin)
             lev[d, SEL] = b
             lev[d, VERT] = v
             lev[d, LASTW] = -1
@@ -509,23 +591,44 @@ def search(
             # would not improve the incumbent); then its domains need not be built in full
             cut = max(best, goal - 1) - d - 1 if d + 1 <= best else -1
             parent_min = lev[d, SUMMIN] - min(alc[b], arc[b] + 1) + min(alc[b], arc[b])
-            if not two_way or cut < 0:
+            if cut < 0:
                 break
             # the child's sum of mins without building it (unlabelled undirected case): only
             # the right-hand popcounts depend on w; stop once the child is certain to be pruned
             bound = 0
             remaining = parent_min
-            for i in range(s, s + c):
-                li = alin[i]
-                lc = np.int64(alc[i])
-                rc = np.int64(arc[i])
-                remaining -= min(lc, rc)
-                ri = 0
-                for j in range(words):
-                    ri += popcount(ar[i, j] & nb1[w, 0, j])
-                bound += min(li, ri) + min(lc - li, rc - ri)
-                if bound + remaining <= cut:
-                    break
+            if two_way:
+                for i in range(s, s + c):
+                    li = alin[i]
+                    lc = np.int64(alc[i])
+                    rc = np.int64(arc[i])
+                    remaining -= min(lc, rc)
+                    ri = 0
+                    for j in range(words):
+                        ri += popcount(ar[i, j] & nb1[w, 0, j])
+                    bound += min(li, ri) + min(lc - li, rc - ri)
+                    if bound + remaining <= cut:
+                        break
+            else:
+                # labelled / directed: the same from the cached left counts per edge class,
+                # popcounts on the right only for classes that keep a left vertex
+                for i in range(s, s + c):
+                    remaining -= min(np.int64(alc[i]), np.int64(arc[i]))
+                    base_i = i * stride
+                    lo = alin[base_i]
+                    if lo > 0:
+                        ri = 0
+                        for j in range(words):
+                            ri += popcount(ar[i, j] & ~any1[w, j])
+                        bound += min(lo, ri)
+                    for q in range(alin[base_i + 1]):
+                        k = alin[base_i + 2 + 2 * q]
+                        ri = 0
+                        for j in range(words):
+                            ri += popcount(ar[i, j] & nb1[w, k, j])
+                        bound += min(alin[base_i + 3 + 2 * q], ri)
+                    if bound + remaining <= cut:
+                        break
             ar[b, w >> 6] |= mask
             arc[b] += 1
             if bound + remaining > cut:
@@ -547,8 +650,25 @@ def search(
             continue
         lev[d, LASTW] = w
         mask = _ONE << np.uint64(w & 63)
-        cnt, sum_min = filter_domains(
-            al, ar, alc, arc, aadj, s, c, s + c, v, w, nb0, nb1, any0, any1, words, cut, parent_min
+        cnt, sum_min = filter_domains_cached(
+            al,
+            ar,
+            alc,
+            arc,
+            aadj,
+            s,
+            c,
+            s + c,
+            v,
+            w,
+            nb0,
+            nb1,
+            any0,
+            any1,
+            words,
+            cut,
+            parent_min,
+            alin,
         )
         ar[b, w >> 6] |= mask
         arc[b] += 1
@@ -566,3 +686,128 @@ def search(
         lev[d + 1, DONE] = 0
         d += 1
         enter = True
+
+
+@njit(cache=True, nogil=True, _nrt=False)
+def search(
+    nb0,
+    nb1,
+    any0,
+    any1,
+    al,
+    ar,
+    alc,
+    arc,
+    aadj,
+    alin,
+    lev,
+    cur_v,
+    cur_w,
+    best_v,
+    best_w,
+    ctl,
+    params,
+    shared,
+    band,
+    trace,
+    obuf_l,
+    obuf_r,
+    obuf_cnt,
+    obuf_meta,
+    obuf_map,
+):
+    """Run the depth-first search for at most ``params[P_BUDGET]`` nodes; resumable.
+
+    Returns FINISHED when the subtree rooted at level ``params[P_BASE]`` is exhausted,
+    BUDGET_SPENT when it stopped to let the engine look at it (share work, check the clock),
+    STOPPED when ``shared[S_STOP]`` was set. ``band = (lo, hi)`` is the RC offload band (empty
+    when lo > hi); ``trace`` collects RC calibration rows for levels < base + trace depth.
+    """
+    return _search(
+        nb0,
+        nb1,
+        any0,
+        any1,
+        al,
+        ar,
+        alc,
+        arc,
+        aadj,
+        alin,
+        lev,
+        cur_v,
+        cur_w,
+        best_v,
+        best_w,
+        ctl,
+        params,
+        shared,
+        band,
+        trace,
+        obuf_l,
+        obuf_r,
+        obuf_cnt,
+        obuf_meta,
+        obuf_map,
+        al.shape[1],
+    )
+
+
+@njit(cache=True, nogil=True, _nrt=False)
+def search_w1(
+    nb0,
+    nb1,
+    any0,
+    any1,
+    al,
+    ar,
+    alc,
+    arc,
+    aadj,
+    alin,
+    lev,
+    cur_v,
+    cur_w,
+    best_v,
+    best_w,
+    ctl,
+    params,
+    shared,
+    band,
+    trace,
+    obuf_l,
+    obuf_r,
+    obuf_cnt,
+    obuf_meta,
+    obuf_map,
+):
+    """``search`` for pairs of at most 64 vertices: one 64-bit word per bitset, known when
+    compiling, so every loop over words folds away (~10% of the search on s30 pairs)."""
+    return _search(
+        nb0,
+        nb1,
+        any0,
+        any1,
+        al,
+        ar,
+        alc,
+        arc,
+        aadj,
+        alin,
+        lev,
+        cur_v,
+        cur_w,
+        best_v,
+        best_w,
+        ctl,
+        params,
+        shared,
+        band,
+        trace,
+        obuf_l,
+        obuf_r,
+        obuf_cnt,
+        obuf_meta,
+        obuf_map,
+        1,
+    )

@@ -12,7 +12,7 @@ from pathlib import Path
 import numpy as np
 
 from schedlab.core.errors import BadInputError, UnknownNameError
-from schedlab.hydra_mcs.graph import Graph, GraphBuilder
+from schedlab.hydra_mcs.graph import Graph, GraphBuilder, from_edge_arrays
 
 FORMATS = ("auto", "arg", "lad", "dimacs", "edges")
 
@@ -43,6 +43,9 @@ def read_arg(
             field=f"byte {len(data) - 1}",
         )
     words = np.frombuffer(data, dtype="<u2").astype(np.int64)
+    fast = _arg_fast(words, directed, vertex_labels, edge_labels, path.name)
+    if fast is not None:
+        return fast
     pos = 0
 
     def take(what: str) -> int:
@@ -80,6 +83,62 @@ def read_arg(
     return builder.build(path.name)
 
 
+def _segments(flat: list[int], n: int, pos: int, stride: int):
+    """Walk ``n`` length-prefixed runs (count, then count*stride values) from ``pos``.
+
+    Returns (start of each run's values, counts, end position), or None when the data ends
+    inside a run (the slow reader then names the place)."""
+    starts = [0] * n
+    counts = [0] * n
+    size = len(flat)
+    for v in range(n):
+        if pos >= size:
+            return None
+        c = flat[pos]
+        starts[v] = pos + 1
+        counts[v] = c
+        pos += 1 + stride * c
+    if pos > size:
+        return None
+    return np.array(starts, np.int64), np.array(counts, np.int64), pos
+
+
+def _run_index(starts: np.ndarray, counts: np.ndarray, stride: int) -> np.ndarray:
+    """Positions of every run's items: starts[v] + stride*j for j < counts[v], in order."""
+    total = int(counts.sum())
+    before = np.cumsum(counts) - counts
+    return np.repeat(starts, counts) + stride * (np.arange(total) - np.repeat(before, counts))
+
+
+def _arg_fast(words, directed, vertex_labels, edge_labels, name) -> Graph | None:
+    """The whole ARG file in NumPy; None on any anomaly (the checking reader reports it)."""
+    if words.size == 0:
+        return None
+    n = int(words[0])
+    if words.size < 1 + n:
+        return None
+    shift = _arg_label_shift(n)
+    found = _segments(words.tolist(), n, 1 + n, 2)
+    if found is None or found[2] != words.size:
+        return None
+    starts, counts, _ = found
+    at = _run_index(starts, counts, 2)
+    targets = words[at]
+    if targets.size and int(targets.max()) >= n:
+        return None
+    values = (words[at + 1] >> shift) + 1 if edge_labels else None
+    labels = (words[1 : 1 + n] >> shift).astype(np.uint32) if vertex_labels else None
+    return from_edge_arrays(
+        n,
+        np.repeat(np.arange(n, dtype=np.int64), counts),
+        targets,
+        values,
+        directed=directed,
+        labels=labels,
+        name=name,
+    )
+
+
 def _tokens(path: Path) -> list[tuple[int, str]]:
     """(line number, token) for every whitespace-separated token of a text file."""
     text = _read_text(path)
@@ -103,6 +162,9 @@ def _int(tok: tuple[int, str], path: Path, field: str, lo: int = 0, hi: int | No
 def read_lad(path: str | Path, directed: bool = False, vertex_labels: bool = False) -> Graph:
     """LAD: n, then per vertex its degree and neighbours (no labels, as in McSplit)."""
     path = Path(path)
+    fast = _lad_fast(_read_text(path), directed, path.name)
+    if fast is not None:
+        return fast
     toks = _tokens(path)
     if not toks:
         raise BadInputError("empty file: expected the vertex count", path=path, line=1, field="n")
@@ -129,6 +191,29 @@ def read_lad(path: str | Path, directed: bool = False, vertex_labels: bool = Fal
     if pos != len(toks):
         raise BadInputError("unexpected trailing values", path=path, line=toks[pos][0])
     return builder.build(path.name)
+
+
+def _lad_fast(text: str, directed: bool, name: str) -> Graph | None:
+    """LAD in NumPy; None on any anomaly (the checking reader then names file/line/field)."""
+    try:
+        flat = [int(t) for t in text.split()]
+    except ValueError:
+        return None
+    if not flat or not 0 <= flat[0] <= 65535:
+        return None
+    n = flat[0]
+    found = _segments(flat, n, 1, 1)
+    if found is None or found[2] != len(flat):
+        return None
+    starts, counts, _ = found
+    if counts.size and int(counts.min()) < 0:
+        return None
+    arr = np.array(flat, np.int64)
+    targets = arr[_run_index(starts, counts, 1)]
+    if targets.size and (int(targets.min()) < 0 or int(targets.max()) >= n):
+        return None
+    src = np.repeat(np.arange(n, dtype=np.int64), counts)
+    return from_edge_arrays(n, src, targets, directed=directed, name=name)
 
 
 def read_dimacs(path: str | Path, directed: bool = False, vertex_labels: bool = False) -> Graph:

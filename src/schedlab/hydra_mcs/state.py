@@ -81,6 +81,10 @@ class Offload:
         return tasks
 
 
+def _count(words: np.ndarray) -> int:
+    return sum(int(x).bit_count() for x in words)
+
+
 class Searcher:
     """One thread's search state over a fixed graph pair."""
 
@@ -109,7 +113,9 @@ class Searcher:
         self.alc = np.zeros(cap, np.int32)
         self.arc = np.zeros(cap, np.int32)
         self.aadj = np.zeros(cap, np.uint8)
-        self.alin = np.zeros(cap, np.int64)
+        # per bidomain: |L & N(v)| (one edge class), or |L - N(v)| and |L & N_k(v)| per class
+        k_classes = bits.nb0.shape[1]
+        self.alin = np.zeros(cap * (1 if k_classes == 1 else 2 * k_classes + 2), np.int64)
         self.lev = np.zeros((levels, K.LEV_COLS), np.int64)
         self.cur_v = np.zeros(levels, np.int64)
         self.cur_w = np.zeros(levels, np.int64)
@@ -142,7 +148,9 @@ class Searcher:
             self.learn = np.array([float(branching), *limits])
             self.kernel, self._search = aot.learned_function()
         else:
-            self.kernel, self._search = aot.search_function()
+            self.kernel, self._search = (
+                aot.search_function_w1() if words == 1 else aot.search_function()
+            )
         self._checked = False
 
     def root_task(self) -> Task:
@@ -182,9 +190,23 @@ class Searcher:
             self.ctl[K.ENTER] = 0
             # the kernel caches |L_i & N(v)| when it selects v; a cut node was selected
             # elsewhere, so rebuild that cache here or the child bounds would be wrong
-            row = self.bits.nb0[task.vert, 0]
-            for i in range(c):
-                self.alin[i] = sum(int(x).bit_count() for x in task.left[i] & row)
+            nb0, v = self.bits.nb0, task.vert
+            k_classes = nb0.shape[1]
+            if k_classes == 1:
+                for i in range(c):
+                    self.alin[i] = _count(task.left[i] & nb0[v, 0])
+            else:
+                stride = 2 * k_classes + 2  # kernel.left_class_counts' layout
+                for i in range(c):
+                    base = i * stride
+                    self.alin[base] = _count(task.left[i] & ~self.bits.any0[v])
+                    m = 0
+                    for k in range(k_classes):
+                        cnt = _count(task.left[i] & nb0[v, k])
+                        if cnt:
+                            self.alin[base + 2 + 2 * m], self.alin[base + 3 + 2 * m] = k, cnt
+                            m += 1
+                    self.alin[base + 1] = m
         self.status = K.BUDGET_SPENT
 
     def run(self, shared: np.ndarray, budget: int) -> int:
