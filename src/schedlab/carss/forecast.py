@@ -252,6 +252,18 @@ def _register_statsforecast() -> None:
 _register_statsforecast()
 
 
+def _register_selector() -> None:
+    """The change-aware model choice (carss/selector.py): ``select`` among statsforecast's
+    models (hand-written ones without statsforecast), ``select-nn`` adds the transformer."""
+    from schedlab.carss import selector
+
+    FORECASTERS["select"] = selector.factory()
+    FORECASTERS["select-nn"] = selector.factory(("adaptive",), "select-nn")
+
+
+_register_selector()
+
+
 def available_forecasters() -> list[str]:
     """Every registered forecaster whose dependencies import (statsforecast's are optional)."""
     from schedlab.carss import statsforecast as sf
