@@ -12,12 +12,14 @@ the best model's MAE). No single model wins everywhere, so this forecaster *choo
   arrives by the continuous ranked probability score (CRPS) of the candidate's Gaussian after
   calibration (below);
 - a streaming BOCPD detector (the same one the adaptive transformer uses) watches log1p of the
-  series. While **no change** is detected the choice is made on a long window (``long`` scored
-  intervals, 4 seasons by default): the fall-back is the candidate that has been best for
-  long. After a **detected change** the window restarts at the change, and once ``min_points``
-  post-change intervals are scored the candidate that is best since the change is used;
-- a candidate replaces the current choice only if it is better by ``margin`` (2 %), so noise
-  does not make the choice flap;
+  series. While **no change** is detected the choice is made on everything scored so far
+  (``long`` intervals at most; unbounded by default): the fall-back is the candidate that has
+  been best for longest. After a **detected change** the window restarts at the change, and
+  once ``min_points`` post-change intervals (one season) are scored the candidate that is best
+  since the change is used;
+- a candidate replaces the current choice only if it is better by ``margin`` (5 %), so noise
+  does not make the choice flap (a first version with 2 %, half a season after a change and
+  a 4-season window switched six times on VM 9 and lost to every member: flapping costs);
 - quantiles are **calibrated**: per horizon step, the chosen candidate's standard deviation is
   multiplied by the factor (from a grid, 0.1–5) that minimises its CRPS on the same window —
   over-wide and over-narrow intervals are both corrected, the median is the candidate's;
@@ -82,7 +84,7 @@ class SelectingForecaster:
         long: int | None = None,
         min_points: int | None = None,
         backtest: int | None = None,
-        margin: float = 0.02,
+        margin: float = 0.05,
         combine: bool = True,
         detect: bool = True,
     ) -> None:
@@ -99,8 +101,8 @@ class SelectingForecaster:
         }
         self.combine = combine and len(self.members) > 1
         self.candidates = (*self.member_names, COMBO) if self.combine else self.member_names
-        self.long = int(long or max(4 * season, 48))
-        self.min_points = int(min_points or max(self.horizon, min(season // 2, 24), 6))
+        self.long = int(long or 1_000_000)
+        self.min_points = int(min_points or max(self.horizon, season, 12))
         self.backtest = backtest
         self.margin, self.detect = margin, detect
         self.history: list[float] = []
