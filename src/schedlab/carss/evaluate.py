@@ -37,19 +37,26 @@ def crps(fc, truth: np.ndarray) -> float:
 
 
 def rolling_errors(
-    series: np.ndarray, names: list[str], train: int, horizon: int, season: int, seed: int
+    series: np.ndarray,
+    names: list[str],
+    train: int,
+    horizon: int,
+    season: int,
+    seed: int,
+    options: dict[str, dict] | None = None,
 ) -> pl.DataFrame:
     """Fit each forecaster on ``series[:train]``, then walk forward one interval at a time,
     forecasting ``horizon`` steps and observing the truth. MAE/RMSE of the median forecast,
     mean pinball loss over the 10/50/90% quantiles, CRPS (19-level quantile grid) and the 80%
-    interval's coverage; ``cpu_s`` is each forecaster's CPU time (fit + walk)."""
+    interval's coverage; ``cpu_s`` is each forecaster's CPU time (fit + walk). ``options``:
+    extra constructor arguments per forecaster name."""
     y = np.asarray(series, dtype=float)
     if train < 1 or train + horizon > y.size:
         raise BadInputError(f"need train >= 1 and train + horizon <= {y.size}", field="train")
     rows = []
     for name in names:
         started = time.process_time()
-        model = make_forecaster(name, season=season, seed=seed)
+        model = make_forecaster(name, season=season, seed=seed, **(options or {}).get(name, {}))
         model.fit(y[:train])
         abs_err, sq_err, pinball, inside, crpss = [], [], [], [], []
         for t in range(train, y.size - horizon + 1):

@@ -10,11 +10,16 @@ touch. Here the forecast is the decision's input:
   the mean demand of recent arrivals, plus the current demand decayed by the share of tasks
   still running then (tasks' mean lifetime, estimated from completed ones), is the demand to
   cover; the number of hosts is the smallest set (awake hosts first, then the most efficient
-  sleeping ones) whose capacity at ``util`` (80 %) covers the largest of those demands. A higher
+  sleeping ones) whose capacity at ``util`` (30 %) covers the largest of those demands. A higher
   level *or* a wider spread keeps more hosts awake; a host is woken before the load arrives;
 - **where arriving containers go**: spread (least-loaded) over the provisioned hosts while the
   forecast says the fleet must hold or grow; when it says fewer hosts than are occupied will be
   needed, pack (best fit) on the provisioned hosts so the surplus ones drain and can sleep.
+
+Why 30 %: in COSCO's container model a container's work is its demand over 1.2 × its SLA, so it
+meets the SLA only when it gets spare MIPS beyond its demand (apparent IPS); hosts filled to
+80 % leave none. Chosen on seed 0 among 0.8 / 0.5 / 0.3 / 0.2 (oracle objective 111 / 84 / 66
+/ 72; the other seeds were not looked at before the 5-seed run).
 
 The **oracle** (:class:`Provisioner` with ``oracle=workload``) applies the same rule to the
 *true* future arrivals (no spread: it knows them), which makes regret vs oracle a yardstick of
@@ -57,7 +62,7 @@ class Provisioner:
         seed: int = 0,
         horizon: int = 4,
         quantile: float = 0.9,
-        util: float = 0.8,
+        util: float = 0.3,
         samples: int = 200,
         oracle: Workload | None = None,
         shadows: Sequence[str] = (),

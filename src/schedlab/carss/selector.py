@@ -135,6 +135,7 @@ class SelectingForecaster:
         self._issue()
         for v in y[y.size - back :]:
             self.update(float(v))
+        self._choose(margin=0.0)  # the first choice: the backtest's best, no hysteresis
 
     def update(self, value: float) -> None:
         v = float(value)
@@ -196,13 +197,12 @@ class SelectingForecaster:
                 del rows[: len(rows) - 2 * self.long * self.horizon]
 
     def _window_start(self) -> int:
+        """Since the last detected change once it has ``min_points`` scored intervals; else
+        (no change, or too few points after it) the long window: the fall-back choice."""
         now = len(self.history)
-        start = now - self.long
         if self.changes and now - self.changes[-1] >= self.min_points:
-            start = max(start, self.changes[-1])  # best since the change
-        elif self.changes and now - self.changes[-1] < self.min_points:
-            return -1  # too few points since the change: keep the current choice
-        return start
+            return max(now - self.long, self.changes[-1])
+        return now - self.long
 
     def _window(self, name: str, start: int) -> np.ndarray:
         rows = self._scores[name]
@@ -218,16 +218,15 @@ class SelectingForecaster:
         crps = gaussian_crps(z[None, :] / _SCALES[:, None], sigma[None, :] * _SCALES[:, None])
         return float(crps.mean(axis=1).min())
 
-    def _choose(self) -> None:
+    def _choose(self, margin: float | None = None) -> None:
+        margin = self.margin if margin is None else margin
         start = self._window_start()
-        if start < 0:
-            return
         windows = {c: self._window(c, start) for c in self.candidates}
         if min(w.shape[0] for w in windows.values()) < self.min_points:
             return
         score = {c: self._calibrated(w) for c, w in windows.items()}
         best = min(score, key=score.__getitem__)
-        if best != self.chosen and score[best] < (1 - self.margin) * score[self.chosen]:
+        if best != self.chosen and score[best] < (1 - margin) * score[self.chosen]:
             self.chosen = best
             self.choices.append((len(self.history), best))
         rows = windows[self.chosen]
