@@ -126,8 +126,13 @@ class SelectingForecaster:
         back = self.backtest if self.backtest is not None else 2 * self.season
         back = int(min(back, max(y.size - max(2 * self.season, 8), 0)))
         head = y[: y.size - back]
-        for model in self.members.values():
-            model.fit(head)
+        try:
+            for model in self.members.values():
+                model.fit(head)
+        except BadInputError:  # a member needs more history than the head: no backtest
+            back, head = 0, y
+            for model in self.members.values():
+                model.fit(head)
         self.history = head.tolist()
         self.detector = BOCPD(min_gap=12)
         for v in head:
