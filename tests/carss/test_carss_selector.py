@@ -7,6 +7,7 @@ import pytest
 
 from schedlab.carss.engine import run
 from schedlab.carss.evaluate import crps, rolling_errors
+from schedlab.carss.forecast import make_forecaster
 from schedlab.carss.forecasts import Forecast
 from schedlab.carss.hosts import make_hosts
 from schedlab.carss.provision import Provisioner, run_objective
@@ -16,6 +17,10 @@ from schedlab.carss.workloads import make_workload
 from schedlab.core.errors import BadInputError
 
 CHEAP = ("seasonal-naive", "last-value", "moving-average")
+
+
+def _select(**kwargs) -> SelectingForecaster:
+    return SelectingForecaster(make=make_forecaster, **kwargs)
 
 
 def _seasonal(n: int, season: int = 12, seed: int = 0) -> np.ndarray:
@@ -33,14 +38,14 @@ def test_gaussian_crps_matches_the_quantile_grid() -> None:
 
 def test_selector_picks_the_member_that_fits_the_series() -> None:
     y = _seasonal(240)
-    model = SelectingForecaster(season=12, members=CHEAP, horizon=4)
+    model = _select(season=12, members=CHEAP, horizon=4)
     model.fit(y[:120])
     for v in y[120:]:
         model.update(v)
     assert model.chosen == "seasonal-naive"
     frame = rolling_errors(y, list(CHEAP), 120, 4, 12, 0)
     mae = dict(zip(frame["forecaster"], frame["mae"], strict=True))
-    model = SelectingForecaster(season=12, members=CHEAP, horizon=4)
+    model = _select(season=12, members=CHEAP, horizon=4)
     model.fit(y[:120])
     errors = []
     for t in range(120, y.size - 3):
@@ -54,7 +59,7 @@ def test_selector_switches_after_a_detected_change() -> None:
     seasonal = _seasonal(200)
     walk = seasonal[-1] + np.cumsum(rng.normal(0, 8, 160)) + 200  # level shift, then a walk
     y = np.maximum(np.concatenate([seasonal, walk]), 0)
-    model = SelectingForecaster(season=12, members=CHEAP, horizon=4, combine=False)
+    model = _select(season=12, members=CHEAP, horizon=4, combine=False)
     model.fit(y[:120])
     for v in y[120:200]:
         model.update(v)
@@ -68,7 +73,7 @@ def test_selector_switches_after_a_detected_change() -> None:
 def test_calibration_lowers_the_crps_of_a_mis_scaled_member() -> None:
     y = _seasonal(300)
     raw = rolling_errors(y, ["last-value"], 150, 3, 12, 0)["crps"][0]
-    model = SelectingForecaster(season=12, members=("last-value",), horizon=3)
+    model = _select(season=12, members=("last-value",), horizon=3)
     model.fit(y[:150])
     scores = []
     for t in range(150, 298):
@@ -80,11 +85,11 @@ def test_calibration_lowers_the_crps_of_a_mis_scaled_member() -> None:
 
 def test_selector_rejects_bad_input() -> None:
     with pytest.raises(BadInputError, match="history"):
-        SelectingForecaster(season=12, members=CHEAP).fit(np.array([1.0, np.nan]))
+        _select(season=12, members=CHEAP).fit(np.array([1.0, np.nan]))
     with pytest.raises(BadInputError, match="horizon"):
-        SelectingForecaster(season=12, members=CHEAP, horizon=0)
+        _select(season=12, members=CHEAP, horizon=0)
     with pytest.raises(BadInputError, match="predict|history"):
-        SelectingForecaster(season=12, members=CHEAP).predict(2)
+        _select(season=12, members=CHEAP).predict(2)
 
 
 def _cluster(hosts: int = 8) -> Cluster:

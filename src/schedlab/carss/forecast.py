@@ -257,11 +257,9 @@ def _register_selector() -> None:
     models (hand-written ones without statsforecast), ``select-nn`` adds the transformer."""
     from schedlab.carss import selector
 
-    FORECASTERS["select"] = selector.factory()
-    FORECASTERS["select-nn"] = selector.factory(("adaptive",), "select-nn")
+    FORECASTERS["select"] = selector.factory(make_forecaster)
+    FORECASTERS["select-nn"] = selector.factory(make_forecaster, ("adaptive",), "select-nn")
 
-
-_register_selector()
 
 
 def available_forecasters() -> list[str]:
@@ -275,3 +273,6 @@ def make_forecaster(name: str, **kwargs: object) -> Forecaster:
     """Build a forecaster by CLI name; every one takes ``season`` and ``seed`` (and its own
     extra keyword arguments)."""
     return lookup(FORECASTERS, "forecaster", name)(**kwargs)
+
+
+_register_selector()  # after make_forecaster, which the selector builds its candidates with

@@ -33,7 +33,7 @@ All candidates see the same history; choosing costs O(candidates × window) per 
 from __future__ import annotations
 
 from collections import deque
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 
 import numpy as np
 from scipy.stats import norm
@@ -87,9 +87,14 @@ class SelectingForecaster:
         margin: float = 0.05,
         combine: bool = True,
         detect: bool = True,
+        make: Callable[..., Forecaster] | None = None,
     ) -> None:
-        from schedlab.carss.forecast import make_forecaster
-
+        if make is None:
+            raise BadInputError(
+                "needs the forecaster registry's builder; use make_forecaster('select')",
+                field="make",
+            )
+        make_forecaster = make
         if horizon < 1:
             raise BadInputError(f"must be at least 1, got {horizon}", field="horizon")
         self.season, self.seed, self.horizon = int(season), seed, int(horizon)
@@ -245,11 +250,13 @@ class SelectingForecaster:
         self.scale = scale
 
 
-def factory(extra: Sequence[str] = (), name: str = "select"):
-    """A constructor taking the protocol's keyword arguments; ``extra`` candidates are added to
-    the default ones (``select-nn`` adds the adaptive transformer)."""
+def factory(make: Callable[..., Forecaster], extra: Sequence[str] = (), name: str = "select"):
+    """A constructor taking the protocol's keyword arguments; ``make`` builds candidates by
+    name (the registry's ``make_forecaster``, passed in so this module does not import it);
+    ``extra`` candidates are added to the default ones (``select-nn`` adds the transformer)."""
 
     def build(**kwargs: object) -> SelectingForecaster:
+        kwargs.setdefault("make", make)
         if extra:
             kwargs.setdefault("members", (*_default_members(), *extra))
         model = SelectingForecaster(**kwargs)  # type: ignore[arg-type]
