@@ -252,6 +252,16 @@ def _register_statsforecast() -> None:
 _register_statsforecast()
 
 
+def _register_selector() -> None:
+    """The change-aware model choice (carss/selector.py): ``select`` among statsforecast's
+    models (hand-written ones without statsforecast), ``select-nn`` adds the transformer."""
+    from schedlab.carss import selector
+
+    FORECASTERS["select"] = selector.factory(make_forecaster)
+    FORECASTERS["select-nn"] = selector.factory(make_forecaster, ("adaptive",), "select-nn")
+
+
+
 def available_forecasters() -> list[str]:
     """Every registered forecaster whose dependencies import (statsforecast's are optional)."""
     from schedlab.carss import statsforecast as sf
@@ -263,3 +273,6 @@ def make_forecaster(name: str, **kwargs: object) -> Forecaster:
     """Build a forecaster by CLI name; every one takes ``season`` and ``seed`` (and its own
     extra keyword arguments)."""
     return lookup(FORECASTERS, "forecaster", name)(**kwargs)
+
+
+_register_selector()  # after make_forecaster, which the selector builds its candidates with
