@@ -5,11 +5,11 @@
 One private redis-server and one 4-worker platform; every round runs every (storage delay,
 workload, payload) cell under every protocol, in a shuffled order, on a fresh namespace:
 
-* protocols: ``arcus`` (the default: each write is sent from the function's own thread at
-  once, pipelined on the execution's connection, the reply read by the same thread),
-  ``arcus-thread`` (the flush handed to a background thread: the design before issue 44),
-  ``arcus-sync`` (write-through: one blocking round trip per write) and ``halfmoon`` (one
-  round trip per log append, a write to a read-optimised object indexed by that append);
+* protocols: ``arcus`` (the default: the flush handed to a pipelined background flusher
+  thread), ``arcus-inline`` (each write sent at once from the function's own thread, pipelined
+  on the execution's own connection, the replies read by the same thread), ``arcus-sync``
+  (write-through: one blocking round trip per write) and ``halfmoon`` (one round trip per log
+  append, a write to a read-optimised object indexed by that append);
 * workloads: ``rw`` (two stages of 4 operations, half of them writes, each stage a child
   invocation on another worker) and ``single-write`` (one write, then the result), each with
   values padded to several sizes;
@@ -156,7 +156,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--rtts", default="0,0.5,1", help="injected storage RTTs (ms)")
     parser.add_argument("--payloads", default="16,1024,16384", help="bytes added per value")
     parser.add_argument("--workloads", default="rw,single-write")
-    parser.add_argument("--protocols", default="arcus,arcus-thread,arcus-sync,halfmoon")
+    parser.add_argument("--protocols", default="arcus,arcus-inline,arcus-sync,halfmoon")
     parser.add_argument("--tie", type=float, default=0.05,
                         help="a ratio within 1 +- this (95%% CI) is a tie")
     parser.add_argument("--json", default=None, help="write rows and summary here")

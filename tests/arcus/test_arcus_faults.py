@@ -193,10 +193,10 @@ def test_subscriber_is_healthy_on_the_subscribe_confirmation_and_after_a_restart
 
 
 def test_a_failed_background_flush_is_never_acknowledged(server, monkeypatch):
-    """Write-behind with a flusher thread (``arcus-thread``, the pre-issue-44 design; the
-    inline default is tested in test_arcus_inline_flush.py): if a queued batch fails, finish
-    must not log a result without it."""
-    from schedlab.arcus.arcus_io import ArcusThread as Arcus
+    """Write-behind with a pipelined flusher thread (Arcus's default; the inline variant is
+    tested in test_arcus_inline_flush.py): if a queued batch fails, finish must not log a
+    result without it."""
+    from schedlab.arcus.arcus_io import Arcus
     from schedlab.arcus.iobase import Env
     from schedlab.arcus.runtime import WorkerResources
     from schedlab.arcus.store import IOStats, Store

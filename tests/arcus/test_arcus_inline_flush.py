@@ -1,5 +1,5 @@
-"""Arcus's inline pipelined flush (issue 44): writes sent from the function's own thread without
-waiting, replies read later by the same thread, order kept by Redis itself.
+"""Arcus's inline pipelined flush (issue 44, ``arcus-inline``): writes sent from the function's
+own thread without waiting, replies read later by the same thread, order kept by Redis itself.
 
 Each test drives one execution directly (the protocol object, a real redis-server) and checks
 what reached Redis: a batch whose predecessor was lost is refused by Redis, a result is never
@@ -13,7 +13,7 @@ import uuid
 import pytest
 import redis
 
-from schedlab.arcus.arcus_io import Arcus
+from schedlab.arcus.arcus_io import ArcusInline
 from schedlab.arcus.iobase import Env, loads
 from schedlab.arcus.runtime import WorkerResources
 from schedlab.arcus.store import IOStats, Store
@@ -32,8 +32,8 @@ def _execution(client, resources, *, rtt_ms=0.0, replay=False, instance=None, ns
     instance = instance or uuid.uuid4().hex[:10]
     client.set(f"{ns}:gen:{instance}", "g", nx=True)  # admitted, as a gateway does
     stats = IOStats()
-    io = Arcus(Store(client, stats, rtt_ms), Env(instance, ns, replay=replay,
-                                                  resources=resources, gen="g"))
+    io = ArcusInline(Store(client, stats, rtt_ms), Env(instance, ns, replay=replay,
+                                                        resources=resources, gen="g"))
     io.begin()
     return io, instance, stats
 
