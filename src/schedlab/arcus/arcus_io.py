@@ -15,7 +15,9 @@ per read and per write.
   flush queue (no round trip); a per-instance flusher makes it durable in the background, in
   order, together with the deferred read records. An invocation's **result is acknowledged only
   after all its writes are durable** (``finish`` flushes and waits), and a child invocation is
-  only started after a flush (``sync``), so no acknowledged write can be lost.
+  only started after a flush (``sync``), so no acknowledged write can be lost. The
+  ``arcus-inline`` variant (issue 44) sends each write from the function's own thread instead,
+  pipelined on the execution's own connection (:class:`Link`), with Redis keeping the order.
 
 Two rules keep retries honest (both found by an outside crash harness, both tested):
 
@@ -214,8 +216,8 @@ class CFLog(StateIOBase):
     description: ClassVar[str] = "CFLog alone: coordination-free per-step logging, no cache"
     use_cache: ClassVar[bool] = False
     #: how a write is made durable: "sync" (one blocking round trip in ``ctx.write``), "inline"
-    #: (sent from the function's thread at once, pipelined, the reply read by a reader thread;
-    #: Arcus's default since issue 44), "thread" (handed to a background flusher thread)
+    #: (sent from the function's thread at once, pipelined, replies read by that thread;
+    #: the ``arcus-inline`` variant), "thread" (a pipelined background flusher: Arcus's default)
     flush_mode: ClassVar[str] = "sync"
 
     @property
