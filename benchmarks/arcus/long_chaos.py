@@ -51,6 +51,10 @@ def main(argv: list[str] | None = None) -> int:
                         help="Redis SIGKILL + restart in every K-th round (0: every 4th "
                              "variant, twice)")
     parser.add_argument("--restarts-per-round", type=int, default=2)
+    parser.add_argument("--per-request", type=float, default=2.0,
+                        help="at most this many kills (and stalls) per answered request")
+    parser.add_argument("--max-minutes", type=float, default=0.0,
+                        help="start no new round after this long (0: no limit)")
     parser.add_argument("--first-round", type=int, default=0,
                         help="start the protocol x variant cycle here (15: Redis restarts)")
     parser.add_argument("--out", default=None, help="write the JSON document here too")
@@ -75,6 +79,9 @@ def main(argv: list[str] | None = None) -> int:
 
         while (totals["kills"] < args.kills or totals["stalls"] < args.stalls
                or faults() < args.faults):
+            if args.max_minutes and time.monotonic() - start > 60 * args.max_minutes:
+                print("time budget spent: stopping before the targets", file=sys.stderr)
+                break
             protocol = protocols[index % len(protocols)]
             variant = variants[(index // len(protocols)) % len(variants)]
             if args.restart_every > 0:
@@ -84,7 +91,7 @@ def main(argv: list[str] | None = None) -> int:
             cfg = ChaosConfig(protocol=protocol, requests=args.requests, accounts=8,
                               kill_interval_s=args.kill_interval, call_timeout_s=10.0,
                               stall_interval_s=args.stall_interval, stall_s=args.stall_s,
-                              stallers=args.stallers,
+                              stallers=args.stallers, max_kills_per_request=args.per_request,
                               gc_interval_s=args.gc_interval, seed=index, **variant)
             report = run_chaos(cfg, server, platform).to_dict()
             report.update(round=index, **{k: v for k, v in variant.items()

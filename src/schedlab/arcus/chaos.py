@@ -309,6 +309,18 @@ def _client(platform: Platform, cfg: ChaosConfig, ns: str, client: int, legs: li
             report.requests += 1
 
 
+def _idle(platform: Platform) -> bool:
+    """No message in any worker queue or processing list of ``platform`` (nothing in flight)."""
+    try:
+        for pattern in (f"{platform.plat}:q:*", f"{platform.plat}:proc:*"):
+            for key in platform.client.scan_iter(pattern, count=1000):
+                if platform.client.llen(key):
+                    return False
+    except RedisError:
+        return False
+    return True
+
+
 def _check(platform: Platform, cfg: ChaosConfig, ns: str, legs: list[_Leg],
            answers: dict[str, Any], report: ChaosReport) -> None:
     client = platform.client
@@ -325,8 +337,12 @@ def _check(platform: Platform, cfg: ChaosConfig, ns: str, legs: list[_Leg],
         if state != previous:
             previous, stable_since = state, time.monotonic()
         # every leg that may still be running is a required one: once they are all done, only
-        # replays (which write nothing) can be left; otherwise wait for a quiet second
-        settled = all(leg.required for leg in legs) or time.monotonic() - stable_since > 1.0
+        # replays (which write nothing) can be left; otherwise wait for a quiet second *and* an
+        # idle platform (no message queued or being processed anywhere): an abandoned attempt
+        # waiting for its redelivery can be quiet for a second half-way through a transfer,
+        # and reading the accounts then sees a debit without its credit (issue 44 soak)
+        settled = all(leg.required for leg in legs) or (
+            time.monotonic() - stable_since > 1.0 and _idle(platform))
         if (unfinished == 0 and settled) or time.monotonic() > deadline:
             break
         time.sleep(0.2)
