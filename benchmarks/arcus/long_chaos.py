@@ -43,6 +43,18 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--gc-interval", type=float, default=0.25,
                         help="log GC period (s) at retention = lease; 0: none")
     parser.add_argument("--lease", type=float, default=1.0, help="worker lease (s)")
+    parser.add_argument("--stallers", type=int, default=1,
+                        help="threads stalling workers at once (< 4 workers)")
+    parser.add_argument("--faults", type=int, default=0,
+                        help="also run until kills + stalls + Redis restarts reach this")
+    parser.add_argument("--restart-every", type=int, default=0,
+                        help="Redis SIGKILL + restart in every K-th round (0: every 4th "
+                             "variant, twice)")
+    parser.add_argument("--restarts-per-round", type=int, default=2)
+    parser.add_argument("--per-request", type=float, default=2.0,
+                        help="at most this many kills (and stalls) per answered request")
+    parser.add_argument("--max-minutes", type=float, default=0.0,
+                        help="start no new round after this long (0: no limit)")
     parser.add_argument("--first-round", type=int, default=0,
                         help="start the protocol x variant cycle here (15: Redis restarts)")
     parser.add_argument("--out", default=None, help="write the JSON document here too")
@@ -62,12 +74,24 @@ def main(argv: list[str] | None = None) -> int:
     with RedisServer(aof="always") as server, Platform(
             server.url, workers=4, lease_s=args.lease, retention_s=args.lease) as platform:
         index = args.first_round
-        while totals["kills"] < args.kills or totals["stalls"] < args.stalls:
+        def faults() -> int:
+            return totals["kills"] + totals["stalls"] + totals["redis_restarts"]
+
+        while (totals["kills"] < args.kills or totals["stalls"] < args.stalls
+               or faults() < args.faults):
+            if args.max_minutes and time.monotonic() - start > 60 * args.max_minutes:
+                print("time budget spent: stopping before the targets", file=sys.stderr)
+                break
             protocol = protocols[index % len(protocols)]
             variant = variants[(index // len(protocols)) % len(variants)]
+            if args.restart_every > 0:
+                variant = {**{k: v for k, v in variant.items() if k != "redis_restarts"},
+                           "redis_restarts": args.restarts_per_round
+                           if index % args.restart_every == args.restart_every - 1 else 0}
             cfg = ChaosConfig(protocol=protocol, requests=args.requests, accounts=8,
                               kill_interval_s=args.kill_interval, call_timeout_s=10.0,
                               stall_interval_s=args.stall_interval, stall_s=args.stall_s,
+                              stallers=args.stallers, max_kills_per_request=args.per_request,
                               gc_interval_s=args.gc_interval, seed=index, **variant)
             report = run_chaos(cfg, server, platform).to_dict()
             report.update(round=index, **{k: v for k, v in variant.items()
@@ -79,7 +103,9 @@ def main(argv: list[str] | None = None) -> int:
                   f"stalls={report['stalls']} restarts={report['redis_restarts']} "
                   f"gc={report['gc_runs']}/{report['collected']} "
                   f"violations={report['violations']} unfinished={report['unfinished']} "
-                  f"total kills={totals['kills']} stalls={totals['stalls']}",
+                  f"total kills={totals['kills']} stalls={totals['stalls']} "
+                  f"restarts={totals['redis_restarts']} faults={faults()} "
+                  f"violations={totals['violations']} {time.monotonic() - start:.0f} s",
                   file=sys.stderr, flush=True)
             index += 1
     per_protocol = {p: dict(kills=sum(r["kills"] for r in rounds if r["protocol"] == p),
@@ -90,6 +116,7 @@ def main(argv: list[str] | None = None) -> int:
                                            if r["protocol"] == p),
                             rounds=sum(r["protocol"] == p for r in rounds))
                     for p in protocols}
+    totals["faults"] = totals["kills"] + totals["stalls"] + totals["redis_restarts"]
     document = dict(totals=totals, per_protocol=per_protocol,
                     duration_s=round(time.monotonic() - start, 1), rounds=rounds)
     text = json.dumps(document, indent=2)

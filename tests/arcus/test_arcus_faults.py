@@ -193,7 +193,9 @@ def test_subscriber_is_healthy_on_the_subscribe_confirmation_and_after_a_restart
 
 
 def test_a_failed_background_flush_is_never_acknowledged(server, monkeypatch):
-    """Write-behind: if a queued batch fails, finish must not log a result without it."""
+    """Write-behind with a pipelined flusher thread (Arcus's default; the inline variant is
+    tested in test_arcus_inline_flush.py): if a queued batch fails, finish must not log a
+    result without it."""
     from schedlab.arcus.arcus_io import Arcus
     from schedlab.arcus.iobase import Env
     from schedlab.arcus.runtime import WorkerResources

@@ -18,6 +18,7 @@ from schedlab.arcus.chaos import ChaosConfig, run_chaos
 from schedlab.arcus.platform import Platform, load_modules
 from schedlab.arcus.policies import final_state
 from schedlab.arcus.runtime import lease_key, proc_key, workers_key
+from schedlab.core.errors import ConfigError
 
 APP = '''
 import time
@@ -94,3 +95,24 @@ def test_chaos_with_stalls_kills_and_gc_at_the_shortest_retention(server, protoc
     assert found["violations"] == 0 and found["unfinished"] == 0, found
     assert report.stalls >= 5 and report.kills >= 10, found
     assert report.gc_runs >= 5 and report.collected > 0, found
+
+
+def test_soak_in_small_every_fault_kind_at_once_inline_flush(server):
+    """The 10,000-fault soak (benchmarks/arcus/long_chaos.py --faults) in small, on the inline
+    flush variant: SIGKILLs, two stallers (two workers stopped at once, past the lease), a Redis
+    SIGKILL + restart and GC at retention == lease in one round; invariants from Redis."""
+    with Platform(server.url, workers=4, lease_s=0.5, retention_s=0.5) as platform:
+        report = run_chaos(ChaosConfig(protocol="arcus-inline", clients=4, requests=6,
+                                       accounts=6, kill_interval_s=0.1, stall_interval_s=0.3,
+                                       stall_s=0.8, stallers=2, gc_interval_s=0.2,
+                                       redis_restarts=1, min_kills=6, min_stalls=3, seed=5,
+                                       call_timeout_s=5.0), server, platform)
+    found = report.to_dict()
+    assert found["violations"] == 0 and found["unfinished"] == 0, found
+    assert report.stalls >= 3 and report.kills >= 6 and report.redis_restarts == 1, found
+    assert report.collected > 0, found
+
+
+def test_stallers_must_leave_a_worker_running():
+    with pytest.raises(ConfigError, match="stallers"):
+        ChaosConfig(stallers=4, workers=4).validate()

@@ -127,6 +127,8 @@ def run_bench(platform: Platform, workload: Workload, protocol: str, *, rtt_ms: 
         # for the background flush or for ``finish``; for the others it equals write_p50_us
         write_durable_p50_us=_pct(stats.durable or stats.writes, 50, 1e6),
         write_durable_p99_us=_pct(stats.durable or stats.writes, 99, 1e6),
+        # the same for writes whose round trip was not their execution's first
+        write_durable_later_p50_us=_pct(stats.durable_later, 50, 1e6),
         finish_p50_us=_pct(stats.finishes, 50, 1e6),
         e2e_p50_ms=_pct(latencies, 50, 1e3), e2e_p99_ms=_pct(latencies, 99, 1e3),
         e2e_mean_ms=float(np.mean(latencies) * 1e3), throughput_rps=n / float(np.sum(latencies)),

@@ -79,6 +79,7 @@ class ChaosConfig:
     #: SIGCONTinued, when the execution it was in resumes as if nothing happened
     stall_interval_s: float = 0.0
     stall_s: float = 1.5
+    stallers: int = 1  # threads stalling workers independently (several stalled at once)
     #: log GC every ``gc_interval_s`` (0: only the platform's own) at the shortest retention the
     #: platform allows (its lease): the stalled executions above resume after their logs went
     gc_interval_s: float = 0.0
@@ -96,6 +97,9 @@ class ChaosConfig:
                 raise ConfigError("must be in [0, 1]", field=name)
         if self.stall_interval_s < 0 or self.gc_interval_s < 0:
             raise ConfigError("must be >= 0", field="stall_interval_s")
+        if not 1 <= self.stallers < self.workers:
+            raise ConfigError(f"must be in [1, workers - 1 = {self.workers - 1}]",
+                              field="stallers")
 
 
 @dataclass
@@ -167,28 +171,38 @@ class _Staller(threading.Thread):
     """SIGSTOPs a random live worker for ``stall_s`` (past its lease), then SIGCONTs it."""
 
     def __init__(self, platform: Platform, cfg: ChaosConfig, rng: random.Random,
-                 report: ChaosReport) -> None:
+                 report: ChaosReport, stalled: set[int] | None = None,
+                 lock: threading.Lock | None = None) -> None:
         super().__init__(daemon=True, name="chaos-staller")
         self.platform, self.cfg, self.rng, self.report = platform, cfg, rng, report
         self.stop = threading.Event()
         self.stalls = 0
+        # shared by the stallers of one round: who is stopped now, and every stall so far
+        self.stalled = stalled if stalled is not None else set()
+        self.lock = lock or threading.Lock()
+        self.total = [0]
 
     def run(self) -> None:
         while not self.stop.wait(self.rng.expovariate(1.0 / self.cfg.stall_interval_s)):
-            if self.stalls >= self.cfg.max_kills_per_request * (self.report.requests + 1):
+            if self.total[0] >= self.cfg.max_kills_per_request * (self.report.requests + 1):
                 continue
-            pids = self.platform.worker_pids()
-            if not pids:
-                continue
-            pid = self.rng.choice(pids)
-            try:
-                os.kill(pid, signal.SIGSTOP)
-            except ProcessLookupError:
-                continue
+            with self.lock:
+                pids = [p for p in self.platform.worker_pids() if p not in self.stalled]
+                if not pids:
+                    continue
+                pid = self.rng.choice(pids)
+                try:
+                    os.kill(pid, signal.SIGSTOP)
+                except ProcessLookupError:
+                    continue
+                self.stalled.add(pid)
+                self.total[0] += 1
             self.stalls += 1
             self.stop.wait(self.cfg.stall_s)  # cut short at the end; always continued below
             with contextlib.suppress(ProcessLookupError):
                 os.kill(pid, signal.SIGCONT)
+            with self.lock:
+                self.stalled.discard(pid)
 
 
 class _Collector(threading.Thread):
@@ -248,7 +262,7 @@ def _client(platform: Platform, cfg: ChaosConfig, ns: str, client: int, legs: li
     while True:
         i += 1
         wanted = ((killer is not None and killer.kills < cfg.min_kills)
-                  or (staller is not None and staller.stalls < cfg.min_stalls)
+                  or (staller is not None and staller.total[0] < cfg.min_stalls)
                   or report.redis_restarts < cfg.redis_restarts)
         if i >= cfg.requests and not (wanted and i < 20 * cfg.requests):
             break
@@ -295,6 +309,18 @@ def _client(platform: Platform, cfg: ChaosConfig, ns: str, client: int, legs: li
             report.requests += 1
 
 
+def _idle(platform: Platform) -> bool:
+    """No message in any worker queue or processing list of ``platform`` (nothing in flight)."""
+    try:
+        for pattern in (f"{platform.plat}:q:*", f"{platform.plat}:proc:*"):
+            for key in platform.client.scan_iter(pattern, count=1000):
+                if platform.client.llen(key):
+                    return False
+    except RedisError:
+        return False
+    return True
+
+
 def _check(platform: Platform, cfg: ChaosConfig, ns: str, legs: list[_Leg],
            answers: dict[str, Any], report: ChaosReport) -> None:
     client = platform.client
@@ -311,8 +337,12 @@ def _check(platform: Platform, cfg: ChaosConfig, ns: str, legs: list[_Leg],
         if state != previous:
             previous, stable_since = state, time.monotonic()
         # every leg that may still be running is a required one: once they are all done, only
-        # replays (which write nothing) can be left; otherwise wait for a quiet second
-        settled = all(leg.required for leg in legs) or time.monotonic() - stable_since > 1.0
+        # replays (which write nothing) can be left; otherwise wait for a quiet second *and* an
+        # idle platform (no message queued or being processed anywhere): an abandoned attempt
+        # waiting for its redelivery can be quiet for a second half-way through a transfer,
+        # and reading the accounts then sees a debit without its credit (issue 44 soak)
+        settled = all(leg.required for leg in legs) or (
+            time.monotonic() - stable_since > 1.0 and _idle(platform))
         if (unfinished == 0 and settled) or time.monotonic() > deadline:
             break
         time.sleep(0.2)
@@ -362,10 +392,18 @@ def run_chaos(cfg: ChaosConfig, redis: RedisServer, platform: Platform) -> Chaos
     redelivered_before = platform.redelivered
     killer = (_Killer(platform, cfg.kill_interval_s, rng, report, cfg.max_kills_per_request)
               if cfg.kill_interval_s > 0 else None)
-    staller = (_Staller(platform, cfg, random.Random(cfg.seed + 7), report)
-               if cfg.stall_interval_s > 0 else None)
+    stallers: list[_Staller] = []
+    if cfg.stall_interval_s > 0:
+        stalled: set[int] = set()
+        stall_lock = threading.Lock()
+        for index in range(cfg.stallers):
+            stallers.append(_Staller(platform, cfg, random.Random(cfg.seed + 7 + 1000 * index),
+                                     report, stalled, stall_lock))
+        for one in stallers[1:]:
+            one.total = stallers[0].total  # one cap on stalls per answered request
+    staller = stallers[0] if stallers else None
     collector = _Collector(platform, ns, cfg.gc_interval_s) if cfg.gc_interval_s > 0 else None
-    helpers = [h for h in (staller, collector) if h is not None]
+    helpers = [h for h in (*stallers, collector) if h is not None]
     start = time.monotonic()
     deadline = start + 600.0
     threads = [threading.Thread(target=_client, daemon=True, name=f"chaos-client-{c}",
@@ -400,7 +438,7 @@ def run_chaos(cfg: ChaosConfig, redis: RedisServer, platform: Platform) -> Chaos
     for helper in helpers:
         helper.stop.set()
         helper.join()
-    report.stalls = staller.stalls if staller is not None else 0
+    report.stalls = sum(one.stalls for one in stallers)
     if collector is not None:
         report.gc_runs, report.collected = collector.runs, collector.collected
     report.redis_restarts = restarts

@@ -77,15 +77,15 @@ def _check_bind(host: str, port: int) -> None:
 @handle_errors
 def protocols(json_out: bool = typer.Option(False, "--json", help="Print JSON.")) -> None:
     """List the state-I/O protocols (Arcus and the baselines)."""
-    from schedlab.arcus.policies import PROTOCOLS
+    from schedlab.arcus.policies import PROTOCOLS, VARIANTS
 
     rows = [dict(name=n, exactly_once=c.exactly_once, description=c.description)
-            for n, c in PROTOCOLS.items()]
+            for n, c in {**PROTOCOLS, **VARIANTS}.items()]
     if json_out:
         emit_json(rows)
         return
     for row in rows:
-        out_console.print(f"[bold]{row['name']:9s}[/bold] {row['description']}")
+        out_console.print(f"[bold]{row['name']:12s}[/bold] {row['description']}")
 
 
 @app.command()

@@ -135,6 +135,15 @@ def state_io_latency(requests: int, rtt_ms: float, seed: int, rtt_max_ms: float 
                   measured=_reduction(frame, "write_durable_p50_us", ("rw",), rtt),
                   target=87.9, paper_figure="-87.9%",
                   **_head_to_head(frame, "write_durable_p50_us", ("rw",), rtt)),
+            Claim(f"Arcus lowers durable write latency vs Halfmoon, writes not in their "
+                  f"execution's first round trip (rw micro, {where}; Halfmoon's first round "
+                  "trip is always its init record, Arcus's is often a write, and a first round "
+                  "trip costs about twice a later one here whatever it carries; seeded "
+                  "generator)",
+                  metric="durable write latency reduction %, position-matched",
+                  measured=_reduction(frame, "write_durable_later_p50_us", ("rw",), rtt),
+                  target=87.9, paper_figure="-87.9%",
+                  **_head_to_head(frame, "write_durable_later_p50_us", ("rw",), rtt)),
             Claim(f"Arcus lowers end-to-end latency on hotel/movie/retwis vs Halfmoon "
                   f"(one-round-trip appends; {where}, mean request latency incl. the durable "
                   "finish, mean of the 3 apps; seeded generators)",

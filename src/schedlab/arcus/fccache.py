@@ -130,27 +130,36 @@ class Subscriber(threading.Thread):
         self.subscriptions += 1
 
     def _listen(self) -> None:
-        pubsub = self.client.pubsub(ignore_subscribe_messages=False)
+        # one blocking read per publication on a raw connection of its own (issue 44): the
+        # redis-py pub/sub wrapper polled (select, then read, then a dict per message), and in a
+        # worker every extra syscall of this thread is a moment it takes the GIL from the
+        # function thread whose reply arrives at the same instant as the publication
+        conn = self.client.connection_pool.make_connection()
+        self.conn = conn
         try:
-            pubsub.subscribe(CHANNEL)
+            conn.connect()
+            conn.send_command("SUBSCRIBE", CHANNEL)
             while not self.stopped.is_set():
-                message = pubsub.get_message(timeout=0.5)
-                if message is None:
-                    continue
-                kind = message.get("type")
-                if kind == "subscribe":
+                message = conn.read_response(push_request=True)
+                kind = message[0]
+                if kind == b"message" or kind == "message":
+                    if self.cache.healthy:
+                        seq, key, value = decode_publication(message[2])
+                        self.cache.publish_applied(key, seq, value)
+                elif kind in (b"subscribe", "subscribe"):
                     self._confirmed()
-                elif kind == "message" and self.cache.healthy:
-                    seq, key, value = decode_publication(message["data"])
-                    self.cache.publish_applied(key, seq, value)
-                elif kind == "unsubscribe":
+                else:  # unsubscribe: the subscription is gone
                     raise redis.ConnectionError("unsubscribed")
         finally:
             with contextlib.suppress(redis.RedisError, OSError):
-                pubsub.close()
+                conn.disconnect()
 
     def stop(self) -> None:
         self.stopped.set()
+        conn = getattr(self, "conn", None)
+        if conn is not None:  # wakes the blocking read
+            with contextlib.suppress(Exception):
+                conn.disconnect()
 
 
 def decode_publication(data: bytes | str) -> tuple[int, str, str]:

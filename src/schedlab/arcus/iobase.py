@@ -113,6 +113,9 @@ class StateIOBase:
     def finish(self, result: Any) -> Any:
         return result
 
+    def close(self) -> None:
+        """The execution is over (finished or not): give back what it holds."""
+
     # --- data loading and inspection (used by workloads and the checker) ---------------------
     @classmethod
     def load(cls, client: redis.Redis, ns: str, items: dict[str, Any]) -> None:

@@ -15,7 +15,7 @@ from typing import Any, ClassVar, Protocol, runtime_checkable
 
 import redis
 
-from schedlab.arcus.arcus_io import Arcus, CFLog
+from schedlab.arcus.arcus_io import Arcus, ArcusInline, ArcusSync, CFLog
 from schedlab.arcus.baselines import Beldi, Boki, Halfmoon, Unsafe
 from schedlab.arcus.iobase import Conflict, Env, StateIOBase
 from schedlab.arcus.store import Store
@@ -56,13 +56,18 @@ PROTOCOLS: dict[str, type[StateIOBase]] = {
     cls.name: cls for cls in (Arcus, CFLog, Halfmoon, Boki, Beldi, Unsafe)
 }
 
+#: Arcus with its earlier or simpler flush paths, for the side-by-side durable-write benchmark
+#: (``benchmarks/arcus/durable_write.py``); accepted wherever a protocol name is, not swept by
+#: the experiments
+VARIANTS: dict[str, type[StateIOBase]] = {cls.name: cls for cls in (ArcusInline, ArcusSync)}
+
 
 def protocol_class(name: str) -> type[StateIOBase]:
     """The protocol class registered as ``name`` or an UnknownNameError listing valid names."""
-    try:
-        return PROTOCOLS[name]
-    except KeyError:
-        raise UnknownNameError("protocol", name, sorted(PROTOCOLS)) from None
+    found = PROTOCOLS.get(name) or VARIANTS.get(name)
+    if found is None:
+        raise UnknownNameError("protocol", name, sorted(PROTOCOLS) + sorted(VARIANTS))
+    return found
 
 
 def make_protocol(name: str, store: Store, env: Env) -> StateIO:
@@ -103,6 +108,6 @@ def final_state(name: str, client: redis.Redis, ns: str, keys: list[str]) -> dic
     return protocol_class(name).final_state(client, ns, keys)
 
 
-__all__ = ["PROTOCOLS", "Conflict", "Env", "StateIO", "bind_protocol", "bound_protocol",
+__all__ = ["PROTOCOLS", "VARIANTS", "Conflict", "Env", "StateIO", "bind_protocol", "bound_protocol",
            "final_state", "load_state",
            "make_protocol", "protocol_class"]

@@ -241,12 +241,15 @@ class Ctx:
         _check_key(key)
         dumps(value)  # reject what cannot be stored before anything is logged
         step = self._next()
+        later = self.io.store.trips > 0
         start = time.perf_counter()
         self.io.write(step, key, value)
         elapsed = time.perf_counter() - start
         self.stats.writes.append(elapsed)
         if not getattr(self.io, "write_behind", False):  # durable when it returns
             self.stats.durable.append(elapsed)
+            if later:
+                self.stats.durable_later.append(elapsed)
         maybe_crash(self.inv, "post", step)
 
     def invoke(self, fn: str, arg: Any) -> Any:
@@ -336,13 +339,16 @@ def execute(resources: WorkerResources, inv: Invocation, timeout: float = 60.0) 
                       gen=inv.gen)
             io = make_protocol(inv.protocol, Store(resources.client, stats, inv.rtt_ms), env)
             try:
-                done, result = io.begin()
-                if not done:
-                    ctx = Ctx(io, inv, resources, stats, replay, timeout)
-                    value = fn(ctx, inv.arg)
-                    start = time.perf_counter()
-                    result = io.finish(value)
-                    stats.finishes.append(time.perf_counter() - start)
+                try:
+                    done, result = io.begin()
+                    if not done:
+                        ctx = Ctx(io, inv, resources, stats, replay, timeout)
+                        value = fn(ctx, inv.arg)
+                        start = time.perf_counter()
+                        result = io.finish(value)
+                        stats.finishes.append(time.perf_counter() - start)
+                finally:
+                    io.close()
                 finished = True
                 return {"value": result, "seq": io.seq, "stats": stats.to_dict()}
             except Conflict:
@@ -465,6 +471,12 @@ def worker_main(slot: int, url: str, plat: str, threads: int, modules: tuple[str
         except redis.RedisError:
             time.sleep(0.1)
     heartbeat.start()
+    handlers = ThreadPoolExecutor(max_workers=4096, thread_name_prefix="invocation")
+    # the next take is sent before a message is handed over, on a connection of its own, so
+    # this thread is back in a blocking read (no GIL, no CPU) while the invocation starts
+    taker = client.connection_pool.make_connection()
+    take = ("BLMOVE", queue_key(plat, slot), proc_key(plat, wid), "LEFT", "RIGHT", 0.5)
+    sent = False
     parent = os.getppid()
     checked = time.monotonic()
     while os.getppid() == parent:  # the fork server died: stop too
@@ -475,13 +487,23 @@ def worker_main(slot: int, url: str, plat: str, threads: int, modules: tuple[str
                     os.kill(parent, signal.SIGTERM)
                 break
         try:
-            raw = client.blmove(queue_key(plat, slot), proc_key(plat, wid), 0.5, "LEFT", "RIGHT")
+            if not sent:
+                taker.send_command(*take)
+                sent = True
+            raw = taker.read_response()
+            sent = False
+            taker.send_command(*take)
+            sent = True
         except redis.RedisError:
+            taker.disconnect()
+            sent = False
             time.sleep(0.1)
             continue
         if raw is not None:
-            # one thread per message: a parent blocked on its child never starves the child
-            threading.Thread(target=_handle, args=(resources, raw, wid), daemon=True).start()
+            # a thread per message in flight (a parent blocked on its child never starves the
+            # child); idle ones are reused: starting a thread costs more than a loopback
+            # round trip and was charged to the first state operation of every invocation
+            handlers.submit(_handle, resources, raw, wid)
     os._exit(0)
 
 

@@ -34,12 +34,26 @@ import redis
 #: (skipped when its step is logged), g = a read served now (returns the logged value if any),
 #: x = the invocation's result (first one wins). KEYS[4] is the instance's generation key (the
 #: fence, checked before anything is applied), ARGV[2] the execution's generation.
+#: ARGV[3], ARGV[4]: the execution's id and this batch's number ('' = unordered). An execution
+#: that pipelines its batches (several in flight on one connection, issue 44) numbers them; a
+#: batch is applied only if every earlier batch of that execution was (field ``b:ID`` of the
+#: log counts them), so a lost, refused or conflicting batch stops every later one in Redis
+#: itself, whatever the client saw.
 CFLOG_FLUSH = """
 if redis.call('GET', KEYS[4]) ~= ARGV[2] then return {'fenced', '', 0} end
 local log = KEYS[1]
 local publish = ARGV[1] == '1'
+local order = nil
+if ARGV[3] ~= '' then
+  order = 'b:' .. ARGV[3]
+  if (redis.call('HGET', log, order) or '0') ~= ARGV[4] then return {'gap', '', 0} end
+end
+local function done(status, detail, maxseq)
+  if order then redis.call('HSET', log, order, tonumber(ARGV[4]) + 1) end
+  return {status, detail, maxseq}
+end
 local maxseq = 0
-local i = 3
+local i = 5
 while i <= #ARGV do
   local kind, step, skey, val = ARGV[i], ARGV[i+1], ARGV[i+2], ARGV[i+3]
   i = i + 4
@@ -60,17 +74,17 @@ while i <= #ARGV do
     end
   elseif kind == 'g' then
     local cur = redis.call('HGET', log, step)
-    if cur then return {'logged', cur, maxseq} end
+    if cur then return done('logged', cur, maxseq) end
     local h = redis.call('HMGET', skey, 'q', 'v')
     local payload = 'r' .. (h[1] or '0') .. '|' .. (h[2] or 'null')
     redis.call('HSET', log, step, payload)
-    return {'read', payload, maxseq}
+    return done('read', payload, maxseq)
   elseif kind == 'x' then
     redis.call('HSETNX', log, 'res', val)
-    return {'res', redis.call('HGET', log, 'res'), maxseq}
+    return done('res', redis.call('HGET', log, 'res'), maxseq)
   end
 end
-return {'ok', '', maxseq}
+return done('ok', '', maxseq)
 """
 
 #: the shared log's ordering step (Boki's sequencer + tag index; all of Halfmoon's append, one

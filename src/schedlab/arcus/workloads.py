@@ -38,7 +38,8 @@ class Workload:
     meta: dict[str, Any] = field(default_factory=dict)
 
 
-def _rw(n: int, rng: random.Random, read_ratio: float, keys: int) -> Workload:
+def _rw(n: int, rng: random.Random, read_ratio: float, keys: int, payload: int = 0) -> Workload:
+    pad = {"pad": "x" * payload} if payload > 0 else {}
     requests = []
     for i in range(n):
         chosen = rng.sample(range(keys), 4)
@@ -49,16 +50,18 @@ def _rw(n: int, rng: random.Random, read_ratio: float, keys: int) -> Workload:
                 if rng.random() < read_ratio:
                     ops.append(["r", f"k{k}"])
                 else:
-                    ops.append(["w", f"k{k}", {"req": i, "stage": stage}])
+                    ops.append(["w", f"k{k}", {"req": i, "stage": stage, **pad}])
             stages.append(ops)
         requests.append(("chain", {"stages": stages}))
     initial = {f"k{k}": {"req": -1} for k in range(keys)}
-    return Workload("rw", initial, requests, {"read_ratio": read_ratio})
+    return Workload("rw", initial, requests, {"read_ratio": read_ratio, "payload": payload})
 
 
-def _single(n: int, rng: random.Random, write: bool, keys: int) -> Workload:
+def _single(n: int, rng: random.Random, write: bool, keys: int, payload: int = 0) -> Workload:
     if write:
-        requests = [("write", {"key": f"k{rng.randrange(keys)}", "value": i}) for i in range(n)]
+        requests = [("write", {"key": f"k{rng.randrange(keys)}",
+                               "value": {"i": i, "pad": "x" * payload} if payload > 0 else i})
+                    for i in range(n)]
     else:
         requests = [("read", {"key": f"k{rng.randrange(keys)}"}) for _ in range(n)]
     name = "single-write" if write else "single-read"
@@ -122,17 +125,20 @@ APPS = ("hotel", "movie", "retwis")
 
 
 def make_workload(name: str, requests: int, seed: int, read_ratio: float = 0.5,
-                  keys: int = 64) -> Workload:
-    """A seeded workload by name (see :data:`WORKLOADS`)."""
+                  keys: int = 64, payload: int = 0) -> Workload:
+    """A seeded workload by name (see :data:`WORKLOADS`); ``payload`` pads every value the
+    ``rw`` and ``single-write`` workloads write with that many bytes."""
     if not 0.0 <= read_ratio <= 1.0:
         raise BadInputError("must be in [0, 1]", field="read_ratio")
     if requests < 1 or keys < 4:
         raise BadInputError("need at least 1 request and 4 keys", field="requests")
+    if payload < 0:
+        raise BadInputError("must be >= 0 bytes", field="payload")
     rng = random.Random(seed)
     builders = {
         "single-read": lambda: _single(requests, rng, False, keys),
-        "single-write": lambda: _single(requests, rng, True, keys),
-        "rw": lambda: _rw(requests, rng, read_ratio, keys),
+        "single-write": lambda: _single(requests, rng, True, keys, payload),
+        "rw": lambda: _rw(requests, rng, read_ratio, keys, payload),
         "hotel": lambda: _hotel(requests, rng), "movie": lambda: _movie(requests, rng),
         "retwis": lambda: _retwis(requests, rng), "ledger": lambda: _ledger(requests, rng),
     }
