@@ -17,6 +17,7 @@ from pathlib import Path
 from typing import IO, TYPE_CHECKING, Any, TypeVar
 
 from schedlab.core.errors import BadInputError, ConfigError, SchedlabError
+from schedlab.core.jsonable import jsonable  # noqa: F401  (re-exported: core.io.jsonable)
 
 if TYPE_CHECKING:  # polars loads on first use: the CLI's help must not pay for it
     import polars as pl
@@ -271,20 +272,3 @@ def _first_line(exc: BaseException) -> str:
     return text.splitlines()[0][:200]
 
 
-def jsonable(value: Any) -> Any:
-    """Make numpy scalars, paths and nested containers JSON-serialisable."""
-    import numpy as np
-
-    if isinstance(value, dict):
-        return {str(k): jsonable(v) for k, v in value.items()}
-    if isinstance(value, list | tuple):
-        return [jsonable(v) for v in value]
-    if isinstance(value, np.generic):
-        return value.item()
-    if isinstance(value, np.ndarray):
-        return value.tolist()
-    if isinstance(value, Path):
-        return str(value)
-    if isinstance(value, float) and value != value:  # NaN is not JSON
-        return None
-    return value

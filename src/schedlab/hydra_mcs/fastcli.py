@@ -27,6 +27,8 @@ import sys
 from collections.abc import Callable
 from pathlib import Path
 
+from schedlab.core.jsonable import jsonable
+
 _VALUED = {
     "--pairs": "pairs",
     "--format": "fmt",
@@ -223,31 +225,11 @@ def _closed_pipe() -> int:
     return 1
 
 
-def _jsonable(value):
-    """``core.io.jsonable`` (that module imports csv and tempfile: ~0.01 s of every call);
-    a test checks the two agree."""
-    import numpy as np
-
-    if isinstance(value, dict):
-        return {str(k): _jsonable(v) for k, v in value.items()}
-    if isinstance(value, list | tuple):
-        return [_jsonable(v) for v in value]
-    if isinstance(value, np.generic):
-        return value.item()
-    if isinstance(value, np.ndarray):
-        return value.tolist()
-    if isinstance(value, Path):
-        return str(value)
-    if isinstance(value, float) and value != value:  # NaN is not JSON
-        return None
-    return value
-
-
 def emit_json(document) -> None:
     """``core.clitools.emit_json`` (that module imports Typer and Rich)."""
     import json
 
-    sys.stdout.write(json.dumps(_jsonable(document), indent=2, default=str) + "\n")
+    sys.stdout.write(json.dumps(jsonable(document), indent=2, default=str) + "\n")
     sys.stdout.flush()
 
 
