@@ -139,7 +139,9 @@ def test_on_the_fly_basis_values_equal_cached_and_store_less(pbe):
     dms = _random_dms(pbe.system.nao, 3)
     a = Runtime(cached.composed, make_balancer("hip-dfpt"), 1, 1).apply(dms)
     b = Runtime(pbe.composed, make_balancer("hip-dfpt"), 1, 1).apply(dms)
-    assert np.array_equal(a, b)
+    # PySCF's eval_ao vectorises by block size, so recomputing one task's points alone can differ
+    # from the whole-grid cache in the last bit (seen on CI); equal to rounding, not bitwise.
+    np.testing.assert_allclose(a, b, rtol=1e-12, atol=1e-13)
     assert all(t.ao is None for t in pbe.composed.tasks)
     ao_bytes = sum(t.ao.nbytes for t in cached.composed.tasks)
     assert cached.composed.nbytes - pbe.composed.nbytes == ao_bytes > 0
