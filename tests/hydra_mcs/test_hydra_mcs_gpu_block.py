@@ -40,10 +40,10 @@ def labelled_directed(n, seed):
         out.append(b.build())
     return out
 
-cases = [(i.g0, i.g1, False) for i in gnp_pairs(1, 7, 0.4, 5)]  # the simulator runs
+cases = [(i.g0, i.g1, False) for i in gnp_pairs(1, 6, 0.4, 3)]  # the simulator runs
 # 32 Python threads per block: keep the trees small (CI time)
-cases.append((*labelled_directed(6, 3), False))
-cases.append((*[(i.g0, i.g1) for i in gnp_pairs(1, 6, 0.3, 8)][0], True))  # connected 4 < 5
+cases.append((*labelled_directed(5, 3), False))
+cases.append((*[(i.g0, i.g1) for i in gnp_pairs(1, 5, 0.3, 6)][0], True))  # connected 2 < 4
 rows = []
 for g0, g1, conn in cases:
     o0, o1 = mcsplit_order(g0, g1)
@@ -58,7 +58,7 @@ for g0, g1, conn in cases:
     cpu = solve(g0, g1, connected=conn)
     rows.append(dict(got=got, cpu=[cpu.size, cpu.nodes], brute=brute_force(g0, g1, conn),
                      kclasses=int(bits.nb0.shape[1])))
-inst = gnp_pairs(1, 7, 0.4, 2)[0]
+inst = gnp_pairs(1, 6, 0.4, 2)[0]
 r = solve(inst.g0, inst.g1, gpu=True, gpu_kernel="block", threads=1, band_lo=0.0, band_hi=1e9)
 ok = check_mapping(inst.g0, inst.g1, list(r.mapping.items())) is None
 rows.append(dict(engine=[r.size, solve(inst.g0, inst.g1).size, r.offloaded, ok]))
