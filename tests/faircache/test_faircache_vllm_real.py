@@ -154,3 +154,63 @@ def test_one_scheduler_class_runs_fcfs_vtc_and_faircache_with_memory_priced(mode
     sched.add_request(vllm_run.make_requests(work[:1], start=99)[0])
     with pytest.raises(ConfigError, match="in flight"):
         sched.faircache_use("vtc")
+
+
+@pytest.mark.parametrize("policy", ["vtc", "faircache"])
+def test_host_io_of_vllms_cpu_offload_is_charged_to_the_tenant_that_caused_it(
+    model_dir, monkeypatch, policy
+):
+    # vLLM's native CPU offload (OffloadingConnector) in the real scheduler, 24-block pool:
+    # B's unique prompts evict A's shared prefix, A's next request loads it back from the host
+    from schedlab.faircache.vllm import MemoryPrice
+    from schedlab.llm.stepfit import StepFit
+
+    monkeypatch.setenv("SCHEDLAB_FAIRCACHE_POLICY", "vtc")  # the price is installed below
+    sched = vllm_run.build_scheduler(
+        _fair_cls(),
+        model_dir,
+        num_blocks=24,
+        offload_gib=0.01,
+        layers=2,
+        kv_heads=2,
+        head_size=64,
+    )
+    assert sched.faircache_layout.connector == "OffloadingConnector"
+    # a slow link (1 MB/s) makes I/O the largest term, so a mis-attributed byte shows
+    sched.faircache_use(
+        policy, MemoryPrice(StepFit(0.005, 5e-5, 1e-4), 0.0, sched.faircache_kv, io_gbs=0.001)
+    )
+    res = vllm_run.drive(sched, vllm_run.make_requests(vllm_run.offload_work(out=40)))
+    assert res["unfinished"] == 0
+    block = 2 * 2 * vllm_run.BLOCK * 2 * 64 * 4  # layers · K,V · tokens · heads · dim · fp32
+    assert res["loaded_tokens"]["A"] >= 5 * vllm_run.BLOCK  # A's prefix came back from host
+    assert res["stored_blocks"] == {"A": 12, "B": 108}  # distinct prompt blocks, stored once
+    p_io = sched.waiting.sched.weights.p_io if policy == "faircache" else 0.0
+    for t in "AB":
+        # the adapter's bytes (from the connector's copy jobs) = vLLM's scheduler's own counts
+        loaded = res["loaded_tokens"].get(t, 0) // vllm_run.BLOCK
+        assert res["io_loaded"].get(t, 0.0) == loaded * block
+        assert res["io_stored"][t] == res["stored_blocks"][t] * block
+        compute = res["prefill_computed"][t] + 2 * res["generated"][t]
+        io = res["io_loaded"].get(t, 0.0) + res["io_stored"][t]
+        assert res["charged"][t] == pytest.approx(compute + p_io * io, rel=1e-9)
+    if policy == "faircache":
+        assert p_io * res["io_stored"]["B"] > res["prefill_computed"]["B"]  # I/O dominates
+
+
+def test_charges_equal_the_recount_through_preemption_and_host_reloads(model_dir, monkeypatch):
+    # a 24-block pool with 40-token outputs: vLLM preempts (recompute of prompt + generated)
+    # and a preempted request may reload its own blocks from the host tier
+    monkeypatch.setenv("SCHEDLAB_FAIRCACHE_POLICY", "vtc")
+    sched = vllm_run.build_scheduler(_fair_cls(), model_dir, num_blocks=24, offload_gib=0.01)
+    res = vllm_run.drive(sched, vllm_run.make_requests(vllm_run.offload_work(out=40)))
+    assert res["preemptions"] > 0
+    for t in "AB":
+        assert res["charged"][t] == res["prefill_computed"][t] + 2 * res["generated"][t]
+
+
+def test_faircache_with_a_host_tier_and_no_price_fails_at_start(model_dir, monkeypatch):
+    monkeypatch.delenv("SCHEDLAB_FAIRCACHE_STEP_FIT", raising=False)
+    monkeypatch.setenv("SCHEDLAB_FAIRCACHE_POLICY", "faircache")
+    with pytest.raises(ConfigError, match="SCHEDLAB_FAIRCACHE_STEP_FIT"):
+        vllm_run.build_scheduler(_fair_cls(), model_dir, num_blocks=24, offload_gib=0.01)
