@@ -55,7 +55,7 @@ def test_bad_fit_files_are_one_line_errors_naming_the_field(tmp_path):
     )
 )
 def test_loading_any_json_object_is_a_fit_or_a_one_line_bad_input(tmp_path_factory, data):
-    path = tmp_path_factory.mktemp("fits") / "f.json"
+    path = tmp_path_factory.getbasetemp() / "any-fit.json"  # one file, rewritten per example
     path.write_text(json.dumps(data))
     try:
         fit = StepFit.load(path)

@@ -181,6 +181,12 @@ def connector_io(metadata: Any, group_bytes: list[float]) -> dict[str, list[floa
     return out
 
 
+#: FairCache's compute price inside vLLM when a step-time fit is given: ``tokens`` = VTC's
+#: (w_in 1 per prefill token, w_out 2 per output token), ``time`` = each request's share of the
+#: step's modelled time (the fit, split by tokens; ``SCHEDLAB_FAIRCACHE_COMPUTE_PRICE``)
+COMPUTE_PRICES = ("tokens", "time")
+COMPUTE_PRICE = "tokens"
+
 #: host <-> device bandwidth for FairCache's I/O price inside vLLM, GB/s one direction: PCIe
 #: Gen4 x16 usable (``llm/specs.toml``'s default; override ``SCHEDLAB_FAIRCACHE_IO_GBS``)
 IO_GBS = 25.0
@@ -199,7 +205,13 @@ class MemoryPrice:
         hbm_share: float = HBM_SHARE,
         pool: tuple[float, float] = (0, 0),
         io_gbs: float = IO_GBS,
+        compute: str = "tokens",
     ) -> None:
+        if compute not in COMPUTE_PRICES:
+            raise ConfigError(
+                f"'{compute}' is not one of {list(COMPUTE_PRICES)}", field="compute_price"
+            )
+        self.compute = compute if fit is not None else "tokens"
         if not hbm_share >= 0:
             raise ConfigError(f"must be >= 0, got {hbm_share}", field="hbm_share")
         if not io_gbs > 0:
@@ -223,7 +235,8 @@ class MemoryPrice:
                 raise ConfigError(
                     f"'{raw}' is not a number", field=f"SCHEDLAB_FAIRCACHE_{name}"
                 ) from None
-        return cls(StepFit.load(path) if path else None, values[0], pool, values[1])
+        compute = os.environ.get("SCHEDLAB_FAIRCACHE_COMPUTE_PRICE", COMPUTE_PRICE)
+        return cls(StepFit.load(path) if path else None, values[0], pool, values[1], compute)
 
     @property
     def priced(self) -> bool:
@@ -240,10 +253,25 @@ class MemoryPrice:
         stalls, the simulator's rule): priced whenever a fit is given."""
         return self.fit is not None
 
+    @property
+    def by_time(self) -> bool:
+        """Compute priced by modelled engine time (``compute="time"``), not VTC's w_in/w_out."""
+        return self.compute == "time"
+
     def weights(self) -> CostWeights:
         p_kv = self.hbm_share * self.fit.tokens_per_s / self.pool_bytes if self.priced else 0.0
         p_io = self.fit.tokens_per_s / (self.io_gbs * 1e9) if self.io_priced else 0.0
-        return CostWeights(p_kv=p_kv, p_io=p_io)
+        # by time, an output token costs its share of the step (charged per step), not w_out
+        return CostWeights(w_out=0.0 if self.by_time else 2.0, p_kv=p_kv, p_io=p_io)
+
+    def step_units(self, scheduled: dict[str, int]) -> dict[str, float]:
+        """Each scheduled request's share of the step's modelled time, split by its tokens,
+        in token units (one unit = one prefill token at the margin, ``1 / c_tok``)."""
+        total = sum(scheduled.values())
+        if total <= 0:
+            return {}
+        units = self.fit.seconds(total, len(scheduled)) * self.fit.tokens_per_s / total
+        return {rid: n * units for rid, n in scheduled.items()}
 
     def kv_byte_s(self, scheduled: dict[str, int], requests: dict[str, Any]) -> dict[str, float]:
         """KV byte-seconds each scheduled request held during this step."""
@@ -309,6 +337,7 @@ class FairQueue:
         self.io_stored: dict[str, float] = {}
         # tenant of a finished request: the connector stores its last blocks a step later
         self._gone: OrderedDict[str, int] = OrderedDict()
+        self._prefill_end: dict[str, int] = {}  # num_tokens at the (re-)admission
 
     def holding(self) -> _HoldingQueue:
         """The ``RequestQueue`` for vLLM 0.32's ``kv_holding_waiting``, on these accounts."""
@@ -491,6 +520,7 @@ class FairQueue:
         requests: dict[str, Any],
         kv_byte_s: dict[str, float] | None = None,
         io: dict[str, list[float]] | None = None,
+        time_units: dict[str, float] | None = None,
     ) -> None:
         """Charge one step. Call after ``schedule()`` advanced ``num_computed_tokens`` (as
         ``update_from_output`` sees it): a request scheduled for the first time is admitted
@@ -500,7 +530,8 @@ class FairQueue:
         prefill) generated one token; a chunk short of that end generated none."""
         out = np.zeros(self.max_tenants)
         kv = np.zeros(self.max_tenants)
-        for rid in num_scheduled_tokens:
+        timed = np.zeros(self.max_tenants)
+        for rid, n in num_scheduled_tokens.items():
             request = requests.get(rid)
             if request is None:
                 continue
@@ -509,7 +540,14 @@ class FairQueue:
             if rid not in self._admitted:
                 self._admitted.add(rid)
                 self._settle(rid, t)
+                self._prefill_end[rid] = num_tokens(request)
                 self.sched.on_admit(ours, self._usage(request, ours))
+            if time_units is not None:
+                # by engine time: the admission charged w_in per uncached prefill token (split
+                # over sharers by the ledger); the step's share of time replaces that and w_out
+                start = request.num_computed_tokens - n
+                in_prefill = max(min(self._prefill_end.get(rid, 0) - start, n), 0)
+                timed[t] += time_units.get(rid, 0.0) - self.sched.w_in * in_prefill
             if request.num_computed_tokens >= num_tokens(request):
                 out[t] += 1
             if kv_byte_s:
@@ -525,6 +563,8 @@ class FairQueue:
             self.io_loaded[name] = self.io_loaded.get(name, 0.0) + loaded
             self.io_stored[name] = self.io_stored.get(name, 0.0) + stored
         self.sched.on_iteration(out, kv, np.zeros(self.max_tenants), moved)
+        if time_units is not None:
+            self.sched._charge(timed)
 
     def _tenant_of_id(self, rid: str, requests: dict[str, Any]) -> int:
         ours = self._ours.get(rid)
@@ -572,6 +612,7 @@ class FairQueue:
         self._admitted.discard(request_id)
         self._preempted.discard(request_id)
         self._hit.pop(request_id, None)
+        self._prefill_end.pop(request_id, None)
 
     def counters(self) -> dict[str, float]:
         return {name: float(self.sched.counters[t]) for name, t in self.tenants.items()}
@@ -706,7 +747,11 @@ def _build_vllm_scheduler() -> type:
                     "--refit writes one)",
                     field="SCHEDLAB_FAIRCACHE_STEP_FIT",
                 )
-            priced = memory.priced or (layout.connector is not None and memory.io_priced)
+            priced = (
+                memory.priced
+                or memory.by_time
+                or (layout.connector is not None and memory.io_priced)
+            )
             self.faircache_memory = memory if policy == "faircache" and priced else None
             weights = memory.weights() if self.faircache_memory else None
             fair = FairQueue.from_env(
@@ -722,16 +767,19 @@ def _build_vllm_scheduler() -> type:
             fair = self.waiting
             if not isinstance(fair, FairQueue):
                 return super().update_from_output(scheduler_output, model_runner_output)
-            kv = io = None
+            kv = io = units = None
             memory = self.faircache_memory
+            scheduled = scheduler_output.num_scheduled_tokens
             if memory is not None and memory.priced:
-                kv = memory.kv_byte_s(scheduler_output.num_scheduled_tokens, self.requests)
+                kv = memory.kv_byte_s(scheduled, self.requests)
+            if memory is not None and memory.by_time:
+                units = memory.step_units(scheduled)
             if self.faircache_layout.connector is not None:
                 io = connector_io(
                     getattr(scheduler_output, "kv_connector_metadata", None),
                     self.faircache_group_bytes,
                 )
-            fair.on_step(scheduler_output.num_scheduled_tokens, self.requests, kv, io)
+            fair.on_step(scheduled, self.requests, kv, io, units)
             outputs = super().update_from_output(scheduler_output, model_runner_output)
             for rid in list(fair._ours):
                 if rid not in self.requests:
