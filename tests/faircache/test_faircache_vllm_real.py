@@ -143,7 +143,8 @@ def test_one_scheduler_class_runs_fcfs_vtc_and_faircache_with_memory_priced(mode
     fit = StepFit(0.005, 5e-5, 1e-4)
     for policy in ("vtc", "faircache"):
         sched = vllm_run.build_scheduler(_fair_cls(), model_dir)
-        sched.faircache_use(policy, MemoryPrice(fit, 0.109, sched.faircache_kv))
+        memory = MemoryPrice(fit, 0.109, sched.faircache_kv, compute="tokens")
+        sched.faircache_use(policy, memory)
         res = vllm_run.drive(sched, vllm_run.make_requests(work))
         for t in "AB":
             compute = res["prefill_computed"][t] + 2 * res["generated"][t]
@@ -178,7 +179,10 @@ def test_host_io_of_vllms_cpu_offload_is_charged_to_the_tenant_that_caused_it(
     assert sched.faircache_layout.connector == "OffloadingConnector"
     # a slow link (1 MB/s) makes I/O the largest term, so a mis-attributed byte shows
     sched.faircache_use(
-        policy, MemoryPrice(StepFit(0.005, 5e-5, 1e-4), 0.0, sched.faircache_kv, io_gbs=0.001)
+        policy,
+        MemoryPrice(
+            StepFit(0.005, 5e-5, 1e-4), 0.0, sched.faircache_kv, io_gbs=0.001, compute="tokens"
+        ),
     )
     res = vllm_run.drive(sched, vllm_run.make_requests(vllm_run.offload_work(out=40)))
     assert res["unfinished"] == 0
@@ -214,3 +218,29 @@ def test_faircache_with_a_host_tier_and_no_price_fails_at_start(model_dir, monke
     monkeypatch.setenv("SCHEDLAB_FAIRCACHE_POLICY", "faircache")
     with pytest.raises(ConfigError, match="SCHEDLAB_FAIRCACHE_STEP_FIT"):
         vllm_run.build_scheduler(_fair_cls(), model_dir, num_blocks=24, offload_gib=0.01)
+
+
+def test_faircache_by_engine_time_charges_the_modelled_time_of_vllms_steps(model_dir, monkeypatch):
+    # the default compute price inside vLLM (a stored fit given): each request's share of the
+    # step's modelled time, recounted here from vLLM's num_scheduled_tokens, through
+    # preemptions and host reloads (24-block pool, CPU offload)
+    from schedlab.faircache.vllm import MemoryPrice
+    from schedlab.llm.stepfit import StepFit
+
+    monkeypatch.setenv("SCHEDLAB_FAIRCACHE_POLICY", "vtc")
+    sched = vllm_run.build_scheduler(_fair_cls(), model_dir, num_blocks=24, offload_gib=0.01)
+    fit = StepFit(0.008, 4e-5, 1e-4)
+    memory = MemoryPrice(fit, 0.0, sched.faircache_kv, io_gbs=1e12)  # I/O ~free here
+    assert memory.by_time
+    sched.faircache_use("faircache", memory)
+    res = vllm_run.drive(sched, vllm_run.make_requests(vllm_run.offload_work(out=40)))
+    assert res["unfinished"] == 0 and res["preemptions"] > 0
+    expect = {"A": 0.0, "B": 0.0}
+    for step in res["scheduled"]:
+        total = sum(step.values())
+        for rid, n in step.items():
+            expect[res["tenant"][rid]] += fit.seconds(total, len(step)) / fit.c_tok * n / total
+    io = {t: res["io_loaded"].get(t, 0.0) + res["io_stored"][t] for t in "AB"}
+    p_io = sched.waiting.sched.weights.p_io
+    for t in "AB":
+        assert res["charged"][t] == pytest.approx(expect[t] + p_io * io[t], rel=1e-9)

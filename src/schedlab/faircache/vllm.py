@@ -185,7 +185,7 @@ def connector_io(metadata: Any, group_bytes: list[float]) -> dict[str, list[floa
 #: (w_in 1 per prefill token, w_out 2 per output token), ``time`` = each request's share of the
 #: step's modelled time (the fit, split by tokens; ``SCHEDLAB_FAIRCACHE_COMPUTE_PRICE``)
 COMPUTE_PRICES = ("tokens", "time")
-COMPUTE_PRICE = "tokens"
+COMPUTE_PRICE = "time"
 
 #: host <-> device bandwidth for FairCache's I/O price inside vLLM, GB/s one direction: PCIe
 #: Gen4 x16 usable (``llm/specs.toml``'s default; override ``SCHEDLAB_FAIRCACHE_IO_GBS``)
@@ -205,7 +205,7 @@ class MemoryPrice:
         hbm_share: float = HBM_SHARE,
         pool: tuple[float, float] = (0, 0),
         io_gbs: float = IO_GBS,
-        compute: str = "tokens",
+        compute: str = COMPUTE_PRICE,
     ) -> None:
         if compute not in COMPUTE_PRICES:
             raise ConfigError(

@@ -171,6 +171,7 @@ def drive(
     generated: dict[str, int] = defaultdict(int)
     order: list[str] = []
     service: list[dict[str, float]] = []
+    scheduled: list[dict[str, int]] = []  # vLLM's num_scheduled_tokens, every step
     prefill_end: dict[str, int] = {}  # num_tokens at the request's (re-)admission
     preemptions: dict[str, int] = {}
     loaded: dict[str, int] = defaultdict(int)  # tokens the scheduler took from the connector
@@ -207,6 +208,7 @@ def drive(
                 break
         steps += 1
         out = scheduler.schedule()
+        scheduled.append(dict(out.num_scheduled_tokens))
         sampled = []
         for rid, n in out.num_scheduled_tokens.items():
             r = scheduler.requests[rid]
@@ -244,6 +246,8 @@ def drive(
     )
     return {
         "preemptions": sum(preemptions.values()),
+        "scheduled": scheduled,
+        "tenant": tenant,
         "loaded_tokens": dict(loaded),
         "stored_blocks": {t: len(h) for t, h in hashes.items()},
         "io_loaded": dict(getattr(fair, "io_loaded", {})),
