@@ -185,7 +185,9 @@ def test_host_io_of_vllms_cpu_offload_is_charged_to_the_tenant_that_caused_it(
         ),
     )
     res = vllm_run.drive(sched, vllm_run.make_requests(vllm_run.offload_work(out=40)))
-    assert res["unfinished"] == 0
+    # vLLM preempts here (recompute of prompt + generated; a preempted request may reload its
+    # own blocks from the host): the recount covers that path too
+    assert res["unfinished"] == 0 and (res["preemptions"] > 0 or policy != "vtc")
     block = 2 * 2 * vllm_run.BLOCK * 2 * 64 * 4  # layers · K,V · tokens · heads · dim · fp32
     assert res["loaded_tokens"]["A"] >= 5 * vllm_run.BLOCK  # A's prefix came back from host
     assert res["stored_blocks"] == {"A": 12, "B": 108}  # distinct prompt blocks, stored once
@@ -200,17 +202,6 @@ def test_host_io_of_vllms_cpu_offload_is_charged_to_the_tenant_that_caused_it(
         assert res["charged"][t] == pytest.approx(compute + p_io * io, rel=1e-9)
     if policy == "faircache":
         assert p_io * res["io_stored"]["B"] > res["prefill_computed"]["B"]  # I/O dominates
-
-
-def test_charges_equal_the_recount_through_preemption_and_host_reloads(model_dir, monkeypatch):
-    # a 24-block pool with 40-token outputs: vLLM preempts (recompute of prompt + generated)
-    # and a preempted request may reload its own blocks from the host tier
-    monkeypatch.setenv("SCHEDLAB_FAIRCACHE_POLICY", "vtc")
-    sched = vllm_run.build_scheduler(_fair_cls(), model_dir, num_blocks=24, offload_gib=0.01)
-    res = vllm_run.drive(sched, vllm_run.make_requests(vllm_run.offload_work(out=40)))
-    assert res["preemptions"] > 0
-    for t in "AB":
-        assert res["charged"][t] == res["prefill_computed"][t] + 2 * res["generated"][t]
 
 
 def test_faircache_with_a_host_tier_and_no_price_fails_at_start(model_dir, monkeypatch):
