@@ -150,7 +150,15 @@ def test_one_scheduler_class_runs_fcfs_vtc_and_faircache_with_memory_priced(mode
             compute = res["prefill_computed"][t] + 2 * res["generated"][t]
             if policy == "vtc":  # VTC ignores memory prices
                 assert res["charged"][t] == pytest.approx(compute)
-            else:
+            else:  # recount: KV of vLLM's computed tokens held for each modelled step
+                held = sum(
+                    ctx[rid] * sched.faircache_kv[1] * fit.seconds(sum(n.values()), len(n))
+                    for n, ctx in zip(res["scheduled"], res["context"], strict=True)
+                    for rid in n
+                    if res["tenant"][rid] == t
+                )
+                p_kv = sched.waiting.sched.weights.p_kv
+                assert res["charged"][t] == pytest.approx(compute + p_kv * held, rel=1e-9)
                 assert compute < res["charged"][t] < 1.2 * compute
     sched.add_request(vllm_run.make_requests(work[:1], start=99)[0])
     with pytest.raises(ConfigError, match="in flight"):

@@ -172,6 +172,7 @@ def drive(
     order: list[str] = []
     service: list[dict[str, float]] = []
     scheduled: list[dict[str, int]] = []  # vLLM's num_scheduled_tokens, every step
+    context: list[dict[str, int]] = []  # num_computed_tokens of each scheduled request
     prefill_end: dict[str, int] = {}  # num_tokens at the request's (re-)admission
     preemptions: dict[str, int] = {}
     loaded: dict[str, int] = defaultdict(int)  # tokens the scheduler took from the connector
@@ -209,6 +210,9 @@ def drive(
         steps += 1
         out = scheduler.schedule()
         scheduled.append(dict(out.num_scheduled_tokens))
+        context.append(
+            {rid: scheduler.requests[rid].num_computed_tokens for rid in out.num_scheduled_tokens}
+        )
         sampled = []
         for rid, n in out.num_scheduled_tokens.items():
             r = scheduler.requests[rid]
@@ -247,6 +251,7 @@ def drive(
     return {
         "preemptions": sum(preemptions.values()),
         "scheduled": scheduled,
+        "context": context,
         "tenant": tenant,
         "loaded_tokens": dict(loaded),
         "stored_blocks": {t: len(h) for t, h in hashes.items()},
