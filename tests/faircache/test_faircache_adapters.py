@@ -379,3 +379,64 @@ def test_vllm_charges_experiment_says_what_ran_and_its_claims_hold(monkeypatch):
     assert "vLLM not installed" in res.ran_with and res.ran_with in res.notes
     assert all(c.holds for c in res.claims), [(c.statement, c.measured) for c in res.claims]
     assert res.frame.filter(pl.col("tenant") == "A")["prefill_computed"][0] < 288 * 8
+
+
+def _job(rid, src, dst):
+    return SimpleNamespace(req_id=rid, src_spec=src, dst_spec=dst)
+
+
+def test_vllm_host_io_goes_to_the_tenant_that_caused_it_even_a_step_after_it_finished():
+    from schedlab.faircache.vllm import connector_io
+
+    gpu = type("GPULoadStoreSpec", (), {})
+    cpu = type("CPULoadStoreSpec", (), {})
+
+    def spec(cls, n, groups=None):
+        s = cls()
+        s.block_ids, s.group_sizes = list(range(n)), groups
+        return s
+
+    group_bytes = [1000.0, 10.0]  # two KV groups (e.g. full and sliding-window attention)
+    meta = SimpleNamespace(
+        load_jobs={1: _job("a", spec(cpu, 3), spec(gpu, 3, [2, 1]))},
+        store_jobs={
+            2: _job("b", spec(gpu, 4, [4, 0]), spec(cpu, 4)),
+            3: _job("a", spec(gpu, 1), spec(cpu, 1)),
+        },
+    )
+    assert connector_io(meta, group_bytes) == {"a": [2010.0, 1000.0], "b": [0.0, 4000.0]}
+    q = FairQueue(
+        "faircache", max_tenants=2, tenant_of=lambda r: r.t, weights=CostWeights(p_io=0.01)
+    )
+    a, b = _vllm032_request("a", "x", 64, cached=0), _vllm032_request("b", "y", 64, cached=0)
+    for r in (a, b):
+        q.add_request(r)
+        q.pop_request()
+        r.num_computed_tokens = 64
+    q.on_step({"a": 64, "b": 64}, {"a": a, "b": b})
+    before = q.counters()
+    q.on_finished("b")  # vLLM's connector stores a finished request's blocks the next step
+    q.on_step({"a": 1}, {"a": a}, io=connector_io(meta, group_bytes))
+    assert q.io_loaded == {"x": 2010.0, "y": 0.0} and q.io_stored == {"x": 1000.0, "y": 4000.0}
+    after = q.counters()
+    assert after["y"] - before["y"] == pytest.approx(0.01 * 4000)  # b's store, b's tenant
+    assert after["x"] - before["x"] == pytest.approx(2 + 0.01 * 3010)  # a token + a's I/O
+    with pytest.raises(ConfigError, match="never saw"):
+        q.on_step({}, {}, io={"zz": [1.0, 0.0]})
+    meta.load_jobs[1].dst_spec = spec(cpu, 3)  # a layout the adapter does not know
+    with pytest.raises(ConfigError, match="not the GPULoadStoreSpec"):
+        connector_io(meta, group_bytes)
+
+
+def test_vllm_a_kv_connector_whose_transfers_are_unknown_fails_at_start(monkeypatch):
+    from schedlab.faircache.vllm_layout import connector_name
+
+    lmcache = SimpleNamespace(connector=type("LMCacheConnectorV1", (), {})())
+    monkeypatch.delenv("SCHEDLAB_FAIRCACHE_UNPRICED_IO", raising=False)
+    with pytest.raises(ConfigError, match="LMCacheConnectorV1 .* host I/O would go uncharged"):
+        connector_name(lmcache, "0.32.0")
+    monkeypatch.setenv("SCHEDLAB_FAIRCACHE_UNPRICED_IO", "1")  # said, not silent
+    assert connector_name(lmcache, "0.32.0") is None
+    offload = SimpleNamespace(connector=type("OffloadingConnector", (), {})())
+    assert connector_name(offload, "0.32.0") == "OffloadingConnector"
+    assert connector_name(SimpleNamespace(connector=None), "0.32.0") is None

@@ -55,7 +55,7 @@ def test_bad_fit_files_are_one_line_errors_naming_the_field(tmp_path):
     )
 )
 def test_loading_any_json_object_is_a_fit_or_a_one_line_bad_input(tmp_path_factory, data):
-    path = tmp_path_factory.mktemp("fits") / "f.json"
+    path = tmp_path_factory.getbasetemp() / "any-fit.json"  # one file, rewritten per example
     path.write_text(json.dumps(data))
     try:
         fit = StepFit.load(path)
@@ -108,3 +108,43 @@ def test_memory_price_from_the_environment(tmp_path, monkeypatch):
     monkeypatch.setenv("SCHEDLAB_FAIRCACHE_HBM_SHARE", "half")
     with pytest.raises(ConfigError, match="SCHEDLAB_FAIRCACHE_HBM_SHARE"):
         MemoryPrice.from_env(pool)
+
+
+def test_faircache_priced_by_engine_time_charges_each_requests_share_of_the_modelled_step():
+    from schedlab.faircache.vllm import FairQueue
+
+    fit = StepFit(0.008, 4e-5, 0.0)  # the shape of the stored vLLM CPU fit: c0 dominates
+    price = MemoryPrice(fit, 0.0, (1e6, 100.0), compute="time")
+    assert price.by_time and price.weights().w_out == 0.0
+    assert not MemoryPrice(None, 0.0, (1e6, 100.0), compute="time").by_time  # needs the fit
+    with pytest.raises(ConfigError, match="compute_price"):
+        MemoryPrice(fit, 0.0, (1e6, 100.0), compute="wall")
+    q = FairQueue("faircache", max_tenants=2, tenant_of=lambda r: r.t, weights=price.weights())
+
+    def req(rid, t, prompt, cached):
+        return SimpleNamespace(
+            request_id=rid, t=t, num_prompt_tokens=prompt, num_computed_tokens=0,
+            prefill_stats=SimpleNamespace(num_cached_tokens=cached),
+            sampling_params=SimpleNamespace(max_tokens=8, extra_args=None),
+        )
+
+    a, b = req("a", "x", 288, 256), req("b", "y", 288, 0)  # a hits a cached prefix
+    q.add_request(a)
+    q.add_request(b)  # both arrive before either is admitted (no VTC lift)
+    q.pop_request()
+    q.pop_request()
+    a.num_computed_tokens, b.num_computed_tokens = 288, 288  # one step: 32 + 288 tokens
+    step = {"a": 32, "b": 288}
+    units = price.step_units(step)
+    q.on_step(step, {"a": a, "b": b}, time_units=units)
+    per_token = fit.seconds(320, 2) / fit.c_tok / 320
+    assert q.counters() == pytest.approx({"x": 32 * per_token, "y": 288 * per_token})
+    a.num_tokens = b.num_tokens = 289  # each sampled a token; a decode step for both
+    a.num_computed_tokens = b.num_computed_tokens = 289
+    before = q.counters()
+    q.on_step({"a": 1, "b": 1}, {"a": a, "b": b}, time_units=price.step_units({"a": 1, "b": 1}))
+    decode = fit.seconds(2, 2) / fit.c_tok / 2  # ~100 units: a CPU decode step is mostly c0
+    after = q.counters()
+    assert after["x"] - before["x"] == pytest.approx(decode)
+    assert after["y"] - before["y"] == pytest.approx(decode)
+    assert decode > 50 * 2  # VTC's w_out = 2 would price it 50x lower than the engine spends

@@ -143,14 +143,103 @@ def test_one_scheduler_class_runs_fcfs_vtc_and_faircache_with_memory_priced(mode
     fit = StepFit(0.005, 5e-5, 1e-4)
     for policy in ("vtc", "faircache"):
         sched = vllm_run.build_scheduler(_fair_cls(), model_dir)
-        sched.faircache_use(policy, MemoryPrice(fit, 0.109, sched.faircache_kv))
+        memory = MemoryPrice(fit, 0.109, sched.faircache_kv, compute="tokens")
+        sched.faircache_use(policy, memory)
         res = vllm_run.drive(sched, vllm_run.make_requests(work))
         for t in "AB":
             compute = res["prefill_computed"][t] + 2 * res["generated"][t]
             if policy == "vtc":  # VTC ignores memory prices
                 assert res["charged"][t] == pytest.approx(compute)
-            else:
+            else:  # recount: KV of vLLM's computed tokens held for each modelled step
+                held = sum(
+                    ctx[rid] * sched.faircache_kv[1] * fit.seconds(sum(n.values()), len(n))
+                    for n, ctx in zip(res["scheduled"], res["context"], strict=True)
+                    for rid in n
+                    if res["tenant"][rid] == t
+                )
+                p_kv = sched.waiting.sched.weights.p_kv
+                assert res["charged"][t] == pytest.approx(compute + p_kv * held, rel=1e-9)
                 assert compute < res["charged"][t] < 1.2 * compute
     sched.add_request(vllm_run.make_requests(work[:1], start=99)[0])
     with pytest.raises(ConfigError, match="in flight"):
         sched.faircache_use("vtc")
+
+
+@pytest.mark.parametrize("policy", ["vtc", "faircache"])
+def test_host_io_of_vllms_cpu_offload_is_charged_to_the_tenant_that_caused_it(
+    model_dir, monkeypatch, policy
+):
+    # vLLM's native CPU offload (OffloadingConnector) in the real scheduler, 24-block pool:
+    # B's unique prompts evict A's shared prefix, A's next request loads it back from the host
+    from schedlab.faircache.vllm import MemoryPrice
+    from schedlab.llm.stepfit import StepFit
+
+    monkeypatch.setenv("SCHEDLAB_FAIRCACHE_POLICY", "vtc")  # the price is installed below
+    sched = vllm_run.build_scheduler(
+        _fair_cls(),
+        model_dir,
+        num_blocks=24,
+        offload_gib=0.01,
+        layers=2,
+        kv_heads=2,
+        head_size=64,
+    )
+    assert sched.faircache_layout.connector == "OffloadingConnector"
+    # a slow link (1 MB/s) makes I/O the largest term, so a mis-attributed byte shows
+    sched.faircache_use(
+        policy,
+        MemoryPrice(
+            StepFit(0.005, 5e-5, 1e-4), 0.0, sched.faircache_kv, io_gbs=0.001, compute="tokens"
+        ),
+    )
+    res = vllm_run.drive(sched, vllm_run.make_requests(vllm_run.offload_work(out=40)))
+    # vLLM preempts here (recompute of prompt + generated; a preempted request may reload its
+    # own blocks from the host): the recount covers that path too
+    assert res["unfinished"] == 0 and (res["preemptions"] > 0 or policy != "vtc")
+    block = 2 * 2 * vllm_run.BLOCK * 2 * 64 * 4  # layers · K,V · tokens · heads · dim · fp32
+    assert res["loaded_tokens"]["A"] >= 5 * vllm_run.BLOCK  # A's prefix came back from host
+    assert res["stored_blocks"] == {"A": 12, "B": 108}  # distinct prompt blocks, stored once
+    p_io = sched.waiting.sched.weights.p_io if policy == "faircache" else 0.0
+    for t in "AB":
+        # the adapter's bytes (from the connector's copy jobs) = vLLM's scheduler's own counts
+        loaded = res["loaded_tokens"].get(t, 0) // vllm_run.BLOCK
+        assert res["io_loaded"].get(t, 0.0) == loaded * block
+        assert res["io_stored"][t] == res["stored_blocks"][t] * block
+        compute = res["prefill_computed"][t] + 2 * res["generated"][t]
+        io = res["io_loaded"].get(t, 0.0) + res["io_stored"][t]
+        assert res["charged"][t] == pytest.approx(compute + p_io * io, rel=1e-9)
+    if policy == "faircache":
+        assert p_io * res["io_stored"]["B"] > res["prefill_computed"]["B"]  # I/O dominates
+
+
+def test_faircache_with_a_host_tier_and_no_price_fails_at_start(model_dir, monkeypatch):
+    monkeypatch.delenv("SCHEDLAB_FAIRCACHE_STEP_FIT", raising=False)
+    monkeypatch.setenv("SCHEDLAB_FAIRCACHE_POLICY", "faircache")
+    with pytest.raises(ConfigError, match="SCHEDLAB_FAIRCACHE_STEP_FIT"):
+        vllm_run.build_scheduler(_fair_cls(), model_dir, num_blocks=24, offload_gib=0.01)
+
+
+def test_faircache_by_engine_time_charges_the_modelled_time_of_vllms_steps(model_dir, monkeypatch):
+    # the default compute price inside vLLM (a stored fit given): each request's share of the
+    # step's modelled time, recounted here from vLLM's num_scheduled_tokens, through
+    # preemptions and host reloads (24-block pool, CPU offload)
+    from schedlab.faircache.vllm import MemoryPrice
+    from schedlab.llm.stepfit import StepFit
+
+    monkeypatch.setenv("SCHEDLAB_FAIRCACHE_POLICY", "vtc")
+    sched = vllm_run.build_scheduler(_fair_cls(), model_dir, num_blocks=24, offload_gib=0.01)
+    fit = StepFit(0.008, 4e-5, 1e-4)
+    memory = MemoryPrice(fit, 0.0, sched.faircache_kv, io_gbs=1e12)  # I/O ~free here
+    assert memory.by_time
+    sched.faircache_use("faircache", memory)
+    res = vllm_run.drive(sched, vllm_run.make_requests(vllm_run.offload_work(out=40)))
+    assert res["unfinished"] == 0 and res["preemptions"] > 0
+    expect = {"A": 0.0, "B": 0.0}
+    for step in res["scheduled"]:
+        total = sum(step.values())
+        for rid, n in step.items():
+            expect[res["tenant"][rid]] += fit.seconds(total, len(step)) / fit.c_tok * n / total
+    io = {t: res["io_loaded"].get(t, 0.0) + res["io_stored"][t] for t in "AB"}
+    p_io = sched.waiting.sched.weights.p_io
+    for t in "AB":
+        assert res["charged"][t] == pytest.approx(expect[t] + p_io * io[t], rel=1e-9)

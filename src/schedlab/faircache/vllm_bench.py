@@ -93,13 +93,15 @@ def build_llm(model_dir: Path) -> Any:
 class Bench:
     """One ``LLM``; runs a workload under a policy and records vLLM's per-step counts."""
 
-    def __init__(self, llm: Any, fit: StepFit | None, hbm_share: float) -> None:
+    def __init__(
+        self, llm: Any, fit: StepFit | None, hbm_share: float, compute: str = "tokens"
+    ) -> None:
         from schedlab.faircache.vllm import MemoryPrice
 
         self.llm, self.engine = llm, llm.llm_engine
         self.sched = self.engine.engine_core.engine_core.scheduler
         self.fit, self.hbm_share = fit, hbm_share
-        self.memory = MemoryPrice(fit, hbm_share, self.sched.faircache_kv)
+        self.memory = MemoryPrice(fit, hbm_share, self.sched.faircache_kv, compute=compute)
         self.p_kv = self.memory.weights().p_kv
         self.last: dict[str, tuple[int, int, bool]] = {}
         orig = self.sched.update_from_output
@@ -499,6 +501,12 @@ def main(argv: list[str]) -> None:
     ap.add_argument("--fit", default=str(DEFAULT_FIT), help="stored step-time fit (JSON)")
     ap.add_argument("--refit", action="store_true", help="measure the fit and store it at --fit")
     ap.add_argument("--hbm-share", type=float, default=None)
+    ap.add_argument(
+        "--compute-price",
+        default=None,
+        choices=("tokens", "time"),
+        help="FairCache's compute price (default: the adapter's COMPUTE_PRICE)",
+    )
     ap.add_argument("--model-dir", default=None)
     ap.add_argument("--table", action="store_true", help="print OUT's table (run nothing)")
     args = ap.parse_args(argv)
@@ -506,7 +514,7 @@ def main(argv: list[str]) -> None:
         print(table(json.loads(Path(args.out).read_text())))
         return
     from schedlab.core.io import write_text
-    from schedlab.faircache.vllm import HBM_SHARE
+    from schedlab.faircache.vllm import COMPUTE_PRICE, HBM_SHARE
 
     model = vllm_run.write_tiny_llama(args.model_dir or Path(args.out).with_suffix(".model"))
     t0 = time.perf_counter()
@@ -519,7 +527,8 @@ def main(argv: list[str]) -> None:
         else StepFit.load(fit_path)
     )
     share = HBM_SHARE if args.hbm_share is None else args.hbm_share
-    bench = Bench(llm, fit, share)
+    compute = args.compute_price or COMPUTE_PRICE
+    bench = Bench(llm, fit, share, compute)
     result.update(
         fit=dict(
             path=str(fit_path),
@@ -531,6 +540,7 @@ def main(argv: list[str]) -> None:
             source=fit.source,
         ),
         hbm_share=share,
+        compute_price=compute,
         p_kv=bench.p_kv,
         runs=[],
     )

@@ -19,6 +19,14 @@ from schedlab.core.errors import ConfigError
 #: the waiting queues FairCache replaces, by scheduler attribute name
 KNOWN_QUEUES = ("waiting", "kv_holding_waiting")
 
+#: KV connectors whose transfers the adapter attributes to requests (per step, from the
+#: scheduler-side metadata: ``load_jobs`` / ``store_jobs`` of ``TransferJob(req_id, src, dst)``).
+#: vLLM's native CPU offload (``--kv-offloading-size``) is ``OffloadingConnector``.
+KNOWN_CONNECTORS = ("OffloadingConnector",)
+
+#: set to 1 to run with a KV connector whose transfers are not charged (said, not silent)
+UNPRICED_IO_ENV = "SCHEDLAB_FAIRCACHE_UNPRICED_IO"
+
 
 @dataclass(frozen=True)
 class VLLMLayout:
@@ -28,6 +36,7 @@ class VLLMLayout:
     hit_field: str  # a key of vllm.HIT_READERS
     queues: tuple[str, ...]
     hash_block_size: int
+    connector: str | None = None  # a KNOWN_CONNECTORS name, or None (no KV connector)
 
 
 def _stored_attributes(cls: type) -> set[str]:
@@ -86,6 +95,29 @@ def check_config(scheduler: Any, version: str) -> None:
         )
 
 
+def connector_name(scheduler: Any, version: str) -> str | None:
+    """The scheduler's KV connector when the adapter can charge its transfers; a connector
+    it cannot read (LMCache, NIXL, ...) moves KV between tiers that no tenant would pay for,
+    so it is one line at start-up unless ``SCHEDLAB_FAIRCACHE_UNPRICED_IO=1`` says to accept
+    that (then its transfers are not charged, and the result says so: ``connector`` None)."""
+    import os
+
+    connector = getattr(scheduler, "connector", None)
+    if connector is None:
+        return None
+    name = type(connector).__name__
+    if name in KNOWN_CONNECTORS:
+        return name
+    if os.environ.get(UNPRICED_IO_ENV) == "1":
+        return None
+    raise ConfigError(
+        f"vLLM {version}: KV connector {name} moves KV between tiers, and "
+        f"schedlab.faircache.vllm can attribute the transfers of {list(KNOWN_CONNECTORS)} "
+        f"only, so its host I/O would go uncharged (set {UNPRICED_IO_ENV}=1 to accept that)",
+        field="kv_transfer_config.kv_connector",
+    )
+
+
 def detect_layout(scheduler: Any) -> VLLMLayout:
     """The layout of the vLLM ``scheduler`` runs in (imports vLLM)."""
     import vllm
@@ -106,4 +138,4 @@ def detect_layout(scheduler: Any) -> VLLMLayout:
         )
     queues = queue_names(scheduler, RequestQueue, version)
     hash_block = vars(scheduler).get("hash_block_size", scheduler.block_size)
-    return VLLMLayout(version, hit, queues, int(hash_block))
+    return VLLMLayout(version, hit, queues, int(hash_block), connector_name(scheduler, version))

@@ -72,8 +72,15 @@ def build_scheduler(
     num_blocks: int = 2000,
     max_num_seqs: int = 4,
     max_batched_tokens: int = 512,
+    offload_gib: float | None = None,
+    layers: int = 1,
+    kv_heads: int = 1,
+    head_size: int = 1,
 ) -> Any:
-    """A real vLLM ``Scheduler`` (or subclass) with a KV pool of ``num_blocks`` and no model."""
+    """A real vLLM ``Scheduler`` (or subclass) with a KV pool of ``num_blocks`` and no model;
+    ``offload_gib``: vLLM's native CPU offload (``kv_offloading_size``: the scheduler side of
+    its ``OffloadingConnector``; ``drive`` plays the workers, completing each copy a step
+    later). ``layers``, ``kv_heads``, ``head_size``: the shape of a KV block (its bytes)."""
     import torch
     from vllm.config import CacheConfig, ModelConfig, SchedulerConfig, VllmConfig
     from vllm.v1.kv_cache_interface import FullAttentionSpec, KVCacheConfig, KVCacheGroupSpec
@@ -88,12 +95,15 @@ def build_scheduler(
         is_encoder_decoder=False,
     )
     model = ModelConfig(model=str(model_dir), skip_tokenizer_init=True, dtype="float32", seed=0)
-    cache = CacheConfig(block_size=BLOCK, enable_prefix_caching=True)
-    config = VllmConfig(scheduler_config=sched, model_config=model, cache_config=cache)
-    spec = FullAttentionSpec(block_size=BLOCK, num_kv_heads=1, head_size=1, dtype=torch.float32)
-    kv = KVCacheConfig(
-        num_blocks=num_blocks, kv_cache_tensors=[], kv_cache_groups=[KVCacheGroupSpec(["l"], spec)]
+    cache = CacheConfig(
+        block_size=BLOCK, enable_prefix_caching=True, kv_offloading_size=offload_gib
     )
+    config = VllmConfig(scheduler_config=sched, model_config=model, cache_config=cache)
+    spec = FullAttentionSpec(
+        block_size=BLOCK, num_kv_heads=kv_heads, head_size=head_size, dtype=torch.float32
+    )
+    group = KVCacheGroupSpec([f"l{i}" for i in range(layers)], spec)
+    kv = KVCacheConfig(num_blocks=num_blocks, kv_cache_tensors=[], kv_cache_groups=[group])
     cache.num_gpu_blocks = num_blocks
     return cls(
         vllm_config=config,
@@ -140,7 +150,19 @@ def drive(
     """Add ``requests``, then ``schedule()`` / ``update_from_output`` until all finish (or
     ``max_steps``); the "model" samples token 7. ``refill(outstanding per tenant)`` is asked
     before every step for more requests (a backlogged run). Returns per-tenant vLLM counts,
-    admission order, charges and the VTC-priced service of vLLM's counts after every step."""
+    admission order, charges and the VTC-priced service of vLLM's counts after every step.
+
+    The per-tenant counts are a recount from vLLM's own fields, independent of the adapter:
+    prefill = tokens scheduled at positions below the request's ``num_tokens`` at its
+    (re-)admission (a preempted request recomputes prompt + generated tokens: prefill again),
+    decode = the rest; ``loaded_tokens`` = the tokens vLLM's scheduler took from the connector
+    (the host tier) for each admission, re-admissions after preemption included (the
+    ``num_external_computed_tokens`` it passes to ``connector.update_state_after_alloc``; its
+    ``prefill_stats`` keeps the first admission only); ``stored_blocks`` = distinct full
+    *prompt* blocks of the tenant's requests (``block_hashes``; vLLM's CPU offload stores
+    prompt blocks only by default, ``offload_prompt_only``, and with a host tier that never
+    evicts each is copied out once). With an offload connector the workers are played here:
+    every copy ordered in a step completes in the next (loads as ``finished_recving``)."""
     from vllm.v1.outputs import ModelRunnerOutput
 
     tenant: dict[str, str] = {}
@@ -149,11 +171,30 @@ def drive(
     generated: dict[str, int] = defaultdict(int)
     order: list[str] = []
     service: list[dict[str, float]] = []
+    scheduled: list[dict[str, int]] = []  # vLLM's num_scheduled_tokens, every step
+    context: list[dict[str, int]] = []  # num_computed_tokens of each scheduled request
+    prefill_end: dict[str, int] = {}  # num_tokens at the request's (re-)admission
+    preemptions: dict[str, int] = {}
+    loaded: dict[str, int] = defaultdict(int)  # tokens the scheduler took from the connector
+    hashes: dict[str, set] = defaultdict(set)
+    alive: dict[str, Any] = {}
+    pending: dict[int, tuple[bool, str]] = {}  # connector job -> (is load, request id)
+    connector = getattr(scheduler, "connector", None)
 
     def add(batch: list[Any]) -> None:
         for r in batch:
             tenant[r.request_id] = r.sampling_params.extra_args["tenant"]
+            alive[r.request_id] = r
             scheduler.add_request(r)
+
+    if connector is not None:  # the scheduler's own count of tokens it takes from the host
+        allocated = connector.update_state_after_alloc
+
+        def count_external(request: Any, blocks: Any, num_external_tokens: int) -> Any:
+            loaded[tenant[request.request_id]] += num_external_tokens
+            return allocated(request, blocks, num_external_tokens)
+
+        connector.update_state_after_alloc = count_external
 
     add(requests)
     steps = 0
@@ -163,18 +204,25 @@ def drive(
             for rid in scheduler.requests:
                 outstanding[tenant[rid]] += 1
             add(refill(outstanding))
-        if not scheduler.requests:
-            break
+        if not scheduler.requests and not pending:
+            if connector is None or not connector.has_pending_push_work():
+                break
         steps += 1
         out = scheduler.schedule()
+        scheduled.append(dict(out.num_scheduled_tokens))
+        context.append(
+            {rid: scheduler.requests[rid].num_computed_tokens for rid in out.num_scheduled_tokens}
+        )
         sampled = []
         for rid, n in out.num_scheduled_tokens.items():
             r = scheduler.requests[rid]
             if rid not in order:
                 order.append(rid)
+            if rid not in prefill_end or r.num_preemptions != preemptions[rid]:
+                prefill_end[rid], preemptions[rid] = r.num_tokens, r.num_preemptions
             # schedule() advanced num_computed_tokens past the hit and this step's n tokens
             start = r.num_computed_tokens - n
-            in_prompt = max(min(r.num_prompt_tokens - start, n), 0)
+            in_prompt = max(min(prefill_end[rid] - start, n), 0)
             prefill[tenant[rid]] += in_prompt
             decode[tenant[rid]] += n - in_prompt
             done = r.num_computed_tokens >= r.num_tokens
@@ -186,7 +234,13 @@ def drive(
             req_id_to_index={rid: i for i, rid in enumerate(ids)},
             sampled_token_ids=sampled,
         )
+        if connector is not None:
+            runner.kv_connector_output = _offload_workers(out, pending)
         scheduler.update_from_output(out, runner)
+        for rid, r in list(alive.items()):
+            hashes[tenant[rid]].update(r.block_hashes[: r.num_prompt_tokens // BLOCK])
+            if r.is_finished():
+                del alive[rid]
         service.append({t: prefill[t] + 2.0 * generated[t] for t in sorted(set(tenant.values()))})
     fair = scheduler.waiting
     charged = (
@@ -195,6 +249,14 @@ def drive(
         else {}
     )
     return {
+        "preemptions": sum(preemptions.values()),
+        "scheduled": scheduled,
+        "context": context,
+        "tenant": tenant,
+        "loaded_tokens": dict(loaded),
+        "stored_blocks": {t: len(h) for t, h in hashes.items()},
+        "io_loaded": dict(getattr(fair, "io_loaded", {})),
+        "io_stored": dict(getattr(fair, "io_stored", {})),
         "steps": steps,
         "order": order,
         "prefill_computed": dict(prefill),
@@ -204,6 +266,42 @@ def drive(
         "unfinished": len(scheduler.requests),
         "service": service,
     }
+
+
+def _offload_workers(out: Any, pending: dict[int, tuple[bool, str]]) -> Any:
+    """The workers of vLLM's ``OffloadingConnector``, played: the copies ordered one step
+    complete in the next (``completed_jobs``; a finished load also in ``finished_recving``,
+    which moves its request on to ``kv_holding_waiting``)."""
+    from vllm.distributed.kv_transfer.kv_connector.v1.offloading.common import (
+        OffloadingWorkerMetadata,
+    )
+    from vllm.v1.outputs import KVConnectorOutput
+
+    meta = OffloadingWorkerMetadata()
+    received = set()
+    for job, (is_load, rid) in pending.items():
+        meta.mark_completed(job)
+        if is_load:
+            received.add(rid)
+    pending.clear()
+    ordered = out.kv_connector_metadata
+    if ordered is not None:
+        pending.update({j: (True, job.req_id) for j, job in ordered.load_jobs.items()})
+        pending.update({j: (False, job.req_id) for j, job in ordered.store_jobs.items()})
+    return KVConnectorOutput(finished_recving=received or None, kv_connector_worker_meta=meta)
+
+
+def offload_work(rounds: int = 4, out: int = 8) -> list[tuple[str, list[int], int]]:
+    """Host-tier traffic from one tenant: each round A sends a prompt sharing a 256-token
+    prefix (+32 own tokens) and B three unique 288-token prompts; in a 24-block pool B's
+    prompts evict A's prefix, so A's next request finds it in the host tier (a load)."""
+    prefix = list(range(1, 257))
+    work = []
+    for i in range(rounds):
+        work.append(("A", prefix + [1000 + 32 * i + j for j in range(32)], out))
+        for k in range(3):
+            work.append(("B", [5000 + 1000 * i + 300 * k + j for j in range(288)], out))
+    return work
 
 
 def hit_bias_source(

@@ -19,8 +19,17 @@ sequences costs, in milliseconds::
   positions (S).
 * **norms(T)**: RMSNorms, SiLU·mul, RoPE and residual adds, memory-bound
   (``kernels · launch + bytes / (norm_eff · HBM)``).
-* **all_reduce**: two per layer under tensor parallelism (after attention and after the MLP),
-  ``alpha + 2(n-1)/n · bytes / bus_bw`` (ring).
+* **all_reduce**: two per layer under tensor parallelism (after attention and after the MLP,
+  Megatron-LM's split: Shoeybi et al. 2019, §3), ``alpha + 2(n-1)/n · bytes / bus_bw``: the
+  bandwidth term of the ring all-reduce (a reduce-scatter and an all-gather, each moving
+  ``(n-1)/n`` of the message per GPU; Patarasuk & Yuan, "Bandwidth optimal all-reduce
+  algorithms for clusters of workstations", JPDC 69(2), 2009; Thakur, Rabenseifner & Gropp,
+  "Optimization of collective communication operations in MPICH", IJHPCA 19(1), 2005), with
+  ``bus_bw`` in NCCL's sense (nccl-tests' PERFORMANCE.md: busBw = algBw · 2(n-1)/n, the
+  per-link rate that is independent of n) and ``alpha`` a fitted latency; both fitted per GPU
+  count to Vidur's NCCL profile. Each GPU runs its shard of every GEMM (``N/tp`` columns for
+  QKV and gate/up, ``K/tp`` rows for the output and down projections) and then waits for the
+  all-reduce: ``split_ms`` gives the per-GPU compute and communication parts.
 * **attention** -- *analytic*, not calibrated (Vidur's attention profiles are not in our copy):
   FlashAttention-style prefill does ``4 · heads · head_dim · Σt²/2`` FLOPs per layer (causal) at
   ``ATTENTION_EFFICIENCY`` of peak (FlashAttention-2, Dao 2023, reports 50-73 % of peak for its
@@ -518,6 +527,18 @@ class CostModel:
             self._memo[key] = value
         return value
 
+    def split_ms(self, tokens: float, seqs: int) -> dict[str, float]:
+        """``dense_ms`` split per GPU: ``compute`` (each GPU's GEMM shards, norms, embedding,
+        LM head shard), ``allreduce`` (2 per layer, the ring model) and the communication
+        share. Every GPU of the group does all of it in lockstep, so a step's time is the sum
+        and a GPU-second of the group is worth ``tp`` GPU-seconds of hardware."""
+        if tokens <= 0:
+            return dict(compute=0.0, allreduce=0.0, comm_share=0.0)
+        m = self.model
+        comm = 2 * m.layers * self.allreduce_ms(tokens * m.hidden * m.dtype_bytes)
+        total = self.dense_ms(tokens, seqs)
+        return dict(compute=total - comm, allreduce=comm, comm_share=comm / total)
+
     def _raw_head_ms(self, seqs: np.ndarray) -> np.ndarray:
         cal = self.calibration
         return self._gemm_ms(self.model.hidden, self.model.vocab / self.tp, seqs) * cal.curve(
@@ -643,6 +664,8 @@ class CostModel:
             decode_a=self.decode_a,
             decode_b=self.decode_b,
             decode_c=self.decode_c,
+            allreduce_share_1_token=self.split_ms(1, 1)["comm_share"],
+            allreduce_share_2048_tokens=self.split_ms(2048, 1)["comm_share"],
         )
 
 
