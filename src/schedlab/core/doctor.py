@@ -211,6 +211,9 @@ SERVICES: tuple[Part, ...] = (
          f"{APT} redis-server", _redis_check),
     Part("service", "Slurm + munge", "iflux's real Slurm prolog/epilog and burst-buffer path",
          f"{APT} slurm-wlm munge", _all_tools("slurmctld", "slurmd", "sbatch", "munged")),
+    Part("service", "sshfs + sshd", "iflux io_speedup against a real network file system "
+         "(sshfs served on 127.0.0.1; else the PFS throttle model, labelled)",
+         f"{APT} sshfs openssh-server", _all_tools("sshd", "sshfs", version_args=("-V",))),
     Part("service", "mount namespaces", "iflux transparent deployment (private mounts)",
          "", _namespaces_check),
     Part("service", "Ray", "reproduce --executor ray (--ray-address to join a cluster)",
@@ -237,4 +240,4 @@ def examine() -> list[Finding]:
 
 #: the one line that brings every Debian tool the full-fidelity paths use
 APT_LINE = (f"apt-get update && {APT} fio iverilog verilator yosys strace redis-server "
-            "slurm-wlm munge")
+            "slurm-wlm munge sshfs openssh-server")

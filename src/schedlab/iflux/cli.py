@@ -116,14 +116,20 @@ def site_command(
     directory: Path = typer.Argument(..., help="Where pfs/, nvme/, shared-bb/ are created."),
     ram: Path = typer.Option(None, "--ram", help="Where RAM-backed tiers live (default: a "
                              "directory under /dev/shm)."),
+    pfs: Path = typer.Option(None, "--pfs", help="A mounted shared file system (NFS, Lustre, "
+                             "sshfs...) to use as the PFS tier, measured instead of modelled."),
     json_out: bool = typer.Option(False, "--json"),
 ) -> None:
     """Create a site description (tier roots and their modelled speeds) in DIRECTORY."""
+    from schedlab.core.errors import BadInputError
     from schedlab.core.io import ensure_directory, write_text
     from schedlab.iflux.storage import Site
 
+    if pfs is not None and not pfs.is_dir():
+        raise BadInputError("not a directory (mount the shared file system first)",
+                            path=str(pfs), field="--pfs")
     ensure_directory(directory)
-    site = Site.under(directory.resolve(), ram)
+    site = Site.under(directory.resolve(), ram, pfs=pfs.resolve() if pfs else None)
     path = write_text(directory / "site.json", site.to_json())
     if json_out:
         emit_json(dict(site=str(path), roots=site.roots))

@@ -77,16 +77,24 @@ class Site:
         return cls(dict(raw["roots"]), models or dict(DEFAULT_MODELS))
 
     @classmethod
-    def under(cls, base: str | Path, ram_base: str | Path | None = None) -> Site:
-        """A self-contained site in ``base`` (RAM-backed tiers under ``ram_base``/dev/shm)."""
+    def under(cls, base: str | Path, ram_base: str | Path | None = None,
+              pfs: str | Path | None = None) -> Site:
+        """A self-contained site in ``base`` (RAM-backed tiers under ``ram_base``/dev/shm).
+
+        ``pfs`` names a real shared file system to use as the PFS (e.g. a mounted
+        :mod:`schedlab.iflux.netfs`); its speed is then measured, not modelled."""
         base = Path(base).resolve()
         tag = hashlib.sha1(str(base).encode()).hexdigest()[:8]  # two sites never share RAM dirs
         ram = Path(ram_base) if ram_base else Path("/dev/shm") / f"iflux-{base.name}-{tag}"
-        roots = {"pfs": base / "pfs", "nvme": base / "nvme", "shared-bb": base / "shared-bb",
+        roots = {"pfs": Path(pfs) if pfs else base / "pfs", "nvme": base / "nvme",
+                 "shared-bb": base / "shared-bb",
                  "ramdisk": ram / "ramdisk", "gpu-direct": ram / "gpu-direct"}
         for root in roots.values():
             root.mkdir(parents=True, exist_ok=True)
-        return cls({k: str(v) for k, v in roots.items()})
+        site = cls({k: str(v) for k, v in roots.items()})
+        if pfs:
+            site.models["pfs"] = StorageModel()  # a real file system: nothing to model
+        return site
 
 
 def has_gpu() -> bool:

@@ -160,8 +160,8 @@ def snapshot(root: Path) -> dict[str, list[int]]:
 
 def flush_tree(client: Client, src: Path, dst: Path, *, compress: bool = False,
                aggregate: bool = False, done: dict[str, list[int]] | None = None,
-               settle: float = 0.0, copier: Copier = copy_file,
-               retries: int = 3) -> tuple[TransferStats, dict[str, list[int]]]:
+               settle: float = 0.0, copier: Copier = copy_file, retries: int = 3,
+               streams: int = 8) -> tuple[TransferStats, dict[str, list[int]]]:
     """Flush files under ``src`` that changed since ``done`` to ``dst``; returns stats and the
     new ``done``. Files modified less than ``settle`` seconds ago are left for later (the
     write-back daemon uses this so it does not copy a file the job is still writing)."""
@@ -180,23 +180,30 @@ def flush_tree(client: Client, src: Path, dst: Path, *, compress: bool = False,
         todo.append((path, key, [st.st_mtime_ns, st.st_size]))
     small = [t for t in todo if aggregate and t[2][1] < SMALL_FILE]
     if small:
-        part = _bundle(client, src, dst, [p for p, _, _ in small], retries)
+        part = _bundle(client, src, dst, [p for p, _, _ in small], retries, streams)
         stats.add(part)
         if not part.failed:
             done.update({k: s for _, k, s in small})
-    for path, key, state in todo:
-        if aggregate and state[1] < SMALL_FILE:
-            continue
-        before = len(stats.failed)
-        _with_retry(copier, client, path, dst / key, compress, retries, stats)
-        if len(stats.failed) == before:
-            done[key] = state
+    rest = [t for t in todo if not (aggregate and t[2][1] < SMALL_FILE)]
+
+    def one(item: tuple[Path, str, list[int]]) -> TransferStats:
+        own = TransferStats()
+        _with_retry(copier, client, item[0], dst / item[1], compress, retries, own)
+        return own
+
+    # Independent files go out on ``streams`` copiers at once: on a network file system each
+    # file is several round trips (create, write, fsync, rename), which parallel requests hide.
+    with ThreadPoolExecutor(max_workers=max(1, min(streams, len(rest)))) as pool:
+        for (_, key, state), part in zip(rest, pool.map(one, rest), strict=True):
+            stats.add(part)
+            if not part.failed:
+                done[key] = state
     stats.seconds = time.perf_counter() - start
     return stats, done
 
 
 def _bundle(client: Client, src: Path, dst: Path, files: list[Path],
-            retries: int) -> TransferStats:
+            retries: int, streams: int = 1) -> TransferStats:
     """Ship small files as one tar (one PFS metadata op) and unpack them on the PFS side."""
     stats = TransferStats()
     buffer = io.BytesIO()
@@ -212,11 +219,15 @@ def _bundle(client: Client, src: Path, dst: Path, files: list[Path],
             throttle.charge(len(blob), max(1, -(-len(blob) // (1 << 20))))
             with tarfile.open(fileobj=io.BytesIO(blob), mode="r") as tar:
                 batched = _syncfs(dst)  # probe: can the batch be made durable in one call?
-                for member in tar.getmembers():
-                    data = tar.extractfile(member).read()  # type: ignore[union-attr]
-                    _publish(data, dst / member.name, fsync=not batched)
-                if batched and not _syncfs(dst):
-                    raise OSError("syncfs failed after unpacking the bundle")
+                members = [(m.name, tar.extractfile(m).read())  # type: ignore[union-attr]
+                           for m in tar.getmembers()]
+            # unpacked on ``streams`` copiers: on a network file system each file's create,
+            # write and rename are round trips that parallel requests overlap
+            with ThreadPoolExecutor(max_workers=max(1, min(streams, len(members)))) as pool:
+                list(pool.map(_publish, [d for _, d in members], [dst / n for n, _ in members],
+                              [not batched] * len(members)))
+            if batched and not _syncfs(dst):
+                raise OSError("syncfs failed after unpacking the bundle")
             stats.files += len(files)
             stats.bytes += sum(p.stat().st_size for p in files)
             stats.wire_bytes += len(blob)
