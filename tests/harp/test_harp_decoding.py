@@ -75,3 +75,25 @@ def test_decoding_grows_with_the_cache_and_refuses_encoders() -> None:
     assert decode_step(work, 100).macs("dynamic") > decode_step(work, 10).macs("dynamic")
     with pytest.raises(BadInputError, match="causal decoder-only"):
         decode_step(build_workload("bert-base", 8), 4)
+
+
+def test_decode_cli_and_the_headline_configuration() -> None:
+    import json
+
+    from typer.testing import CliRunner
+
+    from schedlab.harp.cli import app
+    from schedlab.harp.experiment import ISAAC_CHIP_CROSSBARS, headline_arch
+
+    result = CliRunner().invoke(app, ["decode", "--model", "gpt2-small", "--prompt", "8",
+                                      "--new-tokens", "3", "--json"])
+    assert result.exit_code == 0, result.output
+    out = json.loads(result.stdout)
+    assert out["new_tokens"] == 3 and len(out["step_us"]) == 3 and out["prompt"] == 8
+    # the headline: ISAAC's cited parameters on the fewest whole ISAAC chips holding BERT-base
+    arch, chips = headline_arch()
+    assert chips == 3 and arch.max_crossbars == 3 * ISAAC_CHIP_CROSSBARS  # one copy: 41,472
+    xbar = arch.crossbar
+    assert (xbar.rows, xbar.cell_bits, xbar.weight_bits, xbar.input_bits, xbar.adcs) == (
+        128, 2, 16, 16, 1)
+    assert xbar.adc_sample_ns == pytest.approx(1 / 1.28)
