@@ -490,6 +490,7 @@ def noise_fidelity(tokens: int, seeds: int, layers: int, hidden: int, seed: int)
 #: latency mapping, simulated. ISAAC has no softmax/LayerNorm/QK^T units: the digital units
 #: are our defaults (arch.py, marked "(ours)").
 HEADLINE_MODEL, HEADLINE_TOKENS, HEADLINE_CALIBRATION = "bert-base", 128, "isaac"
+#: one ISAAC chip's crossbars (168 tiles x 12 IMAs x 8), as isaac.toml's [chip] states it
 ISAAC_CHIP_CROSSBARS = 16_128
 #: every baseline schedule the project ships: our two, MNSIM's two rules and every variant
 HEADLINE_BASELINES: tuple[tuple[str, dict], ...] = (
@@ -504,7 +505,11 @@ def headline_arch(model: str = HEADLINE_MODEL, tokens: int = HEADLINE_TOKENS,
     from schedlab.harp.calibration import load_calibration
     from schedlab.harp.costs import tiling
 
-    arch = load_calibration(HEADLINE_CALIBRATION).arch()
+    calibration = load_calibration(HEADLINE_CALIBRATION)
+    if calibration.crossbars != ISAAC_CHIP_CROSSBARS:  # one source of truth: the TOML
+        raise ValueError(f"{calibration.path}: chip crossbars {calibration.crossbars} != "
+                         f"{ISAAC_CHIP_CROSSBARS}")
+    arch = calibration.arch()
     if adcs is not None:
         arch = arch.model_copy(update={"crossbar": arch.crossbar.model_copy(
             update={"adcs": adcs})})
