@@ -16,6 +16,14 @@ def test_harp_bench_import_hf_bert_base(benchmark) -> None:
     work = benchmark.pedantic(from_config, args=(hf.BertConfig(),), kwargs={"tokens": 128},
                               rounds=2, iterations=1)
     assert work.tokens == 128
+    # exact counts at full size (moved here from tests/harp to keep its time from growing)
+    t, d, f = 128, 768, 3072
+    assert work.macs("static") == 12 * t * (4 * d * d + 2 * d * f) + d * d  # + pooler, 1 row
+    assert work.macs("dynamic") == 12 * 2 * t * t * d
+    counts = work.op_counts()
+    assert {k: counts.get(k, 0) for k in ("static", "dynamic", "softmax", "layernorm",
+                                          "gelu")} == {"static": 73, "dynamic": 24,
+                                                       "softmax": 12, "layernorm": 25, "gelu": 12}
 
 
 def test_harp_bench_streamed_bert_base_puma(benchmark) -> None:

@@ -178,14 +178,12 @@ def test_hf_t5_encoder_decoder_and_bloom_alibi_counts_exact() -> None:
           {"static": 8, "dynamic": 4, "softmax": 2, "gelu": 2})  # QK^T is baddbmm (ALiBi)
 
 
-def test_hf_real_size_bert_base_and_gpt2_small() -> None:
+def test_hf_real_size_gpt2_small() -> None:
+    """Full size (BERT-base at full size: benchmarks/harp test_harp_bench_import_hf_bert_base,
+    and its small configs above; dropped here to keep tests/harp's time from growing)."""
     from schedlab.harp.transformers import from_config
 
     hf, t = _hf(), 128
-    bert = from_config(hf.BertConfig(), tokens=t)
-    static, dynamic = encoder_layer_count(12, 768, 3072, t)
-    check(bert, static + 768 * 768, dynamic, {"static": 73, "dynamic": 24, "softmax": 12,
-                                               "layernorm": 25, "gelu": 12})
     gpt2 = from_config(hf.GPT2Config(), tokens=t)
     d = 768
     check(gpt2, 12 * t * (4 * d * d + 2 * d * 4 * d), 12 * 2 * tri(t) * d,

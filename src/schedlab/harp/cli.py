@@ -97,6 +97,36 @@ def estimate(
 
 @app.command()
 @handle_errors
+def decode(
+    model: str = typer.Option("gpt2-small", "--model", "-m", help=MODEL_HELP),
+    arch: Path = typer.Option(None, "--arch", help=ARCH_HELP),
+    calibration: str = typer.Option(None, "--calibration", help=CAL_HELP),
+    prompt: int = typer.Option(None, "--prompt", min=1, help="Prompt tokens (the prefill)."),
+    new_tokens: int = typer.Option(64, "--new-tokens", min=1, help="Tokens generated."),
+    scheduler: str = typer.Option("harp", "--scheduler", help="any scheduler of estimate"),
+    method: str = typer.Option("estimate", "--method", help="estimate | simulate"),
+    every: int = typer.Option(1, "--every", min=1, help="Evaluate every n-th decode step."),
+    json_out: bool = typer.Option(False, "--json", help="Print JSON."),
+) -> None:
+    """KV-cache decoding of a causal model: the prefill, then one token at a time."""
+    from schedlab.harp.archfile import load_arch
+    from schedlab.harp.decoding import evaluate_decoding
+    from schedlab.harp.workloads import load_model
+
+    with _quiet():
+        report = evaluate_decoding(load_model(model, prompt), load_arch(arch, calibration),
+                                   new_tokens, scheduler, method=method, every=every)
+    if json_out:
+        emit_json({**report.row(), "step_us": report.step_us})
+        return
+    table = Table("metric", "value", title=f"{report.model} · decode · {scheduler}")
+    for key, value in report.row().items():
+        table.add_row(key, f"{value:.4g}" if isinstance(value, float) else str(value))
+    out_console.print(table)
+
+
+@app.command()
+@handle_errors
 def compare(
     model: str = typer.Option("bert-base", "--model", "-m", help=MODEL_HELP),
     arch: Path = typer.Option(None, "--arch", help=ARCH_HELP),

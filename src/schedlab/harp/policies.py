@@ -131,7 +131,8 @@ class HarpScheduler:
         def choose(op: Op, chosen: dict[str, Choice]) -> Choice:
             if op.kind == "static":
                 return Choice(items=work.tokens)
-            batched = any(p == "all" for _, p in op.inputs) or any(
+            # one token row (a KV-cache decode step) also "arrives together"
+            batched = work.tokens == 1 or any(p == "all" for _, p in op.inputs) or any(
                 chosen[src].data_parallel for src, _ in op.inputs)
             if self.data_parallel and batched and _data_parallel_pays(op, work, arch):
                 return Choice(items=units, data_parallel=True)

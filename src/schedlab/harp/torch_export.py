@@ -28,7 +28,8 @@ from __future__ import annotations
 
 import math
 import re
-from collections.abc import Iterable
+from collections.abc import Iterable, Iterator
+from contextlib import contextmanager
 from dataclasses import replace
 from typing import Any
 
@@ -260,13 +261,38 @@ def _attention_patterns(ep: Any, args: tuple, kwargs: dict) -> dict[str, Pattern
     return {names[i]: p for i, p in seen.items() if i < len(names)}
 
 
+@contextmanager
+def _cache_off(module: Any) -> Iterator[None]:
+    """Hugging Face models with ``config.use_cache`` off while exporting, then as they were.
+
+    A user-built ``GPT2Model``/``T5Model`` returns a ``DynamicCache`` (``EncoderDecoderCache``)
+    by default, which ``torch.export`` cannot put in its outputs. Every distinct config of the
+    module tree is switched (T5's encoder and decoder stacks hold copies of the top config) and
+    restored afterwards, also when the export fails; the training/eval flag is restored too.
+    """
+    saved: dict[int, tuple[Any, Any]] = {}
+    for sub in module.modules():
+        for holder in (getattr(sub, "config", None), getattr(sub, "generation_config", None)):
+            if holder is not None and id(holder) not in saved and hasattr(holder, "use_cache"):
+                saved[id(holder)] = (holder, holder.use_cache)
+    training = module.training
+    try:
+        for holder, _ in saved.values():
+            holder.use_cache = False
+        yield
+    finally:
+        for holder, value in saved.values():
+            holder.use_cache = value
+        module.train(training)
+
+
 def _export(module: Any, args: tuple, kwargs: dict) -> Any:
     import torch
 
     label = type(module).__name__
     try:
-        module.eval()
-        with torch.no_grad():
+        with _cache_off(module), torch.no_grad():
+            module.eval()
             return torch.export.export(module, args, kwargs or None, strict=False)
     except Exception as exc:  # tracing failures come in many types; one line naming the model
         first = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__

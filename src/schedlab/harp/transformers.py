@@ -83,3 +83,46 @@ def from_config(config: Any, tokens: int = 128, name: str | None = None,
     inputs = example_inputs(model.config, tokens)
     label = name or getattr(model.config, "model_type", None) or type(model).__name__
     return from_export(model, (), inputs, name=str(label), causal=causal)
+
+
+def decode_step_from_model(model: Any, context: int, name: str | None = None) -> Workload:
+    """One KV-cache decode step of a Hugging Face decoder, traced with a real cache.
+
+    The model runs one new token with ``use_cache=True`` over a ``DynamicCache`` holding
+    ``context`` tokens of random keys/values per layer (their values do not change the
+    counts); the cache is built inside the traced function from plain tensors, so
+    ``torch.export`` sees tensors in and the last hidden state out. An independent check of
+    :func:`schedlab.harp.decoding.decode_step`, which derives the same step from the prefill.
+    """
+    import torch
+
+    from schedlab.harp.torch_export import from_export
+
+    hf, config = _transformers(), model.config
+    if getattr(config, "is_encoder_decoder", False):
+        raise BadInputError("decode steps are traced for decoder-only models",
+                            field="model")
+    # HF configs map these names onto their own (GPT-2: n_layer, n_head, n_embd)
+    layers, width = config.num_hidden_layers, config.hidden_size
+    query_heads = config.num_attention_heads
+    heads = getattr(config, "num_key_value_heads", None) or query_heads
+    head_dim = getattr(config, "head_dim", None) or width // query_heads
+
+    class _Step(torch.nn.Module):
+        def __init__(self, inner: Any) -> None:
+            super().__init__()
+            self.inner = inner
+
+        def forward(self, ids: Any, *kv: Any) -> Any:
+            cache = hf.DynamicCache(config=self.inner.config)
+            for i in range(0, len(kv), 2):
+                cache.update(kv[i], kv[i + 1], i // 2)
+            return self.inner(input_ids=ids, past_key_values=cache,
+                              use_cache=True).last_hidden_state
+
+    gen = torch.Generator().manual_seed(0)
+    kv = tuple(torch.randn(1, heads, context, head_dim, generator=gen)
+               for _ in range(2 * layers))
+    ids = torch.randint(0, max(int(config.vocab_size), 2), (1, 1), generator=gen)
+    label = name or f"{getattr(config, 'model_type', type(model).__name__)}@decode{context}"
+    return from_export(_Step(model), (ids, *kv), name=label)
