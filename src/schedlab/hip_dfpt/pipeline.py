@@ -54,14 +54,17 @@ def prepare(
     composition: CompositionConfig = CPU_COMPOSITION,
     cache_ao: bool = True,
     raw_store: bool = True,
-    density_fit: bool = False,
+    density_fit: bool | str = False,
+    df_memory: int | None = None,
 ) -> Workload:
     """Ground state, raw batches and composed micro-tasks; checks the task data vs PySCF.
 
     ``cache_ao=False`` keeps no basis values (computed on the fly per task); ``raw_store=False``
     keeps only the raw batches' features, not their task data (a large molecule's memory)."""
     start = time.perf_counter()
-    system = ground_state(molecule, basis, xc, grid_level, density_fit=density_fit)
+    system = ground_state(
+        molecule, basis, xc, grid_level, density_fit=density_fit, df_memory=df_memory
+    )
     batches = octree_batches(system.coords, BATCH_CELL, BATCH_POINTS)
     raw = build_store(system, batches, cache_ao)
     composed = build_store(system, compose_batches(batches, raw.features, composition), cache_ao)
