@@ -68,6 +68,11 @@ def test_refit_rescales_live_times_and_follows_a_speed_change():
     assert np.allclose(normalized, 1.0)  # each task's time in cost units again
     kept, _ = refit_speeds(costs, cpu, [np.arange(8), np.array([], np.int64)], np.array([1, 3.0]))
     assert kept[1] == 3.0
+    # device 3 halves its speed mid-iteration: its estimate jumps to ~the later half's speed
+    cpu = np.array([1.0] * 12 + [1, 1, 1, 2, 2, 2])
+    ran = [np.arange(0, 3), np.arange(3, 6), np.arange(6, 9), np.arange(12, 18)]
+    speeds, _ = refit_speeds(np.ones(18), cpu, ran, np.ones(4))
+    assert speeds[3] == pytest.approx(0.5, rel=0.1) and np.allclose(speeds[:3], 1.0)
 
 
 def test_throttle_checks_and_trigger():

@@ -51,7 +51,7 @@ RATE_WEIGHT = 0.1
 #: (decisions are made in device time, so a late re-check costs wall time, not balance)
 POLL_MIN, POLL_MAX = 1e-3, 2e-2
 #: a device claims min(CHUNK[0], queued // CHUNK[1]) tasks at once (at least one)
-CHUNK = (8, 12)
+CHUNK = (4, 16)
 
 Spec = dict[str, tuple[int, tuple[int, ...], str]]  # name -> (offset, shape, dtype)
 

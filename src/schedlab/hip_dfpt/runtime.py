@@ -255,6 +255,9 @@ def device_speeds(times: np.ndarray) -> np.ndarray:
 
 #: weight of the latest iteration in a device's refitted speed (log scale)
 SPEED_WEIGHT = 0.5
+#: a device whose later half ran this much slower or faster (relative to how the other
+#: devices' halves compare) changed speed during the iteration
+SPEED_CHANGE = float(np.log(1.25))
 
 
 def refit_speeds(
@@ -262,21 +265,42 @@ def refit_speeds(
 ) -> tuple[np.ndarray, np.ndarray]:
     """Speeds and cost estimates refitted on one iteration's live times.
 
-    ``ran[d]``: the tasks device d ran. A device's speed in this iteration is its tasks'
-    estimated cost over their CPU time; it rescales those tasks' times into cost units (the
-    new cost samples), and the next plan's speed is its geometric mean with the previous
-    estimate (weight ``SPEED_WEIGHT``): one iteration's times on a shared machine are noisy,
-    and a device that changes speed mid-iteration is also caught by stealing. A device that
-    ran nothing keeps its previous speed."""
+    ``ran[d]``: the tasks device d ran, in the order it ran them. A device's speed in this
+    iteration is its tasks' estimated cost over their CPU time; it rescales those tasks' times
+    into cost units (the new cost samples). The next plan's speed is its geometric mean with
+    the previous estimate (weight ``SPEED_WEIGHT``: one iteration's times on a shared machine
+    are noisy), unless the device changed speed during the iteration: its later half against
+    its earlier half differs from the other devices' (the median, which carries the model's
+    common bias between large early and small late tasks) by more than ``SPEED_CHANGE``; then
+    the estimate moves to the later speed at once. A device that ran nothing keeps its
+    previous speed."""
     speeds = np.array(previous, dtype=float)
     normalized = np.array(costs, dtype=float)
+    now = np.full(len(ran), np.nan)
+    drift = np.full(len(ran), np.nan)
     for d, ids in enumerate(ran):
         if len(ids) == 0:
             continue
         cpu = task_cpu[ids]
-        now = costs[ids].sum() / cpu.sum()
-        normalized[ids] = cpu * now
-        speeds[d] = np.exp(SPEED_WEIGHT * np.log(now) + (1 - SPEED_WEIGHT) * np.log(speeds[d]))
+        now[d] = costs[ids].sum() / cpu.sum()
+        normalized[ids] = cpu * now[d]
+        later = np.cumsum(cpu) > 0.5 * cpu.sum()
+        if later.all() or not later.any():
+            continue
+        early_speed = costs[ids[~later]].sum() / cpu[~later].sum()
+        late_speed = costs[ids[later]].sum() / cpu[later].sum()
+        drift[d] = np.log(late_speed / early_speed)
+    common = np.nanmedian(drift) if np.isfinite(drift).any() else 0.0
+    for d in range(len(ran)):
+        if not np.isfinite(now[d]):
+            continue
+        change = drift[d] - common if np.isfinite(drift[d]) else 0.0
+        if abs(change) > SPEED_CHANGE:
+            speeds[d] = now[d] * np.exp(change / 2)  # ~ the later half's speed
+        else:
+            speeds[d] = np.exp(
+                SPEED_WEIGHT * np.log(now[d]) + (1 - SPEED_WEIGHT) * np.log(speeds[d])
+            )
     return speeds, normalized
 
 
@@ -478,7 +502,7 @@ class Runtime:
             self.costs = np.mean(measured, axis=0)
             self.plan = self._plan()
         elif self.replan == "adaptive" and has_cpu and np.isfinite(task_cpu).all():
-            ran = [np.fromiter(r.task_cpu, np.int64, len(r.task_cpu)) for r in results]
+            ran = [np.fromiter(r.task_cpu, np.int64, len(r.task_cpu)) for r in results]  # run order
             speeds, normalized = refit_speeds(self.costs, task_cpu, ran, self.speeds)
             self._live_costs.append(normalized)
             # the model refitted on every task's live time (running mean, in median-device
