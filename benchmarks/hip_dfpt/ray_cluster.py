@@ -18,6 +18,7 @@ bit-identical to the 1 device x 1 stream in-process run.
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 import os
 import signal
@@ -38,7 +39,14 @@ def free_port() -> int:
 def start(args: list[str], log: str) -> subprocess.Popen:
     with open(log, "w") as handle:
         return subprocess.Popen(
-            ["ray", "start", "--block", "--disable-usage-stats", *args],
+            [
+                "ray",
+                "start",
+                "--block",
+                "--disable-usage-stats",
+                "--node-ip-address=127.0.0.1",
+                *args,
+            ],
             stdout=handle,
             stderr=subprocess.STDOUT,
             stdin=subprocess.DEVNULL,
@@ -93,6 +101,11 @@ def main() -> None:
     )
 
     temp = tempfile.mkdtemp(prefix="hipdfpt_ray_")
+    # a private loopback cluster: no token (Ray 2.5x enables token authentication by default;
+    # this script neither reads nor writes a token)
+    os.environ["RAY_AUTH_MODE"] = "disabled"
+    # on a loaded machine a node's agents take longer than Ray's default 15 s to come up
+    os.environ.setdefault("RAY_agent_register_timeout_ms", "300000")
     port = free_port()
     nodes: list[subprocess.Popen] = []
     report: dict = dict(molecule=args.molecule, basis=args.basis, xc=args.xc, nodes=args.nodes)
@@ -150,9 +163,10 @@ def main() -> None:
                 continue
         for node in reversed(nodes):
             try:
-                node.wait(timeout=30)
+                node.wait(timeout=20)
             except subprocess.TimeoutExpired:
-                os.killpg(node.pid, signal.SIGKILL)
+                with contextlib.suppress(ProcessLookupError):
+                    os.killpg(node.pid, signal.SIGKILL)
     report["process_backend"] = summary(procs, procs.runtime.history)
     report["process_backend"]["alpha_bit_identical_to_1x1"] = bool(
         np.array_equal(procs.alpha.view(np.int64), one.alpha.view(np.int64))
