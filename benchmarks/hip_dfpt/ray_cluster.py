@@ -126,20 +126,30 @@ def main() -> None:
             )
         )
         address = f"127.0.0.1:{port}"
-        for k in range(args.nodes):
-            time.sleep(2)  # let the previous node register before the next picks its ports
-            nodes.append(
-                start([f"--address={address}", "--num-cpus=1", *ports()], f"{temp}/node{k}.log")
-            )
         import ray
 
         os.environ["RAY_ADDRESS"] = address
-        deadline = time.monotonic() + 300
         ray.init(address=address, log_to_driver=False, configure_logging=False)
-        while ray.cluster_resources().get("CPU", 0) < args.nodes:
-            if time.monotonic() > deadline:
-                raise SystemExit(f"only {ray.cluster_resources()} after 300 s")
-            time.sleep(1)
+
+        def alive() -> int:
+            return len([n for n in ray.nodes() if n["Alive"]])
+
+        # one node at a time, each retried: on a loaded machine a node whose agents start too
+        # slowly exits (Ray waits ~15 s for them); starting them together makes that likely
+        for k in range(args.nodes):
+            for attempt in range(4):
+                node = start(
+                    [f"--address={address}", "--num-cpus=1", *ports()],
+                    f"{temp}/node{k}.{attempt}.log",
+                )
+                nodes.append(node)
+                deadline = time.monotonic() + 120
+                while alive() < k + 2 and node.poll() is None and time.monotonic() < deadline:
+                    time.sleep(1)
+                if alive() >= k + 2:
+                    break
+        if ray.cluster_resources().get("CPU", 0) < args.nodes:
+            raise SystemExit(f"only {ray.cluster_resources()} after retries")
         report["cluster_start_s"] = time.perf_counter() - t0
         report["ray_nodes"] = len([n for n in ray.nodes() if n["Alive"]])
         t1 = time.perf_counter()
