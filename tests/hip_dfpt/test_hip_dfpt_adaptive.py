@@ -16,7 +16,7 @@ from schedlab.hip_dfpt.runtime import device_speeds, refit_speeds
 from schedlab.hip_dfpt.tasks import TaskFeatures
 
 
-@settings(max_examples=25, deadline=None)
+@settings(max_examples=15, deadline=None)
 @given(
     st.lists(st.floats(0.01, 10.0), min_size=1, max_size=60),
     st.lists(st.floats(0.2, 3.0), min_size=2, max_size=6),
