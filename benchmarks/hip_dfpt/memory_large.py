@@ -14,7 +14,9 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import resource
+import sys
 import time
 
 import numpy as np
@@ -34,6 +36,11 @@ def hwm_mib(pid: int) -> float:
     return float("nan")
 
 
+def progress(**fields: object) -> None:
+    """One JSON line on stderr per stage, so a long run's figures survive an interruption."""
+    print(json.dumps(dict(fields, load=os.getloadavg()[0])), file=sys.stderr, flush=True)
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--carbons", type=int, default=40)
@@ -42,6 +49,14 @@ def main() -> None:
     parser.add_argument("--devices", type=int, default=2)
     parser.add_argument("--xc", default="lda,vwn")
     parser.add_argument("--no-reference", action="store_true")
+    parser.add_argument("--aux", default=None, help="auxiliary basis (default: PySCF's JK fit)")
+    parser.add_argument("--df-memory", type=int, default=None, help="MB for in-core DF")
+    parser.add_argument(
+        "--iterations",
+        type=int,
+        default=0,
+        help="run N response evaluations on random densities instead of the CPHF cycle",
+    )
     parser.add_argument("--out", default=None)
     args = parser.parse_args()
 
@@ -54,9 +69,24 @@ def main() -> None:
     mol = alkane(args.carbons)
     t0 = time.perf_counter()
     work = prepare(
-        mol, args.basis, args.grid_level, args.xc, cache_ao=False, raw_store=False, density_fit=True
+        mol,
+        args.basis,
+        args.grid_level,
+        args.xc,
+        cache_ao=False,
+        raw_store=False,
+        density_fit=args.aux or True,
+        df_memory=args.df_memory,
     )
     t_prep = time.perf_counter() - t0
+    progress(
+        stage="prepared",
+        seconds=round(t_prep, 1),
+        nao=work.system.nao,
+        grid_points=len(work.system.weights),
+        tasks=len(work.composed.tasks),
+        peak_rss_parent_mib=peak_mib(resource.RUSAGE_SELF),
+    )
     system, store = work.system, work.composed
     n_grid, nao = len(system.weights), system.nao
     compact_cache = sum(len(t.idx) * t.n_points * 8 for t in store.tasks)
@@ -66,8 +96,28 @@ def main() -> None:
         store, make_balancer("hip-dfpt"), args.devices, 1, backend="process", replan="measured"
     )
     coulomb = coulomb_response(system)
+
+    def response(d: np.ndarray) -> np.ndarray:
+        out = runtime.apply(d) + coulomb(d)
+        h = runtime.history[-1]
+        progress(
+            stage="iteration",
+            n=len(runtime.history),
+            wall_s=round(h.wall, 2),
+            cpu_balance=round(h.cpu_balance, 4),
+            peak_rss_devices_mib=[hwm_mib(p.pid) for p in runtime._backend.procs],
+        )
+        return out
+
     try:
-        alpha, calls = polarizability(system, lambda d: runtime.apply(d) + coulomb(d))
+        if args.iterations:
+            rng = np.random.default_rng(0)
+            for _ in range(args.iterations):
+                dms = rng.standard_normal((3, nao, nao))
+                response(dms + dms.transpose(0, 2, 1))
+            alpha, calls = np.full((3, 3), np.nan), args.iterations
+        else:
+            alpha, calls = polarizability(system, response)
         devices_mib = [hwm_mib(p.pid) for p in runtime._backend.procs]
     finally:
         runtime.close()
@@ -97,7 +147,10 @@ def main() -> None:
         overhead_fraction=[h.overhead_fraction for h in hist],
         iteration_wall_s=[h.wall for h in hist],
     )
-    if not args.no_reference:
+    result["load_average"] = os.getloadavg()
+    if args.aux:
+        result["auxbasis"] = args.aux
+    if not args.no_reference and not args.iterations:
         t0 = time.perf_counter()
         ref = reference_polarizability(system)
         result.update(

@@ -6,7 +6,7 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-from hypothesis import given
+from hypothesis import given, settings
 from hypothesis import strategies as st
 from typer.testing import CliRunner
 
@@ -86,6 +86,7 @@ def test_fuzzed_text_parses_or_fails_cleanly(tmp_path_factory, text: str) -> Non
         assert len(mol.symbols) == len(mol.coords) and np.isfinite(mol.coords).all()
 
 
+@settings(max_examples=50)  # a temporary directory per example: half the default keeps it ~1 s
 @given(st.lists(st.tuples(st.sampled_from(["H", "He", "Li", "C", "N", "O"]),
                           st.floats(-20, 20), st.floats(-20, 20), st.floats(-20, 20)),
                 min_size=1, max_size=6))

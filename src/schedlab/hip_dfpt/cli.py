@@ -99,7 +99,9 @@ def run(
     replan: str = typer.Option(
         "model",
         "--replan",
-        help="model (plan once from the 5% sample) | measured (re-plan on the live task times)",
+        help="model (plan once from the 5% sample) | measured (re-plan on the live task "
+        "times) | adaptive (per-device speeds, refits, stealing in device time: unequal "
+        "devices)",
     ),
     deterministic: bool = typer.Option(
         True,
@@ -124,12 +126,15 @@ def run(
         raise ConfigError(
             f"unknown executor '{executor}'; valid: local, process, ray", field="executor"
         )
-    if replan not in ("model", "measured"):
-        raise ConfigError(f"unknown --replan '{replan}'; valid: model, measured", field="replan")
+    if replan not in ("model", "measured", "adaptive"):
+        raise ConfigError(
+            f"unknown --replan '{replan}'; valid: model, measured, adaptive", field="replan"
+        )
     make_balancer(balancer)  # fail on a bad name before the SCF
     mol = load_molecule(molecule, charge)
     with err_console.status(f"SCF and task build for {mol.name}/{basis}"):
-        work = prepare(mol, basis, grid_level, xc, cache_ao=cache_ao)
+        # micro-task sizes from the tasks each worker gets, so small molecules balance too
+        work = prepare(mol, basis, grid_level, xc, cache_ao=cache_ao, workers=workers * streams)
         reference = reference_polarizability(work.system)
     with err_console.status(f"CPHF through the runtime ({balancer}, {workers}x{streams})"):
         result = run_polarizability(

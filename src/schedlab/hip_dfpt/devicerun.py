@@ -15,7 +15,7 @@ from typing import Any
 
 import numpy as np
 
-from schedlab.core.errors import MissingDependencyError
+from schedlab.core.errors import ConfigError, MissingDependencyError
 from schedlab.hip_dfpt.kernels import AoSource, StoredTask, response_task
 from schedlab.hip_dfpt.memory import Allocator, BufferPool, NoPool, PoolStats, merge_stats
 from schedlab.hip_dfpt.policies import Dispatcher, Plan
@@ -43,6 +43,43 @@ def single_threaded_blas() -> Any:
 
         return contextlib.nullcontext()
     return threadpool_limits(limits=1, user_api="blas")
+
+
+@dataclass(frozen=True)
+class Throttle:
+    """A test device made ``factor`` times slower from ``from_iteration`` (0: calibration, 1:
+    the first response evaluation), after it has run ``after_tasks`` tasks of that iteration.
+
+    How: after each task's kernel the same thread busy-loops until its thread CPU time for the
+    task reaches ``factor`` times the kernel's, so the slowed device really spends ``factor``x
+    the CPU per task (like a GPU at a lower clock). A duty-cycle (sleep) throttle would show in
+    wall time only, and wall time on this shared 2-core machine measures the OS scheduler; CPU
+    time per process is the yardstick of every live balance here."""
+
+    factor: float
+    from_iteration: int = 0
+    after_tasks: int = 0
+
+    def __post_init__(self) -> None:
+        if not (self.factor >= 1.0 and self.from_iteration >= 0 and self.after_tasks >= 0):
+            raise ConfigError(
+                "a throttle needs factor >= 1, from_iteration >= 0, after_tasks >= 0",
+                field="throttle",
+            )
+
+    def active(self, iteration: int, done: int) -> bool:
+        return iteration > self.from_iteration or (
+            iteration == self.from_iteration and done >= self.after_tasks
+        )
+
+
+def stretch_cpu(start_cpu: float, factor: float) -> None:
+    """Busy-loop until this thread has spent ``factor`` x the CPU since ``start_cpu``."""
+    target = start_cpu + factor * (time.thread_time() - start_cpu)
+    x = 0.0
+    while time.thread_time() < target:
+        for _ in range(200):
+            x += 1.0
 
 
 @dataclass

@@ -86,14 +86,17 @@ def ground_state(
     grid_level: int = 1,
     conv_tol: float = 1e-11,
     max_memory: int = 2000,
-    density_fit: bool = False,
+    density_fit: bool | str = False,
+    df_memory: int | None = None,
 ) -> DFTSystem:
     """Run PySCF's restricted Kohn-Sham SCF; reject meta-GGA/NLC functionals, unknown bases.
 
     ``max_memory`` (MB) caps PySCF's own grid blocks (its default, 4,000, is most of what a
     large molecule's SCF would take). ``density_fit`` makes PySCF's Coulomb (and exchange)
     parts density-fitted, for the SCF and the response alike (large molecules); the grid
-    integrations are unchanged."""
+    integrations are unchanged. A string names the auxiliary basis (``"weigend"``: a Coulomb-only
+    fit, enough for a pure functional); ``df_memory`` (MB) lets PySCF keep the fitted integrals
+    in memory rather than in a scratch file."""
     gto, dft = _pyscf()
     try:
         mol = gto.M(
@@ -109,7 +112,9 @@ def ground_state(
         ) from None
     mf = dft.RKS(mol)
     if density_fit:
-        mf = mf.density_fit()
+        mf = mf.density_fit(auxbasis=density_fit if isinstance(density_fit, str) else None)
+        if df_memory is not None:
+            mf.with_df.max_memory = df_memory
     try:
         xctype = mf._numint._xc_type(xc)
         hyb = mf._numint.hybrid_coeff(xc)

@@ -341,15 +341,19 @@ def live_balance(
 
     Every task's time is measured in place during the real CPHF iterations (thread CPU time:
     the machine has 2 cores shared with other jobs, so ``devices`` processes time-slice and
-    wall time would measure the OS scheduler); the plan of iteration 1 comes from the 5% sample
-    model, later plans from the live times measured so far.
+    wall time would measure the OS scheduler); micro-task sizes follow the tasks per device;
+    the runtime adapts to unequal devices (``replan="adaptive"``: per-device speeds from the
+    5% sample every device times, the model refitted on the live times, stealing in device
+    time); unequal and changing devices: ``benchmarks/hip_dfpt/adaptive_balance.py``.
     """
     from schedlab.hip_dfpt.dft import pyscf_response
 
-    work = prepare(builtin_molecule(molecule), basis, grid_level, xc, cache_ao=False)
+    work = prepare(
+        builtin_molecule(molecule), basis, grid_level, xc, cache_ao=False, workers=devices
+    )
     reference = reference_polarizability(work.system)
     live = run_polarizability(
-        work, "hip-dfpt", reference, devices, 1, backend="process", seed=seed, replan="measured"
+        work, "hip-dfpt", reference, devices, 1, backend="process", seed=seed, replan="adaptive"
     )
     one = run_polarizability(work, "hip-dfpt", reference, 1, 1, seed=seed)
     two = run_polarizability(work, "hip-dfpt", reference, 2, 2, backend="process", seed=seed)
@@ -389,7 +393,7 @@ def live_balance(
         f"{molecule}/{basis}/{xc}, {len(work.composed.tasks)} micro-tasks on {devices} "
         f"processes, basis values on the fly; live CPU-time balance per iteration "
         + ", ".join(f"{b:.3f}" for b in cpu_bal)
-        + " (iteration 1 on the model's plan); "
+        + " (iteration 1 on the 5%-sample model and device speeds); "
         f"wall-time balance {np.mean([h.balance for h in hist]):.3f} (2 shared cores); "
         f"backend overhead {np.mean(overhead):.1%} of task CPU; polarisability error vs "
         f"PySCF {live.relative_error:.1e}; response error {response_error:.1e}; 1x1 "

@@ -14,6 +14,7 @@ from typing import Any
 
 import numpy as np
 
+from schedlab.core.errors import ConfigError
 from schedlab.hip_dfpt.dft import (
     DFTSystem,
     TaskStore,
@@ -28,13 +29,38 @@ from schedlab.hip_dfpt.dft import (
 from schedlab.hip_dfpt.policies import Plan, make_balancer
 from schedlab.hip_dfpt.runtime import Runtime, time_tasks
 from schedlab.hip_dfpt.simulator import DeviceModel, TaskCosts, simulate
-from schedlab.hip_dfpt.tasks import CompositionConfig, compose_batches, octree_batches
+from schedlab.hip_dfpt.tasks import (
+    CompositionConfig,
+    TaskFeatures,
+    compose_batches,
+    octree_batches,
+)
 from schedlab.hip_dfpt.workloads import Molecule
 
 #: CPU micro-task sizes (point x basis pairs): below ~2,000 NumPy's per-call overhead dominates
 CPU_COMPOSITION = CompositionConfig(min_parallelism=2_000, max_parallelism=20_000)
+#: a micro-task below ~2,000 point x basis pairs costs little more than its per-call overhead
+CPU_SMALLEST_MAX = 2_000
+#: tasks each worker (device x stream) should get when sizes follow the device count: enough
+#: that the last tasks of a device are a small share of its work
+TASKS_PER_WORKER = 48
 #: batching: 3-Bohr cells, at most 128 points per batch (all-electron codes use 100-200)
 BATCH_CELL, BATCH_POINTS = 3.0, 128
+
+
+def sized_composition(
+    features: TaskFeatures, workers: int, per_worker: int = TASKS_PER_WORKER
+) -> CompositionConfig:
+    """Micro-task sizes chosen from the tasks per worker: the largest task is at most twice an
+    even share of ``per_worker`` tasks per worker (device x stream), between the CPU floor
+    (``CPU_SMALLEST_MAX``) and the fixed CPU ceiling; small molecules get smaller tasks, so
+    each device still has enough of them to balance; large molecules keep the fixed sizes."""
+    if workers < 1 or per_worker < 1:
+        raise ConfigError("workers and tasks per worker must be at least 1", field="composition")
+    share = float(features.parallelism.sum()) / (workers * per_worker)
+    high = float(np.clip(2.0 * share, CPU_SMALLEST_MAX, CPU_COMPOSITION.max_parallelism))
+    low = min(CPU_COMPOSITION.min_parallelism, high / 4.0)
+    return CompositionConfig(min_parallelism=low, max_parallelism=high)
 
 
 @dataclass
@@ -54,16 +80,24 @@ def prepare(
     composition: CompositionConfig = CPU_COMPOSITION,
     cache_ao: bool = True,
     raw_store: bool = True,
-    density_fit: bool = False,
+    density_fit: bool | str = False,
+    df_memory: int | None = None,
+    workers: int | None = None,
 ) -> Workload:
     """Ground state, raw batches and composed micro-tasks; checks the task data vs PySCF.
 
     ``cache_ao=False`` keeps no basis values (computed on the fly per task); ``raw_store=False``
-    keeps only the raw batches' features, not their task data (a large molecule's memory)."""
+    keeps only the raw batches' features, not their task data (a large molecule's memory);
+    ``workers`` (devices x streams) sizes the micro-tasks from the tasks per worker
+    (:func:`sized_composition`) instead of ``composition``."""
     start = time.perf_counter()
-    system = ground_state(molecule, basis, xc, grid_level, density_fit=density_fit)
+    system = ground_state(
+        molecule, basis, xc, grid_level, density_fit=density_fit, df_memory=df_memory
+    )
     batches = octree_batches(system.coords, BATCH_CELL, BATCH_POINTS)
     raw = build_store(system, batches, cache_ao)
+    if workers is not None:
+        composition = sized_composition(raw.features, workers)
     composed = build_store(system, compose_batches(batches, raw.features, composition), cache_ao)
     if not raw_store:
         raw = TaskStore([], raw.features, raw.nao, raw.electrons, raw.vxc, cache_ao)
@@ -128,6 +162,7 @@ def run_polarizability(
     gpu: bool = False,
     replan: str = "model",
     deterministic: bool = True,
+    throttle: dict | None = None,
 ) -> PolarizabilityRun:
     """The CPHF polarisability with every grid integration done by the runtime."""
     start = time.perf_counter()
@@ -142,6 +177,7 @@ def run_polarizability(
         seed=seed,
         replan=replan,
         deterministic=deterministic,
+        throttle=throttle,
     )
     coulomb = coulomb_response(work.system)
     try:

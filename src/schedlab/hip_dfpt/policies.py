@@ -68,9 +68,14 @@ def _check(features: TaskFeatures, predicted: np.ndarray, devices: int, streams:
                           field="predicted")
 
 
-def lpt(costs: np.ndarray, bins: int) -> list[np.ndarray]:
-    """Longest processing time first: each task, largest first, to the least-loaded bin."""
+def lpt(costs: np.ndarray, bins: int, speeds: np.ndarray | None = None) -> list[np.ndarray]:
+    """Longest processing time first: each task, largest first, to the least-loaded bin.
+
+    With ``speeds`` (uniform machines: bin b runs a task of cost c in c / speeds[b]) each task
+    goes to the bin where it would *finish* first, (load + c) / speed."""
     order = np.argsort(-np.asarray(costs, float), kind="stable")
+    if speeds is not None and not np.allclose(speeds, speeds[0]):
+        return _lpt_uniform(np.asarray(costs, float), order, np.asarray(speeds, float))
     heap = [(0.0, b) for b in range(bins)]
     owner = np.empty(len(order), dtype=np.int64)
     for task in order:
@@ -78,6 +83,20 @@ def lpt(costs: np.ndarray, bins: int) -> list[np.ndarray]:
         owner[task] = b
         heapq.heapreplace(heap, (load + float(costs[task]), b))
     return [order[owner[order] == b] for b in range(bins)]
+
+
+def _lpt_uniform(costs: np.ndarray, order: np.ndarray, speeds: np.ndarray) -> list[np.ndarray]:
+    if len(speeds) == 0 or not (np.isfinite(speeds).all() and (speeds > 0).all()):
+        raise ConfigError("device speeds must be finite and > 0", field="speeds")
+    loads = np.zeros(len(speeds))
+    owner = np.empty(len(order), dtype=np.int64)
+    inverse = 1.0 / speeds
+    for task in order.tolist():  # a few devices in the real runtime: O(tasks x devices)
+        c = costs[task]
+        b = int(np.argmin((loads + c) * inverse))
+        owner[task] = b
+        loads[b] += c
+    return [order[owner[order] == b] for b in range(len(speeds))]
 
 
 def _round_robin_streams(tasks: np.ndarray, streams: int) -> list[np.ndarray]:
@@ -88,11 +107,15 @@ class HipDfptBalancer:
     """Model-guided multi-level balancing: LPT across devices, longest-first within a device."""
 
     name = "hip-dfpt"
+    #: takes per-device speed estimates (unequal devices); the baselines are speed-blind
+    speed_aware = True
 
     def plan(self, features: TaskFeatures, predicted: np.ndarray, devices: int,
-             streams: int) -> Plan:
+             streams: int, speeds: np.ndarray | None = None) -> Plan:
         _check(features, predicted, devices, streams)
-        per_device = lpt(predicted, devices)  # already in descending predicted cost
+        if speeds is not None and len(speeds) != devices:
+            raise ConfigError(f"{len(speeds)} speeds for {devices} devices", field="speeds")
+        per_device = lpt(predicted, devices, speeds)  # already in descending predicted cost
         return Plan([[tasks] for tasks in per_device], shared_streams=True)
 
 

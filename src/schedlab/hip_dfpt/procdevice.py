@@ -18,11 +18,13 @@ Tasks stay with their process, so a stealing plan runs as its initial split, as 
 from __future__ import annotations
 
 import contextlib
+import fcntl
 import os
 import secrets
 import signal
 import subprocess
 import sys
+import tempfile
 import threading
 import time
 from multiprocessing import shared_memory
@@ -32,6 +34,7 @@ from typing import Any
 import numpy as np
 
 from schedlab.core.errors import ConfigError
+from schedlab.hip_dfpt.devicerun import Throttle, stretch_cpu
 from schedlab.hip_dfpt.dft import TaskStore
 from schedlab.hip_dfpt.kernels import AoSource, StoredTask, response_task
 from schedlab.hip_dfpt.memory import BufferPool, NoPool, PoolStats, merge_stats
@@ -42,6 +45,13 @@ from schedlab.hip_dfpt.reduction import FixedPoint
 MAX_DMS = 3
 #: seconds a device may take to start (spawn + imports) or to finish one iteration
 START_TIMEOUT, RUN_TIMEOUT = 120.0, 3600.0
+#: weight of a device's latest task in its running rate (device CPU seconds per predicted second)
+RATE_WEIGHT = 0.1
+#: an idle device re-checks for a worthwhile steal after this long, doubling up to the maximum
+#: (decisions are made in device time, so a late re-check costs wall time, not balance)
+POLL_MIN, POLL_MAX = 1e-3, 2e-2
+#: a device claims min(CHUNK[0], queued // CHUNK[1]) tasks at once (at least one)
+CHUNK = (4, 16)
 
 Spec = dict[str, tuple[int, tuple[int, ...], str]]  # name -> (offset, shape, dtype)
 
@@ -162,9 +172,12 @@ def _worker(
     arena: tuple,
     io: tuple,
     mol_dump: str | None,
+    lock_path: str,
+    throttle: Throttle | None,
     conn: Any,
 ) -> None:
-    """A device process: map the arenas, then run ("run", ndm, task ids) until "stop"."""
+    """A device process: map the arenas, then serve ("sample", ids, repeats) and ("run", ndm,
+    steal) until "stop"."""
     try:
         from threadpoolctl import threadpool_limits
 
@@ -189,6 +202,8 @@ def _worker(
             else [NoPool() for _ in range(streams)]
         )
         nao = iov["dms"].shape[1]
+        queues = SharedQueues(iov, device, lock_path, streams)
+        iteration = 0
         conn.send(("ready", device))
         while True:
             try:
@@ -197,13 +212,17 @@ def _worker(
                 break
             if message[0] == "stop":
                 break
-            _, ndm, ids = message
-            conn.send(
-                (
-                    "done",
-                    _run(device, streams, deterministic, tasks, ids, iov, ndm, nao, allocs, source),
+            if message[0] == "sample":
+                _, ids, repeats = message
+                reply = _sample(tasks, ids, repeats, iov, allocs[0], source, throttle)
+            else:
+                _, ndm, steal = message
+                iteration += 1
+                reply = _run(
+                    device, streams, deterministic, tasks, queues, steal, iov, ndm, nao, allocs,
+                    source, throttle, iteration,
                 )
-            )
+            conn.send(("done", reply))
     except Exception as exc:  # noqa: BLE001 - reported to the parent as one line
         with contextlib.suppress(OSError):  # unless the parent is gone
             conn.send(("error", f"device {device}: {type(exc).__name__}: {exc}"))
@@ -212,41 +231,192 @@ def _worker(
         io_shm.close()
 
 
+#: columns of the shared per-device state row (float64; the cursors are exact integers)
+FRONT, BACK, CLOCK, INFLIGHT, RATE, REM, STEALS, FIELDS = range(8)
+
+
+class SharedQueues:
+    """A device's side of the iteration's shared queues, with stealing in *device time*.
+
+    Every device's queue (its plan, largest predicted cost first) lies in one shared array;
+    its row of ``state`` holds the queue's (front, back), the device's clock (CPU seconds of
+    its finished tasks), in-flight reservations, ``rate`` (its running CPU seconds per
+    predicted second, so a device that slows down shows it within a few tasks) and the
+    predicted cost still queued. The owner's streams pop from the front. A device whose queue
+    is empty takes the *last* (smallest) task of the device expected to finish last
+    (clock + in-flight + rate x queued cost) when that makes it finish earlier than that device
+    would. Clocks are CPU time, the yardstick of the live balance: on a machine with fewer
+    free cores than devices, wall-time order would hand work to whichever process the OS
+    scheduled, not to the faster device. State changes happen under one lock (``flock`` on a
+    shared file, plus a thread lock when the device has several streams); a task's finish and
+    the next claim share one locked section, and a row is read and written whole."""
+
+    def __init__(
+        self, iov: dict[str, np.ndarray], device: int, lock_path: str, streams: int = 1
+    ) -> None:
+        self.state, self.queue, self.pred = iov["state"], iov["queue"], iov["pred"]
+        self.device = device
+        # one lock per device queue: the owner's pops never wait for other devices' pops;
+        # only a thief and its victim meet
+        self.fds = [os.open(f"{lock_path}.{d}", os.O_RDWR) for d in range(len(self.state))]
+        self.tlock = threading.Lock() if streams > 1 else contextlib.nullcontext()
+
+    @contextlib.contextmanager
+    def locked(self, device: int) -> Any:
+        fcntl.flock(self.fds[device], fcntl.LOCK_EX)
+        try:
+            yield
+        finally:
+            fcntl.flock(self.fds[device], fcntl.LOCK_UN)
+
+    def next(
+        self, steal: bool, done: tuple[float, float, float, int] | None = None
+    ) -> tuple[list[int], float, float] | bool:
+        """Record the finished claim ``done`` = (reserved, cpu seconds, predicted cost, tasks),
+        then claim the next: (task ids, reserved device seconds, predicted cost). Far from the
+        end of its queue a device claims a few tasks at once (``CHUNK``: fewer locked
+        sections), near the end one at a time. False when this device is done (every queue
+        empty, or its own when not stealing); True when only a steal that would not help is
+        left (poll again)."""
+        d, state = self.device, self.state
+        with self.tlock:
+            fd = self.fds[d]
+            fcntl.flock(fd, fcntl.LOCK_EX)
+            try:
+                row = state[d].tolist()
+                if done is not None:
+                    reserved, cpu, p, k = done
+                    row[INFLIGHT] -= reserved
+                    row[CLOCK] += cpu
+                    if p > 0:
+                        weight = 1.0 - (1.0 - RATE_WEIGHT) ** k
+                        row[RATE] += weight * (cpu / p - row[RATE])
+                front = int(row[FRONT])
+                left = int(row[BACK]) - front
+                if left > 0:
+                    k = max(1, min(CHUNK[0], left // CHUNK[1]))
+                    ids = self.queue[front : front + k].tolist()
+                    p = float(self.pred[ids].sum()) if k > 1 else float(self.pred[ids[0]])
+                    cost = row[RATE] * p
+                    row[FRONT] += k
+                    row[REM] -= p
+                    row[INFLIGHT] += cost
+                    state[d] = row
+                    return ids, cost, p
+                state[d] = row
+            finally:
+                fcntl.flock(fd, fcntl.LOCK_UN)
+            if not steal:
+                return False
+            # a snapshot without locks chooses the victim; the claim re-checks under its lock
+            rows = state.tolist()
+            victim, latest = -1, -np.inf
+            for v, r in enumerate(rows):
+                if v != d and r[FRONT] < r[BACK]:
+                    finish = r[CLOCK] + r[INFLIGHT] + r[RATE] * r[REM]
+                    if finish > latest:
+                        victim, latest = v, finish
+            if victim < 0:
+                return False
+            with self.locked(victim):
+                front, back = (int(x) for x in state[victim, FRONT : BACK + 1])
+                if front >= back:
+                    return True  # emptied meanwhile: look again
+                task = int(self.queue[back - 1])
+                p = float(self.pred[task])
+                cost = row[RATE] * p
+                if row[CLOCK] + row[INFLIGHT] + cost >= latest:
+                    return True
+                state[victim, BACK] = back - 1
+                state[victim, REM] -= p
+            with self.locked(d):
+                state[d, INFLIGHT] += cost
+                state[d, STEALS] += 1
+            return [task], cost, p
+
+
+def _sample(
+    tasks: list[StoredTask],
+    ids: np.ndarray,
+    repeats: int,
+    iov: dict[str, np.ndarray],
+    alloc: Any,
+    source: AoSource | None,
+    throttle: Throttle | None,
+) -> np.ndarray:
+    """Thread CPU time of each sample task run alone (min of ``repeats``), throttle included:
+    this device's side of the 5%-sample calibration."""
+    dms = iov["dms"]
+    out = np.zeros_like(dms)
+    slow = throttle is not None and throttle.active(0, 0)
+    seconds = np.empty(len(ids))
+    for k, task in enumerate(ids.tolist()):
+        best = np.inf
+        for _ in range(repeats):
+            c0 = time.thread_time()
+            response_task(tasks[task], dms, out, alloc, np, source)
+            if slow:
+                stretch_cpu(c0, throttle.factor)  # type: ignore[union-attr]
+            best = min(best, time.thread_time() - c0)
+        seconds[k] = best
+    return seconds
+
+
 def _run(
     device: int,
     streams: int,
     deterministic: bool,
     tasks: list[StoredTask],
-    ids: np.ndarray,
+    queues: SharedQueues,
+    steal: bool,
     iov: dict[str, np.ndarray],
     ndm: int,
     nao: int,
     allocs: list,
     source: AoSource | None,
+    throttle: Throttle | None,
+    iteration: int,
 ) -> dict[str, Any]:
     start, cpu0 = time.perf_counter(), time.process_time()
     dms = iov["dms"][:ndm]
     wall, cpu = iov["task_wall"], iov["task_cpu"]
-    order = ids.tolist()
-    cursor = [0]
-    lock = threading.Lock()
+    owner, order = iov["task_dev"], iov["task_seq"]
+    lock = queues.tlock
+    count = [0]  # tasks started in this iteration (the throttle's trigger; the run order)
     parts = [
         FixedPoint((ndm, nao, nao)) if deterministic else np.zeros((ndm, nao, nao))
         for _ in range(streams)
     ]
 
     def stream(s: int) -> None:
+        pause, done = POLL_MIN, None
         while True:
-            with lock:
-                k = cursor[0]
-                cursor[0] += 1
-            if k >= len(order):
+            got = queues.next(steal, done)
+            done = None
+            if got is False:
                 return
-            task = order[k]
-            t0, c0 = time.perf_counter(), time.thread_time()
-            response_task(tasks[task], dms, parts[s], allocs[s], np, source)
-            cpu[task] = time.thread_time() - c0
-            wall[task] = time.perf_counter() - t0
+            if got is True:  # work is left elsewhere, but taking any of it would not help yet
+                time.sleep(pause)
+                pause = min(2 * pause, POLL_MAX)
+                continue
+            pause = POLL_MIN
+            claimed, cost, predicted = got
+            spent_all = 0.0
+            for task in claimed:
+                with lock:
+                    slow = throttle is not None and throttle.active(iteration, count[0])
+                    count[0] += 1
+                    order[task] = count[0]
+                    owner[task] = device
+                t0, c0 = time.perf_counter(), time.thread_time()
+                response_task(tasks[task], dms, parts[s], allocs[s], np, source)
+                if slow:
+                    stretch_cpu(c0, throttle.factor)  # type: ignore[union-attr]
+                spent = time.thread_time() - c0
+                wall[task] = time.perf_counter() - t0
+                cpu[task] = spent
+                spent_all += spent
+            done = (cost, spent_all, predicted, len(claimed))
 
     if streams == 1:
         stream(0)
@@ -286,6 +456,7 @@ class ProcessBackend:
         pooled: bool,
         xp: Any,
         deterministic: bool = True,
+        throttle: dict[int, Throttle] | None = None,
     ) -> None:
         if xp is not np:
             raise ConfigError(
@@ -310,8 +481,19 @@ class ProcessBackend:
                     out_float=np.zeros(shape) if not deterministic else np.zeros(1),
                     task_wall=np.full(self.ntasks, np.nan),
                     task_cpu=np.full(self.ntasks, np.nan),
+                    # the iteration's queues and the device-time state stealing reads
+                    pred=np.ones(self.ntasks),
+                    queue=np.zeros(self.ntasks, np.int64),
+                    state=np.zeros((devices, FIELDS)),
+                    task_dev=np.full(self.ntasks, -1, np.int64),
+                    task_seq=np.zeros(self.ntasks, np.int64),
                 )
             )
+            lock_dir = "/dev/shm" if os.path.isdir("/dev/shm") else None
+            handle, self.lock_path = tempfile.mkstemp(prefix="hip_dfpt_", dir=lock_dir)
+            os.close(handle)
+            for d in range(devices):  # one lock file per device queue
+                os.close(os.open(f"{self.lock_path}.{d}", os.O_CREAT | os.O_RDWR, 0o600))
             key = secrets.token_bytes(32)
             listener = Listener(family="AF_UNIX", authkey=key)
         except BaseException:
@@ -346,6 +528,8 @@ class ProcessBackend:
                         (self.arena.name, self.arena.spec),
                         (self.io.name, self.io.spec),
                         mol_dump,
+                        self.lock_path,
+                        (throttle or {}).get(d),
                     )
                 )
                 self.conns.append(conn)
@@ -390,7 +574,27 @@ class ProcessBackend:
             raise ConfigError(str(payload), field="executor")
         return payload
 
-    def execute(self, plan: Plan, dms: Any, seed: int) -> list[Any]:
+    def time_sample(self, ids: np.ndarray, dms: np.ndarray, repeats: int = 2) -> np.ndarray:
+        """(devices, len(ids)) thread CPU seconds: every device times the same sample tasks
+        (min of ``repeats``), so their speeds compare on equal work."""
+        self.io.views["dms"][: len(dms)] = dms
+        for conn in self.conns:
+            conn.send(("sample", np.asarray(ids, np.int64), repeats))
+        return np.array([self._receive(conn, RUN_TIMEOUT, "done") for conn in self.conns])
+
+    def execute(
+        self,
+        plan: Plan,
+        dms: Any,
+        seed: int,
+        predicted: np.ndarray | None = None,
+        rates: np.ndarray | None = None,
+        steal: bool = False,
+    ) -> list[Any]:
+        """Run one iteration. With ``steal`` idle devices take tasks from the device expected
+        to finish last (in device CPU time, from ``predicted`` costs and each device's
+        ``rates``, CPU seconds per predicted second, refined live); without it every device
+        runs exactly its part of the plan."""
         from schedlab.hip_dfpt.devicerun import DeviceResult
 
         ndm = dms.shape[0]
@@ -404,13 +608,29 @@ class ProcessBackend:
         views["dms"][:ndm] = dms
         views["task_wall"][...] = np.nan
         views["task_cpu"][...] = np.nan
+        views["task_dev"][...] = -1
         assignment = [plan.device_tasks(d) for d in range(plan.devices)]
-        for conn, ids in zip(self.conns, assignment, strict=True):
-            conn.send(("run", ndm, ids))
+        pred = np.ones(self.ntasks) if predicted is None else np.asarray(predicted, float)
+        views["pred"][...] = pred
+        views["queue"][...] = np.concatenate(assignment)
+        sizes = np.array([len(a) for a in assignment])
+        state = views["state"]
+        state[...] = 0.0
+        state[:, BACK] = np.cumsum(sizes)
+        state[:, FRONT] = state[:, BACK] - sizes
+        state[:, RATE] = 1.0 if rates is None else rates
+        state[:, REM] = [pred[a].sum() for a in assignment]
+        for conn in self.conns:
+            conn.send(("run", ndm, steal))
         replies = [self._receive(conn, RUN_TIMEOUT, "done") for conn in self.conns]
+        owner, seq = views["task_dev"], views["task_seq"]
+        if (owner < 0).any():
+            raise ConfigError("a task was not run by any device", field="executor")
         results = []
-        for d, (ids, reply) in enumerate(zip(assignment, replies, strict=True)):
-            wall, cpu = views["task_wall"][ids], views["task_cpu"][ids]
+        for d, reply in enumerate(replies):
+            ran = np.flatnonzero(owner == d)
+            ran = ran[np.argsort(seq[ran], kind="stable")]  # the device's completion order
+            wall, cpu = views["task_wall"][ran], views["task_cpu"][ran]
             if self.deterministic:
                 out = FixedPoint(
                     (ndm, self.nao, self.nao),
@@ -423,12 +643,12 @@ class ProcessBackend:
             results.append(
                 DeviceResult(
                     out=out,
-                    task_seconds=dict(zip(ids.tolist(), wall.tolist(), strict=True)),
+                    task_seconds=dict(zip(ran.tolist(), wall.tolist(), strict=True)),
                     start=reply["start"],
                     end=reply["end"],
-                    steals=0,
+                    steals=int(state[d, STEALS]),
                     pool=PoolStats(*reply["pool"]),
-                    task_cpu=dict(zip(ids.tolist(), cpu.tolist(), strict=True)),
+                    task_cpu=dict(zip(ran.tolist(), cpu.tolist(), strict=True)),
                     overhead_cpu=float(reply["process_cpu"] - cpu.sum()),
                 )
             )
@@ -450,6 +670,11 @@ class ProcessBackend:
         for arena in ("arena", "io"):
             if hasattr(self, arena):
                 getattr(self, arena).close()
+        if getattr(self, "lock_path", None):
+            for path in [self.lock_path] + [f"{self.lock_path}.{d}" for d in range(self.devices)]:
+                with contextlib.suppress(OSError):
+                    os.unlink(path)
+            self.lock_path = ""
 
 
 def main(address: str) -> None:

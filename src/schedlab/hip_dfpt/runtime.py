@@ -15,6 +15,7 @@ and the model's error are measured, not assumed.
 
 from __future__ import annotations
 
+import os
 import time
 from dataclasses import dataclass, field
 from typing import Any
@@ -88,7 +89,9 @@ class LocalBackend:
         pooled: bool,
         xp: Any,
         deterministic: bool = True,
+        throttle: dict | None = None,
     ):
+        _no_throttle(throttle)
         self.store, self.streams, self.xp = store, streams, xp
         self.deterministic = deterministic
         self.allocs = device_allocators(devices, streams, pooled, xp)
@@ -125,11 +128,9 @@ class RayBackend:
         pooled: bool,
         xp: Any,
         deterministic: bool = True,
+        throttle: dict | None = None,
     ):
-        if not store.cached:
-            raise ConfigError(
-                "the Ray backend needs cached basis values (cache_ao=True)", field="executor"
-            )
+        _no_throttle(throttle)
         try:
             import ray
         except ImportError as exc:
@@ -141,13 +142,30 @@ class RayBackend:
         self._ray = ray
         self._started = not ray.is_initialized()
         if self._started:
-            ray.init(
-                num_cpus=max(2, devices),
-                include_dashboard=False,
-                log_to_driver=False,
-                configure_logging=False,
+            address = os.environ.get("RAY_ADDRESS")
+            options: dict[str, Any] = dict(
+                include_dashboard=False, log_to_driver=False, configure_logging=False
             )
-        self.actors = start_actors(ray, store.tasks, devices, streams, pooled, deterministic)
+            if address:  # a running cluster (ray start --head / --address): join it
+                ray.init(address=address, **options)
+            else:
+                ray.init(num_cpus=max(2, devices), **options)
+        try:
+            self.actors = start_actors(
+                ray, store, devices, streams, pooled, deterministic, spread=True
+            )
+            # wait until every actor holds the task data (start-up is not an iteration's cost)
+            self.nodes = list(ray.get([a.node.remote() for a in self.actors]))
+        except BaseException:
+            if self._started:
+                ray.shutdown()
+            raise
+
+    def time_sample(self, ids: np.ndarray, dms: np.ndarray, repeats: int = 2) -> np.ndarray:
+        """(devices, len(ids)) thread CPU seconds of the same sample tasks on every actor."""
+        refs = [a.time_sample.remote(np.asarray(ids), np.asarray(dms), repeats)
+                for a in self.actors]
+        return np.array(self._ray.get(refs))
 
     def execute(self, plan: Plan, dms: Any, seed: int) -> list[DeviceResult]:
         refs = [
@@ -164,14 +182,25 @@ class RayBackend:
 
 
 def _process_backend(
-    store: TaskStore, devices: int, streams: int, pooled: bool, xp: Any, deterministic: bool = True
+    store: TaskStore,
+    devices: int,
+    streams: int,
+    pooled: bool,
+    xp: Any,
+    deterministic: bool = True,
+    throttle: dict | None = None,
 ) -> Any:
     from schedlab.hip_dfpt.procdevice import ProcessBackend
 
-    return ProcessBackend(store, devices, streams, pooled, xp, deterministic)
+    return ProcessBackend(store, devices, streams, pooled, xp, deterministic, throttle)
 
 
-REPLAN = ("model", "measured")
+def _no_throttle(throttle: dict | None) -> None:
+    if throttle:
+        raise ConfigError("test throttles need the process backend", field="throttle")
+
+
+REPLAN = ("model", "measured", "adaptive")
 
 BACKENDS = {"local": LocalBackend, "ray": RayBackend, "process": _process_backend}
 
@@ -200,6 +229,79 @@ def _pinned(array: np.ndarray, xp: Any) -> np.ndarray:
     out = np.frombuffer(memory, dtype=array.dtype, count=array.size).reshape(array.shape)
     out[...] = array
     return out
+
+
+def device_speeds(times: np.ndarray) -> np.ndarray:
+    """Per-device speed from every device's times of the same tasks (devices x tasks).
+
+    Per task, each device's time is compared with the median device's; a device's log speed
+    is the median of its log ratios (robust to a stalled task), shrunk toward equal speeds by
+    how uncertain it is (positive-part James-Stein: factor 1 - se^2 / log^2, se from the
+    spread of the ratios), so sampling noise on equal devices does not skew the first plan
+    while a 2x slower device (log ratio 0.69 against se ~0.05) is kept."""
+    times = np.asarray(times, float)
+    if times.ndim != 2 or not (np.isfinite(times).all() and (times > 0).all()):
+        raise ConfigError("sample times must be a finite, positive devices x tasks array",
+                          field="calibration")
+    ratios = np.log(np.median(times, axis=0))[None, :] - np.log(times)
+    log_speed = np.median(ratios, axis=1)
+    if times.shape[1] > 1:
+        se2 = (1.2533 * ratios.std(axis=1, ddof=1)) ** 2 / times.shape[1]
+        with np.errstate(divide="ignore", invalid="ignore"):
+            keep = np.where(log_speed != 0, 1.0 - se2 / log_speed**2, 0.0)
+        log_speed = log_speed * np.clip(keep, 0.0, 1.0)
+    return np.exp(log_speed)
+
+
+#: weight of the latest iteration in a device's refitted speed (log scale)
+SPEED_WEIGHT = 0.5
+#: a device whose later half ran this much slower or faster (relative to how the other
+#: devices' halves compare) changed speed during the iteration
+SPEED_CHANGE = float(np.log(1.25))
+
+
+def refit_speeds(
+    costs: np.ndarray, task_cpu: np.ndarray, ran: list[np.ndarray], previous: np.ndarray
+) -> tuple[np.ndarray, np.ndarray]:
+    """Speeds and cost estimates refitted on one iteration's live times.
+
+    ``ran[d]``: the tasks device d ran, in the order it ran them. A device's speed in this
+    iteration is its tasks' estimated cost over their CPU time; it rescales those tasks' times
+    into cost units (the new cost samples). The next plan's speed is its geometric mean with
+    the previous estimate (weight ``SPEED_WEIGHT``: one iteration's times on a shared machine
+    are noisy), unless the device changed speed during the iteration: its later half against
+    its earlier half differs from the other devices' (the median, which carries the model's
+    common bias between large early and small late tasks) by more than ``SPEED_CHANGE``; then
+    the estimate moves to the later speed at once. A device that ran nothing keeps its
+    previous speed."""
+    speeds = np.array(previous, dtype=float)
+    normalized = np.array(costs, dtype=float)
+    now = np.full(len(ran), np.nan)
+    drift = np.full(len(ran), np.nan)
+    for d, ids in enumerate(ran):
+        if len(ids) == 0:
+            continue
+        cpu = task_cpu[ids]
+        now[d] = costs[ids].sum() / cpu.sum()
+        normalized[ids] = cpu * now[d]
+        later = np.cumsum(cpu) > 0.5 * cpu.sum()
+        if later.all() or not later.any():
+            continue
+        early_speed = costs[ids[~later]].sum() / cpu[~later].sum()
+        late_speed = costs[ids[later]].sum() / cpu[later].sum()
+        drift[d] = np.log(late_speed / early_speed)
+    common = np.nanmedian(drift) if np.isfinite(drift).any() else 0.0
+    for d in range(len(ran)):
+        if not np.isfinite(now[d]):
+            continue
+        change = drift[d] - common if np.isfinite(drift[d]) else 0.0
+        if abs(change) > SPEED_CHANGE:
+            speeds[d] = now[d] * np.exp(change / 2)  # ~ the later half's speed
+        else:
+            speeds[d] = np.exp(
+                SPEED_WEIGHT * np.log(now[d]) + (1 - SPEED_WEIGHT) * np.log(speeds[d])
+            )
+    return speeds, normalized
 
 
 @dataclass
@@ -247,7 +349,17 @@ class Runtime:
     ``replan="measured"`` re-plans after every iteration on the task CPU times measured in place
     in that iteration (the model's plan serves the first); ``deterministic`` (default) reduces
     in exact fixed point, so results are bit-identical over devices, streams and backends;
-    ``backend="process"`` runs each device as an OS process over shared memory."""
+    ``backend="process"`` runs each device as an OS process over shared memory.
+
+    ``replan="adaptive"`` is for unequal devices: every device times the same 5% sample, which
+    gives a speed per device (ratio of summed sample times) and the model's costs in units of
+    the median device; the plan is LPT on uniform machines (each task to the device where it
+    finishes first). After every iteration each device's speed is refitted from the live task
+    CPU times (see :func:`refit_speeds`) and the model is refitted on every task's live time
+    (running mean, scaled by the speed of the device that ran it). On the process backend
+    idle devices also steal in device time during the iteration (``procdevice.SharedQueues``).
+    ``throttle`` (process backend, for testing) makes chosen devices slower: see
+    :class:`devicerun.Throttle`."""
 
     store: TaskStore
     balancer: Balancer
@@ -261,6 +373,7 @@ class Runtime:
     seed: int = 0
     deterministic: bool = True
     replan: str = "model"
+    throttle: dict[int, Any] | None = None
     history: list[IterationStats] = field(default_factory=list)
     pool_stats: PoolStats = field(default_factory=PoolStats)
 
@@ -272,12 +385,57 @@ class Runtime:
         if self.replan not in REPLAN:
             raise UnknownNameError("replan", self.replan, list(REPLAN))
         self.xp = array_module(self.gpu)
-        self.calibration = self._calibrate()
-        self.plan = self.balancer.plan(
-            self.store.features, self.calibration.predicted, self.devices, self.streams
-        )
+        self.speeds = np.ones(self.devices)
+        self.speed_history: list[np.ndarray] = []
+        adaptive = self.replan == "adaptive"
+        if not adaptive:
+            self.calibration = self._calibrate()
         self._backend = BACKENDS[self.backend](
-            self.store, self.devices, self.streams, self.pooled, self.xp, self.deterministic
+            self.store,
+            self.devices,
+            self.streams,
+            self.pooled,
+            self.xp,
+            self.deterministic,
+            self.throttle,
+        )
+        try:
+            if adaptive:
+                self.calibration = self._calibrate_on_devices()
+            self.costs = self.calibration.predicted
+            self._live_costs: list[np.ndarray] = []
+            self.plan = self._plan()
+        except BaseException:
+            self._backend.close()
+            raise
+
+    def _plan(self) -> Plan:
+        if getattr(self.balancer, "speed_aware", False) and self.replan == "adaptive":
+            return self.balancer.plan(  # type: ignore[call-arg]
+                self.store.features, self.costs, self.devices, self.streams, speeds=self.speeds
+            )
+        return self.balancer.plan(self.store.features, self.costs, self.devices, self.streams)
+
+    def _calibrate_on_devices(self) -> Calibration:
+        """The 5% sample timed by every device (thread CPU, one run each): per-device speeds and
+        the model in units of the median device. Backends that cannot time on their devices
+        (threads in this process) time in this process and keep equal speeds."""
+        if not hasattr(self._backend, "time_sample"):
+            return self._calibrate()
+        start = time.perf_counter()
+        features = self.store.features
+        sample = sample_tasks(features, self.sample_fraction, self.seed)
+        nao = self.store.nao
+        dms = np.random.default_rng(self.seed).standard_normal((3, nao, nao))
+        dms = dms + dms.transpose(0, 2, 1)
+        with single_threaded_blas():  # one cold run each, as tasks run in an iteration
+            times = np.asarray(self._backend.time_sample(sample, dms, repeats=1))
+        self.speeds = device_speeds(times)
+        self.speed_history.append(self.speeds.copy())
+        seconds = np.median(times * self.speeds[:, None], axis=0)  # median-device units
+        model = make_model(self.model).fit(features.take(sample), seconds)
+        return Calibration(
+            sample, seconds, model.predict(features), self.model, time.perf_counter() - start
         )
 
     def _calibrate(self) -> Calibration:
@@ -306,10 +464,15 @@ class Runtime:
                 field="dms",
             )
         start = time.perf_counter()
+        seed = self.seed + len(self.history)
         with single_threaded_blas():
-            results = self._backend.execute(
-                self.plan, self.xp.asarray(dms), self.seed + len(self.history)
-            )
+            if self.replan == "adaptive" and self.backend == "process":
+                results = self._backend.execute(
+                    self.plan, dms, seed, predicted=self.costs, rates=1.0 / self.speeds,
+                    steal=True,
+                )
+            else:
+                results = self._backend.execute(self.plan, self.xp.asarray(dms), seed)
         wall = time.perf_counter() - start
         n = len(self.store.tasks)
         task_seconds, task_cpu = np.full(n, np.nan), np.full(n, np.nan)
@@ -336,9 +499,21 @@ class Runtime:
             # the next plan uses the task CPU times measured live so far (their running mean:
             # one iteration's times carry the machine's noise)
             measured = [h.task_cpu for h in self.history if h.task_cpu is not None]
-            self.plan = self.balancer.plan(
-                self.store.features, np.mean(measured, axis=0), self.devices, self.streams
-            )
+            self.costs = np.mean(measured, axis=0)
+            self.plan = self._plan()
+        elif self.replan == "adaptive" and has_cpu and np.isfinite(task_cpu).all():
+            ran = [np.fromiter(r.task_cpu, np.int64, len(r.task_cpu)) for r in results]  # run order
+            speeds, normalized = refit_speeds(self.costs, task_cpu, ran, self.speeds)
+            self._live_costs.append(normalized)
+            # the model refitted on every task's live time (running mean, in median-device
+            # units): per-task times are noisy, and planning on them puts the tasks that
+            # happened to run fast last, where they then run slower than planned
+            features = self.store.features
+            model = make_model(self.model).fit(features, np.mean(self._live_costs, axis=0))
+            self.costs = model.predict(features)
+            self.speeds = speeds
+            self.speed_history.append(speeds.copy())
+            self.plan = self._plan()
         total = merge_partials([r.out for r in results])
         if isinstance(total, FixedPoint):
             total = total.value()
