@@ -62,3 +62,66 @@ def test_entries_only_move_forward(events):
             newest[key] = max(newest.get(key, 0), seq)
     for key, seq in newest.items():
         assert cache.get(key, 0, 0.0) == (seq, str(seq))
+
+
+def test_a_commit_is_pushed_only_to_workers_that_cache_its_key(server):
+    """Issue 44: a write publishes on the channels registered for its key (a worker registers
+    when it reads the key from Redis), not to every worker; a barrier on a worker's channel
+    advances its watermark, so a token it has never seen a publication for is served locally."""
+    import time
+
+    import redis
+
+    from schedlab.arcus.arcus_io import Arcus
+    from schedlab.arcus.iobase import Env
+    from schedlab.arcus.runtime import WorkerResources
+    from schedlab.arcus.store import IOStats, Store, no_retry
+
+    client = redis.Redis.from_url(server.url)
+    workers = [WorkerResources(client, slot, subscriber_client=redis.Redis.from_url(
+        server.url, retry=no_retry()), plat="sel").start() for slot in range(3)]
+
+    def wait(predicate) -> None:
+        deadline = time.monotonic() + 10
+        while not predicate():
+            assert time.monotonic() < deadline
+            time.sleep(0.005)
+
+    hits = IOStats()
+
+    def run(worker, instance, body, token=0):
+        client.set(f"sel:gen:{instance}", "g")
+        io = Arcus(Store(client, hits), Env(instance, "sel", resources=worker, gen="g",
+                                            token=token))
+        try:
+            result = body(io)
+            io.finish(None)
+            return result, io.seq
+        finally:
+            io.close()
+
+    try:
+        wait(lambda: all(w.cache.healthy for w in workers))
+        run(workers[2], "i0", lambda io: io.write(1, "k", "v0"))
+        run(workers[0], "i1", lambda io: io.read(1, "k"))  # worker 0 now caches k
+        assert {m.decode() for m in client.smembers("sel:s:k|c")} == {"sel:c:0"}
+        before = [w.subscriber.received for w in workers]
+        _, seq = run(workers[2], "i2", lambda io: io.write(1, "k", "v1"))
+        wait(lambda: workers[0].cache.applied >= seq)
+        assert workers[0].cache.get("sel:s:k", seq, 0.0) == (seq, '"v1"')  # pushed
+        got = [w.subscriber.received - b for w, b in zip(workers, before, strict=True)]
+        assert got == [1, 0, 0]
+        # a later commit to another key is not pushed to worker 0: only a barrier proves that
+        # its cached k is still the newest at that token
+        _, later = run(workers[2], "i3", lambda io: io.write(1, "other", 1))
+        assert later > seq and workers[0].cache.get("sel:s:k", later, 0.0) is None
+        client.publish("sel:c:0", f"b|{later}")
+        wait(lambda: workers[0].cache.applied >= later)
+        served = hits.hits
+        value, _ = run(workers[0], "i4", lambda io: io.read(1, "k"), token=later)
+        assert value == "v1" and hits.hits == served + 1  # from the cache, no round trip
+        assert workers[0].cache.get("sel:s:k", later, 0.0) == (seq, '"v1"')
+    finally:
+        for w in workers:
+            w.close()
+        client.close()

@@ -275,7 +275,8 @@ class CFLog(StateIOBase):
                     self.stats.durable_later.append(at - queued)
 
     def _args(self, batch: list[Record], order: str, number: int) -> list[Any]:
-        args: list[Any] = ["1" if self.use_cache else "0", self.env.gen, order, number]
+        channel = self.env.resources.channel if self.use_cache else ""
+        args: list[Any] = [channel, self.env.gen, order, number]
         for record in batch:
             args.extend(record)
         return args

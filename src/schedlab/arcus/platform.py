@@ -41,6 +41,7 @@ from typing import Any
 
 import redis
 
+from schedlab.arcus.fccache import channel_for
 from schedlab.arcus.iobase import dumps, fence_key, loads, text
 from schedlab.arcus.policies import bind_protocol, bound_protocol, protocol_class
 from schedlab.arcus.runtime import (
@@ -464,7 +465,13 @@ class Platform:
         state = self.status(inv.instance, ns)
         if state["state"] == "pending":  # new, or a retry of one not finished: (re)start it
             slot = int(inv.call_id[:8], 16) % self.workers
-            self._guard_redis(lambda: self.client.rpush(queue_key(self.plat, slot), inv.wire()))
+
+            def send() -> None:  # the FCCache barrier ahead of the message, as in dispatch()
+                pipe = self.client.pipeline(transaction=False)
+                pipe.publish(channel_for(self.plat, slot), f"b|{inv.token}")
+                pipe.rpush(queue_key(self.plat, slot), inv.wire())
+                pipe.execute()
+            self._guard_redis(send)
         return inv.instance
 
     def status(self, instance: str, ns: str = "default") -> dict[str, Any]:

@@ -53,7 +53,7 @@ from typing import Any
 import redis
 
 from schedlab.arcus.apps import FUNCTIONS, lock_keys
-from schedlab.arcus.fccache import SEQ_KEY, FCCache, Subscriber
+from schedlab.arcus.fccache import CHANNEL, SEQ_KEY, FCCache, Subscriber, channel_for
 from schedlab.arcus.iobase import Conflict, Env, Fenced, dumps, fence_key
 from schedlab.arcus.policies import make_protocol, protocol_class
 from schedlab.arcus.scripts import scripts_for
@@ -167,14 +167,15 @@ def dispatch(client: redis.Redis, inv: Invocation, exclude: int | None,
     same round trip as the message is queued, ahead of it."""
     choices = [s for s in range(inv.slots) if s != exclude] or list(range(inv.slots))
     rng = random.Random(zlib.crc32(f"{inv.instance}|{inv.call_id}".encode()))
-    queue = queue_key(inv.plat, rng.choice(choices))
+    slot = rng.choice(choices)
+    pipe = client.pipeline(transaction=admit)
     if admit:
-        pipe = client.pipeline(transaction=True)
         pipe.set(fence_key(inv.ns, inv.instance), inv.gen)
-        pipe.rpush(queue, inv.wire())
-        pipe.execute()
-    else:
-        client.rpush(queue, inv.wire())
+    # the barrier goes ahead of the message on the target worker's FCCache channel: once its
+    # subscriber applied it, its cache has every commit up to the token it may serve
+    pipe.publish(channel_for(inv.plat, slot), f"b|{inv.token}")
+    pipe.rpush(queue_key(inv.plat, slot), inv.wire())
+    pipe.execute()
     got = client.blpop([reply_key(inv.plat, inv.call_id)], timeout=max(1, int(timeout)))
     if got is None:
         raise InvocationError(f"no reply from '{inv.fn}' within {timeout:.0f} s",
@@ -193,15 +194,18 @@ class WorkerResources:
     """What one worker process shares among its invocations: client, cache, flush pool."""
 
     def __init__(self, client: redis.Redis, slot: int, wait_s: float = 0.0003,
-                 subscriber_client: redis.Redis | None = None) -> None:
+                 subscriber_client: redis.Redis | None = None, plat: str | None = None) -> None:
         self.client = client
         self.slot = slot
+        # the FCCache channel: the slot's (dispatchers stamp it) or, outside a platform, the
+        # shared one of standalone caches
+        self.channel = channel_for(plat, slot) if plat is not None else CHANNEL
         self.wait_s = wait_s
         self.scripts = scripts_for(client)
         self.cache = FCCache()
         self.pool = ThreadPoolExecutor(max_workers=8, thread_name_prefix="flush")
         self.memo: dict[str, Any] = {}
-        self.subscriber = Subscriber(subscriber_client or client, self.cache)
+        self.subscriber = Subscriber(subscriber_client or client, self.cache, self.channel)
 
     def start(self) -> WorkerResources:
         self.subscriber.start()
@@ -287,7 +291,7 @@ def acquire(resources: WorkerResources, inv: Invocation, keys: list[str],
     deadline = time.monotonic() + timeout
     pause = 0.0005
     while True:
-        got, detail = script(keys=lock_keys_, args=[inv.instance, inv.gen],
+        got, detail = script(keys=lock_keys_, args=[inv.instance, inv.gen, resources.channel],
                              client=resources.client)
         if int(got) in (1, 2):
             return int(detail), int(got) == 1
@@ -462,7 +466,8 @@ def worker_main(slot: int, url: str, plat: str, threads: int, modules: tuple[str
     wid = wid or f"{slot}-{uuid.uuid4().hex[:8]}"
     client = redis.Redis.from_url(url, socket_timeout=None)
     listener = redis.Redis.from_url(url, socket_timeout=None, retry=no_retry())
-    resources = WorkerResources(client, slot, wait_s, subscriber_client=listener).start()
+    resources = WorkerResources(client, slot, wait_s, subscriber_client=listener,
+                                plat=plat).start()
     heartbeat = Heartbeat(client, plat, wid, lease_s)
     while True:  # registered before the first message can be taken
         try:
