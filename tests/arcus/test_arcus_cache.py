@@ -125,3 +125,37 @@ def test_a_commit_is_pushed_only_to_workers_that_cache_its_key(server):
         for w in workers:
             w.close()
         client.close()
+
+
+def test_barriers_only_for_cache_protocols_and_late_publications_still_install():
+    """A barrier stamped with another protocol's token (Halfmoon's own log sequence) moved the
+    watermark past Arcus commits not yet applied, and the publications behind it were dropped:
+    a stale read in the side-by-side benchmark (issue 44). Now only protocols that use the
+    cache stamp barriers, and a publication at or below the watermark still installs."""
+    from schedlab.arcus.runtime import Invocation, enqueue, uses_cache
+
+    assert uses_cache("arcus") and uses_cache("arcus-sync") and uses_cache("arcus-inline")
+    assert not any(uses_cache(p) for p in ("cflog", "halfmoon", "boki", "beldi", "unsafe"))
+
+    class Pipe:
+        def __init__(self):
+            self.calls = []
+
+        def publish(self, *args):
+            self.calls.append(("publish", *args))
+
+        def rpush(self, *args):
+            self.calls.append(("rpush", *args))
+
+    for protocol, published in (("halfmoon", False), ("arcus", True)):
+        pipe = Pipe()
+        enqueue(pipe, Invocation(call_id="c", instance="i", fn="f", arg=None,
+                                 protocol=protocol, ns="n", token=7, plat="p"), 2)
+        kinds = [call[0] for call in pipe.calls]
+        assert kinds == (["publish", "rpush"] if published else ["rpush"])
+        if published:
+            assert pipe.calls[0][1:] == ("p:c:2", "b|7")
+    cache = healthy_cache()
+    cache.advance(100)
+    cache.publish_applied("k", 5, "5")
+    assert cache.get("k", 100, 0.0) == (5, "5")

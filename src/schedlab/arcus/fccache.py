@@ -97,13 +97,15 @@ class FCCache:
                 self.evictions += 1
 
     def publish_applied(self, key: str, seq: int, value: str) -> None:
-        """Install one publication and advance the watermark (publications arrive in order)."""
+        """Install one publication and advance the watermark (publications arrive in order).
+
+        Installed even at or below the watermark (never dropped): a barrier may have moved the
+        watermark already, and the entry keeps the newer version anyway."""
         with self.cond:
-            if seq <= self.applied:
-                return
             self.install(key, seq, value)
-            self.applied = seq
-            self.cond.notify_all()
+            if seq > self.applied:
+                self.applied = seq
+                self.cond.notify_all()
 
     def advance(self, seq: int) -> None:
         """A barrier: every commit up to ``seq`` this cache must see has been applied."""

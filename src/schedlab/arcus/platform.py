@@ -41,7 +41,6 @@ from typing import Any
 
 import redis
 
-from schedlab.arcus.fccache import channel_for
 from schedlab.arcus.iobase import dumps, fence_key, loads, text
 from schedlab.arcus.policies import bind_protocol, bound_protocol, protocol_class
 from schedlab.arcus.runtime import (
@@ -49,8 +48,8 @@ from schedlab.arcus.runtime import (
     InvocationError,
     _validate,
     dispatch,
+    enqueue,
     lease_key,
-    queue_key,
     redeliver,
     slot_of,
     worker_main,
@@ -466,10 +465,9 @@ class Platform:
         if state["state"] == "pending":  # new, or a retry of one not finished: (re)start it
             slot = int(inv.call_id[:8], 16) % self.workers
 
-            def send() -> None:  # the FCCache barrier ahead of the message, as in dispatch()
+            def send() -> None:  # behind the FCCache barrier, as in dispatch()
                 pipe = self.client.pipeline(transaction=False)
-                pipe.publish(channel_for(self.plat, slot), f"b|{inv.token}")
-                pipe.rpush(queue_key(self.plat, slot), inv.wire())
+                enqueue(pipe, inv, slot)
                 pipe.execute()
             self._guard_redis(send)
         return inv.instance

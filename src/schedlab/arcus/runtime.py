@@ -159,6 +159,24 @@ def maybe_crash(inv: Invocation, point: str, step: int) -> None:
         os.kill(os.getpid(), signal.SIGKILL)
 
 
+def uses_cache(protocol: str) -> bool:
+    """Does ``protocol`` serve reads from FCCache (so its tokens are Arcus commit sequences)?"""
+    return bool(getattr(protocol_class(protocol), "use_cache", False))
+
+
+def enqueue(pipe: Any, inv: Invocation, slot: int) -> None:
+    """Queue ``inv`` on ``slot`` (in ``pipe``), behind an FCCache barrier for its token.
+
+    The barrier goes ahead of the message on the target worker's channel: once its subscriber
+    applied it, its cache has every commit up to the token that it may serve. Only for the
+    protocols that use the cache: the others' tokens count their own sequences (Halfmoon's and
+    Boki's logs), and a barrier with one would move the watermark past Arcus commits not yet
+    applied (found by the side-by-side benchmark: a stale read)."""
+    if uses_cache(inv.protocol):
+        pipe.publish(channel_for(inv.plat, slot), f"b|{inv.token}")
+    pipe.rpush(queue_key(inv.plat, slot), inv.wire())
+
+
 def dispatch(client: redis.Redis, inv: Invocation, exclude: int | None,
              timeout: float, admit: bool = False) -> dict[str, Any]:
     """Send ``inv`` to a random worker other than ``exclude`` and wait for its reply.
@@ -171,10 +189,7 @@ def dispatch(client: redis.Redis, inv: Invocation, exclude: int | None,
     pipe = client.pipeline(transaction=admit)
     if admit:
         pipe.set(fence_key(inv.ns, inv.instance), inv.gen)
-    # the barrier goes ahead of the message on the target worker's FCCache channel: once its
-    # subscriber applied it, its cache has every commit up to the token it may serve
-    pipe.publish(channel_for(inv.plat, slot), f"b|{inv.token}")
-    pipe.rpush(queue_key(inv.plat, slot), inv.wire())
+    enqueue(pipe, inv, slot)
     pipe.execute()
     got = client.blpop([reply_key(inv.plat, inv.call_id)], timeout=max(1, int(timeout)))
     if got is None:
@@ -291,7 +306,8 @@ def acquire(resources: WorkerResources, inv: Invocation, keys: list[str],
     deadline = time.monotonic() + timeout
     pause = 0.0005
     while True:
-        got, detail = script(keys=lock_keys_, args=[inv.instance, inv.gen, resources.channel],
+        channel = resources.channel if uses_cache(inv.protocol) else ""
+        got, detail = script(keys=lock_keys_, args=[inv.instance, inv.gen, channel],
                              client=resources.client)
         if int(got) in (1, 2):
             return int(detail), int(got) == 1
