@@ -65,14 +65,15 @@ def test_entries_only_move_forward(events):
 
 
 def test_a_commit_is_pushed_only_to_workers_that_cache_its_key(server):
-    """Issue 44: a write publishes on the channels registered for its key (a worker registers
-    when it reads the key from Redis), not to every worker; a barrier on a worker's channel
-    advances its watermark, so a token it has never seen a publication for is served locally."""
+    """Issue 44, ``arcus-keys``: a write publishes on the channels registered for its key (a
+    worker registers when it reads the key from Redis), not to every worker; a barrier on a
+    worker's channel advances its watermark, so a token it has never seen a publication for is
+    served locally."""
     import time
 
     import redis
 
-    from schedlab.arcus.arcus_io import Arcus
+    from schedlab.arcus.arcus_io import ArcusKeys as Arcus
     from schedlab.arcus.iobase import Env
     from schedlab.arcus.runtime import WorkerResources
     from schedlab.arcus.store import IOStats, Store, no_retry
@@ -134,7 +135,7 @@ def test_barriers_only_for_cache_protocols_and_late_publications_still_install()
     cache stamp barriers, and a publication at or below the watermark still installs."""
     from schedlab.arcus.runtime import Invocation, enqueue, uses_cache
 
-    assert uses_cache("arcus") and uses_cache("arcus-sync") and uses_cache("arcus-inline")
+    assert all(uses_cache(p) for p in ("arcus", "arcus-sync", "arcus-inline", "arcus-keys"))
     assert not any(uses_cache(p) for p in ("cflog", "halfmoon", "boki", "beldi", "unsafe"))
 
     class Pipe:

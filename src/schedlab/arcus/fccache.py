@@ -169,7 +169,12 @@ class Subscriber(threading.Thread):
         self.conn = conn
         try:
             conn.connect()
-            conn.send_command("SUBSCRIBE", self.channel)
+            # its own channel (barriers; and commits pushed by key) and, when that is another,
+            # the shared one (commits broadcast to every worker: Arcus's default push); Redis
+            # writes both to this one connection in execution order
+            channels = list(dict.fromkeys([self.channel, CHANNEL]))
+            conn.send_command("SUBSCRIBE", *channels)
+            confirmations = 0
             while not self.stopped.is_set():
                 message = conn.read_response(push_request=True)
                 kind = message[0]
@@ -183,7 +188,9 @@ class Subscriber(threading.Thread):
                         seq, key, value = decode_publication(data)
                         self.cache.publish_applied(key, seq, value)
                 elif kind in (b"subscribe", "subscribe"):
-                    self._confirmed()
+                    confirmations += 1
+                    if confirmations % len(channels) == 0:  # all of them (again: a reconnect)
+                        self._confirmed()
                 else:  # unsubscribe: the subscription is gone
                     raise redis.ConnectionError("unsubscribed")
         finally:

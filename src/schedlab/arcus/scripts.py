@@ -32,9 +32,10 @@ import redis
 #: order; conditional on the per-instance log hash, so re-execution is idempotent with no
 #: sequencer. kinds: r = a read already served (must match any logged read), w = a write
 #: (skipped when its step is logged), g = a read served now (returns the logged value if any),
-#: x = the invocation's result (first one wins). ARGV[1] is the worker's FCCache channel ('' =
-#: no cache): a read from Redis registers it in ``SKEY|c`` and a write publishes only on the
-#: channels registered there (issue 44; before, every write went to every worker). KEYS[4] is
+#: x = the invocation's result (first one wins). ARGV[1] is how a commit is pushed to FCCache:
+#: '' no cache; 'a' broadcast on KEYS[3] to every worker (Arcus's default); 'k' .. CHANNEL only
+#: to the workers that cache the key (``arcus-keys``, issue 44): a read from Redis registers
+#: CHANNEL in ``SKEY|c`` and a write publishes on the channels registered there. KEYS[4] is
 #: the instance's generation key (the fence, checked before anything is applied), ARGV[2] the
 #: execution's generation.
 #: ARGV[3], ARGV[4]: the execution's id and this batch's number ('' = unordered). An execution
@@ -45,8 +46,9 @@ import redis
 CFLOG_FLUSH = """
 if redis.call('GET', KEYS[4]) ~= ARGV[2] then return {'fenced', '', 0} end
 local log = KEYS[1]
-local chan = ARGV[1]
-local publish = chan ~= ''
+local mode = string.sub(ARGV[1], 1, 1)
+local chan = string.sub(ARGV[1], 2)
+local publish = mode ~= ''
 local order = nil
 if ARGV[3] ~= '' then
   order = 'b:' .. ARGV[3]
@@ -73,8 +75,9 @@ while i <= #ARGV do
       local seq = redis.call('INCR', KEYS[2])
       redis.call('HSET', skey, 'v', val, 'q', seq)
       redis.call('HSET', log, step, 'w' .. seq)
-      if publish then
-        local msg = seq .. '|' .. skey .. '|' .. val
+      local msg = seq .. '|' .. skey .. '|' .. val
+      if mode == 'a' then redis.call('PUBLISH', KEYS[3], msg)
+      elseif mode == 'k' then
         for _, c in ipairs(redis.call('SMEMBERS', skey .. '|c')) do
           redis.call('PUBLISH', c, msg)
         end
@@ -87,7 +90,7 @@ while i <= #ARGV do
     local h = redis.call('HMGET', skey, 'q', 'v')
     local payload = 'r' .. (h[1] or '0') .. '|' .. (h[2] or 'null')
     redis.call('HSET', log, step, payload)
-    if publish then redis.call('SADD', skey .. '|c', chan) end
+    if mode == 'k' then redis.call('SADD', skey .. '|c', chan) end
     return done('read', payload, maxseq)
   elseif kind == 'x' then
     redis.call('HSETNX', log, 'res', val)
