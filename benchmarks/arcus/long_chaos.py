@@ -24,10 +24,12 @@ import time
 
 from schedlab.arcus.chaos import ChaosConfig, run_chaos
 from schedlab.arcus.platform import Platform
-from schedlab.arcus.policies import PROTOCOLS
+from schedlab.arcus.policies import PROTOCOLS, VARIANTS
 from schedlab.arcus.store import RedisServer
 
 SAFE = [name for name, cls in PROTOCOLS.items() if cls.exactly_once]
+#: selectable with --protocols too (Arcus's variants: inline flush, write-through, push by key)
+ALSO = [name for name, cls in VARIANTS.items() if cls.exactly_once]
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -61,8 +63,8 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
     protocols = [p for p in args.protocols.split(",") if p]
     for name in protocols:
-        if name not in SAFE:
-            parser.error(f"unknown or not exactly-once protocol '{name}'; valid: {SAFE}")
+        if name not in SAFE + ALSO:
+            parser.error(f"unknown or not exactly-once protocol '{name}'; valid: {SAFE + ALSO}")
     if args.stall_interval > 0 and args.stall_s <= args.lease:
         parser.error(f"--stall-s {args.stall_s} must exceed --lease {args.lease}")
     rounds, totals = [], dict(kills=0, stalls=0, redis_restarts=0, gc_runs=0, collected=0,

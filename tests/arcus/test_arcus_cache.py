@@ -131,12 +131,14 @@ def test_a_commit_is_pushed_only_to_workers_that_cache_its_key(server):
 def test_barriers_only_for_cache_protocols_and_late_publications_still_install():
     """A barrier stamped with another protocol's token (Halfmoon's own log sequence) moved the
     watermark past Arcus commits not yet applied, and the publications behind it were dropped:
-    a stale read in the side-by-side benchmark (issue 44). Now only protocols that use the
-    cache stamp barriers, and a publication at or below the watermark still installs."""
-    from schedlab.arcus.runtime import Invocation, enqueue, uses_cache
+    a stale read in the side-by-side benchmark (issue 44). Now only ``arcus-keys`` (whose
+    watermark moves only with barriers) stamps them, and a publication at or below the
+    watermark still installs."""
+    from schedlab.arcus.runtime import Invocation, enqueue, needs_barrier
 
-    assert all(uses_cache(p) for p in ("arcus", "arcus-sync", "arcus-inline", "arcus-keys"))
-    assert not any(uses_cache(p) for p in ("cflog", "halfmoon", "boki", "beldi", "unsafe"))
+    assert needs_barrier("arcus-keys")
+    assert not any(needs_barrier(p) for p in ("arcus", "arcus-sync", "arcus-inline", "cflog",
+                                              "halfmoon", "boki", "beldi", "unsafe"))
 
     class Pipe:
         def __init__(self):
@@ -148,7 +150,7 @@ def test_barriers_only_for_cache_protocols_and_late_publications_still_install()
         def rpush(self, *args):
             self.calls.append(("rpush", *args))
 
-    for protocol, published in (("halfmoon", False), ("arcus", True)):
+    for protocol, published in (("halfmoon", False), ("arcus", False), ("arcus-keys", True)):
         pipe = Pipe()
         enqueue(pipe, Invocation(call_id="c", instance="i", fn="f", arg=None,
                                  protocol=protocol, ns="n", token=7, plat="p"), 2)

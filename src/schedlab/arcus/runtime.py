@@ -159,9 +159,15 @@ def maybe_crash(inv: Invocation, point: str, step: int) -> None:
         os.kill(os.getpid(), signal.SIGKILL)
 
 
-def uses_cache(protocol: str) -> bool:
-    """Does ``protocol`` serve reads from FCCache (so its tokens are Arcus commit sequences)?"""
-    return bool(getattr(protocol_class(protocol), "use_cache", False))
+def needs_barrier(protocol: str) -> bool:
+    """Does ``protocol`` push commits only to the workers caching the key (``arcus-keys``)?
+
+    Then a worker's watermark moves only with barriers. A broadcast (Arcus's default) moves it
+    with every commit, and the other protocols' tokens count their own sequences (Halfmoon's
+    and Boki's logs): a barrier with one would move the watermark past Arcus commits not yet
+    applied (found by the side-by-side benchmark: a stale read)."""
+    cls = protocol_class(protocol)
+    return bool(getattr(cls, "use_cache", False)) and getattr(cls, "push", "all") == "keys"
 
 
 def enqueue(pipe: Any, inv: Invocation, slot: int) -> None:
@@ -169,10 +175,8 @@ def enqueue(pipe: Any, inv: Invocation, slot: int) -> None:
 
     The barrier goes ahead of the message on the target worker's channel: once its subscriber
     applied it, its cache has every commit up to the token that it may serve. Only for the
-    protocols that use the cache: the others' tokens count their own sequences (Halfmoon's and
-    Boki's logs), and a barrier with one would move the watermark past Arcus commits not yet
-    applied (found by the side-by-side benchmark: a stale read)."""
-    if uses_cache(inv.protocol):
+    protocols that need one (:func:`needs_barrier`)."""
+    if needs_barrier(inv.protocol):
         pipe.publish(channel_for(inv.plat, slot), f"b|{inv.token}")
     pipe.rpush(queue_key(inv.plat, slot), inv.wire())
 
@@ -306,7 +310,7 @@ def acquire(resources: WorkerResources, inv: Invocation, keys: list[str],
     deadline = time.monotonic() + timeout
     pause = 0.0005
     while True:
-        channel = resources.channel if uses_cache(inv.protocol) else ""
+        channel = resources.channel if needs_barrier(inv.protocol) else ""
         got, detail = script(keys=lock_keys_, args=[inv.instance, inv.gen, channel],
                              client=resources.client)
         if int(got) in (1, 2):
