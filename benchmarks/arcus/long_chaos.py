@@ -69,7 +69,7 @@ def main(argv: list[str] | None = None) -> int:
         parser.error(f"--stall-s {args.stall_s} must exceed --lease {args.lease}")
     rounds, totals = [], dict(kills=0, stalls=0, redis_restarts=0, gc_runs=0, collected=0,
                               requests=0, attempts=0, client_retries=0, violations=0,
-                              unfinished=0, completed_after_deadline=0)
+                              unfinished=0, completed_after_deadline=0, unsettled=0)
     start = time.monotonic()
     variants = [dict(shared=True, keyed=1.0), dict(shared=False, keyed=0.5),
                 dict(shared=True, keyed=0.5), dict(shared=True, keyed=0.5, redis_restarts=2)]
@@ -106,6 +106,7 @@ def main(argv: list[str] | None = None) -> int:
                   f"gc={report['gc_runs']}/{report['collected']} "
                   f"violations={report['violations']} unfinished={report['unfinished']} "
                   f"completed-after-deadline={report['completed_after_deadline']} "
+                  f"unsettled={report['unsettled']} "
                   f"total kills={totals['kills']} stalls={totals['stalls']} "
                   f"restarts={totals['redis_restarts']} faults={faults()} "
                   f"violations={totals['violations']} {time.monotonic() - start:.0f} s",
