@@ -75,7 +75,7 @@ def verdict(ratios: list[float], tie: float) -> str:
 
 def run(rounds: int, requests: int, rtts: list[float], payloads: list[int],
         workloads: list[str], protocols: list[str], seed: int = 0,
-        progress: bool = True) -> list[dict]:
+        progress: bool = True, keys: int = 16) -> list[dict]:
     """Every cell under every protocol, ``rounds`` times; one row per run."""
     for name in protocols:
         protocol_class(name)
@@ -90,7 +90,7 @@ def run(rounds: int, requests: int, rtts: list[float], payloads: list[int],
                 for workload in workloads:
                     for payload in payloads:
                         cell = make_workload(workload, requests, seed + round_, read_ratio=0.5,
-                                             keys=16, payload=payload)
+                                             keys=keys, payload=payload)
                         order = list(protocols)
                         rng.shuffle(order)
                         for name in order:
@@ -157,6 +157,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--payloads", default="16,1024,16384", help="bytes added per value")
     parser.add_argument("--workloads", default="rw,single-write")
     parser.add_argument("--protocols", default="arcus,arcus-inline,arcus-sync,halfmoon")
+    parser.add_argument("--keys", type=int, default=16,
+                        help="distinct state keys per workload (few: every worker caches "
+                             "every key, so every commit is pushed to every worker)")
     parser.add_argument("--tie", type=float, default=0.05,
                         help="a ratio within 1 +- this (95%% CI) is a tie")
     parser.add_argument("--json", default=None, help="write rows and summary here")
@@ -170,7 +173,7 @@ def main(argv: list[str] | None = None) -> int:
     start = time.monotonic()
     rows = run(args.rounds, args.requests, [float(x) for x in args.rtts.split(",")],
                [int(x) for x in args.payloads.split(",")],
-               [w for w in args.workloads.split(",") if w], protocols)
+               [w for w in args.workloads.split(",") if w], protocols, keys=args.keys)
     summary = summarise(rows, args.tie)
     print(f"{'rtt':>4} {'workload':12} {'pay':>6} {'protocol':13} "
           f"{'durable p50 us (ours/hm ratio verdict)':40} {'same, not 1st RTT':40} "

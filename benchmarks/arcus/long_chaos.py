@@ -24,10 +24,12 @@ import time
 
 from schedlab.arcus.chaos import ChaosConfig, run_chaos
 from schedlab.arcus.platform import Platform
-from schedlab.arcus.policies import PROTOCOLS
+from schedlab.arcus.policies import PROTOCOLS, VARIANTS
 from schedlab.arcus.store import RedisServer
 
 SAFE = [name for name, cls in PROTOCOLS.items() if cls.exactly_once]
+#: selectable with --protocols too (Arcus's variants: inline flush, write-through, push by key)
+ALSO = [name for name, cls in VARIANTS.items() if cls.exactly_once]
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -61,13 +63,13 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
     protocols = [p for p in args.protocols.split(",") if p]
     for name in protocols:
-        if name not in SAFE:
-            parser.error(f"unknown or not exactly-once protocol '{name}'; valid: {SAFE}")
+        if name not in SAFE + ALSO:
+            parser.error(f"unknown or not exactly-once protocol '{name}'; valid: {SAFE + ALSO}")
     if args.stall_interval > 0 and args.stall_s <= args.lease:
         parser.error(f"--stall-s {args.stall_s} must exceed --lease {args.lease}")
     rounds, totals = [], dict(kills=0, stalls=0, redis_restarts=0, gc_runs=0, collected=0,
                               requests=0, attempts=0, client_retries=0, violations=0,
-                              unfinished=0)
+                              unfinished=0, completed_after_deadline=0, unsettled=0)
     start = time.monotonic()
     variants = [dict(shared=True, keyed=1.0), dict(shared=False, keyed=0.5),
                 dict(shared=True, keyed=0.5), dict(shared=True, keyed=0.5, redis_restarts=2)]
@@ -103,6 +105,8 @@ def main(argv: list[str] | None = None) -> int:
                   f"stalls={report['stalls']} restarts={report['redis_restarts']} "
                   f"gc={report['gc_runs']}/{report['collected']} "
                   f"violations={report['violations']} unfinished={report['unfinished']} "
+                  f"completed-after-deadline={report['completed_after_deadline']} "
+                  f"unsettled={report['unsettled']} "
                   f"total kills={totals['kills']} stalls={totals['stalls']} "
                   f"restarts={totals['redis_restarts']} faults={faults()} "
                   f"violations={totals['violations']} {time.monotonic() - start:.0f} s",

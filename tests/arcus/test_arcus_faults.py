@@ -91,10 +91,10 @@ def test_http_clients_with_idempotency_keys_under_kills_and_a_redis_restart(serv
 def test_the_harness_has_teeth(server, platform):
     """Unsafe direct access under kills, and the bank functions without declared keys under
     concurrency, both break the invariants in the same harness."""
-    unsafe = run_chaos(ChaosConfig(protocol="unsafe", requests=15, kill_interval_s=0.02,
+    unsafe = run_chaos(ChaosConfig(protocol="unsafe", requests=10, kill_interval_s=0.02,
                                    seed=4), server, platform)
     assert unsafe.violations > 0, unsafe.to_dict()
-    racy = run_chaos(ChaosConfig(protocol="arcus", requests=15, accounts=3,
+    racy = run_chaos(ChaosConfig(protocol="arcus", requests=10, accounts=3,
                                  kill_interval_s=0.0, locks=False, seed=4), server, platform)
     assert racy.violations > 0, racy.to_dict()
 

@@ -116,3 +116,26 @@ def test_soak_in_small_every_fault_kind_at_once_inline_flush(server):
 def test_stallers_must_leave_a_worker_running():
     with pytest.raises(ConfigError, match="stallers"):
         ChaosConfig(stallers=4, workers=4).validate()
+
+
+def test_a_keyed_saga_cut_off_by_the_deadline_is_finished_by_its_key(server):
+    """The soak's one 'unfinished' beldi saga (issue 44) was a keyed saga whose client stopped
+    retrying at the round's deadline. The check now retries such a request with its key, as a
+    client that did not give up would, and counts what that completes as cut off by the
+    deadline (here: a saga the client gave up on before it ran at all)."""
+    from schedlab.arcus.chaos import INITIAL_BALANCE, ChaosReport, _check, _Leg
+    from schedlab.arcus.policies import load_state
+
+    cfg = ChaosConfig(protocol="beldi", requests=1, settle_s=0.5)
+    accounts = sorted({f"acct:{i}" for i in range(cfg.accounts)})
+    with Platform(server.url, workers=2, lease_s=0.5, retention_s=None) as platform:
+        ns = "deadline-saga"
+        load_state("beldi", platform.client, ns, {a: INITIAL_BALANCE for a in accounts})
+        arg = {"src": accounts[0], "dst": accounts[1], "amount": 5, "id": "c0r0"}
+        request = ("bank_saga", arg, "c0r0")
+        legs = [_Leg("c0r0-d", {accounts[0]: -5}, True, request),
+                _Leg("c0r0-c", {accounts[1]: 5}, True, request)]
+        report = ChaosReport("beldi")
+        _check(platform, cfg, ns, legs, {}, report)
+    assert report.completed_after_deadline == 2 and report.unfinished == 0  # both legs
+    assert report.violations == 0

@@ -215,6 +215,9 @@ class CFLog(StateIOBase):
     name: ClassVar[str] = "cflog"
     description: ClassVar[str] = "CFLog alone: coordination-free per-step logging, no cache"
     use_cache: ClassVar[bool] = False
+    #: how a commit reaches the other workers' caches: "all" (broadcast, the paper's FCCache)
+    #: or "keys" (only the workers registered for the key: ``arcus-keys``)
+    push: ClassVar[str] = "all"
     #: how a write is made durable: "sync" (one blocking round trip in ``ctx.write``), "inline"
     #: (sent from the function's thread at once, pipelined, replies read by that thread;
     #: the ``arcus-inline`` variant), "thread" (a pipelined background flusher: Arcus's default)
@@ -275,7 +278,9 @@ class CFLog(StateIOBase):
                     self.stats.durable_later.append(at - queued)
 
     def _args(self, batch: list[Record], order: str, number: int) -> list[Any]:
-        args: list[Any] = ["1" if self.use_cache else "0", self.env.gen, order, number]
+        push = ("" if not self.use_cache else "a" if self.push == "all"
+                else "k" + self.env.resources.channel)
+        args: list[Any] = [push, self.env.gen, order, number]
         for record in batch:
             args.extend(record)
         return args
@@ -534,6 +539,20 @@ class ArcusInline(Arcus):
     name: ClassVar[str] = "arcus-inline"
     description: ClassVar[str] = "Arcus, writes sent inline from the function's thread (pipelined)"
     flush_mode: ClassVar[str] = "inline"
+
+
+class ArcusKeys(Arcus):
+    """Arcus pushing each commit only to the workers that cache its key (issue 44).
+
+    A worker registers for a key in the same script that reads it from Redis for its cache;
+    a commit publishes on the registered workers' channels only, so a write to a key cached by
+    few workers wakes few. The price: a worker that never read a key gets no push for it, so
+    the dispersed pattern the paper's broadcast serves (a step reads what the previous step
+    wrote on another worker) misses on a key's first read on each worker."""
+
+    name: ClassVar[str] = "arcus-keys"
+    description: ClassVar[str] = "Arcus, commits pushed only to the workers caching the key"
+    push: ClassVar[str] = "keys"
 
 
 class ArcusSync(Arcus):

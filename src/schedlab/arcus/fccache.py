@@ -4,10 +4,20 @@ Serverless platforms rarely run consecutive steps of one request on the same wor
 filled only by a worker's own reads misses on exactly the data the previous step just wrote. Two
 ideas fix that here:
 
-* **push on commit** - every committed Arcus write is published by the same Lua script that
-  commits it (``PUBLISH`` inside the script, so publish order = commit order = global commit
-  sequence number ``seq``); each worker's subscriber thread installs it, so the next step of the
-  request usually finds the value locally whatever worker it lands on;
+* **push on commit, to the workers that cache the key** - every committed Arcus write is
+  published by the same Lua script that commits it (``PUBLISH`` inside the script, so publish
+  order = commit order = global commit sequence number ``seq``), but only on the channels of the
+  workers registered for that key (``SKEY|c``, a set of channels; a worker registers in the
+  same script that reads the key from Redis for its cache). Until issue 44 every commit went to
+  every worker, waking each worker process (and the writer's own subscriber thread) once per
+  write, whatever it cached;
+* **barriers** - a worker that receives no publication for a while cannot know from its own
+  channel alone that it missed nothing, so whoever hands it work stamps its channel first: the
+  dispatcher publishes ``b|TOKEN`` on the target worker's channel in the same round trip as it
+  queues the message, and the lock script publishes the sequence it returns. Publications on one
+  channel arrive in commit order, so once the barrier is applied every commit up to the token
+  to a key this worker caches has been applied too. One barrier per invocation, on the worker
+  that runs it, instead of one publication per commit on every worker;
 * **commit-sequence tokens** - each reply carries the highest ``seq`` its invocation read or
   wrote and the gateway stamps every new invocation with the highest ``seq`` it has seen. A cache
   serves a key only when its subscriber has applied every commit up to the token (waiting a
@@ -28,8 +38,18 @@ from collections import OrderedDict
 
 import redis
 
-CHANNEL = "arcus:commits"
+CHANNEL = "arcus:commits"  # the channel of a cache outside a platform (tests, tools)
 SEQ_KEY = "arcus:seq"
+
+
+def channel_for(plat: str, slot: int) -> str:
+    """The FCCache channel of a platform's worker slot (dispatchers stamp it with barriers)."""
+    return f"{plat}:c:{slot}"
+
+
+def subscribers_key(state_key: str) -> str:
+    """The set of channels whose workers cache ``state_key`` (keys never contain '|')."""
+    return f"{state_key}|c"
 
 
 class FCCache:
@@ -77,13 +97,22 @@ class FCCache:
                 self.evictions += 1
 
     def publish_applied(self, key: str, seq: int, value: str) -> None:
-        """Install one publication and advance the watermark (publications arrive in order)."""
+        """Install one publication and advance the watermark (publications arrive in order).
+
+        Installed even at or below the watermark (never dropped): a barrier may have moved the
+        watermark already, and the entry keeps the newer version anyway."""
         with self.cond:
-            if seq <= self.applied:
-                return
             self.install(key, seq, value)
-            self.applied = seq
-            self.cond.notify_all()
+            if seq > self.applied:
+                self.applied = seq
+                self.cond.notify_all()
+
+    def advance(self, seq: int) -> None:
+        """A barrier: every commit up to ``seq`` this cache must see has been applied."""
+        with self.cond:
+            if seq > self.applied:
+                self.applied = seq
+                self.cond.notify_all()
 
     def reset(self, applied: int, healthy: bool) -> None:
         """Forget everything (a missed publication would otherwise make an entry stale forever)."""
@@ -106,12 +135,14 @@ class Subscriber(threading.Thread):
     one connection (a reconnect inside the client) is treated the same way.
     """
 
-    def __init__(self, client: redis.Redis, cache: FCCache) -> None:
+    def __init__(self, client: redis.Redis, cache: FCCache, channel: str = CHANNEL) -> None:
         super().__init__(daemon=True, name="fccache-subscriber")
         self.client = client
         self.cache = cache
+        self.channel = channel
         self.stopped = threading.Event()
         self.subscriptions = 0  # confirmations seen (tests and diagnostics)
+        self.received = 0  # publications (commits and barriers) read (tests and diagnostics)
 
     def run(self) -> None:
         while not self.stopped.is_set():
@@ -138,16 +169,28 @@ class Subscriber(threading.Thread):
         self.conn = conn
         try:
             conn.connect()
-            conn.send_command("SUBSCRIBE", CHANNEL)
+            # its own channel (barriers; and commits pushed by key) and, when that is another,
+            # the shared one (commits broadcast to every worker: Arcus's default push); Redis
+            # writes both to this one connection in execution order
+            channels = list(dict.fromkeys([self.channel, CHANNEL]))
+            conn.send_command("SUBSCRIBE", *channels)
+            confirmations = 0
             while not self.stopped.is_set():
                 message = conn.read_response(push_request=True)
                 kind = message[0]
                 if kind == b"message" or kind == "message":
+                    self.received += 1
                     if self.cache.healthy:
-                        seq, key, value = decode_publication(message[2])
+                        data = message[2]
+                        if data[:2] in (b"b|", "b|"):  # a barrier
+                            self.cache.advance(int(data[2:]))
+                            continue
+                        seq, key, value = decode_publication(data)
                         self.cache.publish_applied(key, seq, value)
                 elif kind in (b"subscribe", "subscribe"):
-                    self._confirmed()
+                    confirmations += 1
+                    if confirmations % len(channels) == 0:  # all of them (again: a reconnect)
+                        self._confirmed()
                 else:  # unsubscribe: the subscription is gone
                     raise redis.ConnectionError("unsubscribed")
         finally:

@@ -48,8 +48,8 @@ from schedlab.arcus.runtime import (
     InvocationError,
     _validate,
     dispatch,
+    enqueue,
     lease_key,
-    queue_key,
     redeliver,
     slot_of,
     worker_main,
@@ -464,7 +464,12 @@ class Platform:
         state = self.status(inv.instance, ns)
         if state["state"] == "pending":  # new, or a retry of one not finished: (re)start it
             slot = int(inv.call_id[:8], 16) % self.workers
-            self._guard_redis(lambda: self.client.rpush(queue_key(self.plat, slot), inv.wire()))
+
+            def send() -> None:  # behind the FCCache barrier, as in dispatch()
+                pipe = self.client.pipeline(transaction=False)
+                enqueue(pipe, inv, slot)
+                pipe.execute()
+            self._guard_redis(send)
         return inv.instance
 
     def status(self, instance: str, ns: str = "default") -> dict[str, Any]:

@@ -15,7 +15,7 @@ from typing import Any, ClassVar, Protocol, runtime_checkable
 
 import redis
 
-from schedlab.arcus.arcus_io import Arcus, ArcusInline, ArcusSync, CFLog
+from schedlab.arcus.arcus_io import Arcus, ArcusInline, ArcusKeys, ArcusSync, CFLog
 from schedlab.arcus.baselines import Beldi, Boki, Halfmoon, Unsafe
 from schedlab.arcus.iobase import Conflict, Env, StateIOBase
 from schedlab.arcus.store import Store
@@ -59,7 +59,8 @@ PROTOCOLS: dict[str, type[StateIOBase]] = {
 #: Arcus with its earlier or simpler flush paths, for the side-by-side durable-write benchmark
 #: (``benchmarks/arcus/durable_write.py``); accepted wherever a protocol name is, not swept by
 #: the experiments
-VARIANTS: dict[str, type[StateIOBase]] = {cls.name: cls for cls in (ArcusInline, ArcusSync)}
+VARIANTS: dict[str, type[StateIOBase]] = {cls.name: cls for cls in (ArcusInline, ArcusKeys,
+                                                                     ArcusSync)}
 
 
 def protocol_class(name: str) -> type[StateIOBase]:

@@ -53,7 +53,7 @@ from typing import Any
 import redis
 
 from schedlab.arcus.apps import FUNCTIONS, lock_keys
-from schedlab.arcus.fccache import SEQ_KEY, FCCache, Subscriber
+from schedlab.arcus.fccache import CHANNEL, SEQ_KEY, FCCache, Subscriber, channel_for
 from schedlab.arcus.iobase import Conflict, Env, Fenced, dumps, fence_key
 from schedlab.arcus.policies import make_protocol, protocol_class
 from schedlab.arcus.scripts import scripts_for
@@ -159,6 +159,28 @@ def maybe_crash(inv: Invocation, point: str, step: int) -> None:
         os.kill(os.getpid(), signal.SIGKILL)
 
 
+def needs_barrier(protocol: str) -> bool:
+    """Does ``protocol`` push commits only to the workers caching the key (``arcus-keys``)?
+
+    Then a worker's watermark moves only with barriers. A broadcast (Arcus's default) moves it
+    with every commit, and the other protocols' tokens count their own sequences (Halfmoon's
+    and Boki's logs): a barrier with one would move the watermark past Arcus commits not yet
+    applied (found by the side-by-side benchmark: a stale read)."""
+    cls = protocol_class(protocol)
+    return bool(getattr(cls, "use_cache", False)) and getattr(cls, "push", "all") == "keys"
+
+
+def enqueue(pipe: Any, inv: Invocation, slot: int) -> None:
+    """Queue ``inv`` on ``slot`` (in ``pipe``), behind an FCCache barrier for its token.
+
+    The barrier goes ahead of the message on the target worker's channel: once its subscriber
+    applied it, its cache has every commit up to the token that it may serve. Only for the
+    protocols that need one (:func:`needs_barrier`)."""
+    if needs_barrier(inv.protocol):
+        pipe.publish(channel_for(inv.plat, slot), f"b|{inv.token}")
+    pipe.rpush(queue_key(inv.plat, slot), inv.wire())
+
+
 def dispatch(client: redis.Redis, inv: Invocation, exclude: int | None,
              timeout: float, admit: bool = False) -> dict[str, Any]:
     """Send ``inv`` to a random worker other than ``exclude`` and wait for its reply.
@@ -167,14 +189,12 @@ def dispatch(client: redis.Redis, inv: Invocation, exclude: int | None,
     same round trip as the message is queued, ahead of it."""
     choices = [s for s in range(inv.slots) if s != exclude] or list(range(inv.slots))
     rng = random.Random(zlib.crc32(f"{inv.instance}|{inv.call_id}".encode()))
-    queue = queue_key(inv.plat, rng.choice(choices))
+    slot = rng.choice(choices)
+    pipe = client.pipeline(transaction=admit)
     if admit:
-        pipe = client.pipeline(transaction=True)
         pipe.set(fence_key(inv.ns, inv.instance), inv.gen)
-        pipe.rpush(queue, inv.wire())
-        pipe.execute()
-    else:
-        client.rpush(queue, inv.wire())
+    enqueue(pipe, inv, slot)
+    pipe.execute()
     got = client.blpop([reply_key(inv.plat, inv.call_id)], timeout=max(1, int(timeout)))
     if got is None:
         raise InvocationError(f"no reply from '{inv.fn}' within {timeout:.0f} s",
@@ -193,15 +213,18 @@ class WorkerResources:
     """What one worker process shares among its invocations: client, cache, flush pool."""
 
     def __init__(self, client: redis.Redis, slot: int, wait_s: float = 0.0003,
-                 subscriber_client: redis.Redis | None = None) -> None:
+                 subscriber_client: redis.Redis | None = None, plat: str | None = None) -> None:
         self.client = client
         self.slot = slot
+        # the FCCache channel: the slot's (dispatchers stamp it) or, outside a platform, the
+        # shared one of standalone caches
+        self.channel = channel_for(plat, slot) if plat is not None else CHANNEL
         self.wait_s = wait_s
         self.scripts = scripts_for(client)
         self.cache = FCCache()
         self.pool = ThreadPoolExecutor(max_workers=8, thread_name_prefix="flush")
         self.memo: dict[str, Any] = {}
-        self.subscriber = Subscriber(subscriber_client or client, self.cache)
+        self.subscriber = Subscriber(subscriber_client or client, self.cache, self.channel)
 
     def start(self) -> WorkerResources:
         self.subscriber.start()
@@ -287,7 +310,8 @@ def acquire(resources: WorkerResources, inv: Invocation, keys: list[str],
     deadline = time.monotonic() + timeout
     pause = 0.0005
     while True:
-        got, detail = script(keys=lock_keys_, args=[inv.instance, inv.gen],
+        channel = resources.channel if needs_barrier(inv.protocol) else ""
+        got, detail = script(keys=lock_keys_, args=[inv.instance, inv.gen, channel],
                              client=resources.client)
         if int(got) in (1, 2):
             return int(detail), int(got) == 1
@@ -462,7 +486,8 @@ def worker_main(slot: int, url: str, plat: str, threads: int, modules: tuple[str
     wid = wid or f"{slot}-{uuid.uuid4().hex[:8]}"
     client = redis.Redis.from_url(url, socket_timeout=None)
     listener = redis.Redis.from_url(url, socket_timeout=None, retry=no_retry())
-    resources = WorkerResources(client, slot, wait_s, subscriber_client=listener).start()
+    resources = WorkerResources(client, slot, wait_s, subscriber_client=listener,
+                                plat=plat).start()
     heartbeat = Heartbeat(client, plat, wid, lease_s)
     while True:  # registered before the first message can be taken
         try:

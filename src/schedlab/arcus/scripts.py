@@ -32,8 +32,12 @@ import redis
 #: order; conditional on the per-instance log hash, so re-execution is idempotent with no
 #: sequencer. kinds: r = a read already served (must match any logged read), w = a write
 #: (skipped when its step is logged), g = a read served now (returns the logged value if any),
-#: x = the invocation's result (first one wins). KEYS[4] is the instance's generation key (the
-#: fence, checked before anything is applied), ARGV[2] the execution's generation.
+#: x = the invocation's result (first one wins). ARGV[1] is how a commit is pushed to FCCache:
+#: '' no cache; 'a' broadcast on KEYS[3] to every worker (Arcus's default); 'k' .. CHANNEL only
+#: to the workers that cache the key (``arcus-keys``, issue 44): a read from Redis registers
+#: CHANNEL in ``SKEY|c`` and a write publishes on the channels registered there. KEYS[4] is
+#: the instance's generation key (the fence, checked before anything is applied), ARGV[2] the
+#: execution's generation.
 #: ARGV[3], ARGV[4]: the execution's id and this batch's number ('' = unordered). An execution
 #: that pipelines its batches (several in flight on one connection, issue 44) numbers them; a
 #: batch is applied only if every earlier batch of that execution was (field ``b:ID`` of the
@@ -42,7 +46,9 @@ import redis
 CFLOG_FLUSH = """
 if redis.call('GET', KEYS[4]) ~= ARGV[2] then return {'fenced', '', 0} end
 local log = KEYS[1]
-local publish = ARGV[1] == '1'
+local mode = string.sub(ARGV[1], 1, 1)
+local chan = string.sub(ARGV[1], 2)
+local publish = mode ~= ''
 local order = nil
 if ARGV[3] ~= '' then
   order = 'b:' .. ARGV[3]
@@ -69,7 +75,13 @@ while i <= #ARGV do
       local seq = redis.call('INCR', KEYS[2])
       redis.call('HSET', skey, 'v', val, 'q', seq)
       redis.call('HSET', log, step, 'w' .. seq)
-      if publish then redis.call('PUBLISH', KEYS[3], seq .. '|' .. skey .. '|' .. val) end
+      local msg = seq .. '|' .. skey .. '|' .. val
+      if mode == 'a' then redis.call('PUBLISH', KEYS[3], msg)
+      elseif mode == 'k' then
+        for _, c in ipairs(redis.call('SMEMBERS', skey .. '|c')) do
+          redis.call('PUBLISH', c, msg)
+        end
+      end
       maxseq = math.max(maxseq, seq)
     end
   elseif kind == 'g' then
@@ -78,6 +90,7 @@ while i <= #ARGV do
     local h = redis.call('HMGET', skey, 'q', 'v')
     local payload = 'r' .. (h[1] or '0') .. '|' .. (h[2] or 'null')
     redis.call('HSET', log, step, payload)
+    if mode == 'k' then redis.call('SADD', skey .. '|c', chan) end
     return done('read', payload, maxseq)
   elseif kind == 'x' then
     redis.call('HSETNX', log, 'res', val)
@@ -132,7 +145,8 @@ return 1
 #: the first one finished and gave the keys back) would otherwise take keys that no message of
 #: the instance is left to give back if it dies; and what this generation still holds is given
 #: back (an execution whose release was lost to a Redis restart re-runs and lands here). The lock
-#: keys follow.
+#: keys follow. ARGV[3]: the caller's FCCache channel ('' = none), stamped with the returned
+#: sequence as a barrier (see :mod:`schedlab.arcus.fccache`).
 LOCK_ACQUIRE = """
 if redis.call('GET', KEYS[1]) ~= ARGV[2] then return {-1, ''} end
 local inst = ARGV[1]
@@ -141,7 +155,9 @@ if redis.call('HEXISTS', KEYS[3], 'res') == 1 then
   for i = 4, #KEYS do
     if redis.call('GET', KEYS[i]) == inst .. suffix then redis.call('DEL', KEYS[i]) end
   end
-  return {2, tonumber(redis.call('GET', KEYS[2]) or '0')}
+  local seq = tonumber(redis.call('GET', KEYS[2]) or '0')
+  if ARGV[3] ~= '' then redis.call('PUBLISH', ARGV[3], 'b|' .. seq) end
+  return {2, seq}
 end
 for i = 4, #KEYS do
   local owner = redis.call('GET', KEYS[i])
@@ -156,7 +172,9 @@ end
 for i = 4, #KEYS do
   if not redis.call('GET', KEYS[i]) then redis.call('SET', KEYS[i], inst .. suffix) end
 end
-return {1, tonumber(redis.call('GET', KEYS[2]) or '0')}
+local seq = tonumber(redis.call('GET', KEYS[2]) or '0')
+if ARGV[3] ~= '' then redis.call('PUBLISH', ARGV[3], 'b|' .. seq) end
+return {1, seq}
 """
 
 #: give back the keys held as ``instance|generation`` = ARGV[1] (never a key another instance,
