@@ -215,11 +215,12 @@ def test_which_cold_tasks_take_the_prior():
         usage = Resources(1, 105.0, 50)
         allocator.observe("new", ResourceReport(usage, usage, 1.0))  # one own record
         return allocator
-    prior = pool("sampling")._pooled[1].upper(0.9)
-    assert prior >= 2000 and pool("sampling").allocate("new").memory == prior
-    assert pool("first").allocate("new").memory < 200  # a pooled bucket as for a known one
-    above = pool("own-above")
-    assert 105 < above.allocate("new").memory < 2000  # the pooled bucket above 105 MB
-    assert pool("first").allocate("fresh").memory == prior  # no own record: the prior
+    every, first = pool("sampling"), pool("first")
+    prior = every._pooled[1].upper(0.9)
+    assert prior >= 2000 and every.allocate("new").memory == prior
+    assert first.allocate("new").memory < 200  # a pooled bucket as for a known one
+    assert first.allocate("fresh").memory == prior  # no own record: the prior
+    assert 105 < pool("own-above").allocate("new").memory < 2000  # the pooled bucket above
+    first.defaults = Defaults(sampling=5, cold_prior="nonsense")
     with pytest.raises(ValueError, match="cold_prior"):
-        pool("nonsense").allocate("new")
+        first.allocate("new")
