@@ -81,3 +81,22 @@ def test_the_floor_never_lowers_a_cold_start():
     for _ in range(2):
         allocator.observe("new", _ok(1))  # a floor of 1 (seen twice), below the pool's 2
     assert allocator.allocate("new").cores == 2
+
+
+def test_time_weighted_records_carry_the_time_of_their_killed_attempts():
+    """-tw: a task killed once and then successful held allocations for both attempts' time,
+    so its record weighs that much (``Defaults.tw_kill_time``); off, only its final run."""
+    weights = {}
+    for flag in (True, False):
+        allocator = make_allocator("dg-bucket-tw", MACHINE,
+                                   Defaults(pooled_fallback=False, tw_kill_time=flag))
+        allocator.observe("c", _ok(1, time=50.0))
+        allocator.observe("c", ResourceReport(Resources(1, 100, 100), Resources(2, 100, 100),
+                                              30.0, ("cores",)))
+        allocator.observe("c", _ok(2, time=30.0))
+        allocator.observe("c", _ok(1, time=50.0))  # no kill before it: its own time only
+        values, sigs = allocator.states("c")[0].records()
+        weights[flag] = dict(zip(sigs.tolist(), values.tolist(), strict=True))
+    # significance = arrival rank x weight: the 2-core record is the 2nd (rank 2)
+    assert sorted(weights[True]) == [50.0, 120.0, 150.0]
+    assert sorted(weights[False]) == [50.0, 60.0, 150.0]

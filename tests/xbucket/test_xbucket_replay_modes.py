@@ -163,11 +163,12 @@ def test_the_cold_prior_saves_retries_of_categories_that_arrive_late():
     from schedlab.xbucket.workloads import staggered
 
     tasks = staggered(categories=6, per_category=12)
-    rows = cold_start_table("staggered", tasks, [None, 0.9], semantics="allocation")
+    q = Defaults().cold_quantile  # the default prior
+    rows = cold_start_table("staggered", tasks, [None, q], semantics="allocation")
     cold = {(r["algorithm"], r["cold_quantile"], r["resource"]): r["cold_retries"] for r in rows}
     for algorithm in MODES:
         before = sum(cold[(algorithm, "none", r)] for r in ("memory", "disk"))
-        after = sum(cold[(algorithm, 0.9, r)] for r in ("memory", "disk"))
+        after = sum(cold[(algorithm, q, r)] for r in ("memory", "disk"))
         assert after < before, (algorithm, before, after)
 
 
@@ -200,3 +201,26 @@ def test_time_weighting_sizes_buckets_by_the_time_they_hold():
     plain = summarise(run_one(tasks, "dg-bucket", config))["efficiency_cores"]
     weighted = summarise(run_one(tasks, "dg-bucket-tw", config))["efficiency_cores"]
     assert weighted > plain
+
+
+def test_which_cold_tasks_take_the_prior():
+    """``Defaults.cold_prior``: every cold task (default), only a category's first, or its own
+    largest record once it has one (at it for a repeated value, strictly above otherwise)."""
+    def pool(rule):
+        allocator = XBucket("dg", Defaults(sampling=5, cold_quantile=0.9, cold_prior=rule))
+        for i in range(40):  # mostly small, a tenth large
+            memory = 2000.0 + i if i % 10 == 9 else 100.0 + i
+            usage = Resources(1, memory, 50)
+            allocator.observe(f"c{i % 4}", ResourceReport(usage, usage, 1.0))
+        usage = Resources(1, 105.0, 50)
+        allocator.observe("new", ResourceReport(usage, usage, 1.0))  # one own record
+        return allocator
+    every, first = pool("sampling"), pool("first")
+    prior = every._pooled[1].upper(0.9)
+    assert prior >= 2000 and every.allocate("new").memory == prior
+    assert first.allocate("new").memory < 200  # a pooled bucket as for a known one
+    assert first.allocate("fresh").memory == prior  # no own record: the prior
+    assert 105 < pool("own-above").allocate("new").memory < 2000  # the pooled bucket above
+    first.defaults = Defaults(sampling=5, cold_prior="nonsense")
+    with pytest.raises(ValueError, match="cold_prior"):
+        first.allocate("new")

@@ -54,7 +54,8 @@ class XBucket:
     retried) from the pooled state instead of the sampling defaults; once the category has its
     own ``sampling`` records it uses only them. With one category the two states hold the same
     records, so nothing changes. Cold start (``Defaults.cold_quantile`` = q, not None): a new
-    category's first attempt takes the pooled buckets' q upper quantile, and its retries never
+    category's fresh attempts (while it is in sampling) take the pooled buckets' q upper quantile
+    (0.75 by default; ``Defaults.cold_prior`` selects other measured rules), and its retries never
     exceed its own sampling path (at least its default, then doubling) (``_retry_cold``). The
     pooled state re-buckets lazily (on its next use), so workflows whose categories are all past
     sampling pay only a sorted insert per report.
@@ -69,6 +70,7 @@ class XBucket:
         self._rng = random.Random(seed)
         self._states: dict[str, tuple[BucketingState, ...]] = {}
         self._ready: set[str] = set()  # categories whose three states are past sampling
+        self._lost: dict[str, float] = {}  # time of failed attempts not yet in a record (-tw)
         d = self.defaults
         self._pooled: tuple[BucketingState, ...] | None = tuple(
             BucketingState(mode, first, d.sampling, d.growth, d.max_buckets, self._rng,
@@ -109,7 +111,7 @@ class XBucket:
             values = []
             for i, s in enumerate(states):
                 if q is not None and self._pooled is not None and s is self._pooled[i]:
-                    value = s.upper(q)
+                    value = _cold_first(s, own[i], q, d.cold_prior)
                 else:
                     value = s.predict()
                 if d.sampling_floor and own[i].in_sampling:
@@ -132,9 +134,12 @@ class XBucket:
         ))
 
     def observe(self, category: str, report: ResourceReport) -> None:
-        if report.exceeded:
-            return  # a failed attempt teaches through last_failed, not through the records
-        weight = report.wall_time if self.time_weighted else 1.0
+        if report.exceeded:  # a failed attempt teaches through last_failed, not the records
+            if self.time_weighted and self.defaults.tw_kill_time:
+                self._lost[category] = self._lost.get(category, 0.0) + report.wall_time
+            return
+        weight = (report.wall_time + self._lost.pop(category, 0.0)) if self.time_weighted \
+            else 1.0
         values = report.usage.as_tuple()
         for state, value in zip(self.states(category), values, strict=True):
             state.add(value, weight)
@@ -143,6 +148,25 @@ class XBucket:
             # category must not set every new category's cold start; bioblast disk)
             for state, value in zip(self._pooled, values, strict=True):
                 state.add(value)
+
+
+def _cold_first(pooled: BucketingState, own: BucketingState, q: float, rule: str) -> float:
+    """A cold category's fresh allocation of one type from the pool (``Defaults.cold_prior``)."""
+    if rule == "sampling" or own.size == 0:
+        return pooled.upper(q)
+    if rule == "first":
+        return pooled.predict()
+    if rule == "own-above":
+        # the category's own largest record is a need it has shown: a pooled bucket at it
+        # when its records repeat a value (a discrete need, e.g. whole cores), else strictly
+        # above it (continuous values creep: the next one likely exceeds the largest so far);
+        # past the pool's top, its own sampling path above that record
+        largest, repeat = own.largest, own.floor() is not None
+        top = pooled.values[-1] if pooled.values else 0.0
+        if largest < top or (repeat and largest == top):
+            return pooled.predict(largest, repeat)
+        return largest if repeat else next_step(own.default, own.growth, largest)
+    raise ValueError(f"field 'cold_prior': unknown rule {rule!r} (sampling, first, own-above)")
 
 
 def _retry_cold(pooled: BucketingState, own: BucketingState, seen: float,

@@ -88,6 +88,11 @@ class BucketingState:
         return int(self._vals.shape[0])
 
     @property
+    def largest(self) -> float | None:
+        """The largest record (None before the first)."""
+        return float(self._vals[-1]) if self._vals.shape[0] else None
+
+    @property
     def in_sampling(self) -> bool:
         return self._vals.shape[0] < self.sampling
 

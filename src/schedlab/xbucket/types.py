@@ -155,10 +155,18 @@ class Defaults:
     #: a category still in its sampling phase predicts from the records of all categories
     #: pooled (when those are past sampling) instead of the defaults; see ``XBucket``
     pooled_fallback: bool = True
-    #: with the pooled fallback, a new category's *first* attempt of each type takes the pooled
+    #: with the pooled fallback, a cold category's fresh attempt of a type takes the pooled
     #: (category-blind) buckets' ``cold_quantile`` upper quantile instead of a bucket chosen as
-    #: for a known category; None keeps that choice. Retries still climb the pooled buckets.
-    cold_quantile: float | None = 0.9
+    #: for a known category, and its retries never pass its own sampling step; None: neither
+    #: (the former rule). 0.75 since issue 51 (0.9 before; chosen on the CCL traces: fewest
+    #: cold retries among the rules that kept their mean efficiency, see docs/systems/xbucket.md)
+    cold_quantile: float | None = 0.75
+    #: which cold tasks take that prior: ``"sampling"`` every fresh task while the category is
+    #: in sampling (the default); ``"first"`` only while the category has no record of the
+    #: type, then a pooled bucket chosen as for a known category; ``"own-above"`` the prior
+    #: while it has no record, then the pooled bucket at its largest own record (when its
+    #: records repeat a value) or strictly above it (measured, not the default: see the docs)
+    cold_prior: str = "sampling"
     #: a failed attempt whose monitor reported *more* than its allocation (a measured need, as
     #: a replay with peak semantics knows it) is retried at the smallest bucket / step at or
     #: above that value, not strictly above it (which skips an exact fit, e.g. 4 cores retried
@@ -170,6 +178,10 @@ class Defaults:
     #: 4 cores no longer starts every sampling task at the default or the pool's 2 and pays a
     #: kill each time. Retries keep the sampling path. Issue 51.
     sampling_floor: bool = True
+    #: time-weighted X-Bucket (``-tw``): a record's weight is the time its task held
+    #: allocations, the killed attempts before its success included (in a category, the time of
+    #: failed attempts is added to its next successful record), not its final run alone
+    tw_kill_time: bool = True
 
     @classmethod
     def cctools(cls) -> Defaults:
