@@ -532,7 +532,8 @@ def _program_size(arch: Architecture, nets: list[NetRoute]) -> int:
 
 
 def _route(
-    arch: Architecture, ii: int, nets: list[NetRoute], router: str, seed: int
+    arch: Architecture, ii: int, nets: list[NetRoute], router: str, seed: int,
+    quick: bool = False,
 ) -> tuple[int, str]:
     """Route ``nets`` in place; returns (PathFinder iterations, router used)."""
     if router == "exact":  # HiGHS decides routability of this placement exactly
@@ -540,6 +541,8 @@ def _route(
 
         exact_route(arch, ii, nets)
         return 0, "exact"
+    if quick:  # a first try with a fallback after it: give up early
+        return pathfinder(arch, ii, nets, max_iterations=30, patience=8, seed=seed), "pathfinder"
     return pathfinder(arch, ii, nets, seed=seed), "pathfinder"
 
 
@@ -660,7 +663,8 @@ def place_and_route(
         for k, s_ in enumerate(slacks):
             nets = build_nets(graph, arch, mode, ii, place, start, s_)
             try:
-                iterations, used = _route(arch, ii, nets, router, seed + attempt)
+                iterations, used = _route(arch, ii, nets, router, seed + attempt,
+                                          quick=k + 1 < len(slacks))
                 break
             except Unroutable as exc:
                 if k + 1 < len(slacks):
@@ -688,23 +692,29 @@ def place_and_route(
         penalty: dict[PE, float] = {}
         # several placements per II, routed in order of their lower bound (recurrences with
         # shortest-path delays); the lowest effective II is kept, not the first routed one
-        pool = []
-        for attempt in range(min(placements_per_ii, tries)):
-            cand = place_one(ii, attempt, {})
-            if cand is None and attempt >= 1:
+        pool: list = []
+        routed_here, made = 0, 0
+        bound = ii if mode == "temporal" else mii  # nothing at this II can beat it
+        while made < min(placements_per_ii, tries):
+            # the first placement alone; the rest only if it misses the bound
+            batch = 1 if made == 0 else min(placements_per_ii, tries) - made
+            fresh = [place_one(ii, made + j, {}) for j in range(batch)]
+            made += batch
+            if fresh[0] is None and made == 1 and tries > 1:
+                fresh = [place_one(ii, 1, {})]  # one seeded retry: list scheduling is greedy
+                made = 2
+            fresh = sorted((c for c in fresh if c is not None), key=lambda c: (c[0], c[1]))
+            pool += fresh
+            for lb, attempt, place, start in fresh:
+                if best is not None and lb >= best.achieved_ii:
+                    break  # sorted: no later placement can beat the best
+                found = route_one(ii, attempt, place, start, penalty)
+                if found is not None:
+                    routed_here += 1
+                    if best is None or found.achieved_ii < best.achieved_ii:
+                        best = found
+            if not pool or (best is not None and best.achieved_ii <= bound):
                 break
-            if cand is not None:
-                pool.append(cand)
-        pool.sort(key=lambda c: (c[0], c[1]))
-        routed_here = 0
-        for lb, attempt, place, start in pool:
-            if best is not None and lb >= best.achieved_ii:
-                break  # sorted: no later placement can beat the best
-            found = route_one(ii, attempt, place, start, penalty)
-            if found is not None:
-                routed_here += 1
-                if best is None or found.achieved_ii < best.achieved_ii:
-                    best = found
         if routed_here or not pool:
             continue
         # none routed: further placements spread away from the links the failures crowded
