@@ -508,6 +508,8 @@ def effective_ii(ii: int, routed_rec: int) -> int:
 
 
 SPATIAL_PLACEMENTS = 8  # spatial placements tried before the exact fallback
+#: placements per II searched for the lowest effective II (issue 57)
+TEMPORAL_PLACEMENTS, SPATIAL_SEARCH = 12, 6
 EXACT_FALLBACK_ARCS = 400_000  # consumers x time-extended arcs: HiGHS decides these in seconds
 EXACT_FALLBACK_SECONDS = 30.0
 
@@ -604,7 +606,7 @@ def place_and_route(
     anneal: bool = True,
     router: str = "pathfinder",
     exact_fallback: bool = True,
-    placements_per_ii: int = 4,
+    placements_per_ii: int | None = None,
 ) -> PnR:
     """Place, schedule and route; the II search only accepts mappings PathFinder routed.
 
@@ -625,6 +627,8 @@ def place_and_route(
 
         raise UnknownNameError("router", router, ["pathfinder", "exact"])
     began = time.perf_counter()
+    if placements_per_ii is None:  # temporal placements are cheap (no annealing)
+        placements_per_ii = TEMPORAL_PLACEMENTS if mode == "temporal" else SPATIAL_SEARCH
     mii, res, rec = min_ii(graph, arch, mode)
     slack = (2 if mode == "spatial" else 1) if slack is None else slack
     attempts: list[dict] = []
