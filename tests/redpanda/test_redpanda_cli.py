@@ -88,3 +88,48 @@ def test_evaluate_kernels_and_flows_json(tmp_path):
     result = runner.invoke(app, ["kernels", "--emit", str(tmp_path / "k"), "--json"])
     assert result.exit_code == 0 and len(list((tmp_path / "k").glob("*.mlir"))) == 15
     assert runner.invoke(app, ["flows", "--json"]).exit_code == 0
+
+
+COLLATZ = """
+#define N 3
+int collatz(int a[N], int steps[N]) {
+  int total = 0;
+  for (int i = 0; i < N; i++) {
+    int x = a[i];
+    int s = 0;
+    while (x != 1) {
+      if (x % 2 == 0) x = x / 2; else x = 3 * x + 1;
+      s++;
+    }
+    steps[i] = s;
+    total += s;
+  }
+  return total;
+}
+"""
+
+
+def test_default_command_sizes_the_spatial_fabric_or_falls_back(tmp_path, monkeypatch):
+    """Issue 57: 27 instructions do not fit the default spatial 4x4 (16 PEs). Without
+    --rows/--cols/--arch the command picks the smallest square mesh the kernel routes on and
+    says so; with no larger mesh allowed it falls back to temporal 4x4 and says that."""
+    from schedlab.redpanda import api
+
+    path = tmp_path / "collatz.c"
+    path.write_text(COLLATZ)
+    inputs = tmp_path / "in.json"
+    inputs.write_text(json.dumps({"a": [6, 7, 27]}))
+    result = runner.invoke(app, ["compile", str(path), "--inputs", str(inputs), "--json",
+                                 "--link-capacity", "2"])
+    assert result.exit_code == 0, result.output
+    metrics = json.loads(result.stdout)["metrics"]
+    side = int(metrics["fabric"].split()[1].split("x")[0])
+    assert metrics["fabric"].startswith("spatial") and side >= 6  # 27 > 25 PEs of 5x5
+    assert metrics["instructions"] > 16 and metrics["matches_interpreter"] is True
+    monkeypatch.setattr(api, "AUTO_SPATIAL_MAX_SIDE", 4)
+    result = runner.invoke(app, ["compile", str(path), "--inputs", str(inputs)])
+    assert result.exit_code == 0, result.output
+    assert "fell back to the temporal 4x4" in result.output and "27 instructions" in result.output
+    # an explicit fabric is still the user's: too small is an error naming --temporal
+    result = runner.invoke(app, ["compile", str(path), "--rows", "4", "--cols", "4"])
+    assert result.exit_code == 2 and "--temporal" in result.output

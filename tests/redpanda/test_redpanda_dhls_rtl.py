@@ -80,9 +80,12 @@ def test_redpanda_circuits_match_the_interpreter_on_every_kernel(tmp_path):
 
 
 @needs_iverilog
-@pytest.mark.parametrize("flow", [f for f in FLOWS if f != "redpanda"])
+@pytest.mark.parametrize(  # the per-array CGRA baselines are dynamatic-pipelined's ordering
+    "flow", [f for f in FLOWS if f != "redpanda" and not f.startswith("per-array")])
 def test_every_flow_circuit_is_correct(flow, tmp_path):
-    for name in ("gcd", "condstore", "spmv", "isort"):
+    # gcd's divider-in-a-while-loop is covered per flow by the token-level flow tests and for
+    # redpanda in Verilog above; these three keep branches with memory, indirect access, WAR
+    for name in ("condstore", "spmv", "isort"):
         kernel = load_suite_kernel(name, 3)
         inputs = random_inputs(kernel, seed=3)
         assert evaluate_dhls(kernel, get_flow(flow), inputs).correct, (name, flow)

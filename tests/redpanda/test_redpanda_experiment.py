@@ -11,7 +11,7 @@ from schedlab.redpanda.experiment import cgra_suite, geomean_ratio
 
 
 def test_suite_subset_claims():
-    result = cgra_suite(size=3, seed=0, kernels=("histogram", "matvec", "ifloop"))
+    result = cgra_suite(size=3, seed=0, kernels=("histogram", "ifloop"))
     frame = result.frame
     assert frame["correct"].all()
     assert set(frame["mode"]) == {"spatial", "temporal"}
@@ -19,14 +19,25 @@ def test_suite_subset_claims():
     assert all(c.holds for c in claims.values() if c.required)
     for claim in claims.values():
         assert not math.isnan(claim.measured)
-    # the headline claim is computed from the frame, not typed in
-    cycles = {c.metric: c.measured for c in result.claims}["% fewer cycles (geomean)"]
-    rp = dict(frame.filter((pl.col("mode") == "spatial") & (pl.col("flow") == "redpanda"))
-              .select("kernel", "cycles").iter_rows())
-    base = dict(frame.filter((pl.col("mode") == "spatial") & (pl.col("flow") == "baseline"))
-                .select("kernel", "cycles").iter_rows())
-    by_hand = math.exp(sum(math.log(rp[k] / base[k]) for k in rp) / len(rp))
-    assert cycles == pytest.approx(100 * (1 - by_hand))
+    # the headline claim is computed from the frame, not typed in: RedPanda vs the strongest
+    # prior flow per kernel (fewest cycles of baseline / per-array-pred / per-array-steer)
+    head = next(c for c in result.claims if c.statement.startswith("RedPanda cuts spatial"))
+    old = next(c for c in result.claims if "serial-memory prior flow only" in c.statement
+               and c.metric == "% fewer cycles (geomean)")
+    spatial = frame.filter(pl.col("mode") == "spatial")
+    cyc = {(k, f): c for k, f, c in spatial.select("kernel", "flow", "cycles").iter_rows()}
+    kernels = sorted(set(spatial["kernel"]))
+    best = {k: min(cyc[(k, f)] for f in ("baseline", "per-array-pred", "per-array-steer"))
+            for k in kernels}
+    by_hand = math.exp(sum(math.log(cyc[(k, "redpanda")] / best[k]) for k in kernels)
+                       / len(kernels))
+    assert head.measured == pytest.approx(100 * (1 - by_hand))
+    assert head.peer_figure <= math.exp(sum(math.log(cyc[(k, "baseline")]) for k in kernels)
+                                        / len(kernels))
+    vs_base = math.exp(sum(math.log(cyc[(k, "redpanda")] / cyc[(k, "baseline")])
+                           for k in kernels) / len(kernels))
+    assert old.measured == pytest.approx(100 * (1 - vs_base))
+    assert old.measured >= head.measured  # the strongest prior flow is never weaker
     assert result.figures and result.figures[0].png.startswith(b"\x89PNG")
     # the cycles are the executed configurations', every link within its capacity
     assert (frame["max_link_load"] <= frame["link_capacity"]).all()

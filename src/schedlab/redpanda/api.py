@@ -93,8 +93,8 @@ def check_run(
 def compile_file(
     path: str | Path,
     flow: str = "redpanda",
-    rows: int = 4,
-    cols: int = 4,
+    rows: int | None = None,
+    cols: int | None = None,
     contexts: int = 16,
     mode: str = "spatial",
     mapper: str = "pnr",
@@ -121,21 +121,30 @@ def compile_file(
 
     Cycles are measured on ``inputs`` (a .npz/.json file or a mapping; else seeded random
     data) and checked against xDSL's interpreter; ``simulate_run=False`` skips it.
+
+    With neither ``arch`` nor ``rows``/``cols`` given, a spatial kernel gets the default 4x4
+    mesh if it fits and routes there, else the smallest larger square mesh (up to
+    :data:`AUTO_SPATIAL_MAX_SIDE`) on which it routes, else the temporal 4x4 mesh; the report's
+    ``metrics["fabric"]`` and ``fabric_note`` say which was used and why.
     """
     from schedlab.core.errors import BadInputError, UnknownNameError
 
     if mapper not in ("pnr", "schedule-only", "list", "milp"):
         raise UnknownNameError("mapper", mapper, ["pnr", "schedule-only", "milp"])
+    auto = arch is None and rows is None and cols is None
+    rows, cols = rows or 4, cols or 4
     if mapper == "pnr":
         from schedlab.redpanda.backends.arch import mesh
 
+        common = dict(flow=flow, seed=seed, config_out=config_out, simulate=simulate_run,
+                      inputs=inputs, limits=limits, function=function, defines=defines,
+                      router=router)
+        if auto and mode == "spatial":
+            return _compile_auto_fabric(path, contexts, link_capacity, common)
         if arch is None:
             arch = mesh(rows, cols, contexts, link_capacity=link_capacity,
                         name=f"mesh{rows}x{cols}c{contexts}")
-        return compile_arch_file(path, arch, flow=flow, mode=mode, seed=seed,
-                                 config_out=config_out, simulate=simulate_run, inputs=inputs,
-                                 limits=limits, function=function, defines=defines,
-                                 router=router)
+        return compile_arch_file(path, arch, mode=mode, **common)
     if arch is not None:
         raise BadInputError("an architecture file is placed and routed: use --mapper pnr "
                             "(the default)", field="mapper")
@@ -183,6 +192,52 @@ def compile_file(
         simulation_note=note,
         ir=print_ir(graph),
     )
+
+
+#: largest square mesh the default spatial command grows to before falling back to temporal
+AUTO_SPATIAL_MAX_SIDE = 8
+
+
+def _compile_auto_fabric(path, contexts: int, link_capacity: int, common: dict) -> dict:
+    """The default spatial command: 4x4 if the kernel fits and routes, else the smallest
+    square mesh it routes on (up to :data:`AUTO_SPATIAL_MAX_SIDE`), else temporal 4x4."""
+    import math
+
+    from schedlab.core.errors import BadInputError
+    from schedlab.redpanda.backends.arch import mesh
+
+    kernel = load_kernel(path, function=common["function"], defines=common["defines"])
+    graph = middle_end(kernel, get_flow(common["flow"]), "spatial")
+    count = graph.instruction_count()
+    memory = sum(n.kind in ("load", "store") for n in graph.instructions())
+    # every instruction needs its own PE; memory PEs are the two border columns
+    side = max(4, math.ceil(math.sqrt(count)), math.ceil(memory / 2))
+    reasons = []
+    if side > 4:
+        reasons.append(f"{count} instructions ({memory} memory) do not fit the 16 PEs of the "
+                       "default spatial 4x4 mesh")
+    for n in range(side, AUTO_SPATIAL_MAX_SIDE + 1):
+        arch = mesh(n, n, contexts, link_capacity=link_capacity, name=f"mesh{n}x{n}c{contexts}")
+        try:
+            report = compile_arch_file(path, arch, mode="spatial", **common)
+        except BadInputError as exc:
+            if not (exc.field or "").startswith("arch"):
+                raise  # not the fabric's fault (bad kernel, inputs, ...)
+            reasons.append(f"spatial {n}x{n}: no mapping")
+            continue
+        how = "default" if n == 4 else "auto-sized"
+        note = f"fabric: spatial {n}x{n} mesh ({how}" + (
+            f"; {'; '.join(reasons)})" if reasons else ")")
+        report["metrics"]["fabric"] = f"spatial {n}x{n}"
+        report["fabric_note"] = note
+        return report
+    arch = mesh(4, 4, contexts, link_capacity=link_capacity, name=f"mesh4x4c{contexts}")
+    report = compile_arch_file(path, arch, mode="temporal", **common)
+    report["metrics"]["fabric"] = "temporal 4x4"
+    report["fabric_note"] = (f"fabric: fell back to the temporal 4x4 mesh ({contexts} contexts)"
+                             f"; {'; '.join(reasons)} up to {AUTO_SPATIAL_MAX_SIDE}x"
+                             f"{AUTO_SPATIAL_MAX_SIDE}")
+    return report
 
 
 def compile_dhls_file(

@@ -33,7 +33,12 @@ def compile(  # noqa: A001 - the command is called compile
     kernel: Path = typer.Argument(..., help="A kernel: C (.c) or MLIR (.mlir: func/scf/"
                                   "arith/memref, affine lowered)."),
     target: str = typer.Option("cgra", "--target", help="Back end: cgra or dhls."),
-    rows: int = typer.Option(4, "--rows", min=1), cols: int = typer.Option(4, "--cols", min=2),
+    rows: int | None = typer.Option(None, "--rows", min=1, help="Mesh rows (default 4; with "
+                                    "neither --rows, --cols nor --arch a spatial kernel that "
+                                    "does not fit or route on 4x4 gets the smallest square "
+                                    "mesh it routes on, up to 8x8, else --temporal 4x4: the "
+                                    "output says which)."),
+    cols: int | None = typer.Option(None, "--cols", min=2, help="Mesh columns (default 4)."),
     temporal: bool = typer.Option(False, "--temporal", help="Time-multiplex PEs (contexts)."),
     contexts: int = typer.Option(16, "--contexts", min=1, help="Instruction slots per PE."),
     flow: str = typer.Option("redpanda", "--flow", help="redpanda or a baseline flow."),
@@ -112,7 +117,7 @@ def compile(  # noqa: A001 - the command is called compile
     if json_out:
         emit_json(report)
         return
-    where = report["metrics"].get("arch", f"{rows}x{cols}")
+    where = report["metrics"].get("arch", f"{rows or 4}x{cols or 4}")
     _print_table(report["schedule"], ["node", "op", "pe", "cycle", "slot"],
                  title=f"{report['kernel']} on {where} ({report['mode']})")
     metrics = dict(report["metrics"])
@@ -124,6 +129,8 @@ def compile(  # noqa: A001 - the command is called compile
     if mapper != "pnr":
         err_console.print(f"--mapper {mapper}: a schedule only (no routes, no configuration, "
                           "links unlimited); the default --mapper pnr places and routes")
+    if report.get("fabric_note"):
+        err_console.print(report["fabric_note"])
     if report.get("simulation_note"):
         err_console.print(report["simulation_note"])
 
@@ -250,7 +257,9 @@ def flows(json_out: bool = typer.Option(False, "--json", help="Print JSON.")) ->
     from schedlab.redpanda.policies import FLOWS
 
     rows = [dict(flow=name, **{k: getattr(f(), k) for k in ("pipelined", "fuse", "size_buffers",
-                                                            "precise_memory", "branch_choice")})
+                                                            "precise_memory", "branch_choice",
+                                                            "dependence_analysis",
+                                                            "steer_all")})
             for name, f in FLOWS.items()]
     if json_out:
         emit_json(rows)

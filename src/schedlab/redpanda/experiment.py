@@ -29,7 +29,7 @@ from schedlab.redpanda.backends.cgra import compile_config
 from schedlab.redpanda.backends.config_sim import run_config
 from schedlab.redpanda.compiler import middle_end, outputs_match
 from schedlab.redpanda.frontend import Kernel
-from schedlab.redpanda.policies import CGRA_FLOWS, FLOWS
+from schedlab.redpanda.policies import CGRA_FLOWS, FLOWS, PRIOR_FLOWS
 from schedlab.redpanda.reference import run_reference
 from schedlab.redpanda.simulator import SimulationError
 from schedlab.redpanda.workloads import C_KERNELS, c_kernel, load_suite_kernel, random_inputs
@@ -187,11 +187,49 @@ def geomeans(frame: pl.DataFrame, mode: str, metric: str, flow: str, base: str
     return tuple(math.exp(sum(math.log(p[i]) for p in pairs) / len(pairs)) for i in (0, 1))
 
 
+STRONGEST = "strongest-prior"
+
+
+def with_strongest(frame: pl.DataFrame) -> pl.DataFrame:
+    """``frame`` plus one row per (kernel, mode) for the strongest prior flow: per kernel and
+    per metric the best of :data:`PRIOR_FLOWS` (fewest cycles, fewest instructions, highest
+    efficiency, each chosen separately, so the yardstick is never weaker than any one flow)."""
+    cols = ["kernel", "flow", "mode", "cycles", "instructions", "efficiency"]
+    prior = frame.filter(pl.col("flow").is_in(list(PRIOR_FLOWS)))
+    if prior.is_empty():
+        return frame.select(cols)
+    best = prior.group_by("kernel", "mode").agg(
+        pl.col("cycles").min(), pl.col("instructions").min(), pl.col("efficiency").max()
+    ).with_columns(pl.lit(STRONGEST).alias("flow"))
+    return pl.concat([frame.select(cols), best.select(cols)], how="vertical_relaxed")
+
+
+def per_kernel_strongest(frame: pl.DataFrame, mode: str = "spatial") -> list[dict]:
+    """Per kernel: RedPanda's cycles, the strongest prior flow's and which flow that is."""
+    sub = frame.filter(pl.col("mode") == mode)
+    out = []
+    for name in sorted(set(sub["kernel"])):
+        rows = {r["flow"]: r["cycles"] for r in sub.filter(pl.col("kernel") == name).to_dicts()}
+        prior = {f: rows[f] for f in PRIOR_FLOWS if f in rows}
+        if "redpanda" not in rows or not prior:
+            continue
+        flow = min(prior, key=lambda f: (prior[f], PRIOR_FLOWS.index(f)))
+        out.append(dict(kernel=name, redpanda=rows["redpanda"], prior=prior[flow],
+                        prior_flow=flow, change=rows["redpanda"] / prior[flow] - 1))
+    return out
+
+
 def _claims(frame: pl.DataFrame) -> list[Claim]:
-    cycles = 100 * (1 - geomean_ratio(frame, "spatial", "cycles", "redpanda", "baseline"))
-    eff = 100 * (geomean_ratio(frame, "temporal", "efficiency", "redpanda", "baseline") - 1)
-    instr = 100 * (1 - geomean_ratio(frame, "spatial", "instructions", "redpanda", "baseline"))
-    ours, prior = geomeans(frame, "spatial", "cycles", "redpanda", "baseline")
+    both = with_strongest(frame)
+    cycles = 100 * (1 - geomean_ratio(both, "spatial", "cycles", "redpanda", STRONGEST))
+    eff = 100 * (geomean_ratio(both, "temporal", "efficiency", "redpanda", STRONGEST) - 1)
+    instr = 100 * (1 - geomean_ratio(both, "spatial", "instructions", "redpanda", STRONGEST))
+    ours, prior = geomeans(both, "spatial", "cycles", "redpanda", STRONGEST)
+    old_cycles = 100 * (1 - geomean_ratio(frame, "spatial", "cycles", "redpanda", "baseline"))
+    old_eff = 100 * (geomean_ratio(frame, "temporal", "efficiency", "redpanda", "baseline") - 1)
+    old_instr = 100 * (1 - geomean_ratio(frame, "spatial", "instructions", "redpanda",
+                                         "baseline"))
+    strongest = "strongest prior flow per kernel (best of " + ", ".join(PRIOR_FLOWS) + ")"
     claims = [
         Claim(
             "RedPanda cuts spatial-CGRA execution cycles vs the prior flow",
@@ -200,7 +238,7 @@ def _claims(frame: pl.DataFrame) -> list[Claim]:
             33.4,
             ">=",
             paper_figure="-33.4%",
-            baseline="prior dataflow-CGRA flow",
+            baseline=strongest,
             our_figure=ours,
             figure_metric="spatial cycles (geomean over kernels)",
             peer_figure=prior,
@@ -213,7 +251,7 @@ def _claims(frame: pl.DataFrame) -> list[Claim]:
             37.0,
             ">=",
             paper_figure="+37%",
-            baseline="prior dataflow-CGRA flow",
+            baseline=strongest,
         ),
         Claim(
             "RedPanda reduces instruction count",
@@ -222,7 +260,35 @@ def _claims(frame: pl.DataFrame) -> list[Claim]:
             13.0,
             ">=",
             paper_figure="~-13%",
-            baseline="prior dataflow-CGRA flow",
+            baseline=strongest,
+        ),
+        Claim(
+            "vs the serial-memory prior flow only ('baseline': one token orders every access): "
+            "RedPanda cuts spatial-CGRA execution cycles",
+            "% fewer cycles (geomean)",
+            old_cycles,
+            33.4,
+            ">=",
+            paper_figure="-33.4%",
+            baseline="baseline (serial memory, predication, no fusion, fixed FIFOs)",
+        ),
+        Claim(
+            "vs the serial-memory prior flow only: RedPanda improves temporal-CGRA efficiency",
+            "% higher kernels per PE-cycle (geomean)",
+            old_eff,
+            37.0,
+            ">=",
+            paper_figure="+37%",
+            baseline="baseline (serial memory, predication, no fusion, fixed FIFOs)",
+        ),
+        Claim(
+            "vs the serial-memory prior flow only: RedPanda reduces instruction count",
+            "% fewer instructions (geomean)",
+            old_instr,
+            13.0,
+            ">=",
+            paper_figure="~-13%",
+            baseline="baseline (serial memory, predication, no fusion, fixed FIFOs)",
         ),
         Claim(
             "Every compiled kernel computes what xDSL's interpreter computes",
@@ -317,8 +383,14 @@ def cgra_suite(
         notes=f"{len(kernels)} {source.upper()} kernels at size {size}; inputs from "
         f"seed {seed}; temporal on {TEMPORAL_ARCH}, spatial on the smallest routable "
         f"square mesh (link capacity {SPATIAL_LINK_CAPACITY}); cycles from executing "
-        f"the emitted configuration; {_instruction_note(frame)}",
+        f"the emitted configuration; {_instruction_note(frame)}; spatial cycles per kernel, "
+        f"RedPanda vs the strongest prior flow: {_strongest_note(frame)}",
     )
+
+
+def _strongest_note(frame: pl.DataFrame) -> str:
+    return ", ".join(f"{r['kernel']} {r['redpanda']}/{r['prior']} ({r['prior_flow']}, "
+                     f"{100 * r['change']:+.1f}%)" for r in per_kernel_strongest(frame))
 
 
 def _instruction_note(frame: pl.DataFrame) -> str:

@@ -76,6 +76,11 @@ class RedPanda:
     share_units: bool = True
     precise_memory: bool = True
     branch_choice: bool = True
+    #: False: per-array ordering without RedPanda's dependence test (every load/store pair of
+    #: one array with a store is ordered, within and across iterations)
+    dependence_analysis: bool = True
+    #: without ``branch_choice``: every scf.if predicated, or (True) every one steered
+    steer_all: bool = False
 
     def memory_key(self, memref: str) -> str:
         return memref if self.precise_memory else "memory"
@@ -84,16 +89,20 @@ class RedPanda:
         return not self.precise_memory
 
     def may_alias(self, a: Access, b: Access) -> bool:
-        return may_alias_same_iteration(a, b) if self.precise_memory else True
+        if self.precise_memory and self.dependence_analysis:
+            return may_alias_same_iteration(a, b)
+        return True
 
     def carried(self, loop: object, accesses: list[Access]) -> bool:
-        return loop_carries_dependence(loop, accesses) if self.precise_memory else True
+        if self.precise_memory and self.dependence_analysis:
+            return loop_carries_dependence(loop, accesses)
+        return True
 
     def branch_mode(self, shape: BranchShape, mode: Mode) -> BranchMode:
         if shape.has_loops:
             return "steer"  # a loop cannot be if-converted
         if not self.branch_choice:
-            return "predicate"
+            return "steer" if self.steer_all else "predicate"
         steer_cost = shape.live_ins + shape.results + (3 if shape.has_memory else 0)
         predicate_cost = shape.results + (2 if shape.has_memory else 0)
         if mode == "temporal":
@@ -116,6 +125,14 @@ FLOWS: dict[str, Callable[[], Flow]] = {
     "predication-only": _variant(name="predication-only", branch_choice=False),
     "baseline": _variant(name="baseline", precise_memory=False, branch_choice=False,
                          fuse=False, size_buffers=False, share_units=False),
+    # the strongest prior CGRA flows (issue 57): memory ordered per array (accesses of
+    # different arrays never ordered, loads of one array never ordered among themselves, every
+    # load/store pair of one array with a store kept in program order -- no dependence test),
+    # slack-sized FIFOs and steer fusion; every branch predicated, or every branch steered
+    "per-array-pred": _variant(name="per-array-pred", dependence_analysis=False,
+                               branch_choice=False, share_units=False),
+    "per-array-steer": _variant(name="per-array-steer", dependence_analysis=False,
+                                branch_choice=False, steer_all=True, share_units=False),
     # the DHLS baseline of the paper: a Dynamatic-like flow, every memory access ordered and
     # no RedPanda pipelining (each iteration waits for the previous one's memory accesses)
     "dynamatic": _variant(name="dynamatic", precise_memory=False, branch_choice=False,
@@ -123,7 +140,10 @@ FLOWS: dict[str, Callable[[], Flow]] = {
 }
 
 #: the flows the CGRA experiment compares (the DHLS one adds "dynamatic")
-CGRA_FLOWS = ("redpanda", "non-pipelined", "serial-memory", "predication-only", "baseline")
+CGRA_FLOWS = ("redpanda", "non-pipelined", "serial-memory", "predication-only", "baseline",
+              "per-array-pred", "per-array-steer")
+#: the prior flows; per kernel the best of them is "the strongest prior flow"
+PRIOR_FLOWS = ("baseline", "per-array-pred", "per-array-steer")
 
 
 def get_flow(name: str) -> Flow:

@@ -508,8 +508,20 @@ def effective_ii(ii: int, routed_rec: int) -> int:
 
 
 SPATIAL_PLACEMENTS = 8  # spatial placements tried before the exact fallback
+#: placements per II searched for the lowest effective II (issue 57)
+TEMPORAL_PLACEMENTS, SPATIAL_SEARCH = 12, 6
 EXACT_FALLBACK_ARCS = 400_000  # consumers x time-extended arcs: HiGHS decides these in seconds
 EXACT_FALLBACK_SECONDS = 30.0
+
+
+def _lower_bound(graph: Graph, arch: Architecture, mode: str, ii: int, place) -> int:
+    """Effective II a placement can reach at best: recurrences with shortest-path delays."""
+    extra = {}
+    for s_, d, i in graph.edges():
+        if s_ in place and d in place:
+            extra[(d, i)] = arch.route_cycles(place[s_], place[d])
+    routed = rec_mii(graph, arch, extra)
+    return max(ii, routed) if mode == "spatial" else effective_ii(ii, routed)
 
 
 def _program_size(arch: Architecture, nets: list[NetRoute]) -> int:
@@ -522,7 +534,8 @@ def _program_size(arch: Architecture, nets: list[NetRoute]) -> int:
 
 
 def _route(
-    arch: Architecture, ii: int, nets: list[NetRoute], router: str, seed: int
+    arch: Architecture, ii: int, nets: list[NetRoute], router: str, seed: int,
+    quick: bool = False,
 ) -> tuple[int, str]:
     """Route ``nets`` in place; returns (PathFinder iterations, router used)."""
     if router == "exact":  # HiGHS decides routability of this placement exactly
@@ -530,6 +543,8 @@ def _route(
 
         exact_route(arch, ii, nets)
         return 0, "exact"
+    if quick:  # a first try with a fallback after it: give up early
+        return pathfinder(arch, ii, nets, max_iterations=30, patience=8, seed=seed), "pathfinder"
     return pathfinder(arch, ii, nets, seed=seed), "pathfinder"
 
 
@@ -591,6 +606,7 @@ def place_and_route(
     anneal: bool = True,
     router: str = "pathfinder",
     exact_fallback: bool = True,
+    placements_per_ii: int | None = None,
 ) -> PnR:
     """Place, schedule and route; the II search only accepts mappings PathFinder routed.
 
@@ -611,6 +627,8 @@ def place_and_route(
 
         raise UnknownNameError("router", router, ["pathfinder", "exact"])
     began = time.perf_counter()
+    if placements_per_ii is None:  # temporal placements are cheap (no annealing)
+        placements_per_ii = TEMPORAL_PLACEMENTS if mode == "temporal" else SPATIAL_SEARCH
     mii, res, rec = min_ii(graph, arch, mode)
     slack = (2 if mode == "spatial" else 1) if slack is None else slack
     attempts: list[dict] = []
@@ -620,7 +638,7 @@ def place_and_route(
         candidates, tries = [1], max(attempts_per_ii + 1, SPATIAL_PLACEMENTS)
     else:
         candidates = list(range(mii, min(mii + max_extra, arch.contexts) + 1))
-        tries = attempts_per_ii
+        tries = max(attempts_per_ii, placements_per_ii)
     if not candidates:
         raise BadInputError(
             f"{graph.name}: needs II >= {mii} (RecMII {rec}) but '{arch.name}' "
@@ -630,29 +648,31 @@ def place_and_route(
     rng = random.Random(seed)
     best: PnR | None = None
     failed: list[tuple] = []  # placements PathFinder did not route, for the exact fallback
-    for ii in candidates:
-        if best is not None and ii >= best.achieved_ii:
-            break
-        penalty: dict[PE, float] = {}
-        for attempt in range(tries):
-            crowd = (
-                penalty
-                if mode == "temporal"
-                or attempt <= attempts_per_ii
-                or (attempt - attempts_per_ii) % 2 == 0
-                else {}
-            )
-            placed = place_and_schedule(graph, arch, mode, ii, rng if attempt else None, crowd)
-            if placed is None:
-                attempts.append(dict(ii=ii, attempt=attempt, result="no placement"))
-                break
-            place, start = placed
-            if mode == "spatial" and anneal:
-                place, start = anneal_spatial(graph, arch, place, random.Random(seed + attempt))
-            nets = build_nets(graph, arch, mode, ii, place, start, slack)
+
+    def place_one(ii: int, attempt: int, crowd: dict[PE, float]):
+        placed = place_and_schedule(graph, arch, mode, ii, rng if attempt else None, crowd)
+        if placed is None:
+            attempts.append(dict(ii=ii, attempt=attempt, result="no placement"))
+            return None
+        place, start = placed
+        if mode == "spatial" and anneal:
+            place, start = anneal_spatial(graph, arch, place, random.Random(seed + attempt))
+        return _lower_bound(graph, arch, mode, ii, place), attempt, place, start
+
+    def route_one(ii: int, attempt: int, place, start, penalty: dict[PE, float]):
+        """Route one placement; the PnR, or None (its crowded links added to ``penalty``)."""
+        # temporal: a value arriving after its consumer's slot costs a whole period, so
+        # the deadlines are the schedule's first (slack 0), relaxed only if that fails
+        slacks = (0, slack) if mode == "temporal" and slack > 0 else (slack,)
+        for k, s_ in enumerate(slacks):
+            nets = build_nets(graph, arch, mode, ii, place, start, s_)
             try:
-                iterations, used = _route(arch, ii, nets, router, seed + attempt)
+                iterations, used = _route(arch, ii, nets, router, seed + attempt,
+                                          quick=k + 1 < len(slacks))
+                break
             except Unroutable as exc:
+                if k + 1 < len(slacks):
+                    continue
                 attempts.append(dict(ii=ii, attempt=attempt, result=exc.reason))
                 if router == "pathfinder":
                     failed.append((ii, attempt, place, start, nets))
@@ -661,39 +681,64 @@ def place_and_route(
                     for r, _o in net.usage:
                         if r[0] == "L":
                             penalty[r[1]] = penalty.get(r[1], 0.0) + 0.25
-                continue
-            extra = {sink: a for net in nets for sink, a in net.arrive.items()}
-            routed = rec_mii(graph, arch, extra)
-            achieved = max(ii, routed) if mode == "spatial" else effective_ii(ii, routed)
-            attempts.append(
-                dict(
-                    ii=ii,
-                    attempt=attempt,
-                    result="routed",
-                    router=used,
-                    iterations=iterations,
-                    effective_ii=achieved,
-                )
-            )
-            if best is None or achieved < best.achieved_ii:
-                best = PnR(
-                    graph,
-                    arch,
-                    mode,
-                    ii,
-                    achieved,
-                    mii,
-                    res,
-                    rec,
-                    place,
-                    start,
-                    nets,
-                    0.0,
-                    iterations,
-                    attempts,
-                    used,
-                )
+                return None
+        extra = {sink: a for net in nets for sink, a in net.arrive.items()}
+        routed = rec_mii(graph, arch, extra)
+        achieved = max(ii, routed) if mode == "spatial" else effective_ii(ii, routed)
+        attempts.append(dict(ii=ii, attempt=attempt, result="routed", router=used,
+                             iterations=iterations, effective_ii=achieved))
+        return PnR(graph, arch, mode, ii, achieved, mii, res, rec, place, start, nets, 0.0,
+                   iterations, attempts, used)
+
+    for ii in candidates:
+        if best is not None and ii >= best.achieved_ii:
             break
+        penalty: dict[PE, float] = {}
+        # several placements per II, routed in order of their lower bound (recurrences with
+        # shortest-path delays); the lowest effective II is kept, not the first routed one
+        pool: list = []
+        routed_here, made = 0, 0
+        bound = ii if mode == "temporal" else mii  # nothing at this II can beat it
+        while made < min(placements_per_ii, tries):
+            # the first placement alone; the rest only if it misses the bound
+            batch = 1 if made == 0 else min(placements_per_ii, tries) - made
+            fresh = [place_one(ii, made + j, {}) for j in range(batch)]
+            made += batch
+            if fresh[0] is None and made == 1 and tries > 1:
+                fresh = [place_one(ii, 1, {})]  # one seeded retry: list scheduling is greedy
+                made = 2
+            fresh = sorted((c for c in fresh if c is not None), key=lambda c: (c[0], c[1]))
+            pool += fresh
+            for lb, attempt, place, start in fresh:
+                if best is not None and lb >= best.achieved_ii:
+                    break  # sorted: no later placement can beat the best
+                found = route_one(ii, attempt, place, start, penalty)
+                if found is not None:
+                    routed_here += 1
+                    if best is None or found.achieved_ii < best.achieved_ii:
+                        best = found
+            if not pool or (best is not None and best.achieved_ii <= bound):
+                break
+        if routed_here or not pool:
+            continue
+        # none routed: further placements spread away from the links the failures crowded
+        # (every other one without that penalty, which can push a placement into a dead end)
+        for attempt in range(len(pool), tries):
+            crowd = (
+                penalty
+                if mode == "temporal"
+                or attempt <= attempts_per_ii
+                or (attempt - attempts_per_ii) % 2 == 0
+                else {}
+            )
+            cand = place_one(ii, attempt, crowd)
+            if cand is None:
+                break
+            found = route_one(ii, attempt, cand[2], cand[3], penalty)
+            if found is not None:
+                if best is None or found.achieved_ii < best.achieved_ii:
+                    best = found
+                break
     if best is None and exact_fallback:
         best = _exact_fallback(graph, arch, mode, mii, res, rec, failed, attempts)
     if best is None:
