@@ -107,8 +107,8 @@ def solve(
     solver = plan.info.get("solver")
     if solver is not None and not solver["proven_optimal"]:
         line = (f"HiGHS did not prove optimality: status {solver['status']!r}, MIP gap "
-                f"{solver['mip_gap']:.3g}, time limit {solver['time_limit_s']:g} s; the plan "
-                "is feasible, not the optimum")
+                f"{solver['mip_gap']:.3g}, time limit {solver['time_limit_s']:g} s; "
+                f"{_kept(plan.info)}; the plan is feasible, not the optimum")
         if require_optimal:
             raise SchedlabError(line, field="require_optimal")
         err_console.print(f"warning: {line}")
@@ -135,7 +135,21 @@ def solve(
             f"HiGHS: status {solver['status']}, proven optimal {solver['proven_optimal']}, "
             f"MIP gap {solver['mip_gap']:.3g}, dual bound {solver['dual_bound']:.6g}, "
             f"time limit {solver['time_limit_s']:g} s, {solver['seconds']:.1f} s, "
-            f"{solver['variables']:,} variables")
+            f"{solver['variables']:,} variables; plan from {plan.info['plan_source']}")
+
+
+def _kept(info: dict[str, Any]) -> str:
+    """Which plan ``--method ilp`` kept, and how far it is from the best known upper bound."""
+    if info.get("plan_source") == "rounding":
+        highs = info.get("highs_objective", float("nan"))
+        why = "HiGHS found none" if highs != highs else f"HiGHS's incumbent {highs:.6g}"
+        what = (f"kept the randomized algorithm's plan (objective "
+                f"{info['rounding_objective']:.6g}; {why})")
+    else:
+        what = "kept HiGHS's incumbent"
+    if "gap_to_bound" in info:
+        what += f", {100 * info['gap_to_bound']:.2f}% below the upper bound"
+    return what
 
 
 def _plan_document(inst, plan, method: str, metrics: dict[str, Any]) -> dict[str, Any]:

@@ -126,20 +126,59 @@ class FixedStructure:
 
 @dataclass
 class ExactILP:
-    """The grand coalition solved by HiGHS; ``info['solver']`` says whether it is the optimum."""
+    """The grand coalition solved by HiGHS, never worse than the randomized algorithm's plan.
+
+    HiGHS runs under a time limit. When it stops without proving optimality its incumbent can
+    be poor - on a loaded machine even the all-cloud plan (x = 0), or nothing at all - so the
+    randomized algorithm's plan (LP relaxation + rounding) is computed too and the better of
+    the two is kept. ``info['plan_source']`` says which: ``"highs"`` (HiGHS's incumbent, proven
+    optimal or not) or ``"rounding"``; ``info['solver']`` is HiGHS's own report either way and
+    ``info['gap_to_bound']`` the kept plan's gap to the best upper bound known (HiGHS's dual
+    bound or the LP relaxation's), a certificate that holds whichever plan was kept.
+    """
 
     name: str = "ilp"
     time_limit: float = 60.0
     max_nonzeros: int = ilp.MAX_NONZEROS
     shared: bool = True
+    fallback: bool = True  # False: HiGHS's answer only (a missing incumbent raises)
 
     def plan(self, inst: Instance, seed: int) -> Plan:
         coalitions = _grand(inst)
         idx = CoalitionGame(inst).candidates(coalitions[0])
-        place = ilp.solve(inst, idx, time_limit=self.time_limit,
-                          max_nonzeros=self.max_nonzeros)[0]
-        info = dict(solver=place.solver.as_dict(), proven_optimal=place.optimal)
-        return Plan(coalitions, place, self.shared, info)
+        if not self.fallback:
+            place = ilp.solve(inst, idx, time_limit=self.time_limit,
+                              max_nonzeros=self.max_nonzeros)[0]
+            info = dict(solver=place.solver.as_dict(), proven_optimal=place.optimal,
+                        plan_source="highs")
+            return Plan(coalitions, place, self.shared, info)
+        ilp.check_size(inst, idx, self.max_nonzeros)  # refuse before any work
+        start = time.perf_counter()
+        rounded = heuristics.randomized_rounding(inst, idx, seed)
+        rounding_s = time.perf_counter() - start
+        try:
+            place = ilp.solve(inst, idx, time_limit=self.time_limit,
+                              max_nonzeros=self.max_nonzeros)[0]
+            solver = place.solver.as_dict()
+        except ilp.NoIncumbentError as exc:  # stopped before any feasible solution
+            place = None
+            solver = dict(status="time or iteration limit, no incumbent", status_code=1,
+                          proven_optimal=False, mip_gap=float("inf"), dual_bound=float("nan"),
+                          time_limit_s=float(self.time_limit), seconds=float("nan"),
+                          relaxed=False, variables=0, nonzeros=0, message=str(exc),
+                          objective=float("nan"))
+        highs_value = place.value if place is not None else float("nan")
+        proven = place is not None and place.optimal
+        use_highs = place is not None and (proven or place.value >= rounded.value - 1e-9)
+        kept = place if use_highs else Placement(rounded.cached, rounded.choice, rounded.value)
+        bounds = [b for b in (solver["dual_bound"], rounded.bound) if b == b]
+        bound = min(bounds) if bounds else float("nan")
+        gap = (bound - kept.value) / abs(bound) if bound == bound and bound != 0 else 0.0
+        info = dict(solver=solver, proven_optimal=proven,
+                    plan_source="highs" if use_highs else "rounding",
+                    highs_objective=highs_value, rounding_objective=rounded.value,
+                    upper_bound=bound, gap_to_bound=max(gap, 0.0), rounding_s=rounding_s)
+        return Plan(coalitions, kept, self.shared, info)
 
 
 def _lfu(inst: Instance, idx: np.ndarray, seed: int) -> Placement:
