@@ -48,15 +48,27 @@ def objective(inst: Instance, cached: np.ndarray, choice: np.ndarray,
     return float(inst.cand.gain[served].sum()) - storage
 
 
-def assign(inst: Instance, idx: np.ndarray, cached: np.ndarray) -> np.ndarray:
-    """Each user takes its best cached option, highest gains first, while compute lasts."""
+def assign(inst: Instance, idx: np.ndarray, cached: np.ndarray,
+           key: str = "gain") -> np.ndarray:
+    """Route requests: the price- and delay-aware offloading every policy uses by default.
+
+    Each user takes its best cached option among ``idx`` (``key="gain"``: the highest payoff
+    gain over the cloud, which prices delay, accuracy, compute and transfer), best options
+    first, while compute lasts. When no cloudlet's compute binds (the fast path below) every
+    user gets its best option, which is the optimal routing for ``cached``
+    (:func:`routing_regret` is then 0). ``key="delay"`` is a price-blind rule: the
+    lowest-delay cached option (TrimCaching's own serving rule, nearest replica first).
+    """
     cand = inst.cand
     idx = np.asarray(idx, dtype=np.int64)
     usable = idx[cached[cand.node[idx], cand.model[idx]]]
     choice = np.full(inst.users.n, -1, dtype=np.int64)
     if usable.size == 0:
         return choice
-    order = usable[np.argsort(-cand.gain[usable], kind="stable")]
+    if key not in ("gain", "delay"):
+        raise ValueError(f"unknown routing key {key!r}")
+    score = -cand.gain[usable] if key == "gain" else cand.delay_s[usable]
+    order = usable[np.argsort(score, kind="stable")]
     left = inst.cloudlets.compute_tflops.astype(float).copy()
     users, nodes, loads = cand.user[order], cand.node[order], cand.load[order]
     # Fast path: when every user's best option fits, no capacity is ever binding.
@@ -73,13 +85,44 @@ def assign(inst: Instance, idx: np.ndarray, cached: np.ndarray) -> np.ndarray:
     return choice
 
 
+def routing_regret(inst: Instance, cached: np.ndarray, choice: np.ndarray,
+                   label: np.ndarray | None = None) -> float:
+    """Payoff/s lost to routing: sum over users of (best usable option's gain - chosen gain).
+
+    Usable = cached on a cloudlet of the user's home coalition (``label[n]``: coalition of
+    cloudlet n; None = one grand coalition). The best usable options are an upper bound on any
+    routing of ``cached``, so 0 means the routing is optimal for that cache (ignoring compute,
+    which only lowers the optimum).
+    """
+    cand = inst.cand
+    ok = cached[cand.node, cand.model]
+    if label is not None:
+        ok &= label[cand.node] == label[inst.home[cand.user]]
+    best = np.zeros(inst.users.n)
+    np.maximum.at(best, cand.user[ok], cand.gain[ok])
+    chosen = np.zeros(inst.users.n)
+    on = choice >= 0
+    chosen[on] = cand.gain[choice[on]]
+    return float(np.maximum(best - chosen, 0.0).sum())
+
+
+def covered_rate(inst: Instance, idx: np.ndarray, cached: np.ndarray) -> float:
+    """Request rate of users with some cached option in ``idx`` (TrimCaching's hit objective)."""
+    cand = inst.cand
+    idx = np.asarray(idx, dtype=np.int64)
+    users = np.unique(cand.user[idx[cached[cand.node[idx], cand.model[idx]]]])
+    return float(inst.users.rate[users].sum())
+
+
 def greedy_cache(inst: Instance, idx: np.ndarray, weight: np.ndarray | None = None,
                  start: np.ndarray | None = None, use_cost: bool = True,
-                 shared: bool = True) -> np.ndarray:
+                 shared: bool = True, per_gb: bool = True) -> np.ndarray:
     """Add the (cloudlet, model) with the best marginal value per marginal GB until none fits.
 
     ``weight`` per candidate (default: its payoff gain). With the rate as weight, no storage
     cost and ``shared=True`` this is the TrimCaching greedy (hit ratio with parameter sharing).
+    ``per_gb=False`` ranks by marginal value alone (the other half of the classical
+    best-of-two greedy for knapsack-constrained coverage).
     """
     cand, zoo = inst.cand, inst.zoo
     idx = np.asarray(idx, dtype=np.int64)
@@ -109,7 +152,7 @@ def greedy_cache(inst: Instance, idx: np.ndarray, weight: np.ndarray | None = No
         ok = ~sub & (net > 1e-12) & (extra <= (storage - used)[:, None] + 1e-9)
         if not ok.any():
             break
-        score = np.where(ok, net / np.maximum(extra, 1e-2), -np.inf)
+        score = np.where(ok, net / np.maximum(extra, 1e-2) if per_gb else net, -np.inf)
         n, m = np.unravel_index(int(np.argmax(score)), score.shape)
         sub[n, m] = True
         hit = pair == n * M + m
@@ -162,7 +205,7 @@ def randomized_rounding(inst: Instance, idx: np.ndarray, seed: int, samples: int
         cached = _repair(inst, cached, value_of_pair)
         cached = greedy_cache(inst, idx, start=cached)
         choice = assign(inst, idx, cached)
-        cached &= _used_pairs(inst, choice, cached.shape)  # unused models only cost storage
+        cached &= used_pairs(inst, choice, cached.shape)  # unused models only cost storage
         value = objective(inst, cached, choice)
         if value > best.value:
             best = Placement(cached, choice, value)
@@ -202,7 +245,7 @@ def _freed_gb(inst: Instance, row: np.ndarray, m: int) -> float:
     return float(inst.zoo.block_gb[inst.zoo.blocks[m] & ~still].sum())
 
 
-def _used_pairs(inst: Instance, choice: np.ndarray, shape: tuple[int, int]) -> np.ndarray:
+def used_pairs(inst: Instance, choice: np.ndarray, shape: tuple[int, int]) -> np.ndarray:
     used = np.zeros(shape, dtype=bool)
     t = choice[choice >= 0]
     used[inst.cand.node[t], inst.cand.model[t]] = True

@@ -12,8 +12,12 @@ requests go. The engine (:mod:`schedlab.mec_coalition.engine`) evaluates any pla
 * ``non-cooperative`` - every cloudlet alone, randomized algorithm per cloudlet.
 * ``no-sharing`` - the coalition mechanism, but every model stored as a private copy.
 * ``lfu`` - every cloudlet alone caching its most popular models whole (no sharing).
-* ``trimcaching`` - TrimCaching-style greedy (Qu et al., 2024): all cloudlets cooperate and
-  the cache maximises the hit ratio with parameter sharing; blind to prices and costs.
+* ``trimcaching`` - TrimCaching (Qu et al., 2024): all cloudlets cooperate and the cache
+  maximises the hit ratio with parameter sharing (blind to prices and costs); requests are
+  routed by *our* price- and delay-aware offloading (:func:`heuristics.assign`), the same rule
+  as every other policy, so a comparison with it isolates the caching decision.
+* ``trimcaching-native`` - the same cache, each request served by its lowest-delay cached
+  replica (price-blind): what the routing alone is worth.
 """
 
 from __future__ import annotations
@@ -187,11 +191,32 @@ def _lfu(inst: Instance, idx: np.ndarray, seed: int) -> Placement:
     return Placement(cached, choice, heuristics.objective(inst, cached, choice, shared=False))
 
 
-def _trimcaching(inst: Instance, idx: np.ndarray, seed: int) -> Placement:
+def trimcaching_cache(inst: Instance, idx: np.ndarray) -> np.ndarray:
+    """TrimCaching's placement (Qu et al., 2024): maximise the hit ratio with shared blocks.
+
+    A user counts as a hit when some cloudlet in its reach caches a model that meets its
+    accuracy and deadline (the candidates); blocks shared by cached models are stored once;
+    prices and delay beyond the deadline do not enter. Best of two greedies (marginal hit rate
+    per marginal GB, and marginal hit rate alone) by the rate covered, the classical guard of
+    the per-GB greedy on knapsack-constrained coverage; unused models are then dropped (they
+    only cost storage).
+    """
+    idx = np.asarray(idx, dtype=np.int64)
     rate = inst.users.rate[inst.cand.user[idx]]
-    cached = heuristics.greedy_cache(inst, idx, weight=rate, use_cost=False)
-    choice = heuristics.assign(inst, idx, cached)
+    options = [heuristics.greedy_cache(inst, idx, weight=rate, use_cost=False, per_gb=per_gb)
+               for per_gb in (True, False)]
+    return max(options, key=lambda c: heuristics.covered_rate(inst, idx, c))
+
+
+def _trimcaching(inst: Instance, idx: np.ndarray, seed: int, route: str = "gain") -> Placement:
+    cached = trimcaching_cache(inst, idx)
+    choice = heuristics.assign(inst, idx, cached, key=route)
+    cached = cached & heuristics.used_pairs(inst, choice, cached.shape)
     return Placement(cached, choice, heuristics.objective(inst, cached, choice))
+
+
+def _trimcaching_native(inst: Instance, idx: np.ndarray, seed: int) -> Placement:
+    return _trimcaching(inst, idx, seed, route="delay")
 
 
 #: the method and every baseline, by CLI name
@@ -203,6 +228,8 @@ POLICIES: dict[str, Callable[[], Policy]] = {
     "no-sharing": lambda: replace(CoalitionMechanism(), name="no-sharing", shared=False),
     "lfu": lambda: FixedStructure("lfu", _alone, _lfu, shared=False),
     "trimcaching": lambda: FixedStructure("trimcaching", _grand, _trimcaching),
+    "trimcaching-native": lambda: FixedStructure("trimcaching-native", _grand,
+                                                 _trimcaching_native),
 }
 BASELINES = ("rounding", "non-cooperative", "no-sharing", "lfu", "trimcaching")
 
