@@ -69,7 +69,8 @@ def solve(
     users: Path = _USERS,
     seed: int = typer.Option(0, "--seed", help="Seed for generated parts of the market."),
     method: str = typer.Option("coalition", "--method", help="coalition, ilp, rounding, "
-                               "non-cooperative, no-sharing, lfu or trimcaching."),
+                               "non-cooperative, no-sharing, lfu, trimcaching or "
+                               "trimcaching-native."),
     cloudlets: int = typer.Option(30, "--cloudlets", min=1, help="Sites (seeded market)."),
     models: int = typer.Option(20, "--models", min=1, help="Models in the zoo."),
     n_users: int = typer.Option(200, "--n-users", min=0, help="Users (0 with --users: all)."),

@@ -294,8 +294,11 @@ def _rationality_rows(inst: Instance, large: np.ndarray, seed: int, market_name:
     alone = stand_alone(inst, game)
     tol = np.maximum(1e-6, 1e-3 * np.abs(alone))
     rows, violations, payoff = [], {}, {}
-    for name in ("rounding", "coalition"):
-        plan = POLICIES[name]().plan(inst, seed)
+    from schedlab.mec_coalition.policies import CoalitionMechanism
+
+    for name in ("rounding", "coalition", "coalition-earned"):
+        plan = (CoalitionMechanism(name, allocation="earned") if name == "coalition-earned"
+                else POLICIES[name]()).plan(inst, seed)
         payoff[name] = engine.evaluate(inst, plan, seed=seed)["payoff"]
         shares = provider_shares(inst, plan.coalitions, plan.placement, alone, game.weight)
         violations[name] = {rule: int((v < alone - tol).sum()) for rule, v in shares.items()}
@@ -346,9 +349,10 @@ def provider_rationality(cloudlets: int, models: int, users: int, small: int,
     Each provider owns one cloudlet. Its stand-alone value is its one-cloudlet ILP (proven).
     Its share of a plan is measured two ways: with the mechanism's side payments
     (``proportional``: stand-alone + surplus by resources, per coalition) and without
-    (``earned``: what its own cloudlet earns). A violation = share below stand-alone by more
-    than 0.1 %. ``heterogeneous``: large/small providers (capacity x2 / x0.5, prices x0.6 /
-    x1.5) and per-provider price levels (``workloads.heterogeneous``, modelled).
+    (``earned``: what its own cloudlet earns; the mechanism then forms its coalitions on
+    earned payoffs as well). A violation = share below stand-alone by more than 0.1 %.
+    ``heterogeneous``: large/small providers (capacity x2 / x0.5, prices x0.6 / x1.5) and
+    per-provider price levels (``workloads.heterogeneous``, modelled).
     """
     from schedlab.mec_coalition.workloads import heterogeneous
 
@@ -363,7 +367,9 @@ def provider_rationality(cloudlets: int, models: int, users: int, small: int,
                                             "+ surplus by resources)"),
                            ("earned", "without side payments (each keeps what its cloudlet "
                                       "earns)")):
-            mine, theirs = viol["coalition"][rule], viol["rounding"][rule]
+            # without side payments the mechanism forms its coalitions on earned payoffs too
+            mech = "coalition" if rule == "proportional" else "coalition-earned"
+            mine, theirs = viol[mech][rule], viol["rounding"][rule]
             claims.append(Claim(
                 f"[{market_name}] Coalition formation removes individual-rationality "
                 f"violations of the grand coalition, {what}: providers paid below their "
@@ -384,7 +390,10 @@ def provider_rationality(cloudlets: int, models: int, users: int, small: int,
         notes.append(f"{market_name}: IR violations (proportional / earned) grand "
                      f"{viol['rounding']['proportional']}/{viol['rounding']['earned']}, "
                      f"mechanism {viol['coalition']['proportional']}/"
-                     f"{viol['coalition']['earned']} of {inst.cloudlets.n}")
+                     f"{viol['coalition']['earned']}, mechanism formed on earned payoffs "
+                     f"{viol['coalition-earned']['earned']} of {inst.cloudlets.n}; payoff "
+                     f"grand {payoff['rounding']:.2f}, mechanism {payoff['coalition']:.2f}, "
+                     f"on earned {payoff['coalition-earned']:.2f}")
     stab = _strong_stability(small, models, seed)
     claims.append(Claim(
         f"Strong stability, measured (brute force over all {stab['coalitions']} coalitions of "
