@@ -28,17 +28,34 @@ def test_trimcaching_is_routed_by_our_rule_and_its_routing_is_optimal(market):
     idx = np.arange(market.cand.size)
     plan = get_policy("trimcaching").plan(market, 0)
     cached = plan.placement.cached
-    assert (plan.placement.choice == heuristics.assign(market, idx, cached)).all()
+    assert (plan.placement.choice == heuristics.assign(market, idx, cached, exact=True)).all()
     assert heuristics.routing_regret(market, cached, plan.placement.choice) == 0.0
-    native = get_policy("trimcaching-native").plan(market, 0).placement
-    # the same cache hit for hit; each native request goes to its lowest-delay cached replica
-    assert heuristics.covered_rate(market, idx, native.cached) == pytest.approx(
-        heuristics.covered_rate(market, idx, cached))
-    cand = market.cand
-    for u in np.nonzero(native.choice >= 0)[0][:20]:
+    assert heuristics.routing_regret(market, cached, plan.placement.choice,
+                                     np.zeros(market.cloudlets.n, dtype=np.int64)) == 0.0
+
+
+def test_native_trimcaching_serves_the_nearest_replica_on_the_same_cache():
+    from dataclasses import replace
+
+    from schedlab.mec_coalition.model import Instance
+
+    tight = synthetic(6, 10, 60, seed=5, tasks=4, economy=Economy(reach=4))
+    roomy = Instance(tight.zoo, replace(tight.cloudlets,
+                                        compute_tflops=tight.cloudlets.compute_tflops * 50,
+                                        gpu_tflops=tight.cloudlets.gpu_tflops * 100),
+                     tight.users, tight.economy)  # compute never binds: the rule shows plainly
+    idx = np.arange(roomy.cand.size)
+    ours = get_policy("trimcaching").plan(roomy, 0).placement
+    native = get_policy("trimcaching-native").plan(roomy, 0).placement
+    assert heuristics.covered_rate(roomy, idx, native.cached) == pytest.approx(
+        heuristics.covered_rate(roomy, idx, ours.cached))
+    cand = roomy.cand
+    served = np.nonzero(native.choice >= 0)[0]
+    assert served.size > 10
+    for u in served:
         mine = (cand.user == u) & native.cached[cand.node, cand.model]
         assert cand.delay_s[native.choice[u]] == pytest.approx(cand.delay_s[mine].min())
-    assert heuristics.routing_regret(market, native.cached, native.choice) >= 0.0
+    assert heuristics.routing_regret(roomy, native.cached, native.choice) >= 0.0
 
 
 def test_routing_regret_counts_a_worse_choice(market):

@@ -67,9 +67,15 @@ def _merge(inst: Instance, parts: list[Placement]) -> Placement:
 
 
 def _solve_each(inst: Instance, coalitions: list[frozenset[int]], seed: int,
-                solve: Callable[[Instance, np.ndarray, int], Placement]) -> list[Placement]:
+                solve: Callable[[Instance, np.ndarray, int], Placement],
+                shared: bool = True, reroute: bool = True) -> list[Placement]:
     game = CoalitionGame(inst)
-    return [solve(inst, game.candidates(s), seed + k) for k, s in enumerate(coalitions)]
+    out = []
+    for k, s in enumerate(coalitions):
+        idx = game.candidates(s)
+        place = solve(inst, idx, seed + k)
+        out.append(heuristics.reroute(inst, idx, place, shared) if reroute else place)
+    return out
 
 
 def _rounding(inst: Instance, idx: np.ndarray, seed: int) -> Placement:
@@ -106,7 +112,8 @@ class CoalitionMechanism:
             idx = game.candidates(s)
             fast = game.placement(s)  # what the game valued S at; never do worse than it
             slow = heuristics.randomized_rounding(work, idx, seed + k)
-            parts.append(slow if slow.value >= fast.value else fast)
+            parts.append(heuristics.reroute(work, idx, slow if slow.value >= fast.value
+                                            else fast))
         info = dict(moves=formed.moves, rounds=formed.rounds, converged=formed.converged,
                     epsilon=formed.epsilon, oracle_calls=game.calls, formation_s=formation_s,
                     welfare_trace=formed.welfare_trace)
@@ -121,10 +128,11 @@ class FixedStructure:
     structure: Callable[[Instance], list[frozenset[int]]]
     solve: Callable[[Instance, np.ndarray, int], Placement]
     shared: bool = True
+    reroute: bool = True  # final routing by the shared price- and delay-aware rule
 
     def plan(self, inst: Instance, seed: int) -> Plan:
         coalitions = self.structure(inst)
-        parts = _solve_each(inst, coalitions, seed, self.solve)
+        parts = _solve_each(inst, coalitions, seed, self.solve, self.shared, self.reroute)
         return Plan(coalitions, _merge(inst, parts), self.shared)
 
 
@@ -210,7 +218,7 @@ def trimcaching_cache(inst: Instance, idx: np.ndarray) -> np.ndarray:
 
 def _trimcaching(inst: Instance, idx: np.ndarray, seed: int, route: str = "gain") -> Placement:
     cached = trimcaching_cache(inst, idx)
-    choice = heuristics.assign(inst, idx, cached, key=route)
+    choice = heuristics.assign(inst, idx, cached, key=route, exact=True)
     cached = cached & heuristics.used_pairs(inst, choice, cached.shape)
     return Placement(cached, choice, heuristics.objective(inst, cached, choice))
 
@@ -229,7 +237,7 @@ POLICIES: dict[str, Callable[[], Policy]] = {
     "lfu": lambda: FixedStructure("lfu", _alone, _lfu, shared=False),
     "trimcaching": lambda: FixedStructure("trimcaching", _grand, _trimcaching),
     "trimcaching-native": lambda: FixedStructure("trimcaching-native", _grand,
-                                                 _trimcaching_native),
+                                                 _trimcaching_native, reroute=False),
 }
 BASELINES = ("rounding", "non-cooperative", "no-sharing", "lfu", "trimcaching")
 
