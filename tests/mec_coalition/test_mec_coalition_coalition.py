@@ -64,10 +64,10 @@ def test_moves_only_go_to_neighbouring_coalitions():
                 assert inst.neighbours[i] & (s - {i})
 
 
-@pytest.mark.parametrize("allocation", ["proportional", "shapley"])
+@pytest.mark.parametrize("allocation", ["proportional", "shapley", "earned"])
 def test_allocations_are_efficient(allocation):
     inst = synthetic(4, 8, 30, 2, tasks=3, economy=Economy(reach=4))
-    game = CoalitionGame(inst, solver="ilp", allocation=allocation)
+    game = CoalitionGame(inst, solver="greedy", allocation=allocation)  # any oracle will do
     for r in range(1, 5):
         for members in itertools.combinations(range(4), r):
             s = frozenset(members)

@@ -110,3 +110,59 @@ def test_cli_warns_or_fails_when_not_proven(tmp_path, monkeypatch):
     assert "did not prove optimality" in failed.stderr
     assert len(failed.stderr.strip().splitlines()) == 1
     assert not out.exists()
+
+
+def _highs_returns(monkeypatch, x_of):
+    """HiGHS stopped by its time limit with the incumbent ``x_of(n_vars)`` (None: none)."""
+    from scipy.optimize import OptimizeResult
+
+    from schedlab.mec_coalition import ilp
+
+    real = ilp.milp
+
+    def stopped(c, *args, **kwargs):
+        if not np.any(kwargs["integrality"]):  # the LP relaxation solves as usual
+            return real(c, *args, **kwargs)
+        x = x_of(len(c))
+        return OptimizeResult(x=x, fun=None if x is None else float(c @ x), status=1,
+                              success=False, mip_gap=float("inf"), mip_dual_bound=None,
+                              message="Time limit reached. (HiGHS Status 13)")
+
+    monkeypatch.setattr(ilp, "milp", stopped)
+
+
+@pytest.mark.parametrize("incumbent", ["all-cloud", "none"])
+def test_time_limited_ilp_keeps_the_rounding_plan_over_a_poor_incumbent(monkeypatch,
+                                                                         incumbent):
+    from schedlab.mec_coalition import engine, get_policy
+
+    inst = synthetic(6, 8, 40, 0)
+    all_cloud = float(inst.cloud.payoff.sum())
+    _highs_returns(monkeypatch, (lambda n: np.zeros(n)) if incumbent == "all-cloud"
+                   else (lambda n: None))
+    plan = get_policy("ilp").plan(inst, 0)
+    info = plan.info
+    assert info["plan_source"] == "rounding" and not info["proven_optimal"]
+    assert not plan.placement.optimal
+    metrics = engine.evaluate(inst, plan)
+    assert metrics["hit_ratio"] > 0.3
+    assert engine.expected_payoff(inst, plan) > all_cloud + 1.0
+    assert info["rounding_objective"] == pytest.approx(plan.placement.value)
+    assert 0 <= info["gap_to_bound"] < 0.2  # against the LP bound (HiGHS gave none)
+    args = ["solve", "--method", "ilp", "--cloudlets", "6", "--models", "8", "--n-users",
+            "40", "--time-limit", "1"]
+    result = runner.invoke(app, [*args, "--json"])
+    assert result.exit_code == 0, result.output
+    assert "kept the randomized algorithm's plan" in result.stderr
+    assert json.loads(result.stdout)["info"]["plan_source"] == "rounding"
+    assert runner.invoke(app, [*args, "--require-optimal"]).exit_code == 2
+
+
+def test_proven_ilp_is_kept_and_at_least_the_rounding():
+    from schedlab.mec_coalition import get_policy
+
+    inst = synthetic(4, 8, 20, 0, tasks=3)
+    info = get_policy("ilp").plan(inst, 0).info
+    assert info["plan_source"] == "highs" and info["proven_optimal"]
+    assert info["highs_objective"] >= info["rounding_objective"] - 1e-9
+    assert info["gap_to_bound"] == pytest.approx(0.0, abs=1e-6)

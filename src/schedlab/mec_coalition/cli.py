@@ -69,7 +69,8 @@ def solve(
     users: Path = _USERS,
     seed: int = typer.Option(0, "--seed", help="Seed for generated parts of the market."),
     method: str = typer.Option("coalition", "--method", help="coalition, ilp, rounding, "
-                               "non-cooperative, no-sharing, lfu or trimcaching."),
+                               "non-cooperative, no-sharing, lfu, trimcaching or "
+                               "trimcaching-native."),
     cloudlets: int = typer.Option(30, "--cloudlets", min=1, help="Sites (seeded market)."),
     models: int = typer.Option(20, "--models", min=1, help="Models in the zoo."),
     n_users: int = typer.Option(200, "--n-users", min=0, help="Users (0 with --users: all)."),
@@ -107,8 +108,8 @@ def solve(
     solver = plan.info.get("solver")
     if solver is not None and not solver["proven_optimal"]:
         line = (f"HiGHS did not prove optimality: status {solver['status']!r}, MIP gap "
-                f"{solver['mip_gap']:.3g}, time limit {solver['time_limit_s']:g} s; the plan "
-                "is feasible, not the optimum")
+                f"{solver['mip_gap']:.3g}, time limit {solver['time_limit_s']:g} s; "
+                f"{_kept(plan.info)}; the plan is feasible, not the optimum")
         if require_optimal:
             raise SchedlabError(line, field="require_optimal")
         err_console.print(f"warning: {line}")
@@ -135,7 +136,21 @@ def solve(
             f"HiGHS: status {solver['status']}, proven optimal {solver['proven_optimal']}, "
             f"MIP gap {solver['mip_gap']:.3g}, dual bound {solver['dual_bound']:.6g}, "
             f"time limit {solver['time_limit_s']:g} s, {solver['seconds']:.1f} s, "
-            f"{solver['variables']:,} variables")
+            f"{solver['variables']:,} variables; plan from {plan.info['plan_source']}")
+
+
+def _kept(info: dict[str, Any]) -> str:
+    """Which plan ``--method ilp`` kept, and how far it is from the best known upper bound."""
+    if info.get("plan_source") == "rounding":
+        highs = info.get("highs_objective", float("nan"))
+        why = "HiGHS found none" if highs != highs else f"HiGHS's incumbent {highs:.6g}"
+        what = (f"kept the randomized algorithm's plan (objective "
+                f"{info['rounding_objective']:.6g}; {why})")
+    else:
+        what = "kept HiGHS's incumbent"
+    if "gap_to_bound" in info:
+        what += f", {100 * info['gap_to_bound']:.2f}% below the upper bound"
+    return what
 
 
 def _plan_document(inst, plan, method: str, metrics: dict[str, Any]) -> dict[str, Any]:

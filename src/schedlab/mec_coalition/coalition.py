@@ -13,6 +13,16 @@ Payoff allocation (efficient: members' payoffs sum to v(S)):
   surplus v(S) - sum_j v({j}) is split in proportion to the resources it brings (storage and
   compute, each normalised by the market mean) - "proportional to contribution".
 * ``shapley``: the exact Shapley value over S's sub-coalitions (small coalitions only).
+* ``earned``: no side payments - each member keeps what its own cloudlet earns in S's plan
+  (the gain of the requests it serves minus its storage cost; the coordination charge split
+  equally). Efficient too, but not individually rational by construction: a member whose
+  users are served by a cheaper neighbour can earn less than alone.
+
+Individual rationality. With an exact oracle v is superadditive (S ∪ T can run S's and T's
+plans side by side), so v(S) >= sum_j v({j}) and both ``proportional`` and ``shapley`` give
+every member at least its stand-alone value in *any* coalition, the grand one included:
+coalition formation cannot improve on the grand coalition there. :func:`provider_shares`
+measures it per provider for any plan (``experiment.provider_rationality``).
 
 ε-perturbed best response: cloudlets take turns (seeded random order); cloudlet i in S looks at
 moving alone or into a neighbouring coalition T. A move is allowed when i gains more than ε
@@ -64,7 +74,7 @@ def _exact(inst: Instance, idx: np.ndarray, seed: int) -> Placement:
 
 #: caching solvers a coalition can use to compute its value, by name
 SOLVERS: dict[str, Solver] = {"greedy": _greedy, "rounding": _rounding, "ilp": _exact}
-ALLOCATIONS = ("proportional", "shapley")
+ALLOCATIONS = ("proportional", "shapley", "earned")
 
 
 @dataclass
@@ -76,6 +86,7 @@ class CoalitionGame:
     allocation: str = "proportional"
     seed: int = 0
     _memo: dict[frozenset, float] = field(default_factory=dict, repr=False)
+    _earned: dict[frozenset, dict[int, float]] = field(default_factory=dict, repr=False)
 
     def __post_init__(self) -> None:
         if self.solver not in SOLVERS:
@@ -119,12 +130,19 @@ class CoalitionGame:
             self.calls += 1
             place = self.placement(members)
             self._memo[members] = place.value - self.coordination(len(members))
+            if self.allocation == "earned":
+                own = earned(self.inst, place)
+                charge = self.coordination(len(members)) / len(members)
+                self._earned[members] = {i: float(own[i]) - charge for i in members}
         return self._memo[members]
 
     def payoff(self, i: int, members: frozenset[int]) -> float:
         """φ_i(S) under the chosen (efficient) allocation rule."""
         if self.allocation == "shapley":
             return self.shapley(members)[i]
+        if self.allocation == "earned":
+            self.value(members)
+            return self._earned[members][i]
         alone = {j: self.value(frozenset([j])) for j in members}
         surplus = self.value(members) - sum(alone.values())
         share = self.weight[i] / sum(self.weight[j] for j in members)
@@ -146,6 +164,37 @@ class CoalitionGame:
 
     def welfare(self, structure: list[frozenset[int]]) -> float:
         return sum(self.value(s) for s in structure)
+
+
+def earned(inst: Instance, place: Placement, shared: bool = True) -> np.ndarray:
+    """What each cloudlet earns in ``place`` without side payments (payoff/s over the cloud).
+
+    The gain of every request it serves (the user's payment and QoS terms minus compute and
+    transfer, over that user's cloud payoff) minus its storage cost. Summed over cloudlets it
+    is the plan's objective.
+    """
+    cand, n = inst.cand, inst.cloudlets.n
+    t = place.choice[place.choice >= 0]
+    served = np.bincount(cand.node[t], cand.gain[t], n)
+    storage = inst.cloudlets.storage_cost * heuristics.storage_used(inst, place.cached, shared)
+    return served - storage
+
+
+def provider_shares(inst: Instance, structure: list[frozenset[int]], place: Placement,
+                    alone: np.ndarray, weight: np.ndarray) -> dict[str, np.ndarray]:
+    """Each provider's payoff under ``structure``'s plan, with and without side payments.
+
+    ``earned``: what its cloudlet earns (:func:`earned`). ``proportional``: the mechanism's rule
+    inside each coalition S - its stand-alone value ``alone[i]`` plus the surplus
+    v(S) - sum_j alone[j] split by ``weight`` (v(S) = what S's members earn together).
+    """
+    own = earned(inst, place)
+    prop = np.zeros(inst.cloudlets.n)
+    for s in structure:
+        members = np.fromiter(s, dtype=np.int64)
+        surplus = own[members].sum() - alone[members].sum()
+        prop[members] = alone[members] + surplus * weight[members] / weight[members].sum()
+    return dict(earned=own, proportional=prop)
 
 
 @dataclass
@@ -327,6 +376,28 @@ def blocking_coalition(game: CoalitionGame, structure: list[frozenset[int]],
             if all(game.payoff(i, s) > now[i] + eps for i in s):
                 return s
     return None
+
+
+def blocking_coalitions(game: CoalitionGame, structure: list[frozenset[int]],
+                        eps: float) -> list[frozenset[int]]:
+    """Every coalition C (not in ``structure``) in which each member earns > ε more than now.
+
+    Brute force over all 2^n - 1 coalitions (n <= 12): an empty list means ``structure`` is
+    strongly stable (core-stable) under the game's allocation rule.
+    """
+    if game.n > 12:
+        raise UnknownNameError("blocking-coalition size (brute force needs n <= 12)",
+                               str(game.n), [str(k) for k in range(1, 13)])
+    label = labels_of(structure, game.n)
+    now = {i: game.payoff(i, frozenset(np.nonzero(label == label[i])[0].tolist()))
+           for i in range(game.n)}
+    found = []
+    for r in range(1, game.n + 1):
+        for c in itertools.combinations(range(game.n), r):
+            s = frozenset(c)
+            if s not in structure and all(game.payoff(i, s) > now[i] + eps for i in s):
+                found.append(s)
+    return found
 
 
 def set_partitions(items: list[int]) -> Iterator[list[frozenset[int]]]:

@@ -48,15 +48,30 @@ def objective(inst: Instance, cached: np.ndarray, choice: np.ndarray,
     return float(inst.cand.gain[served].sum()) - storage
 
 
-def assign(inst: Instance, idx: np.ndarray, cached: np.ndarray) -> np.ndarray:
-    """Each user takes its best cached option, highest gains first, while compute lasts."""
+def assign(inst: Instance, idx: np.ndarray, cached: np.ndarray,
+           key: str = "gain", exact: bool = False) -> np.ndarray:
+    """Route requests: the price- and delay-aware offloading every policy uses by default.
+
+    Each user takes its best cached option among ``idx`` (``key="gain"``: the highest payoff
+    gain over the cloud, which prices delay, accuracy, compute and transfer), best options
+    first, while compute lasts. When no cloudlet's compute binds (the fast path below) every
+    user gets its best option, which is the optimal routing for ``cached``
+    (:func:`routing_regret` is then 0); when compute binds and ``exact``, the greedy pass is
+    replaced by HiGHS's optimal routing of ``cached`` when that is better (every policy's
+    final plan is routed so, :func:`reroute`). ``key="delay"`` is a
+    price-blind rule: the lowest-delay cached option (TrimCaching's own serving rule, nearest
+    replica first), greedy under compute.
+    """
     cand = inst.cand
     idx = np.asarray(idx, dtype=np.int64)
     usable = idx[cached[cand.node[idx], cand.model[idx]]]
     choice = np.full(inst.users.n, -1, dtype=np.int64)
     if usable.size == 0:
         return choice
-    order = usable[np.argsort(-cand.gain[usable], kind="stable")]
+    if key not in ("gain", "delay"):
+        raise ValueError(f"unknown routing key {key!r}")
+    score = -cand.gain[usable] if key == "gain" else cand.delay_s[usable]
+    order = usable[np.argsort(score, kind="stable")]
     left = inst.cloudlets.compute_tflops.astype(float).copy()
     users, nodes, loads = cand.user[order], cand.node[order], cand.load[order]
     # Fast path: when every user's best option fits, no capacity is ever binding.
@@ -70,16 +85,97 @@ def assign(inst: Instance, idx: np.ndarray, cached: np.ndarray) -> np.ndarray:
         if choice[u] < 0 and loads[k] <= left[n] + 1e-12:
             choice[u] = order[k]
             left[n] -= loads[k]
+    if exact and key == "gain":  # compute binds: the optimal routing, if HiGHS finds it
+        exact = _route_milp(inst, usable)
+        if exact is not None and _routed(inst, exact) > _routed(inst, choice) + 1e-9:
+            return exact
     return choice
+
+
+def reroute(inst: Instance, idx: np.ndarray, place: Placement,
+            shared: bool = True) -> Placement:
+    """``place`` with its caches routed by :func:`assign` with ``exact=True`` if that is better."""
+    choice = assign(inst, idx, place.cached, exact=True)
+    if _routed(inst, choice) <= _routed(inst, place.choice) + 1e-9:
+        return place
+    return Placement(place.cached, choice, objective(inst, place.cached, choice, shared),
+                     place.optimal, place.bound, place.solver)
+
+
+def _routed(inst: Instance, choice: np.ndarray) -> float:
+    return float(inst.cand.gain[choice[choice >= 0]].sum())
+
+
+def _route_milp(inst: Instance, usable: np.ndarray, time_limit: float = 10.0
+                ) -> np.ndarray | None:
+    """Optimal routing of fixed caches under compute (HiGHS): max gain, one option per user."""
+    from scipy.optimize import Bounds, LinearConstraint, milp
+    from scipy.sparse import coo_matrix
+
+    cand = inst.cand
+    k = usable.size
+    users, urow = np.unique(cand.user[usable], return_inverse=True)
+    nodes, nrow = np.unique(cand.node[usable], return_inverse=True)
+    rows = np.r_[urow, users.size + nrow]
+    a = coo_matrix((np.r_[np.ones(k), cand.load[usable]], (rows, np.r_[np.arange(k),
+                                                                        np.arange(k)])),
+                   shape=(users.size + nodes.size, k)).tocsr()
+    ub = np.r_[np.ones(users.size), inst.cloudlets.compute_tflops[nodes]]
+    res = milp(-cand.gain[usable], constraints=LinearConstraint(a, -np.inf, ub),
+               integrality=np.ones(k), bounds=Bounds(0, 1),
+               options=dict(time_limit=time_limit, mip_rel_gap=1e-9))
+    if res.x is None:
+        return None
+    choice = np.full(inst.users.n, -1, dtype=np.int64)
+    picked = usable[res.x > 0.5]
+    choice[cand.user[picked]] = picked
+    return choice
+
+
+def routing_regret(inst: Instance, cached: np.ndarray, choice: np.ndarray,
+                   label: np.ndarray | None = None) -> float:
+    """Payoff/s lost to routing: the optimal routing of ``cached`` minus ``choice``'s gain.
+
+    Usable options = cached on a cloudlet of the user's home coalition (``label[n]``: coalition
+    of cloudlet n; None = one grand coalition). The optimum is every user's best usable option
+    when compute does not bind, else HiGHS's optimal routing under compute (no incumbent:
+    the best-option sum, an upper bound). 0 means ``choice`` is an optimal routing.
+    """
+    cand = inst.cand
+    ok = cached[cand.node, cand.model]
+    if label is not None:
+        ok &= label[cand.node] == label[inst.home[cand.user]]
+    usable = np.nonzero(ok)[0]
+    best = np.zeros(inst.users.n)
+    np.maximum.at(best, cand.user[usable], cand.gain[usable])
+    top = usable[np.isclose(cand.gain[usable], best[cand.user[usable]], rtol=0, atol=1e-12)]
+    top = top[np.unique(cand.user[top], return_index=True)[1]]
+    bound = float(best.sum())
+    load = np.bincount(cand.node[top], cand.load[top], inst.cloudlets.n)
+    if (load > inst.cloudlets.compute_tflops + 1e-9).any():
+        exact = _route_milp(inst, usable)
+        if exact is not None:
+            bound = _routed(inst, exact)
+    return max(bound - _routed(inst, choice), 0.0)
+
+
+def covered_rate(inst: Instance, idx: np.ndarray, cached: np.ndarray) -> float:
+    """Request rate of users with some cached option in ``idx`` (TrimCaching's hit objective)."""
+    cand = inst.cand
+    idx = np.asarray(idx, dtype=np.int64)
+    users = np.unique(cand.user[idx[cached[cand.node[idx], cand.model[idx]]]])
+    return float(inst.users.rate[users].sum())
 
 
 def greedy_cache(inst: Instance, idx: np.ndarray, weight: np.ndarray | None = None,
                  start: np.ndarray | None = None, use_cost: bool = True,
-                 shared: bool = True) -> np.ndarray:
+                 shared: bool = True, per_gb: bool = True) -> np.ndarray:
     """Add the (cloudlet, model) with the best marginal value per marginal GB until none fits.
 
     ``weight`` per candidate (default: its payoff gain). With the rate as weight, no storage
     cost and ``shared=True`` this is the TrimCaching greedy (hit ratio with parameter sharing).
+    ``per_gb=False`` ranks by marginal value alone (the other half of the classical
+    best-of-two greedy for knapsack-constrained coverage).
     """
     cand, zoo = inst.cand, inst.zoo
     idx = np.asarray(idx, dtype=np.int64)
@@ -109,7 +205,7 @@ def greedy_cache(inst: Instance, idx: np.ndarray, weight: np.ndarray | None = No
         ok = ~sub & (net > 1e-12) & (extra <= (storage - used)[:, None] + 1e-9)
         if not ok.any():
             break
-        score = np.where(ok, net / np.maximum(extra, 1e-2), -np.inf)
+        score = np.where(ok, net / np.maximum(extra, 1e-2) if per_gb else net, -np.inf)
         n, m = np.unravel_index(int(np.argmax(score)), score.shape)
         sub[n, m] = True
         hit = pair == n * M + m
@@ -162,7 +258,7 @@ def randomized_rounding(inst: Instance, idx: np.ndarray, seed: int, samples: int
         cached = _repair(inst, cached, value_of_pair)
         cached = greedy_cache(inst, idx, start=cached)
         choice = assign(inst, idx, cached)
-        cached &= _used_pairs(inst, choice, cached.shape)  # unused models only cost storage
+        cached &= used_pairs(inst, choice, cached.shape)  # unused models only cost storage
         value = objective(inst, cached, choice)
         if value > best.value:
             best = Placement(cached, choice, value)
@@ -202,7 +298,7 @@ def _freed_gb(inst: Instance, row: np.ndarray, m: int) -> float:
     return float(inst.zoo.block_gb[inst.zoo.blocks[m] & ~still].sum())
 
 
-def _used_pairs(inst: Instance, choice: np.ndarray, shape: tuple[int, int]) -> np.ndarray:
+def used_pairs(inst: Instance, choice: np.ndarray, shape: tuple[int, int]) -> np.ndarray:
     used = np.zeros(shape, dtype=bool)
     t = choice[choice >= 0]
     used[inst.cand.node[t], inst.cand.model[t]] = True

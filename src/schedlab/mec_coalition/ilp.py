@@ -51,6 +51,10 @@ _STATUS = {0: "optimal", 1: "time or iteration limit", 2: "infeasible", 3: "unbo
            4: "other"}
 
 
+class NoIncumbentError(BadInputError):
+    """HiGHS stopped (time limit) before it found any feasible solution."""
+
+
 @dataclass
 class SolveInfo:
     """What HiGHS reported for one solve: status, gap, limit and whether the optimum is proven."""
@@ -199,7 +203,7 @@ def solve(inst: Instance, idx: np.ndarray, relax: bool = False, time_limit: floa
                options=dict(time_limit=time_limit, mip_rel_gap=1e-9, presolve=True))
     seconds = time.perf_counter() - start
     if res.x is None:
-        raise BadInputError(f"HiGHS found no solution within {time_limit:g} s "
+        raise NoIncumbentError(f"HiGHS found no solution within {time_limit:g} s "
                             f"(status {res.status}: {res.message})", field="ilp")
     gap = getattr(res, "mip_gap", None)
     dual = getattr(res, "mip_dual_bound", None)

@@ -348,3 +348,45 @@ def with_glue_zoo(inst: Instance, seed: int, trace: Path | None = None,
 def _zipf(n: int, s: float = 0.8) -> np.ndarray:
     weights = 1.0 / np.arange(1, n + 1) ** s
     return weights / weights.sum()
+
+
+#: heterogeneous providers (modelled): share of "large" providers and each tier's multipliers
+#: on storage, compute (and GPUs), storage price and compute price
+PROVIDER_TIERS = {"large": dict(storage=2.0, compute=2, price=0.6),
+                  "small": dict(storage=0.5, compute=1, price=1.5)}
+LARGE_SHARE = 0.25
+#: each provider's service-price level for the users homed at it, drawn from this range
+PRICE_LEVELS = (0.6, 1.6)
+
+
+def heterogeneous(inst: Instance, seed: int) -> tuple[Instance, np.ndarray]:
+    """``inst`` with asymmetric providers (one per cloudlet) and differing prices.
+
+    A quarter of the providers (seeded) are large: twice the storage, twice the GPUs and
+    compute, storage and compute 40 % cheaper (economies of scale); the rest are small: half the
+    storage, prices 50 % higher. Each provider sets a price level U(0.6, 1.6) that multiplies
+    what the users homed at it pay. Returns the market and the tier of each cloudlet
+    (True = large). All of this is modelled, to test what coalition formation adds where
+    providers differ; positions, demand and model sizes stay those of ``inst``.
+    """
+    from dataclasses import replace
+
+    c, n = inst.cloudlets, inst.cloudlets.n
+    rng = np.random.default_rng(seed + 104729)
+    large = rng.random(n) < LARGE_SHARE
+    large[int(np.argmax(c.storage_gb))] = True  # the largest site stays large: models fit
+    tier = {k: np.where(large, PROVIDER_TIERS["large"][k], PROVIDER_TIERS["small"][k])
+            for k in ("storage", "compute", "price")}
+    gpus = c.servers * tier["compute"]
+    sites = replace(c, storage_gb=c.storage_gb * tier["storage"],
+                    compute_tflops=c.compute_tflops * tier["compute"],
+                    storage_cost=c.storage_cost * tier["price"],
+                    compute_cost=c.compute_cost * tier["price"], gpus=gpus)
+    fits = inst.zoo.model_gb.max()
+    if sites.storage_gb.max() < fits:  # a model no site can hold would be refused
+        k = int(np.argmax(sites.storage_gb))
+        sites.storage_gb[k] = fits
+    level = rng.uniform(*PRICE_LEVELS, n)
+    home = inst.home
+    users = replace(inst.users, price=inst.users.price * level[home])
+    return Instance(inst.zoo, sites, users, inst.economy), large
