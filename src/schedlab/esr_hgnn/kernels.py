@@ -97,3 +97,55 @@ def replay_dram(addresses, row_bytes, n_banks, t_cl, t_rcd, t_rp, t_burst, t_ccd
         if done > finish:
             finish = done
     return finish, hits, n - hits
+
+
+@njit(cache=True, nogil=True)
+def relabel(first, values, mapping):
+    """Global -> local node ids for one node type of a sampled batch, in first-seen order.
+
+    ``first`` (the seeds, or empty) take local ids ``0 .. len(first) - 1`` in order, duplicates
+    included (as ``NeighborLoader`` keeps them); every other id of ``values`` (-1 = dead walk)
+    gets the next free id when first seen. ``mapping`` is a scratch array of the type's node
+    count filled with -1; it is restored before returning, so one array serves every batch.
+    Returns (global ids in local order, local id per entry of ``values``, -1 where dead).
+    """
+    ids = np.empty(first.size + values.size, dtype=np.int64)
+    n_ids = first.size
+    for i in range(first.size):
+        v = first[i]
+        ids[i] = v
+        if mapping[v] < 0:
+            mapping[v] = i
+    local = np.empty(values.size, dtype=np.int64)
+    for i in range(values.size):
+        v = values[i]
+        if v < 0:
+            local[i] = -1
+            continue
+        m = mapping[v]
+        if m < 0:
+            m = n_ids
+            mapping[v] = m
+            ids[n_ids] = v
+            n_ids += 1
+        local[i] = m
+    for i in range(n_ids):
+        mapping[ids[i]] = -1
+    return ids[:n_ids].copy(), local
+
+
+@njit(cache=True, nogil=True)
+def edge_pairs(values, walks, targets):
+    """``[2, E]`` edges: row 0 ``values[i]``, row 1 ``targets[i // walks]``; dead (-1) dropped."""
+    alive = 0
+    for i in range(values.size):
+        if values[i] >= 0:
+            alive += 1
+    out = np.empty((2, alive), dtype=np.int64)
+    k = 0
+    for i in range(values.size):
+        if values[i] >= 0:
+            out[0, k] = values[i]
+            out[1, k] = targets[i // walks]
+            k += 1
+    return out
