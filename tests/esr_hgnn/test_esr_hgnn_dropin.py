@@ -157,3 +157,42 @@ def test_typed_graph_is_lossless_for_the_outside_graph():
     g = typed_graph(data)
     assert isinstance(g, TypedGraph)
     assert g.edge_index(("paper", "cited_by", "author")).shape == (2, 30)
+
+
+def test_two_pass_kernel_equals_the_traced_kernel():
+    from schedlab.esr_hgnn.kernels import expand, expand_untraced
+
+    rng = np.random.default_rng(5)
+    indptr = np.concatenate([[0], np.cumsum(rng.integers(0, 6, 300))])
+    indices = rng.integers(0, 300, indptr[-1])
+    frontier = rng.integers(-1, 300, 500)
+    for fanout in (1, 7):
+        u = rng.random(frontier.size * fanout)
+        trace = np.empty(frontier.size * (1 + fanout), np.int64)
+        a, reads_a, _ = expand(indptr, indices, frontier, fanout, u, 0, 0, 4, trace)
+        for ptr, ind in ((indptr, indices), (indptr.astype(np.int32), indices.astype(np.int32))):
+            b, reads_b = expand_untraced(ptr, ind, frontier, fanout, u)
+            np.testing.assert_array_equal(a, b)
+            assert reads_a == reads_b
+
+
+def test_auto_falls_back_to_naive_where_the_trie_saves_little():
+    from schedlab.esr_hgnn.typed import auto_method, predicted_saving
+    from schedlab.esr_hgnn.workloads import MAG_METAPATHS, mag_like
+
+    graph = mag_like(0.002, 0)
+    assert graph.csr[W_MAG][1].dtype == np.int32
+    small, large = (check_metapaths(graph, MAG_METAPATHS[k]) for k in ("mag4", "mag7"))
+    assert auto_method(small, (10,)) == "naive" and auto_method(large, (10,)) == "trie"
+    seeds = np.arange(300)
+    for mps in (small, large):
+        trie = sample_typed(graph, mps, seeds, (10,), np.random.default_rng(0), "trie")
+        naive = sample_typed(graph, mps, seeds, (10,), np.random.default_rng(0), "naive")
+        # the shape-based prediction is the measured saving up to dead walks (few here)
+        assert abs((1 - trie.reads / naive.reads) - predicted_saving(mps, (10,))) < 0.03
+        auto = sample_typed(graph, mps, seeds, (10,), np.random.default_rng(0), "auto")
+        chosen = trie if auto_method(mps, (10,)) == "trie" else naive
+        assert auto.reads == chosen.reads
+
+
+W_MAG = ("author", "writes", "paper")

@@ -57,6 +57,47 @@ def expand(indptr, indices, frontier, fanout, uniforms, ptr_base, idx_base, word
 
 
 @njit(cache=True, nogil=True)
+def expand_untraced(indptr, indices, frontier, fanout, uniforms):
+    """:func:`expand` without a trace, in two passes: first every frontier node's row (``indptr``
+    reads), then every neighbour (``indices`` reads).
+
+    Same children and read count as :func:`expand` from the same uniforms (tested); splitting
+    the dependent pair ``indptr[v] -> indices[k]`` into two loops of independent loads lets the
+    CPU keep many more cache misses in flight (1.5x on a 7.5M-edge graph). The trace keeps the
+    one-pass order, which is the order the hardware unit issues reads in.
+    """
+    n = frontier.size
+    lo = np.empty(n, dtype=np.int64)
+    deg = np.empty(n, dtype=np.int64)
+    reads = 0
+    for i in range(n):
+        v = frontier[i]
+        if v < 0:
+            deg[i] = -1
+        else:
+            a = indptr[v]
+            lo[i] = a
+            deg[i] = indptr[v + 1] - a
+            reads += 1
+    out = np.empty(n * fanout, dtype=np.int64)
+    for i in range(n):
+        d = deg[i]
+        base = i * fanout
+        if d <= 0:
+            for j in range(fanout):
+                out[base + j] = -1
+            continue
+        first = lo[i]
+        for j in range(fanout):
+            k = np.int64(uniforms[base + j] * d)
+            if k >= d:  # uniforms are in [0, 1) but guard the float edge anyway
+                k = d - 1
+            out[base + j] = indices[first + k]
+        reads += fanout
+    return out, reads
+
+
+@njit(cache=True, nogil=True)
 def replay_dram(addresses, row_bytes, n_banks, t_cl, t_rcd, t_rp, t_burst, t_ccd, mlp):
     """Cycle-approximate replay of one channel's reads on an open-page DRAM channel.
 

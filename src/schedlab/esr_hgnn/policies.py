@@ -27,7 +27,7 @@ import numpy as np
 from schedlab.core.errors import BadInputError
 from schedlab.core.registry import lookup
 from schedlab.esr_hgnn.graph import WORD_BYTES, HeteroGraph, address_layout
-from schedlab.esr_hgnn.kernels import expand
+from schedlab.esr_hgnn.kernels import expand, expand_untraced
 from schedlab.esr_hgnn.trie import MetapathTrie
 
 _NO_TRACE = np.empty(0, dtype=np.int64)
@@ -84,15 +84,17 @@ class _HopRunner:
         """One hop of ``frontier`` over a CSR at byte ``bases`` (indptr, indices); counts it."""
         fanout = fanout_at(self.fanouts, depth)
         uniforms = self.rng.random(frontier.size * fanout)
-        buffer = np.empty(frontier.size * (1 + fanout), np.int64) if self.tracing else _NO_TRACE
-        ptr_base, idx_base = bases
-        out, reads, used = expand(indptr, indices, frontier, fanout, uniforms,
-                                  ptr_base, idx_base, WORD_BYTES, buffer)
+        if self.tracing:
+            buffer = np.empty(frontier.size * (1 + fanout), np.int64)
+            ptr_base, idx_base = bases
+            out, reads, used = expand(indptr, indices, frontier, fanout, uniforms,
+                                      ptr_base, idx_base, WORD_BYTES, buffer)
+            self.trace_parts.append(buffer[:used])
+        else:
+            out, reads = expand_untraced(indptr, indices, frontier, fanout, uniforms)
         self.reads += int(reads)
         self.hops += 1
         self.frontier_entries.append(int(out.size))
-        if self.tracing:
-            self.trace_parts.append(buffer[:used])
         return out
 
     def finish(self, seeds: np.ndarray, endpoints: dict[str, np.ndarray]) -> SampleBatch:

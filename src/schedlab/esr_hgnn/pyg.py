@@ -89,9 +89,10 @@ def _fanouts(num_neighbors) -> tuple[int, ...]:
     return tuple(int(v) for v in values)
 
 
-#: ``trie`` (ESR-HGNN), ``naive`` (each metapath on its own, same kernel), ``pyg-walk`` (PyG's
-#: own ``MetaPath2Vec`` hop sampler, the library baseline)
-METHODS = ("trie", "naive", "pyg-walk")
+#: ``auto`` (the trie where it is predicted to save >= 10 % of the reads, else naive; the
+#: default), ``trie`` (ESR-HGNN), ``naive`` (each metapath on its own, same kernel),
+#: ``pyg-walk`` (PyG's own ``MetaPath2Vec`` hop sampler, the library baseline)
+METHODS = ("auto", "trie", "naive", "pyg-walk")
 
 
 class PyGWalker:
@@ -167,7 +168,7 @@ class MetapathSampler:
         data,
         metapaths: Sequence[Sequence[EdgeType]],
         num_neighbors=10,
-        method: str = "trie",
+        method: str = "auto",
         seed: int = 0,
     ) -> None:
         if method not in METHODS:
@@ -413,7 +414,7 @@ def _loader_class():
             input_nodes=None,
             batch_size: int = 1,
             shuffle: bool = False,
-            method: str = "trie",
+            method: str = "auto",
             seed: int = 0,
             transform=None,
             **kwargs,
@@ -517,7 +518,7 @@ def compare_with_pyg(
     metapaths: Sequence[Sequence[EdgeType]],
     seeds,
     walks: int = 400,
-    method: str = "trie",
+    method: str = "auto",
     repeats: int = 5,
     seed: int = 0,
 ) -> list[dict]:
