@@ -190,3 +190,49 @@ def edge_pairs(values, walks, targets):
             out[1, k] = targets[i // walks]
             k += 1
     return out
+
+
+@njit(cache=True, nogil=True)
+def _lru_touch(tags, stamps, base, ways, tag, now):
+    """Look ``tag`` up in one set (``ways`` slots from ``base``); insert it LRU if absent."""
+    victim = base
+    for w in range(base, base + ways):
+        if tags[w] == tag:
+            stamps[w] = now
+            return True
+        if stamps[w] < stamps[victim]:
+            victim = w
+    tags[victim] = tag
+    stamps[victim] = now
+    return False
+
+
+@njit(cache=True, nogil=True)
+def cache_levels(lines, l2_sets, l2_ways, l3_sets, l3_ways, warm):
+    """Count L2 hits, L3 hits and DRAM misses of a line-address trace (set-associative LRU).
+
+    L1 is not modelled (its hits cost what the per-read core work costs). With ``warm`` the
+    trace runs once uncounted first. Returns (l2_hits, l3_hits, dram_misses).
+    """
+    l2_tags = np.full(l2_sets * l2_ways, -1, dtype=np.int64)
+    l2_stamps = np.zeros(l2_sets * l2_ways, dtype=np.int64)
+    l3_tags = np.full(l3_sets * l3_ways, -1, dtype=np.int64)
+    l3_stamps = np.zeros(l3_sets * l3_ways, dtype=np.int64)
+    now = 0
+    l2_hits = l3_hits = dram = 0
+    for rnd in range(2 if warm else 1):
+        count = rnd == 1 or not warm
+        for i in range(lines.size):
+            now += 1
+            line = lines[i]
+            if _lru_touch(l2_tags, l2_stamps, (line % l2_sets) * l2_ways, l2_ways, line, now):
+                if count:
+                    l2_hits += 1
+                continue
+            hit3 = _lru_touch(l3_tags, l3_stamps, (line % l3_sets) * l3_ways, l3_ways, line, now)
+            if count:
+                if hit3:
+                    l3_hits += 1
+                else:
+                    dram += 1
+    return l2_hits, l3_hits, dram

@@ -254,6 +254,11 @@ def auto_method(metapaths: Sequence[Metapath], fanouts: Sequence[int]) -> str:
     return "trie" if predicted_saving(metapaths, fanouts) >= AUTO_MIN_SAVING else "naive"
 
 
+@lru_cache(maxsize=256)
+def _auto_cached(metapaths: tuple[Metapath, ...], fanouts: tuple[int, ...]) -> str:
+    return auto_method(metapaths, fanouts)
+
+
 def sample_typed(
     graph: TypedGraph,
     metapaths: Sequence[Metapath],
@@ -277,7 +282,7 @@ def sample_typed(
         )
     seeds = _seeds(graph, metapaths, seeds, fanouts)
     if method == "auto":
-        method = auto_method(metapaths, fanouts)
+        method = _auto_cached(tuple(metapaths), tuple(int(f) for f in fanouts))
     runner = _TypedRunner(graph, fanouts, rng, trace)
     endpoints: dict[Metapath, np.ndarray] = {}
     if method == "naive":
