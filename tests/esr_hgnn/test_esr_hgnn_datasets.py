@@ -157,7 +157,7 @@ LINE = st.text(alphabet="0123456789\t,.-x \n", max_size=30)
 
 
 @settings(
-    max_examples=120,
+    max_examples=60,  # issue 50: trimmed from 120 to keep the suite time flat
     deadline=None,
     suppress_health_check=[HealthCheck.too_slow, HealthCheck.function_scoped_fixture],
 )
@@ -271,7 +271,7 @@ def test_magnn_bad_files_are_one_line(tmp_path):
 
 
 @settings(
-    max_examples=60,
+    max_examples=40,  # issue 50: trimmed from 60 to keep the suite time flat
     deadline=None,
     suppress_health_check=[HealthCheck.too_slow, HealthCheck.function_scoped_fixture],
 )
