@@ -104,6 +104,7 @@ def test_loader_takes_neighborloader_arguments_or_refuses_each_by_name():
         (dict(time_attr="time"), "time_attr"),
         (dict(weight_attr="w"), "weight_attr"),
         (dict(subgraph_type="induced"), "subgraph_type"),
+        (dict(subgraph_type="bidirectional"), "subgraph_type"),
         (dict(disjoint=True), "disjoint"),
         (dict(directed=False), "directed"),
         (dict(neighbor_sampler=object()), "neighbor_sampler"),

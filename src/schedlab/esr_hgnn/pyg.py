@@ -347,14 +347,21 @@ class _Collate:
         return self.transform(batch) if self.transform is not None else batch
 
 
+def _same_setting(value, allowed) -> bool:
+    """``value`` is the accepted setting ``allowed`` (None, a bool, or a name/enum value)."""
+    if allowed is None:
+        return value is None
+    if isinstance(allowed, bool):
+        return isinstance(value, (bool, np.bool_)) and bool(value) is allowed
+    return value == allowed or getattr(value, "value", None) == allowed
+
+
 def _check_loader_arguments(kwargs: dict, num_neighbors) -> dict:
     """NeighborLoader's arguments: accepted, ignored or refused by name; returns DataLoader's."""
     for name, value in kwargs.items():
         if name in _NEIGHBOR_ONLY:
             allowed, why = _NEIGHBOR_ONLY[name]
-            if not any(
-                value is a or (isinstance(a, str) and str(value).endswith(a)) for a in allowed
-            ):
+            if not any(_same_setting(value, a) for a in allowed):
                 shown = repr(value) if isinstance(value, (str, bool, int, type(None))) else (
                     f"<{type(value).__name__}>")
                 raise BadInputError(
