@@ -3,8 +3,9 @@
 Run: ``python benchmarks/esr_hgnn/compare_pyg.py [--scale 1] [--batch 512] [--repeats 15]``.
 Issue 28's target: ours >= 3x faster than the fastest library sampler at equal output.
 
-Library samplers measured (what is installed here; DGL 2.1 does not load with torch 2.13 and
-NeighborLoader needs pyg-lib or torch-sparse, which have no wheels for torch 2.13):
+Library samplers measured (PyG only; ``compare_libs.py`` adds DGL, an OGB-MAG-shaped graph and
+the ``auto`` method; NeighborLoader needs pyg-lib or torch-sparse, which have no wheels for torch
+2.13):
 
 * ``pyg-hop``: PyG's ``MetaPath2Vec`` hop function (``torch_geometric.nn.models.metapath2vec
   .sample``) called per hop and metapath on precomputed rowptr/col, fan-out k at the first hop;

@@ -157,7 +157,7 @@ LINE = st.text(alphabet="0123456789\t,.-x \n", max_size=30)
 
 
 @settings(
-    max_examples=120,
+    max_examples=60,  # issue 50: trimmed from 120 to keep the suite time flat
     deadline=None,
     suppress_health_check=[HealthCheck.too_slow, HealthCheck.function_scoped_fixture],
 )
@@ -271,7 +271,7 @@ def test_magnn_bad_files_are_one_line(tmp_path):
 
 
 @settings(
-    max_examples=60,
+    max_examples=40,  # issue 50: trimmed from 60 to keep the suite time flat
     deadline=None,
     suppress_health_check=[HealthCheck.too_slow, HealthCheck.function_scoped_fixture],
 )
@@ -287,37 +287,35 @@ def test_magnn_fuzz_only_clean_errors(tmp_path_factory, blob, which):
     assert "\n" not in str(err.value)
 
 
-def test_dataset_cli_reads_both_layouts_and_names_bad_files(tmp_path):
+def test_dataset_cli_reads_both_layouts_and_names_bad_files(tmp_path, monkeypatch):
     import json
     import subprocess
     import sys
 
+    from typer.testing import CliRunner
+
+    from schedlab.esr_hgnn.cli import app
+
+    # the two good reads in process (typer's runner), the bad file through the real entry point
+    monkeypatch.chdir(tmp_path)
     hgb = write_hgb(tmp_path / "HGB_DBLP")
-    run = [sys.executable, "-m", "schedlab.cli", "esr-hgnn", "dataset"]
-    out = subprocess.run(
-        run + ["HGB_DBLP", "--format", "hgb", "--names", "author,paper,venue", "--json"],
-        cwd=tmp_path,
-        capture_output=True,
-        text=True,
-        timeout=120,
+    runner = CliRunner()
+    out = runner.invoke(
+        app, ["dataset", "HGB_DBLP", "--format", "hgb", "--names", "author,paper,venue", "--json"]
     )
-    assert out.returncode == 0, out.stderr
+    assert out.exit_code == 0, out.output
     summary = json.loads(out.stdout)
     assert summary["nodes"] == {"author": 3, "paper": 4, "venue": 2}
     assert summary["edges"]["author|link_1|paper"] == 2
     write_magnn(tmp_path / "IMDB")
-    out = subprocess.run(
-        run + ["IMDB", "--format", "magnn", "--dataset", "imdb", "--json"],
-        cwd=tmp_path,
-        capture_output=True,
-        text=True,
-        timeout=120,
-    )
-    assert out.returncode == 0 and json.loads(out.stdout)["splits"] == {
+    magnn = ["dataset", "IMDB", "--format", "magnn", "--dataset", "imdb", "--json"]
+    out = runner.invoke(app, magnn)
+    assert out.exit_code == 0 and json.loads(out.stdout)["splits"] == {
         "train": 1,
         "val": 1,
         "test": 1,
     }
+    run = [sys.executable, "-m", "schedlab.cli", "esr-hgnn", "dataset"]
     (hgb / "link.dat").write_text("0\t3\t0\t1.0\n0\t99\t0\t1.0\n")
     out = subprocess.run(
         run + [str(hgb), "--format", "hgb"], capture_output=True, text=True, timeout=120

@@ -16,7 +16,10 @@ def test_experiments_are_registered():
 
 def test_hardware_experiment_tiny():
     result = experiment.hardware_speedup(scale=0.1, batch=32, batches=1, channels=4, seed=0)
-    assert result.frame.height == 3 * 9  # 8 platforms + the unit with replicated graph copies
+    # 8 platforms, the CPU cost model of naive and trie, the unit with replicated graph copies
+    assert result.frame.height == 3 * 11
+    model = result.frame.filter(result.frame["platform"] == "cpu-naive-model")
+    assert model.height == 3 and (model["seconds"] > 0).all()
     repl = result.frame.filter(result.frame["platform"] == "esr-trie-replicated")
     assert repl.height == 3 and (repl["graph_copies"] == 4).all()
     required = [c for c in result.claims if c.required]

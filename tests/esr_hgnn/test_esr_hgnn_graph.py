@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
-from hypothesis import given
+from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from schedlab.core.errors import BadInputError
@@ -155,6 +155,7 @@ def test_fuzz_edge_file_never_raw_error(tmp_path_factory, blob):
     assert g.relation("A", "P").n_edges >= 0
 
 
+@settings(max_examples=50)  # issue 50: trimmed from 100 to keep the suite's time flat
 @given(st.text(max_size=120))
 def test_fuzz_nodes_file_never_raw_error(tmp_path_factory, text):
     d = tmp_path_factory.mktemp("fuzzn")

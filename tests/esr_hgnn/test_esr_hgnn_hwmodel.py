@@ -124,3 +124,29 @@ def test_unit_needs_a_trace_and_enough_channels():
 def test_gpu_model_grows_with_work():
     cfg = HardwareConfig()
     assert gpu_seconds(1e6, 10, cfg) > gpu_seconds(1e5, 10, cfg) > gpu_seconds(1e5, 1, cfg)
+
+
+def test_cpu_cost_model_counts_cache_levels_and_ignores_load():
+    """The load-independent CPU baseline: a warm small working set hits L2, reads scattered
+    over 256 MiB go to DRAM when cold, and a cyclic set of ways + 1 lines in one L2 set always
+    misses L2 (LRU)."""
+    import numpy as np
+
+    from schedlab.esr_hgnn.hwmodel import cpu_model_seconds, load_config
+    from schedlab.esr_hgnn.kernels import cache_levels
+
+    small = np.arange(0, 4096, 8, dtype=np.int64) // 64
+    assert cache_levels(small, 64, 8, 512, 16, True) == (small.size, 0, 0)
+    scattered = np.random.default_rng(0).integers(0, 1 << 28, 20_000) // 64
+    l2, l3, dram = cache_levels(scattered, 2048, 8, 32768, 16, False)  # cold
+    assert dram > 0.99 * scattered.size and l2 + l3 + dram == scattered.size
+    assert cache_levels(scattered, 2048, 8, 32768, 16, True)[2] == 0  # 20k lines fit in L3
+    cyclic = np.tile(np.arange(9, dtype=np.int64) * 64, 50)  # 9 lines, set 0 of 64, 8 ways
+    l2, l3, dram = cache_levels(cyclic, 64, 8, 4096, 16, True)
+    assert l2 == 0 and l3 == cyclic.size
+    cfg = load_config()
+    fast = cpu_model_seconds(np.arange(0, 4096, 8), 1, cfg)
+    slow = cpu_model_seconds(np.random.default_rng(0).integers(0, 1 << 28, 512), 1, cfg,
+                             warm=False)
+    assert fast == cpu_model_seconds(np.arange(0, 4096, 8), 1, cfg)  # a function of the trace
+    assert slow > fast and slow >= 512 * cfg.cpu_dram_ns * 0.8 / cfg.cpu_mlp * 1e-9

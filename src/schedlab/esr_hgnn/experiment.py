@@ -151,7 +151,10 @@ def hardware_speedup(scale: float, batch: int, batches: int, channels: int, seed
     frame = pl.DataFrame(rows, infer_schema_length=None)
     claims = _hardware_claims(frame) + [_grouping_exactness(channels, seed)]
     return Result(frame, claims=claims, figures=[_plot_hardware(frame)], data="generated",
-                  notes="esr-* and gpu-* rows are modelled (no ASIC, no GPU here); cpu-* measured.")
+                  notes="esr-* and gpu-* rows are modelled (no ASIC, no GPU here); cpu-<sampler> "
+                        "rows are measured thread CPU time (moves with machine load), "
+                        "cpu-<sampler>-model rows the load-independent CPU cost model the "
+                        "claims use.")
 
 
 def _seconds(frame: pl.DataFrame, schema_name: str, platform: str, grouper: str = "") -> float:
@@ -169,10 +172,10 @@ def _column(frame, schema_name, platform, grouper, column) -> float:
 def _hardware_claims(frame: pl.DataFrame) -> list[Claim]:
     names = list(SCHEMAS)
     unit = {s: _seconds(frame, s, "esr-trie", "optimal") for s in names}
-    vs_cpu = _geomean(_seconds(frame, s, "cpu-naive") / unit[s] for s in names)
-    vs_cpu_trie = _geomean(_seconds(frame, s, "cpu-trie") / unit[s] for s in names)
+    vs_cpu = _geomean(_seconds(frame, s, "cpu-naive-model") / unit[s] for s in names)
+    vs_cpu_trie = _geomean(_seconds(frame, s, "cpu-trie-model") / unit[s] for s in names)
     vs_gpu = _geomean(_seconds(frame, s, "gpu-naive") / unit[s] for s in names)
-    energy_cpu = _geomean(_column(frame, s, "cpu-naive", "", "energy_j")
+    energy_cpu = _geomean(_column(frame, s, "cpu-naive-model", "", "energy_j")
                           / _column(frame, s, "esr-trie", "optimal", "energy_j") for s in names)
     energy_gpu = _geomean(_column(frame, s, "gpu-naive", "", "energy_j")
                           / _column(frame, s, "esr-trie", "optimal", "energy_j") for s in names)
@@ -182,15 +185,18 @@ def _hardware_claims(frame: pl.DataFrame) -> list[Claim]:
                        / unit[s] for s in names)
     return [
         Claim("ESR-HGNN unit is ~10x faster than CPU sampling (modelled unit: 4 sampling "
-              "channels on 4 shared HBM2 channels, graph partitioned; vs measured naive CPU, "
-              "geomean of 3 schemas)", metric="speedup", measured=vs_cpu, target=10.0,
-              paper_figure="~10x over CPU (avg)", baseline="naive CPU sampling (measured)"),
-        Claim("ESR-HGNN unit vs CPU running our own trie sampler (stricter baseline)",
+              "channels on 4 shared HBM2 channels, graph partitioned; vs the CPU cost model of "
+              "the same naive batch: counted L2/L3/DRAM accesses x cited latencies, "
+              "load-independent; geomean of 3 schemas)", metric="speedup", measured=vs_cpu,
+              target=10.0, paper_figure="~10x over CPU (avg)",
+              baseline="naive CPU sampling (cost model)"),
+        Claim("ESR-HGNN unit vs CPU running our own trie sampler (stricter baseline, same CPU "
+              "cost model)",
               metric="speedup", measured=vs_cpu_trie, target=10.0,
-              paper_figure="~10x over CPU (avg)", baseline="CPU trie sampler (measured)",
+              paper_figure="~10x over CPU (avg)", baseline="CPU trie sampler (cost model)",
               our_figure=_geomean(unit.values()),
               figure_metric="seconds per batch (geomean of 3 schemas)",
-              peer_figure=_geomean(_seconds(frame, s, "cpu-trie") for s in names),
+              peer_figure=_geomean(_seconds(frame, s, "cpu-trie-model") for s in names),
               lower_is_better=True),
         Claim("ESR-HGNN unit is ~10x faster than GPU sampling (both modelled: the GPU is a "
               "formula, no GPU measured here)", metric="speedup",
@@ -280,10 +286,11 @@ def end_to_end_inference(scale: float, batch: int, batches: int, seed: int) -> R
         Claim("End-to-end HAN inference is faster with software trie sampling (CPU, measured)",
               metric="speedup", measured=trie, target=1.0, comparison=">",
               paper_figure="substantial end-to-end speedup", baseline="naive CPU sampling"),
-        Claim("End-to-end HAN inference is faster with the ESR-HGNN unit (modelled sampling + "
-              "measured CPU model)", metric="speedup", measured=unit, target=1.0,
-              comparison=">", paper_figure="substantial end-to-end speedup",
-              baseline="naive CPU sampling"),
+        Claim("Sanity check (holds by construction once the modelled unit samples faster "
+              "than the CPU: the same measured HAN time plus a smaller sampling time): "
+              "end-to-end HAN inference is faster with the ESR-HGNN unit",
+              metric="speedup", measured=unit, target=1.0,
+              comparison=">", paper_figure="substantial end-to-end speedup", kind="sanity"),
         Claim("Sampling is a significant share of end-to-end time with naive CPU sampling (no "
               "figure in the abstract; we read 'significant bottleneck' as >= 30%)",
               metric="sampling share", measured=share, target=0.3,

@@ -277,9 +277,12 @@ def from_heterodata(data, type_codes: Mapping[str, str] | None = None) -> Hetero
 
     Duck-typed so torch_geometric is not a dependency: each edge type ``(src, rel, dst)`` needs an
     ``edge_index`` of shape ``[2, E]`` and each node type a ``num_nodes``. Type codes default to
-    the upper-cased first letter of each type name and must be unique. Relations between the
-    same two node types are merged into one (letter codes cannot tell them apart): to keep
-    ``writes`` and ``reviews`` separate use :func:`schedlab.esr_hgnn.pyg.typed_graph`.
+    the upper-cased first letter of each type name and must be unique. A letter-coded graph holds
+    one undirected relation per pair of node types, so this conversion is lossless or refused:
+    an edge type ``(B, r, A)`` is accepted only as the exact reverse of ``(A, r', B)`` (what
+    ``ToUndirected`` adds), and a second relation between the same node types (``writes`` and
+    ``reviews``) is refused in one line naming both. :func:`schedlab.esr_hgnn.pyg.typed_graph`
+    keeps every edge type.
     """
     node_types = list(getattr(data, "node_types", []))
     if not node_types:
@@ -290,19 +293,42 @@ def from_heterodata(data, type_codes: Mapping[str, str] | None = None) -> Hetero
                             field="type_codes")
     counts = {codes[t]: int(data[t].num_nodes) for t in node_types}
     edges: dict[tuple[str, str], tuple[np.ndarray, np.ndarray]] = {}
-    for src_t, rel, dst_t in data.edge_types:
+    owner: dict[frozenset, tuple[str, str, str]] = {}
+    keep = "; use schedlab.esr_hgnn.pyg.typed_graph(data), which keeps every edge type"
+    for edge_type in data.edge_types:
+        src_t, rel, dst_t = edge_type
         s, d = codes[src_t], codes[dst_t]
-        if (d, s) in edges and s != d:  # PyG often stores both directions; we add reverses
-            continue
-        index = np.asarray(_to_numpy(data[(src_t, rel, dst_t)].edge_index), dtype=np.int64)
+        index = np.asarray(_to_numpy(data[edge_type].edge_index))
         if index.ndim != 2 or index.shape[0] != 2:
-            raise BadInputError(f"edge_index of {(src_t, rel, dst_t)} has shape {index.shape}, "
+            raise BadInputError(f"edge_index of {edge_type} has shape {index.shape}, "
                                 "expected [2, E]", field="edge_index")
-        if (s, d) in edges:
-            prev = edges[(s, d)]
-            index = np.hstack([np.vstack(prev), index])
-        edges[(s, d)] = (index[0], index[1])
+        index = index.astype(np.int64, copy=False)
+        pair = frozenset((s, d))
+        if pair not in owner:
+            owner[pair] = tuple(edge_type)
+            edges[(s, d)] = (index[0], index[1])
+            continue
+        first = owner[pair]
+        fs, fd = codes[first[0]], codes[first[2]]
+        if (fs, fd) == (s, d) or s == d:
+            raise BadInputError(
+                f"edge types {first} and {tuple(edge_type)} are two relations between the same "
+                f"node types; a letter-coded graph would merge them into one{keep}",
+                field="edge_types")
+        forward = edges[(fs, fd)]
+        if not _same_pairs(forward[0], forward[1], index[1], index[0]):
+            raise BadInputError(
+                f"edge type {tuple(edge_type)} is not the reverse of {first}; a letter-coded "
+                f"graph adds that reverse itself and would drop {tuple(edge_type)}{keep}",
+                field="edge_types")
     return HeteroGraph.from_edges(counts, edges, {codes[t]: t for t in node_types})
+
+
+def _same_pairs(src_a, dst_a, src_b, dst_b) -> bool:
+    """Do two edge lists hold the same set of (src, dst) pairs?"""
+    a = np.unique(np.column_stack([src_a, dst_a]), axis=0)
+    b = np.unique(np.column_stack([src_b, dst_b]), axis=0)
+    return a.shape == b.shape and bool((a == b).all())
 
 
 def _to_numpy(tensor) -> np.ndarray:

@@ -238,7 +238,7 @@ def _train_han(data, method, metapaths, fanout, batch, epochs, lr, seed) -> dict
         method=method,
         seed=seed,
     )
-    edge_types = loader.sampler.metapath_edge_types
+    edge_types = loader.metapath_sampler.metapath_edge_types
     model = HAN(store.x.size(1), ([AUTHOR], edge_types), classes, seed=seed)
     opt = torch.optim.Adam(model.params, lr=lr, weight_decay=1e-3)
     for _ in range(epochs):

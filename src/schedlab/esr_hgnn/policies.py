@@ -27,13 +27,15 @@ import numpy as np
 from schedlab.core.errors import BadInputError
 from schedlab.core.registry import lookup
 from schedlab.esr_hgnn.graph import WORD_BYTES, HeteroGraph, address_layout
-from schedlab.esr_hgnn.kernels import expand
+from schedlab.esr_hgnn.kernels import expand, expand_untraced
 from schedlab.esr_hgnn.trie import MetapathTrie
 
 _NO_TRACE = np.empty(0, dtype=np.int64)
 
-#: largest frontier (int64 entries, 400 MB) a sampler builds; beyond it the request is refused
+#: largest total output (int64 entries over all metapaths of one request, 400 MB) a sampler
+#: returns; beyond it the request is refused before any work
 MAX_FRONTIER_ENTRIES = 50_000_000
+MAX_OUTPUT_BYTES = MAX_FRONTIER_ENTRIES * 8
 
 
 def fanout_at(fanouts: Sequence[int], hop: int) -> int:
@@ -82,15 +84,17 @@ class _HopRunner:
         """One hop of ``frontier`` over a CSR at byte ``bases`` (indptr, indices); counts it."""
         fanout = fanout_at(self.fanouts, depth)
         uniforms = self.rng.random(frontier.size * fanout)
-        buffer = np.empty(frontier.size * (1 + fanout), np.int64) if self.tracing else _NO_TRACE
-        ptr_base, idx_base = bases
-        out, reads, used = expand(indptr, indices, frontier, fanout, uniforms,
-                                  ptr_base, idx_base, WORD_BYTES, buffer)
+        if self.tracing:
+            buffer = np.empty(frontier.size * (1 + fanout), np.int64)
+            ptr_base, idx_base = bases
+            out, reads, used = expand(indptr, indices, frontier, fanout, uniforms,
+                                      ptr_base, idx_base, WORD_BYTES, buffer)
+            self.trace_parts.append(buffer[:used])
+        else:
+            out, reads = expand_untraced(indptr, indices, frontier, fanout, uniforms)
         self.reads += int(reads)
         self.hops += 1
         self.frontier_entries.append(int(out.size))
-        if self.tracing:
-            self.trace_parts.append(buffer[:used])
         return out
 
     def finish(self, seeds: np.ndarray, endpoints: dict[str, np.ndarray]) -> SampleBatch:
@@ -157,23 +161,31 @@ class TrieSampler:
 
 
 def check_frontier(hops: Sequence[int], n_seeds: int, fanouts: Sequence[int],
-                   limit: int = MAX_FRONTIER_ENTRIES) -> None:
-    """Refuse a request whose deepest frontier (seeds x product of fan-outs) exceeds ``limit``.
+                   limit: int = MAX_FRONTIER_ENTRIES, bytes_per_entry: int = 8,
+                   holds: str = "sampled endpoints") -> None:
+    """Refuse a request whose whole output would exceed ``limit`` int64 entries (400 MB).
 
-    ``hops`` are the hop counts of the metapaths. The frontier after hop ``h`` holds
-    ``n_seeds * fanouts[0] * ... * fanouts[h - 1]`` entries (with replacement, dead walks kept),
-    so the bound is known before any work and the error names the fan-outs that cause it.
+    ``hops`` are the hop counts of the metapaths. Metapath ``m`` returns ``n_seeds * fanouts[0]
+    * ... * fanouts[len(m) - 1]`` endpoints (with replacement, dead walks kept), so the total
+    over all metapaths is known before any work; it bounds every frontier too (fan-outs are
+    >= 1). ``bytes_per_entry`` counts what a caller keeps per endpoint beyond the 8-byte id
+    (the PyG adapter's ``edge_index`` adds 16); the error names the fan-outs, the number of
+    metapaths and the total.
     """
-    deepest = max(hops) if len(hops) else 0
-    size = n_seeds
-    for hop in range(deepest):
-        size *= fanout_at(fanouts, hop)
-        if size > limit:
-            shown = ",".join(str(int(f)) for f in fanouts)
-            raise BadInputError(
-                f"fanouts {shown} with {n_seeds} seeds make a frontier of {size:.3g} entries at "
-                f"hop {hop + 1} (limit {limit:.3g}, {limit * 8 / 1e6:.0f} MB); lower the fan-outs "
-                "or the batch", field="fanouts")
+    budget = limit * 8
+    total = 0
+    for h in hops:
+        size = n_seeds
+        for hop in range(h):
+            size *= fanout_at(fanouts, hop)
+        total += size
+    if total * bytes_per_entry > budget:
+        shown = ",".join(str(int(f)) for f in fanouts)
+        raise BadInputError(
+            f"fanouts {shown} with {n_seeds} seeds over {len(hops)} metapaths make "
+            f"{total:.3g} {holds} in all ({total * bytes_per_entry / 1e6:.0f} MB at "
+            f"{bytes_per_entry} B each; limit {budget / 1e6:.0f} MB); lower the fan-outs, the "
+            "batch or the number of metapaths", field="fanouts")
 
 
 def _check_seeds(graph: HeteroGraph, metapaths: Sequence[str], seeds: np.ndarray,

@@ -24,11 +24,13 @@ out-edges is dropped (PyG's ``MetaPath2Vec`` maps it to a dummy node instead).
 
 from __future__ import annotations
 
-from collections.abc import Iterator, Sequence
+from collections.abc import Sequence
 
 import numpy as np
 
 from schedlab.core.errors import BadInputError
+from schedlab.esr_hgnn.kernels import edge_pairs, relabel
+from schedlab.esr_hgnn.policies import check_frontier
 from schedlab.esr_hgnn.pygcheck import require_pyg
 from schedlab.esr_hgnn.typed import (
     EdgeType,
@@ -87,9 +89,10 @@ def _fanouts(num_neighbors) -> tuple[int, ...]:
     return tuple(int(v) for v in values)
 
 
-#: ``trie`` (ESR-HGNN), ``naive`` (each metapath on its own, same kernel), ``pyg-walk`` (PyG's
-#: own ``MetaPath2Vec`` hop sampler, the library baseline)
-METHODS = ("trie", "naive", "pyg-walk")
+#: ``auto`` (the trie where it is predicted to save >= 10 % of the reads, else naive; the
+#: default), ``trie`` (ESR-HGNN), ``naive`` (each metapath on its own, same kernel),
+#: ``pyg-walk`` (PyG's own ``MetaPath2Vec`` hop sampler, the library baseline)
+METHODS = ("auto", "trie", "naive", "pyg-walk")
 
 
 class PyGWalker:
@@ -165,7 +168,7 @@ class MetapathSampler:
         data,
         metapaths: Sequence[Sequence[EdgeType]],
         num_neighbors=10,
-        method: str = "trie",
+        method: str = "auto",
         seed: int = 0,
     ) -> None:
         if method not in METHODS:
@@ -177,7 +180,9 @@ class MetapathSampler:
         self.metapaths: list[Metapath] = check_metapaths(self.graph, metapaths)
         self.fanouts = _fanouts(num_neighbors)
         self.method = method
+        self.seed = seed
         self.rng = np.random.default_rng(seed)
+        self._tables: dict[str, np.ndarray] = {}
         self.input_type = self.metapaths[0][0][0]
         self.last_reads = 0
         self._pyg = PyGWalker(self.graph, seed) if method == "pyg-walk" else None
@@ -199,151 +204,288 @@ class MetapathSampler:
         self.last_reads = batch.reads
         return batch.endpoints
 
+    def _guard(self, n_seeds: int, bytes_per_entry: int) -> None:
+        check_frontier(
+            [len(mp) for mp in self.metapaths],
+            n_seeds,
+            self.fanouts,
+            bytes_per_entry=bytes_per_entry,
+            holds="sampled endpoints (ids + edge_index)",
+        )
+
     def sample(self, seeds) -> dict[Metapath, object]:
         """``{metapath: edge_index}`` (torch.long [2, E]) in global ids: row 0 neighbour, row 1
         seed; dead walks dropped, repeated draws kept (their multiplicity is the walk count)."""
         import torch
 
-        seeds_np = np.asarray(_numpy(seeds), dtype=np.int64)
+        seeds_np = np.ascontiguousarray(_numpy(seeds), dtype=np.int64)
+        self._guard(seeds_np.size, _BYTES_WITH_EDGE_INDEX)
         out = {}
         for mp, ends in self.sample_numpy(seeds_np).items():
-            src = ends.ravel()
-            dst = np.repeat(seeds_np, ends.shape[1])
-            alive = src >= 0
-            out[mp] = torch.from_numpy(np.vstack([src[alive], dst[alive]]))
+            out[mp] = torch.from_numpy(edge_pairs(ends.ravel(), ends.shape[1], seeds_np))
         return out
 
     def subgraph(self, seeds):
         """A ``HeteroData`` batch: seeds first in their node type, metapath edges local.
 
-        Node types are the seed type and the end types of the metapaths; every node store gets
-        ``n_id`` (global ids) and the rows of every tensor attribute of the full graph's store
-        (``x``, ``y``, masks). The seed store gets ``batch_size`` and ``input_id``.
+        Node types are the seed type and the end types of the metapaths; local ids follow first
+        appearance (seeds first, duplicates kept, as ``NeighborLoader`` numbers them). Every
+        node store gets ``n_id`` (global ids) and the rows of every tensor attribute of the full
+        graph's store (``x``, ``y``, masks). The seed store gets ``batch_size`` and
+        ``input_id``. Relabelling and edge building are one linear Numba pass per node type
+        (:func:`kernels.relabel`, :func:`kernels.edge_pairs`).
         """
         require_pyg()
         import torch
         from torch_geometric.data import HeteroData
 
-        seeds_np = np.asarray(_numpy(seeds), dtype=np.int64)
+        seeds_np = np.ascontiguousarray(_numpy(seeds), dtype=np.int64)
+        self._guard(seeds_np.size, _BYTES_WITH_EDGE_INDEX)
         ends = self.sample_numpy(seeds_np)
-        node_ids: dict[str, list[np.ndarray]] = {self.input_type: [seeds_np]}
+        by_type: dict[str, list[Metapath]] = {self.input_type: []}
         for mp in self.metapaths:
-            e = ends[mp].ravel()
-            node_ids.setdefault(mp[-1][2], []).append(e[e >= 0])
-        local: dict[str, tuple[np.ndarray, np.ndarray]] = {}
-        for t, parts in node_ids.items():
-            if t == self.input_type:
-                rest = np.setdiff1d(
-                    np.concatenate(parts[1:]) if len(parts) > 1 else np.empty(0, np.int64), seeds_np
-                )
-                ids = np.concatenate([seeds_np, rest])
-            else:
-                ids = np.unique(np.concatenate(parts))
-            local[t] = (ids, _lookup(ids))
+            by_type.setdefault(mp[-1][2], []).append(mp)
+        local_of: dict[Metapath, np.ndarray] = {}
+        node_ids: dict[str, np.ndarray] = {}
+        empty = np.empty(0, np.int64)
+        for t, mps in by_type.items():
+            flat = [ends[mp].ravel() for mp in mps]
+            values = flat[0] if len(flat) == 1 else np.concatenate(flat) if flat else empty
+            first = seeds_np if t == self.input_type else empty
+            ids, local = relabel(first, values, self._scratch(t))
+            node_ids[t] = ids
+            start = 0
+            for mp, part in zip(mps, flat, strict=True):
+                local_of[mp] = local[start : start + part.size]
+                start += part.size
         out = HeteroData()
-        for t, (ids, _) in local.items():
+        for t, ids in node_ids.items():
             store = self.data[t]
-            out[t].n_id = torch.from_numpy(ids)
+            n_id = torch.from_numpy(ids)
+            out[t].n_id = n_id
             out[t].num_nodes = int(ids.size)
             n = self.graph.num_nodes[t]
             for key, value in store.items():
                 if isinstance(value, torch.Tensor) and value.dim() >= 1 and value.size(0) == n:
-                    out[t][key] = value[out[t].n_id]
+                    out[t][key] = value.index_select(0, n_id)
         out[self.input_type].batch_size = int(seeds_np.size)
         out[self.input_type].input_id = torch.from_numpy(seeds_np)
+        targets = np.arange(seeds_np.size, dtype=np.int64)
         for et, mp in zip(self.metapath_edge_types, self.metapaths, strict=True):
-            e = ends[mp]
-            src = e.ravel()
-            dst = np.repeat(np.arange(seeds_np.size, dtype=np.int64), e.shape[1])
-            alive = src >= 0
-            src_local = _apply(local[mp[-1][2]], src[alive])
-            out[et].edge_index = torch.from_numpy(np.vstack([src_local, dst[alive]]))
+            walks = ends[mp].shape[1]
+            out[et].edge_index = torch.from_numpy(edge_pairs(local_of[mp], walks, targets))
         return out
 
+    def _scratch(self, node_type: str) -> np.ndarray:
+        """The -1-filled global->local table of ``node_type`` (kept between batches)."""
+        table = self._tables.get(node_type)
+        if table is None:
+            table = np.full(self.graph.num_nodes[node_type], -1, dtype=np.int64)
+            self._tables[node_type] = table
+        return table
 
-def _lookup(ids: np.ndarray) -> np.ndarray:
-    """Sorted ids and their positions, for global -> local relabelling."""
-    order = np.argsort(ids, kind="stable")
-    return order
+    def reseed(self, *entropy: int) -> None:
+        """A fresh random stream (a loader's worker process calls it with its worker seed)."""
+        self.rng = np.random.default_rng([self.seed, *entropy])
 
 
-def _apply(table: tuple[np.ndarray, np.ndarray], values: np.ndarray) -> np.ndarray:
-    ids, order = table
-    pos = np.searchsorted(ids[order], values)
-    return order[pos].astype(np.int64)
+#: bytes a sampled endpoint costs once the PyG adapter holds it: the int64 id and its two
+#: int64 edge_index entries
+_BYTES_WITH_EDGE_INDEX = 24
+
+#: NeighborLoader arguments a metapath loader cannot honour unless they keep their default
+#: value (or one of the listed ones): name -> (accepted values, why)
+_NEIGHBOR_ONLY = {
+    "input_time": ((None,), "temporal sampling is not implemented"),
+    "replace": ((True,), "metapath walks are drawn with replacement (MetaPath2Vec semantics); "
+                "pass replace=True or leave it out"),
+    "subgraph_type": (("directional",), "batches hold metapath edges seed <- neighbour only"),
+    "disjoint": ((False,), "per-seed disjoint subgraphs are not implemented"),
+    "temporal_strategy": (("uniform",), "temporal sampling is not implemented"),
+    "time_attr": ((None,), "temporal sampling is not implemented"),
+    "weight_attr": ((None,), "weighted sampling is not implemented (walks are uniform)"),
+    "transform_sampler_output": ((None,), "there is no SamplerOutput to transform"),
+    "neighbor_sampler": ((None,), "the sampler is MetapathSampler (pass method=)"),
+    "directed": ((True,), "directed=False is deprecated in PyG and not implemented"),
+    "custom_cls": ((None,), "batches are HeteroData"),
+    "input_id": ((None,), "input_id is the position in input_nodes"),
+    "collate_fn": ((None,), "the loader's own collate builds the batch; use transform="),
+    "dataset": ((None,), "the dataset is input_nodes"),
+}
+#: accepted and ignored (documented): they change nothing for an in-memory metapath sampler
+_NEIGHBOR_IGNORED = ("is_sorted", "filter_per_worker")
 
 
-class MetapathLoader:
-    """Iterate ``HeteroData`` batches of seeds like ``NeighborLoader`` (or ``MetaPath2Vec.loader``).
+def _data_loader_arguments() -> set[str]:
+    import inspect
 
-    ``input_nodes`` is the seed node type or ``(type, ids_or_bool_mask)``; with ``shuffle`` the
-    seed order is redrawn every epoch from ``seed``. ``batch_size`` larger than the seed set is
-    refused (the last batch is otherwise smaller unless ``drop_last``).
-    """
+    from torch.utils.data import DataLoader
 
-    def __init__(
-        self,
-        data,
-        metapaths: Sequence[Sequence[EdgeType]],
-        num_neighbors=10,
-        batch_size: int = 128,
-        input_nodes=None,
-        shuffle: bool = False,
-        drop_last: bool = False,
-        method: str = "trie",
-        seed: int = 0,
-    ) -> None:
-        self.sampler = MetapathSampler(data, metapaths, num_neighbors, method, seed)
-        start = self.sampler.input_type
-        if input_nodes is None:
-            input_nodes = start
-        if isinstance(input_nodes, str):
-            node_type, ids = input_nodes, None
-        else:
-            node_type, ids = input_nodes
-        if node_type != start:
+    names = set(inspect.signature(DataLoader.__init__).parameters) - {"self", "dataset"}
+    return names - {"collate_fn"}
+
+
+class _Collate:
+    """Picklable collate: positions in ``input_nodes`` -> one ``HeteroData`` batch."""
+
+    def __init__(self, sampler: MetapathSampler, input_ids: np.ndarray, transform) -> None:
+        self.sampler, self.input_ids, self.transform = sampler, input_ids, transform
+        self.worker_seed: int | None = None
+
+    def __call__(self, positions):
+        import torch
+        from torch.utils.data import get_worker_info
+
+        info = get_worker_info()
+        if info is not None and info.seed != self.worker_seed:
+            # a forked worker inherits the parent's generator: give it a stream of its own
+            self.worker_seed = info.seed
+            self.sampler.reseed(info.id, info.seed % 2**63)
+        pos = np.asarray(positions, dtype=np.int64)
+        batch = self.sampler.subgraph(self.input_ids[pos])
+        batch[self.sampler.input_type].input_id = torch.from_numpy(pos)
+        return self.transform(batch) if self.transform is not None else batch
+
+
+def _same_setting(value, allowed) -> bool:
+    """``value`` is the accepted setting ``allowed`` (None, a bool, or a name/enum value)."""
+    if allowed is None:
+        return value is None
+    if isinstance(allowed, bool):
+        return isinstance(value, (bool, np.bool_)) and bool(value) is allowed
+    return value == allowed or getattr(value, "value", None) == allowed
+
+
+def _check_loader_arguments(kwargs: dict, num_neighbors) -> dict:
+    """NeighborLoader's arguments: accepted, ignored or refused by name; returns DataLoader's."""
+    for name, value in kwargs.items():
+        if name in _NEIGHBOR_ONLY:
+            allowed, why = _NEIGHBOR_ONLY[name]
+            if not any(_same_setting(value, a) for a in allowed):
+                shown = repr(value) if isinstance(value, (str, bool, int, type(None))) else (
+                    f"<{type(value).__name__}>")
+                raise BadInputError(
+                    f"{name}={shown} is not supported by MetapathLoader: {why}", field=name
+                )
+        elif name not in _NEIGHBOR_IGNORED and name not in _data_loader_arguments():
             raise BadInputError(
-                f"input_nodes are of type {node_type!r} but the metapaths start at {start!r}",
-                field="input_nodes",
+                f"MetapathLoader got an unknown argument {name!r} (NeighborLoader's and "
+                "DataLoader's arguments are accepted)",
+                field=name,
             )
-        n = self.sampler.graph.num_nodes[start]
-        if ids is None:
-            ids = np.arange(n, dtype=np.int64)
-        else:
-            ids = np.asarray(_numpy(ids))
-            if ids.dtype == bool:
-                if ids.size != n:
-                    raise BadInputError(
-                        f"mask of {ids.size} entries for {n} {start!r} nodes", field="input_nodes"
-                    )
-                ids = np.flatnonzero(ids)
-            ids = ids.astype(np.int64)
-            if ids.size and (ids.min() < 0 or ids.max() >= n):
-                raise BadInputError(f"input node ids must be in [0, {n})", field="input_nodes")
-        if ids.size == 0:
-            raise BadInputError("no input nodes", field="input_nodes")
-        if not isinstance(batch_size, (int, np.integer)) or batch_size < 1:
-            raise BadInputError(
-                f"batch_size {batch_size!r} must be a positive integer", field="batch_size"
-            )
-        if batch_size > ids.size:
-            raise BadInputError(
-                f"batch_size {batch_size} is larger than the {ids.size} input "
-                f"nodes of type {start!r}",
-                field="batch_size",
-            )
-        self.input_ids, self.batch_size = ids, int(batch_size)
-        self.shuffle, self.drop_last = shuffle, drop_last
-        self._order_rng = np.random.default_rng([seed, 1])
+    if isinstance(num_neighbors, dict):
+        raise BadInputError(
+            "num_neighbors per edge type (a dict) is not supported: metapath fan-outs are per "
+            "hop depth, e.g. [10] or [10, 2]",
+            field="num_neighbors",
+        )
+    dropped = set(_NEIGHBOR_ONLY) | set(_NEIGHBOR_IGNORED)
+    return {k: v for k, v in kwargs.items() if k not in dropped}
 
-    def __len__(self) -> int:
-        full, rest = divmod(self.input_ids.size, self.batch_size)
-        return full + (1 if rest and not self.drop_last else 0)
 
-    def __iter__(self) -> Iterator:
-        ids = self._order_rng.permutation(self.input_ids) if self.shuffle else self.input_ids
-        for b in range(len(self)):
-            yield self.sampler.subgraph(ids[b * self.batch_size : (b + 1) * self.batch_size])
+_LOADER_CLASS = None
+
+
+def _loader_class():
+    """``MetapathLoader``, a ``torch.utils.data.DataLoader`` subclass, built on first use so this
+    module imports without torch."""
+    global _LOADER_CLASS
+    if _LOADER_CLASS is not None:
+        return _LOADER_CLASS
+    require_pyg()
+    import torch
+    from torch.utils.data import DataLoader
+
+    class MetapathLoader(DataLoader):
+        """Iterate ``HeteroData`` batches of seeds like ``NeighborLoader`` does.
+
+        A ``torch.utils.data.DataLoader`` over ``input_nodes`` (the seed node type or ``(type,
+        ids_or_bool_mask)``), so every DataLoader argument works as in ``NeighborLoader``:
+        ``batch_size`` (larger than the seed set gives one short batch), ``shuffle``,
+        ``drop_last``, ``num_workers`` (each worker reseeds its sampler from its worker seed),
+        ``pin_memory``, ``persistent_workers``, ``prefetch_factor``, ``generator`` ...
+        NeighborLoader's own arguments are accepted where they mean the same here
+        (``replace=True``, ``subgraph_type="directional"``, ``disjoint=False``,
+        ``directed=True``, ``transform``; ``is_sorted`` and ``filter_per_worker`` change
+        nothing) and refused by name otherwise. Each batch's seed store has ``batch_size``,
+        ``n_id[:batch_size]`` (the seeds) and ``input_id`` (their positions in ``input_nodes``,
+        as PyG). ``shuffle`` without a ``generator`` draws from one seeded from ``seed``, so
+        runs repeat. ``method`` and ``seed`` are :class:`MetapathSampler`'s.
+        """
+
+        def __init__(
+            self,
+            data,
+            metapaths: Sequence[Sequence[EdgeType]],
+            num_neighbors=10,
+            input_nodes=None,
+            batch_size: int = 1,
+            shuffle: bool = False,
+            method: str = "auto",
+            seed: int = 0,
+            transform=None,
+            **kwargs,
+        ) -> None:
+            passed = _check_loader_arguments(kwargs, num_neighbors)
+            sampler = MetapathSampler(data, metapaths, num_neighbors, method, seed)
+            ids = _input_ids(sampler, input_nodes)
+            if not isinstance(batch_size, (int, np.integer)) or batch_size < 1:
+                raise BadInputError(
+                    f"batch_size {batch_size!r} must be a positive integer", field="batch_size"
+                )
+            sampler._guard(min(int(batch_size), ids.size), _BYTES_WITH_EDGE_INDEX)
+            if shuffle and passed.get("generator") is None and "sampler" not in passed:
+                passed["generator"] = torch.Generator().manual_seed(seed)
+            super().__init__(
+                range(ids.size),
+                batch_size=int(batch_size),
+                shuffle=shuffle,
+                collate_fn=_Collate(sampler, ids, transform),
+                **passed,
+            )
+            self.metapath_sampler = sampler
+            self.input_ids = ids
+
+    _LOADER_CLASS = MetapathLoader
+    return MetapathLoader
+
+
+def __getattr__(name: str):
+    if name == "MetapathLoader":
+        return _loader_class()
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+
+
+def _input_ids(sampler: MetapathSampler, input_nodes) -> np.ndarray:
+    start = sampler.input_type
+    if input_nodes is None:
+        input_nodes = start
+    if isinstance(input_nodes, str):
+        node_type, ids = input_nodes, None
+    else:
+        node_type, ids = input_nodes
+    if node_type != start:
+        raise BadInputError(
+            f"input_nodes are of type {node_type!r} but the metapaths start at {start!r}",
+            field="input_nodes",
+        )
+    n = sampler.graph.num_nodes[start]
+    if ids is None:
+        ids = np.arange(n, dtype=np.int64)
+    else:
+        ids = np.asarray(_numpy(ids))
+        if ids.dtype == bool:
+            if ids.size != n:
+                raise BadInputError(
+                    f"mask of {ids.size} entries for {n} {start!r} nodes", field="input_nodes"
+                )
+            ids = np.flatnonzero(ids)
+        ids = ids.astype(np.int64)
+        if ids.size and (ids.min() < 0 or ids.max() >= n):
+            raise BadInputError(f"input node ids must be in [0, {n})", field="input_nodes")
+    if ids.size == 0:
+        raise BadInputError("no input nodes", field="input_nodes")
+    return ids
 
 
 def relation_edge_type(graph, src: str, dst: str) -> EdgeType:
@@ -383,7 +525,7 @@ def compare_with_pyg(
     metapaths: Sequence[Sequence[EdgeType]],
     seeds,
     walks: int = 400,
-    method: str = "trie",
+    method: str = "auto",
     repeats: int = 5,
     seed: int = 0,
 ) -> list[dict]:

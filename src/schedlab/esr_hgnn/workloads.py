@@ -184,3 +184,52 @@ def seed_batches(graph: HeteroGraph, node_type: str, batch: int, n_batches: int,
                             f"{node_type}; use a batch of at most {n}", field="batch")
     rng = np.random.default_rng([seed, 0xBA7C])
     return [rng.choice(n, size=batch, replace=False) for _ in range(n_batches)]
+
+
+#: OGB-MAG's node and edge counts (Hu et al., NeurIPS'20, ogbn-mag): node type -> count, and
+#: (src, relation, dst) -> edges, with the degree skews of the generators above
+MAG_NODES = {"paper": 736_389, "author": 1_134_649, "institution": 8_740,
+             "field_of_study": 59_965}
+MAG_RELATIONS = (
+    (("author", "writes", "paper"), 7_145_660, 0.6, 0.5),
+    (("author", "affiliated_with", "institution"), 1_043_998, 0.2, 0.9),
+    (("paper", "cites", "paper"), 5_416_271, 0.5, 0.8),
+    (("paper", "has_topic", "field_of_study"), 7_505_078, 0.3, 0.9),
+)
+_P, _A, _I, _F = "paper", "author", "institution", "field_of_study"
+_PA, _AP = (_P, "rev_writes", _A), (_A, "writes", _P)
+_AI, _IA = (_A, "affiliated_with", _I), (_I, "rev_affiliated_with", _A)
+_PF, _FP = (_P, "has_topic", _F), (_F, "rev_has_topic", _P)
+_PP, _PPr = (_P, "cites", _P), (_P, "rev_cites", _P)
+#: paper-rooted metapath sets on :func:`mag_like` (edge-type sequences): ``mag4`` shares one
+#: prefix hop (PAP/PAIAP), ``mag7`` adds three metapaths that extend existing prefixes
+MAG_METAPATHS = {
+    "mag4": [[_PA, _AP], [_PF, _FP], [_PA, _AI, _IA, _AP], [_PP, _PPr]],
+    "mag7": [[_PA, _AP], [_PF, _FP], [_PA, _AI, _IA, _AP], [_PP, _PPr],
+             [_PP, _PA, _AP], [_PP, _PF, _FP], [_PA, _AP, _PA, _AP]],
+}
+
+
+def mag_like(scale: float = 0.18, seed: int = 0):
+    """A seeded :class:`typed.TypedGraph` with OGB-MAG's schema and ``scale`` times its counts.
+
+    Relation names are OGB-MAG's plus ``ToUndirected``'s ``rev_`` reverses (``rev_cites`` too),
+    so ``paper -rev_writes-> author -writes-> paper`` is a metapath. Degrees follow the same
+    Zipf-like popularity as :func:`generate`. ``scale=0.18`` gives about 346k nodes and 7.6M
+    directed edges, the shape of the outside check in issue 50.
+    """
+    from schedlab.esr_hgnn.typed import TypedGraph
+
+    if not scale > 0:
+        raise BadInputError(f"scale must be positive, got {scale}", field="scale")
+    rng = np.random.default_rng([seed, 0x3A6])
+    counts = {t: max(2, round(n * scale)) for t, n in MAG_NODES.items()}
+    edges = {}
+    for (s, r, d), m, src_alpha, dst_alpha in MAG_RELATIONS:
+        spec = RelationSpec(s, d, max(1, round(m * scale)), None, src_alpha, dst_alpha)
+        src, dst = _relation_edges(spec, counts[s], counts[d], rng)
+        if s == d:  # no self-citations
+            keep = src != dst
+            src, dst = src[keep], dst[keep]
+        edges[(s, r, d)] = np.vstack([src, dst])
+    return TypedGraph.from_edge_index(counts, edges).add_reverse()
