@@ -174,17 +174,12 @@ class DataFlowDrs:
 def _darshan_data(analysis: Analysis, found: dict) -> None:
     """Small requests on a Darshan log: per rank (shared records' time over nprocs), the data
     time that 1 MiB requests would save, on the slowest rank."""
-    from schedlab.dataflowdrs.insights import _scope
+    from schedlab.dataflowdrs.insights import rank_sums
 
     nprocs = int(analysis.trace.meta.get("nprocs") or 1)
     best = (0.0, "")
-    for unit, rows in _scope(analysis.profile, set(), True, nprocs).items():
-        rows = rows.filter(pl.col("module").is_in(["POSIX", "STDIO"]))
-        if rows.height == 0:
-            continue
-        s = rows.select(pl.col("reads", "writes", "small_reads", "small_writes", "bytes_read",
-                               "bytes_written", "read_time", "write_time").sum()).row(
-            0, named=True)
+    for s in rank_sums(analysis.profile, nprocs, ["POSIX", "STDIO"]).iter_rows(named=True):
+        unit = s["unit"]
         calls = s["reads"] + s["writes"]
         small = s["small_reads"] + s["small_writes"]
         if not calls or not small:
