@@ -41,6 +41,13 @@ def _show_diagnosis(summary: dict) -> None:
     if io:
         out_console.print(f"I/O calls: {io['io_seconds']:.3f} s on the {io['scope']} = "
                           f"{io['io_share']:.1%} of the run")
+        if io.get("verdict"):
+            out_console.print(io["verdict"])
+        aside = io.get("runtime_files")
+        if aside:
+            out_console.print(f"runtime files set aside (MPI shm, /proc, /dev, streams): "
+                              f"{aside['files']} ({aside['seconds']:.3f} s in their calls, "
+                              f"e.g. {', '.join(aside['examples'][:2])})")
     # Drishti reports insights, not times: its "saving" is an order score (drishti.py)
     unit = "order score" if summary.get("diagnoser") == "drishti" else "saving (s)"
     table = Table("#", "kind", "target", unit, "evidence", title="bottlenecks")

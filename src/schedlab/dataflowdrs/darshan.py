@@ -28,7 +28,14 @@ from pathlib import Path, PurePath
 import polars as pl
 
 from schedlab.core.errors import BadInputError, MissingDependencyError
-from schedlab.dataflowdrs.tracedata import OPS_SCHEMA, TraceData, TraceIssue, tasks_frame
+from schedlab.dataflowdrs.tracedata import (
+    OPS_SCHEMA,
+    TraceData,
+    TraceIssue,
+    is_runtime_file,
+    runtime_summary,
+    tasks_frame,
+)
 
 SMALL = 1 << 20  # Drishti: a request under 1 MB is small
 _SMALL_BINS = ("0_100", "100_1K", "1K_10K", "10K_100K", "100K_1M")
@@ -243,6 +250,7 @@ def read_darshan(path: str | Path, prefix: str = "") -> TraceData:
     if not path.is_file():
         raise BadInputError("no such Darshan log", path=path)
     raw = _extract_isolated(path)
+    runtime_files: dict = {}
     job = raw["job"]
     words = raw["exe"].split()
     exe = prefix + ((PurePath(words[0]).name if words else "") or "job")
@@ -260,6 +268,17 @@ def read_darshan(path: str | Path, prefix: str = "") -> TraceData:
         profile = (pl.concat(parts) if parts else pl.DataFrame(
             schema={**PROFILE_SCHEMA, "_start": pl.Float64}))
         segments = {m: _segment_frame(v, names) for m, v in raw["dxt"].items()}
+        # the MPI runtime's shm/session files, /proc, /dev, std streams: set aside (tracedata)
+        aside_paths = [p for p in set(profile["path"].to_list()).union(
+            *(set(v["path"].unique().to_list()) for v in segments.values()))
+            if is_runtime_file(p)]
+        if aside_paths:
+            aside = profile.filter(pl.col("path").is_in(aside_paths))
+            profile = profile.filter(~pl.col("path").is_in(aside_paths))
+            segments = {m: v.filter(~pl.col("path").is_in(aside_paths))
+                        for m, v in segments.items()}
+            runtime_files = runtime_summary(aside_paths, float(aside.select(
+                pl.sum_horizontal("read_time", "write_time", "meta_time").sum()).item() or 0))
         ops = _ops(profile, segments, t0)
     except BadInputError as exc:
         raise BadInputError(exc.message, path=path, field=exc.field) from exc
@@ -274,6 +293,8 @@ def read_darshan(path: str | Path, prefix: str = "") -> TraceData:
                 runtime=runtime, t0=t0, makespan=runtime, parallelism=nprocs, cores=nprocs,
                 modules=raw["modules"], dxt={m: v.height for m, v in segments.items()},
                 tiers={}, file_groups={})
+    if runtime_files:
+        meta["runtime_files"] = runtime_files
     prof = profile.select([pl.col(k).cast(t) for k, t in PROFILE_SCHEMA.items()])
     issues = _issues(path, raw)
     return TraceData(ops=ops, tasks=tasks_frame(tasks), meta=meta, issues=issues,
@@ -395,6 +416,11 @@ def read_darshan_logs(paths: list[Path], strict: bool = False) -> TraceData:
                     p.meta["nprocs"] for p in parts),
                 modules=sorted({m for p in parts for m in p.meta["modules"]}), tiers={},
                 file_groups={}, exe=parts[0].meta["exe"])
+    aside = [p.meta["runtime_files"] for p in parts if p.meta.get("runtime_files")]
+    if aside:
+        meta["runtime_files"] = dict(files=sum(a["files"] for a in aside),
+                                     seconds=sum(a["seconds"] for a in aside),
+                                     examples=[e for a in aside for e in a["examples"]][:3])
     return TraceData(ops=pl.concat(ops), tasks=pl.concat(tasks), meta=meta, issues=issues,
                      directory=Path(paths[0]).parent,
                      profile=pl.concat([p.profile for p in parts]))

@@ -76,6 +76,7 @@ class Diagnosis:
     diagnoser: str
     seconds: float
     issues: list = field(default_factory=list)
+    below_floor: list[Bottleneck] = field(default_factory=list)  # I/O causes too small to rank
 
     def summary(self, top: int = 5) -> dict:
         a = self.analysis
@@ -85,6 +86,9 @@ class Diagnosis:
 
             critical = set(a.dfl.tasks.filter(pl.col("critical"))["task"].to_list())
             share = io_share(a.trace, a.profile, critical, a.dfl.makespan)
+            share.update(verdict(share, self.ranked, self.below_floor))
+            if a.trace.meta.get("runtime_files"):
+                share["runtime_files"] = a.trace.meta["runtime_files"]
         return dict(
             source=(a.trace.meta.get("source", "trace") if a.trace else "trace"), io=share,
             diagnoser=self.diagnoser, makespan_s=a.dfl.makespan, tasks=a.dfl.tasks.height,
@@ -94,6 +98,7 @@ class Diagnosis:
                    for t, m in a.tier_models.items()},
             contention=a.contention.to_dicts(),
             bottlenecks=[b.as_dict() for b in self.ranked[:top]],
+            below_floor=[b.as_dict() for b in self.below_floor[:top]],
             recommendations=[r.as_dict() for r in self.recommendations],
             issues=[str(i) for i in self.issues], analysis_s=self.seconds)
 
@@ -103,7 +108,29 @@ def diagnose_analysis(analysis: Analysis, diagnoser: Diagnoser | str = "dataflow
     d = make_diagnoser(diagnoser) if isinstance(diagnoser, str) else diagnoser
     ranked = d.rank(analysis)
     return Diagnosis(analysis, ranked, recommend_all(ranked, analysis), d.name, seconds,
-                     list(analysis.issues))
+                     list(analysis.issues), list(getattr(d, "below_floor", [])))
+
+
+def verdict(share: dict, ranked: list[Bottleneck], below: list[Bottleneck]) -> dict:
+    """Whether the run is I/O-bound, in words and by how much (the report's first line)."""
+    from schedlab.dataflowdrs.policies import FINDING_FLOOR, NOT_IO
+
+    io_found = [b for b in ranked if b.kind not in NOT_IO]
+    frac, run = share.get("io_share", 0.0), share.get("run_seconds", 0.0)
+    largest = max((b.saving for b in below), default=0.0)
+    if io_found:
+        text = f"I/O-bound: I/O calls are {frac:.1%} of the run"
+    elif frac < FINDING_FLOOR:
+        text = (f"not I/O-bound: I/O calls are {frac:.2%} of the run, "
+                f"{(FINDING_FLOOR - frac) * 100:.1f} points under the {FINDING_FLOOR:.0%} "
+                f"floor" + (f" ({FINDING_FLOOR / frac:.1f}x less)" if frac > 0 else ""))
+    else:
+        text = (f"I/O calls are {frac:.1%} of the run, but no single I/O cause would save "
+                f"{FINDING_FLOOR:.0%} of it")
+    if below:
+        text += (f"; the largest I/O cause found ({below[0].kind}) would save "
+                 f"{largest:.3g} s = {largest / run:.1%} of the run" if run > 0 else "")
+    return dict(io_bound=bool(io_found), floor=FINDING_FLOOR, verdict=text)
 
 
 def diagnose(trace_dir: str | Path, diagnoser: Diagnoser | str = "dataflowdrs") -> Diagnosis:
@@ -142,12 +169,17 @@ def _markdown(summary: dict) -> str:
     unit = "order score" if summary["diagnoser"] == "drishti" else "saving (s)"  # drishti.py
     lines = [f"# DataFlowDrs report ({summary['diagnoser']})", "",
              f"makespan {summary['makespan_s']:.3f} s, {summary['tasks']} tasks; DFL compressed "
-             f"{summary['compression']['reduction']:.1f}x", "", "## Ranked bottlenecks", "",
+             f"{summary['compression']['reduction']:.1f}x", "",
+             *([summary["io"]["verdict"], ""] if (summary.get("io") or {}).get("verdict")
+               else []), "## Ranked bottlenecks", "",
              f"| # | kind | target | {unit} | evidence |",
              "|---|---|---|---|---|"]
     for i, b in enumerate(summary["bottlenecks"], 1):
         lines.append(f"| {i} | {b['kind']} | {b['target']} | {b['saving_s']:.3f} | "
                      f"{b['evidence']} |")
+    if summary.get("below_floor"):
+        lines += ["", "Under the floor (not ranked): " + "; ".join(
+            f"{b['kind']} {b['target']} {b['saving_s']:.3g} s" for b in summary["below_floor"])]
     lines += ["", "## Recommendations", ""]
     lines += [f"- **{r['action']}** {r['target']} -> {r['value']}: {r['rationale']}"
               for r in summary["recommendations"]]

@@ -20,7 +20,14 @@ from pathlib import Path, PurePath
 
 from schedlab.core.errors import BadInputError
 from schedlab.core.io import json_record
-from schedlab.dataflowdrs.tracedata import TraceData, TraceIssue, ops_frame, tasks_frame
+from schedlab.dataflowdrs.tracedata import (
+    TraceData,
+    TraceIssue,
+    is_runtime_file,
+    ops_frame,
+    runtime_summary,
+    tasks_frame,
+)
 
 OPEN_OPS = {"open", "open64", "openat", "openat64", "fopen", "fopen64", "creat", "creat64"}
 # copy_file_range/sendfile are recorded against their input file (cp uses them)
@@ -428,6 +435,11 @@ def read_trace(directory: str | Path, strict: bool = False) -> TraceData:
         for child in proc.children:
             if child in procs and procs[child].ppid is None:
                 procs[child].ppid = proc.pid
+    runtime = [r for r in rows if is_runtime_file(r[5])]
+    if runtime:  # MPI shm, /proc, /dev ...: not the workflow's storage I/O (tracedata.py)
+        rows = [r for r in rows if not is_runtime_file(r[5])]
+        meta = {**meta, "runtime_files": runtime_summary([r[5] for r in runtime],
+                                                         sum(r[2] for r in runtime))}
     if infer and procs:
         argv0 = (meta.get("command") or [None])[0]
         inferred, rows = infer_tasks(rows, procs, records[0]["task"] if records else None,
