@@ -130,9 +130,31 @@ def _segments(records: list[dict]) -> dict:
     return {n: np.concatenate([p[i] for p in parts]) for i, n in enumerate(names)}
 
 
+_CACHE: dict[str, dict] = {}  # sha-256 of a log's bytes -> what extract() returned
+_CACHE_SIZE = 16
+
+
 def _extract_isolated(path: Path, timeout: float = 300.0) -> dict:
     """extract() in a child process: libdarshan-util aborts or crashes the interpreter on
-    some corrupt logs, which must become one clear error, not a dead analysis."""
+    some corrupt logs, which must become one clear error, not a dead analysis. A log read
+    before in this process (same bytes) is not read again: the child's start-up (Python and
+    PyDarshan, ~1 s of CPU) is most of a small log's cost, and experiments and diagnosers
+    read the same logs many times."""
+    import copy
+    import hashlib
+
+    try:
+        key = hashlib.sha256(path.read_bytes()).hexdigest()
+    except OSError as exc:
+        raise BadInputError(f"cannot read it ({exc.strerror})", path=path) from exc
+    if key not in _CACHE:
+        if len(_CACHE) >= _CACHE_SIZE:
+            _CACHE.pop(next(iter(_CACHE)))
+        _CACHE[key] = _extract_child(path, timeout)
+    return copy.deepcopy(_CACHE[key])
+
+
+def _extract_child(path: Path, timeout: float) -> dict:
     import importlib.util
     import pickle
     import subprocess

@@ -65,7 +65,10 @@ class DataFlowDrs:
         else:
             self._io(analysis, found)
             self._serial(analysis, found)
-            self._parallelism(analysis, found)
+            # tasks inferred from a bare trace have no scheduler events: a gap before one
+            # starts is process start-up or the program's own pacing, not a worker queue
+            if not (analysis.trace is not None and analysis.trace.meta.get("tasks_inferred")):
+                self._parallelism(analysis, found)
         self._field(analysis, found)
         if darshan:  # a rank cannot save more than the job ran (blocked opens can sum higher)
             runtime = float(analysis.trace.meta.get("runtime") or 0.0)
@@ -73,8 +76,13 @@ class DataFlowDrs:
                 if runtime and entry[0] > runtime:
                     entry[0] = runtime
                     entry[1] += f" (capped at the job's {runtime:.0f} s)"
-        ranked = _sorted(found)
         run = run_length(analysis)
+        if not darshan and run > 0:  # no cause saves more than the whole run
+            for entry in found.values():
+                if entry[0] > run:
+                    entry[0] = run
+                    entry[1] += f" (capped at the run's {run:.3g} s)"
+        ranked = _sorted(found)
         # the floor: an I/O cause that would save under FINDING_FLOOR of the run is not a
         # finding (a 5-file "pack-files" on a job that spends 6 % of its time in I/O)
         self.below_floor = [b for b in ranked if b.kind not in NOT_IO

@@ -34,8 +34,9 @@ def ops_frame(rows: list[tuple]) -> pl.DataFrame:
 # /dev/shm itself is not excluded: a workflow may keep its data there (our tmpfs tier does).
 RUNTIME_FILE = re.compile(
     r"^(?:/proc/|/sys/|/dev/(?!shm/)|<STD(?:IN|OUT|ERR)>$"
-    r"|(?:/tmp|/var/tmp|/dev/shm)/(?:\.?ompi|openmpi-sessions|prte\.|pmix|vader_segment"
-    r"|sm_segment|mpich|shm-col-space|Intel_MPI|ucx_shm|psm2?_shm|cma_|knem|hwloc|sem\.mpi))")
+    r"|(?:/tmp|/var/tmp|/dev/shm)/(?:\.?ompi\.|openmpi-sessions|prte\.|pmix[._-]"
+    r"|vader_segment|sm_segment|mpich_shar|shm-col-space|Intel_MPI|ucx_shm|psm2?_shm|knem"
+    r"|hwloc[-.]|sem\.mpi))")
 
 
 def is_runtime_file(path: str | None) -> bool:

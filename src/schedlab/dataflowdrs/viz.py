@@ -108,6 +108,7 @@ def timeline_figure(dfl: DFL, title: str = "task timeline"):
     if 0 < n <= MAX_LABELLED:
         ax.set_yticks(range(n), tasks["task"].to_list(), fontsize=7)
     else:
+        ax.set_yticks([])
         ax.set_ylabel(f"{n} tasks (by start time)")
     ax.set_xlabel("seconds since first task")
     ax.set_title(f"{title} (grey wait, orange I/O, blue compute; red: critical path)",
