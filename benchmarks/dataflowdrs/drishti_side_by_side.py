@@ -90,8 +90,8 @@ def main(argv: list[str] | None = None) -> int:
         return 0
     if not args.drishti:
         print("drishti not found (--drishti or $DRISHTI): measuring our side only")
-    print(f"| log | ours, full report (s CPU) | ours, --no-sankey | Drishti | ratio full / "
-          f"no-sankey (target <= 2) |")
+    print("| log | ours, full report (s CPU) | ours, --no-sankey | Drishti | ratio full / "
+          "no-sankey (target <= 2) |")
     print("|---|---|---|---|---|")
     for log in logs:
         r = measure(log, args.drishti, args.repeat)

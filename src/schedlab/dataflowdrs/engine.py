@@ -91,6 +91,7 @@ class Diagnosis:
                 share["runtime_files"] = a.trace.meta["runtime_files"]
         return dict(
             source=(a.trace.meta.get("source", "trace") if a.trace else "trace"), io=share,
+            input=_input(a.trace),
             diagnoser=self.diagnoser, makespan_s=a.dfl.makespan, tasks=a.dfl.tasks.height,
             critical_path=a.dfl.tasks.filter(pl.col("critical"))["task"].to_list(),
             compression=a.compressed.summary(),
@@ -101,6 +102,21 @@ class Diagnosis:
             below_floor=[b.as_dict() for b in self.below_floor[:top]],
             recommendations=[r.as_dict() for r in self.recommendations],
             issues=[str(i) for i in self.issues], analysis_s=self.seconds)
+
+
+def _input(trace) -> str:
+    """What the trace came from, in words: which tracer ran, or the log / bare trace kind."""
+    if trace is None:
+        return "trace"
+    meta = trace.meta
+    if meta.get("source") == "darshan":
+        return "Darshan log" + ("s" if meta.get("logs") else "")
+    if meta.get("tracer"):
+        return f"traced with {meta['tracer']}"
+    directory = trace.directory
+    if directory is not None and [*directory.glob("strace-*")]:
+        return "strace files"
+    return "dftracer .pfw files" if directory is not None else "trace"
 
 
 def diagnose_analysis(analysis: Analysis, diagnoser: Diagnoser | str = "dataflowdrs",
@@ -169,7 +185,7 @@ def _markdown(summary: dict) -> str:
     unit = "order score" if summary["diagnoser"] == "drishti" else "saving (s)"  # drishti.py
     lines = [f"# DataFlowDrs report ({summary['diagnoser']})", "",
              f"makespan {summary['makespan_s']:.3f} s, {summary['tasks']} tasks; DFL compressed "
-             f"{summary['compression']['reduction']:.1f}x", "",
+             f"{summary['compression']['reduction']:.1f}x; input: {summary.get('input', '')}", "",
              *([summary["io"]["verdict"], ""] if (summary.get("io") or {}).get("verdict")
                else []), "## Ranked bottlenecks", "",
              f"| # | kind | target | {unit} | evidence |",
