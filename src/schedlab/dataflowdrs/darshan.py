@@ -71,63 +71,12 @@ def _frames(raw: dict, module: str) -> tuple[list[dict], list[dict]]:
 
 
 def extract(path: str | Path) -> dict:
-    """Everything this reader uses from a log, as plain Python (PyDarshan in this process)."""
-    darshan = _darshan()
-    report = darshan.DarshanReport(str(path), read_all=True)
-    out = dict(job=dict(report.metadata["job"]), exe=str(report.metadata.get("exe") or ""),
-               modules=list(report.records), records={}, dxt={},
-               names={int(k): str(v) for k, v in dict(report.name_records).items()})
-    out["skipped"] = []
-    for module in ("POSIX", "MPI-IO", "STDIO", "H5F", "H5D"):
-        if module in report.records:
-            try:  # one module PyDarshan cannot frame must not lose the others
-                frames = report.records[module].to_df()
-                out["records"][module] = tuple(
-                    {str(c): frames[k][c].to_numpy() for c in frames[k].columns}
-                    for k in ("counters", "fcounters"))
-            except (KeyError, ValueError, TypeError, RuntimeError, AttributeError) as exc:
-                out["skipped"].append(f"{module} records unreadable ({str(exc)[:60]})")
-    for module in ("DXT_POSIX", "DXT_MPIIO"):
-        if module in report.records:
-            try:
-                out["dxt"][module] = _segments(report.records[module].to_df())
-            except (KeyError, ValueError, TypeError, RuntimeError) as exc:
-                out["skipped"].append(f"{module} segments unreadable ({str(exc)[:60]})")
-    out["lustre"] = {}
-    if "LUSTRE" in report.records:
-        try:
-            for rec in report.records["LUSTRE"].to_df()["components"].to_dict("records"):
-                ids = out["lustre"].setdefault(int(rec["id"]), [])
-                ids.extend(int(o) for o in rec["LUSTRE_OST_IDS"] if int(o) not in ids)
-        except (KeyError, ValueError, TypeError, RuntimeError, AttributeError) as exc:
-            out["skipped"].append(f"LUSTRE records unreadable ({str(exc)[:60]})")
-    used = {"POSIX", "MPI-IO", "STDIO", "H5F", "H5D", "DXT_POSIX", "DXT_MPIIO"}
-    if not used & set(out["modules"]):
-        out["skipped"].append("no POSIX, MPI-IO, STDIO, HDF5 or DXT records (modules: "
-                              f"{', '.join(out['modules']) or 'none'}): nothing to analyse")
-    return out
+    """Everything this reader uses from a log (PyDarshan in this process): see
+    ``darshan_extract.py``, which the isolated reader runs as a script."""
+    _darshan()
+    from schedlab.dataflowdrs.darshan_extract import extract as run
 
-
-def _segments(records: list[dict]) -> dict:
-    """A DXT module's segments as flat NumPy columns: rank, id, write (0 read / 1 write),
-    offset, length, start, end; per record its reads then its writes (PyDarshan's order)."""
-    import numpy as np
-
-    parts = []
-    for d in records:
-        for write, key in ((0, "read_segments"), (1, "write_segments")):
-            seg = d.get(key)
-            if seg is None or not len(seg):
-                continue
-            n = len(seg)
-            parts.append((np.full(n, int(d["rank"])), np.full(n, int(d["id"]), dtype=np.uint64),
-                          np.full(n, write, dtype=np.int8),
-                          *(seg[c].to_numpy() for c in ("offset", "length", "start_time",
-                                                        "end_time"))))
-    names = ("rank", "id", "write", "offset", "length", "start", "end")
-    if not parts:
-        return {n: np.zeros(0) for n in names}
-    return {n: np.concatenate([p[i] for p in parts]) for i, n in enumerate(names)}
+    return run(path)
 
 
 _CACHE: dict[str, dict] = {}  # sha-256 of a log's bytes -> what extract() returned
@@ -162,10 +111,10 @@ def _extract_child(path: Path, timeout: float) -> dict:
 
     if importlib.util.find_spec("darshan") is None:  # the message here, not from the child;
         _darshan()  # importing PyDarshan (pandas, cffi) in this process too would cost 0.5 s
-    code = ("import pickle,sys;from schedlab.dataflowdrs.darshan import extract;"
-            "sys.stdout.buffer.write(pickle.dumps(extract(sys.argv[1])))")
+    # run as a script, not through the package: the child imports PyDarshan and NumPy only
+    script = Path(__file__).with_name("darshan_extract.py")
     try:
-        proc = subprocess.run([sys.executable, "-c", code, str(path)], capture_output=True,
+        proc = subprocess.run([sys.executable, str(script), str(path)], capture_output=True,
                               timeout=timeout)
     except subprocess.TimeoutExpired as exc:
         raise BadInputError(f"reading it took over {timeout:.0f} s", path=path) from exc

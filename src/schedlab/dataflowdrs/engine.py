@@ -163,7 +163,12 @@ def write_report(diagnosis: Diagnosis, out_dir: str | Path, sankey: bool = True,
 
     out = ensure_directory(out_dir)
     summary = diagnosis.summary(top=10)
-    files = {"timeline": write_timeline(diagnosis.analysis.dfl, out)}
+    trace = diagnosis.analysis.trace
+    if trace is not None and trace.meta.get("source") == "darshan":
+        # a log has no per-rank task events: every rank's bar would span the whole job
+        files = {"timeline": None}
+    else:
+        files = {"timeline": write_timeline(diagnosis.analysis.dfl, out)}
     if sankey:
         files.update({f"sankey_{k}": v for k, v in write_sankey(
             diagnosis.analysis.compressed, out, png=png).items()})
