@@ -65,13 +65,14 @@ def _io(pid: int, name: str, ts: float, dur: float, fname: str, ret: int = 0) ->
 
 def test_parent_io_outside_its_childrens_lives_is_its_own_task(tmp_path):
     """No annotations: a parent reads before and after its child runs; both stretches are
-    tasks of their own, its calls during the child's life stay with the container."""
+    tasks of their own; its calls during the child's life stay with the container (and so
+    does a stretch of a few small calls: a shell reading its script, test_dataflowdrs_outside)."""
     start = lambda pid, ppid: dict(name="start", cat="dftracer", pid=pid, tid=pid,  # noqa: E731
                                    ts=0, dur=0, args=dict(ppid=ppid, cmd_hash="python"))
     parent = [start(100, 1)] + [_io(100, "read", 1.0 + i * 0.01, 0.005, "/d/in", 4096)
-                                for i in range(50)]
+                                for i in range(200)]
     parent += [_io(100, "read", 5.0, 0.001, "/d/mid", 10)]
-    parent += [_io(100, "read", 9.0 + i * 0.01, 0.005, "/d/out", 4096) for i in range(30)]
+    parent += [_io(100, "read", 9.0 + i * 0.001, 0.0005, "/d/out", 4096) for i in range(100)]
     child = [start(200, 100), _io(200, "write", 3.0, 0.1, "/d/out", 4096),
              _io(200, "read", 7.0, 0.1, "/d/in", 4096)]
     _pfw(tmp_path / "p.pfw", parent)
@@ -81,7 +82,7 @@ def test_parent_io_outside_its_childrens_lives_is_its_own_task(tmp_path):
     assert own.height == 2
     assert sorted(own["start"].to_list()) == pytest.approx([1.0, 9.0])
     pids = own["pid"].to_list()
-    assert trace.ops.filter(pl.col("pid").is_in(pids))["bytes"].sum() == 80 * 4096
+    assert trace.ops.filter(pl.col("pid").is_in(pids))["bytes"].sum() == 300 * 4096
     container = trace.tasks.filter(pl.col("pid") == 100)
     assert container.height == 1 and container["end"][0] == container["start"][0]
 

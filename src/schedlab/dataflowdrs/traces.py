@@ -525,6 +525,8 @@ def infer_tasks(rows: list[tuple], procs: dict[int, Process], command: str | Non
 
 
 _PHASE_PID = 1 << 40  # synthetic ids of phase tasks: above any Linux pid or thread id
+MIN_OWN_CALLS = 64  # a container's own stretch is a task from this many data calls ...
+MIN_OWN_BYTES = 1 << 20  # ... or this many bytes
 
 
 def _top_level(regions: list[tuple]) -> list[tuple]:
@@ -593,7 +595,19 @@ def _phases(records: list[dict], rows: list[tuple],
                     ready=float("inf"), start=float("inf"), end=0.0, phase=True)
             phase["start"] = phase["ready"] = min(phase["start"], ts)
             phase["end"] = max(phase["end"], ts + rows[i][2])
+            if rows[i][3] in ("read", "write") and rows[i][4] > 0:
+                phase["_calls"] = phase.get("_calls", 0) + 1
+                phase["_bytes"] = phase.get("_bytes", 0) + rows[i][4]
             assign[(pid, i)] = phase["pid"]
+    # a shell reading the next lines of its script between commands is not a step: a
+    # container's own stretch is a task only when it moved real data
+    small = {p["pid"] for (_, key), p in made.items() if key[0] == "own"
+             and p.get("_calls", 0) < MIN_OWN_CALLS and p.get("_bytes", 0) < MIN_OWN_BYTES}
+    made = {k: p for k, p in made.items() if p["pid"] not in small}
+    assign = {k: v for k, v in assign.items() if v not in small}
+    for p in made.values():
+        p.pop("_calls", None)
+        p.pop("_bytes", None)
     if not made:
         return records, rows
     moved = {i: new for (_, i), new in assign.items()}
