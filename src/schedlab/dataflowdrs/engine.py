@@ -129,24 +129,22 @@ def diagnose_analysis(analysis: Analysis, diagnoser: Diagnoser | str = "dataflow
 
 def verdict(share: dict, ranked: list[Bottleneck], below: list[Bottleneck]) -> dict:
     """Whether the run is I/O-bound, in words and by how much (the report's first line)."""
-    from schedlab.dataflowdrs.policies import FINDING_FLOOR, NOT_IO
+    from schedlab.dataflowdrs.policies import FINDING_FLOOR, MIN_SAVING, NOT_IO
 
-    io_found = [b for b in ranked if b.kind not in NOT_IO]
     frac, run = share.get("io_share", 0.0), share.get("run_seconds", 0.0)
-    largest = max((b.saving for b in below), default=0.0)
-    if io_found:
+    bound = frac >= FINDING_FLOOR
+    if bound:
         text = f"I/O-bound: I/O calls are {frac:.1%} of the run"
-    elif frac < FINDING_FLOOR:
+        if below and not [b for b in ranked if b.kind not in NOT_IO]:
+            text += f", but no single I/O cause would save {MIN_SAVING:.0%} of it"
+    else:
         text = (f"not I/O-bound: I/O calls are {frac:.2%} of the run, "
                 f"{(FINDING_FLOOR - frac) * 100:.1f} points under the {FINDING_FLOOR:.0%} "
                 f"floor" + (f" ({FINDING_FLOOR / frac:.1f}x less)" if frac > 0 else ""))
-    else:
-        text = (f"I/O calls are {frac:.1%} of the run, but no single I/O cause would save "
-                f"{FINDING_FLOOR:.0%} of it")
-    if below:
-        text += (f"; the largest I/O cause found ({below[0].kind}) would save "
-                 f"{largest:.3g} s = {largest / run:.1%} of the run" if run > 0 else "")
-    return dict(io_bound=bool(io_found), floor=FINDING_FLOOR, verdict=text)
+    if below and run > 0:
+        text += (f"; the largest I/O cause held back ({below[0].kind}) would save "
+                 f"{below[0].saving:.3g} s = {below[0].saving / run:.1%} of the run")
+    return dict(io_bound=bound, floor=FINDING_FLOOR, verdict=text)
 
 
 def diagnose(trace_dir: str | Path, diagnoser: Diagnoser | str = "dataflowdrs") -> Diagnosis:

@@ -37,8 +37,20 @@ def _sorted(found: dict[tuple[str, str], list]) -> list[Bottleneck]:
     return sorted(items, key=lambda b: (-b.saving, b.kind, b.target))
 
 
-FINDING_FLOOR = 0.10  # an I/O finding must save at least this share of the run
+FINDING_FLOOR = 0.10  # under this share of the run in I/O calls: not I/O-bound
+MIN_SAVING = 0.01  # an I/O finding must save at least this share of the run
 NOT_IO = frozenset({"serial-task", "parallelism"})  # compute / scheduling kinds: no floor
+
+
+def io_share_of(analysis: Analysis) -> float:
+    """The run's I/O-call share (insights.io_share): slowest rank or critical path."""
+    if analysis.trace is None or analysis.profile is None:
+        return 1.0
+    from schedlab.dataflowdrs.insights import io_share
+
+    critical = set(analysis.dfl.tasks.filter(pl.col("critical"))["task"].to_list())
+    return io_share(analysis.trace, analysis.profile, critical,
+                    analysis.dfl.makespan)["io_share"]
 
 
 def run_length(analysis: Analysis) -> float:
@@ -55,7 +67,7 @@ class DataFlowDrs:
     name = "dataflowdrs"
 
     def __init__(self) -> None:
-        self.below_floor: list[Bottleneck] = []  # I/O findings under FINDING_FLOOR (last rank)
+        self.below_floor: list[Bottleneck] = []  # I/O findings the floor held back (last rank)
 
     def rank(self, analysis: Analysis) -> list[Bottleneck]:
         found: dict[tuple[str, str], list] = {}
@@ -83,10 +95,12 @@ class DataFlowDrs:
                     entry[0] = run
                     entry[1] += f" (capped at the run's {run:.3g} s)"
         ranked = _sorted(found)
-        # the floor: an I/O cause that would save under FINDING_FLOOR of the run is not a
-        # finding (a 5-file "pack-files" on a job that spends 6 % of its time in I/O)
-        self.below_floor = [b for b in ranked if b.kind not in NOT_IO
-                            and run > 0 and b.saving < FINDING_FLOOR * run]
+        # the floor: a run that spends under FINDING_FLOOR of its time in I/O calls is not
+        # I/O-bound and gets no I/O finding (a 5-file "pack-files" on a job that spends 6 %
+        # of its time in I/O); in any run, an I/O cause worth under MIN_SAVING of it is noise
+        share = io_share_of(analysis)
+        self.below_floor = [b for b in ranked if b.kind not in NOT_IO and run > 0 and (
+            share < FINDING_FLOOR or b.saving < MIN_SAVING * run)]
         return [b for b in ranked if b not in self.below_floor]
 
     def _field(self, analysis: Analysis, found: dict) -> None:
