@@ -111,7 +111,7 @@ def test_one_bad_log_in_a_folder_is_reported_and_the_rest_read(tmp_path):
         read_trace(tmp_path, strict=True)
 
 
-@settings(max_examples=12, deadline=None, suppress_health_check=[HealthCheck.too_slow,
+@settings(max_examples=8, deadline=None, suppress_health_check=[HealthCheck.too_slow,
                                                                   HealthCheck.function_scoped_fixture])
 @given(st.lists(st.tuples(st.integers(0, 3966), st.integers(0, 255)), min_size=1, max_size=6))
 def test_fuzzed_log_parses_or_is_one_clear_error(tmp_path, flips):
