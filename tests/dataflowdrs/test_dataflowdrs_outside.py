@@ -249,8 +249,13 @@ def test_the_shell_running_a_script_is_a_container_not_the_critical_step(data, t
     assert code == 0, output
     trace = read_trace(tmp_path / "tr")
     assert trace.meta["parallelism"] >= 2  # the two cats ran side by side
-    root = trace.tasks.filter(pl.col("group") == "bash")
+    root = trace.tasks.filter((pl.col("group") == "bash") & ~pl.col("task").str.contains(
+        r"\.own"))
     assert root.height == 1 and (root["end"] - root["start"]).item() == 0  # an instant
+    # its own calls between its children (reading job.sh) are tasks of their own (issue 52)
+    own = trace.tasks.filter(pl.col("task").str.contains(r"\.own"))["pid"].to_list()
+    paths = set(trace.ops.filter(pl.col("pid").is_in(own))["path"].to_list())
+    assert paths <= {str(data / "job.sh"), str(data)}
     d = diagnose(tmp_path / "tr")
     critical = d.analysis.dfl.tasks.filter(pl.col("critical"))["group"].to_list()
     assert critical[-1] == "sort"  # the last real step, not the waiting shell

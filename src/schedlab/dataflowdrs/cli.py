@@ -36,11 +36,19 @@ def _show_diagnosis(summary: dict) -> None:
     from rich.table import Table
 
     out_console.print(f"makespan {summary['makespan_s']:.3f} s, {summary['tasks']} tasks, "
-                      f"DFL compressed {summary['compression']['reduction']:.1f}x")
+                      f"DFL compressed {summary['compression']['reduction']:.1f}x; "
+                      f"input: {summary.get('input', summary.get('source', 'trace'))}")
     io = summary.get("io") or {}
     if io:
         out_console.print(f"I/O calls: {io['io_seconds']:.3f} s on the {io['scope']} = "
                           f"{io['io_share']:.1%} of the run")
+        if io.get("verdict"):
+            out_console.print(io["verdict"])
+        aside = io.get("runtime_files")
+        if aside:
+            out_console.print(f"runtime files set aside (MPI shm, /proc, /dev, streams): "
+                              f"{aside['files']} ({aside['seconds']:.3f} s in their calls, "
+                              f"e.g. {', '.join(aside['examples'][:2])})")
     # Drishti reports insights, not times: its "saving" is an order score (drishti.py)
     unit = "order score" if summary.get("diagnoser") == "drishti" else "saving (s)"
     table = Table("#", "kind", "target", unit, "evidence", title="bottlenecks")
@@ -68,8 +76,8 @@ def trace(
     shared_dir: Path = typer.Option(None, "--shared-dir",
                                     help="Also throttle this directory like a shared FS."),
     tracer: str = typer.Option("auto", "--tracer",
-                               help="auto (strace, else dftracer-stdio) | dftracer-stdio | "
-                                    "dftracer | strace"),
+                               help="auto (dftracer-stdio where dftracer is installed, else "
+                                    "strace) | dftracer-stdio | dftracer | strace"),
     allow_empty: bool = typer.Option(False, "--allow-empty",
                                      help="Exit 0 even when no I/O event was traced."),
     json_out: bool = JSON,
@@ -103,7 +111,8 @@ def trace(
         raise BadInputError(f"cannot create the trace directory: {exc.strerror}",
                             path=out, field="out") from None
     layout = TierLayout(roots=roots, tiers=tiers, state_dir=state)
-    record = run_command(command, make_tracer(tracer), out, layout,
+    chosen = make_tracer(tracer)
+    record = run_command(command, chosen, out, layout,
                          name=Path(command[0]).name if command else "command")
     from schedlab.dataflowdrs.traces import read_trace
 
@@ -111,15 +120,20 @@ def trace(
     events = trace.ops.height
     result = dict(trace_dir=str(out), seconds=record.makespan,
                   files=len([*out.glob("*.pfw"), *out.glob("strace-*")]), io_events=events,
-                  processes=trace.tasks.height, returncode=trace.meta.get("returncode"))
+                  processes=trace.tasks.height, returncode=trace.meta.get("returncode"),
+                  tracer=chosen.name)
     emit_json(result) if json_out else err_console.print(
-        f"traced in {record.makespan:.3f} s -> {out} ({result['files']} process files, "
+        f"traced with {chosen.name} in {record.makespan:.3f} s -> {out} "
+        f"({result['files']} process files, "
         f"{events} I/O events on files under {', '.join(str(d) for d in dirs)} from "
         f"{trace.tasks.height} processes)")
     if events == 0:
         err_console.print(
             f"[bold red]warning:[/bold red] no I/O event on files under "
-            f"{', '.join(str(d) for d in dirs)}: wrong --data-dir? (--tracer {tracer})"
+            f"{', '.join(str(d) for d in dirs)}: wrong --data-dir? (--tracer {chosen.name})"
+            + ("; dftracer does not see descriptors a shell dup2()s (redirections, dd) or "
+               "mmap'd reads: try --tracer strace" if chosen.name.startswith("dftracer")
+               else "")
             + (f"; the command exited with {result['returncode']}"
                if result["returncode"] not in (None, 0) else ""))
         if not allow_empty:

@@ -28,7 +28,14 @@ from pathlib import Path, PurePath
 import polars as pl
 
 from schedlab.core.errors import BadInputError, MissingDependencyError
-from schedlab.dataflowdrs.tracedata import TraceData, TraceIssue, ops_frame, tasks_frame
+from schedlab.dataflowdrs.tracedata import (
+    OPS_SCHEMA,
+    TraceData,
+    TraceIssue,
+    is_runtime_file,
+    runtime_summary,
+    tasks_frame,
+)
 
 SMALL = 1 << 20  # Drishti: a request under 1 MB is small
 _SMALL_BINS = ("0_100", "100_1K", "1K_10K", "10K_100K", "100K_1M")
@@ -64,59 +71,50 @@ def _frames(raw: dict, module: str) -> tuple[list[dict], list[dict]]:
 
 
 def extract(path: str | Path) -> dict:
-    """Everything this reader uses from a log, as plain Python (PyDarshan in this process)."""
-    darshan = _darshan()
-    report = darshan.DarshanReport(str(path), read_all=True)
-    out = dict(job=dict(report.metadata["job"]), exe=str(report.metadata.get("exe") or ""),
-               modules=list(report.records), records={}, dxt={},
-               names={int(k): str(v) for k, v in dict(report.name_records).items()})
-    out["skipped"] = []
-    for module in ("POSIX", "MPI-IO", "STDIO", "H5F", "H5D"):
-        if module in report.records:
-            try:  # one module PyDarshan cannot frame must not lose the others
-                frames = report.records[module].to_df()
-                out["records"][module] = (frames["counters"].to_dict("records"),
-                                          frames["fcounters"].to_dict("records"))
-            except (KeyError, ValueError, TypeError, RuntimeError, AttributeError) as exc:
-                out["skipped"].append(f"{module} records unreadable ({str(exc)[:60]})")
-    for module in ("DXT_POSIX",):
-        if module in report.records:
-            try:
-                out["dxt"][module] = [
-                    dict(rank=int(d["rank"]), id=int(d["id"]), **{
-                        k: d[k][["offset", "length", "start_time", "end_time"]].values.tolist()
-                        for k in ("read_segments", "write_segments")
-                        if d.get(k) is not None and len(d[k])})
-                    for d in report.records[module].to_df()]
-            except (KeyError, ValueError, TypeError, RuntimeError) as exc:
-                out["skipped"].append(f"{module} segments unreadable ({str(exc)[:60]})")
-    out["lustre"] = {}
-    if "LUSTRE" in report.records:
-        try:
-            for rec in report.records["LUSTRE"].to_df()["components"].to_dict("records"):
-                ids = out["lustre"].setdefault(int(rec["id"]), [])
-                ids.extend(int(o) for o in rec["LUSTRE_OST_IDS"] if int(o) not in ids)
-        except (KeyError, ValueError, TypeError, RuntimeError, AttributeError) as exc:
-            out["skipped"].append(f"LUSTRE records unreadable ({str(exc)[:60]})")
-    used = {"POSIX", "MPI-IO", "STDIO", "H5F", "H5D", "DXT_POSIX"}
-    if not used & set(out["modules"]):
-        out["skipped"].append("no POSIX, MPI-IO, STDIO, HDF5 or DXT_POSIX records (modules: "
-                              f"{', '.join(out['modules']) or 'none'}): nothing to analyse")
-    return out
+    """Everything this reader uses from a log (PyDarshan in this process): see
+    ``darshan_extract.py``, which the isolated reader runs as a script."""
+    _darshan()
+    from schedlab.dataflowdrs.darshan_extract import extract as run
+
+    return run(path)
+
+
+_CACHE: dict[str, dict] = {}  # sha-256 of a log's bytes -> what extract() returned
+_CACHE_SIZE = 16
 
 
 def _extract_isolated(path: Path, timeout: float = 300.0) -> dict:
     """extract() in a child process: libdarshan-util aborts or crashes the interpreter on
-    some corrupt logs, which must become one clear error, not a dead analysis."""
+    some corrupt logs, which must become one clear error, not a dead analysis. A log read
+    before in this process (same bytes) is not read again: the child's start-up (Python and
+    PyDarshan, ~1 s of CPU) is most of a small log's cost, and experiments and diagnosers
+    read the same logs many times."""
+    import copy
+    import hashlib
+
+    try:
+        key = hashlib.sha256(path.read_bytes()).hexdigest()
+    except OSError as exc:
+        raise BadInputError(f"cannot read it ({exc.strerror})", path=path) from exc
+    if key not in _CACHE:
+        if len(_CACHE) >= _CACHE_SIZE:
+            _CACHE.pop(next(iter(_CACHE)))
+        _CACHE[key] = _extract_child(path, timeout)
+    return copy.deepcopy(_CACHE[key])
+
+
+def _extract_child(path: Path, timeout: float) -> dict:
+    import importlib.util
     import pickle
     import subprocess
     import sys
 
-    _darshan()  # the missing-dependency message, here rather than from the child
-    code = ("import pickle,sys;from schedlab.dataflowdrs.darshan import extract;"
-            "sys.stdout.buffer.write(pickle.dumps(extract(sys.argv[1])))")
+    if importlib.util.find_spec("darshan") is None:  # the message here, not from the child;
+        _darshan()  # importing PyDarshan (pandas, cffi) in this process too would cost 0.5 s
+    # run as a script, not through the package: the child imports PyDarshan and NumPy only
+    script = Path(__file__).with_name("darshan_extract.py")
     try:
-        proc = subprocess.run([sys.executable, "-c", code, str(path)], capture_output=True,
+        proc = subprocess.run([sys.executable, str(script), str(path)], capture_output=True,
                               timeout=timeout)
     except subprocess.TimeoutExpired as exc:
         raise BadInputError(f"reading it took over {timeout:.0f} s", path=path) from exc
@@ -135,55 +133,78 @@ def _extract_isolated(path: Path, timeout: float = 300.0) -> dict:
     return raw
 
 
-def _get(row: dict, key: str, default=0):
-    value = row.get(key, default)
-    try:
-        value = float(value)
-    except (TypeError, ValueError):
-        return default
-    return default if value != value or value < 0 else value  # NaN / -1 (not recorded)
+def _clean(frame: pl.DataFrame, name: str, default: float = 0) -> pl.Expr:
+    """A counter column as floats; NaN and Darshan's -1 (not recorded) read as ``default``,
+    a column the log does not have as ``default`` everywhere."""
+    if name not in frame.columns:
+        return pl.lit(float(default))
+    col = pl.col(name).cast(pl.Float64)
+    return pl.when(col.is_nan() | (col < 0) | col.is_null()).then(float(default)).otherwise(col)
 
 
-def _profile_rows(raw: dict, module: str, names: dict, exe: str) -> list[dict]:
+def _profile_frame(raw: dict, module: str, names: pl.DataFrame, exe: str,
+                   lustre: pl.DataFrame) -> pl.DataFrame:
+    """One module's counter records as profile rows (PROFILE_SCHEMA plus ``_start``), all
+    records at once: Polars expressions over the counter columns, no per-record loop."""
     counters, fcounters = _frames(raw, module)
+    try:
+        c = pl.DataFrame({k: v for k, v in counters.items()})
+        f = pl.DataFrame({k: v for k, v in fcounters.items() if k not in ("id", "rank")})
+    except (TypeError, ValueError, pl.exceptions.PolarsError) as exc:
+        raise BadInputError(f"unreadable {module} records ({str(exc)[:60]})",
+                            field=module) from exc
+    if c.height != f.height:
+        raise BadInputError(f"{module}: {c.height} counter rows but {f.height} timer rows",
+                            field=module)
+    frame = pl.concat([c, f.rename({k: f"f:{k}" for k in f.columns})], how="horizontal")
     p = _PREFIX[module]
-    rows = []
-    for c, f in zip(counters, fcounters, strict=True):
-        rank = int(c["rank"])
-        path = names.get(int(c["id"]), str(c["id"]))
-        if module == "H5D":
-            path = path.split(":")[0]
-        g = lambda k, d=0, row=c: int(_get(row, f"{p}_{k}", d))  # noqa: E731
-        gf = lambda k, row=f: float(_get(row, f"{p}_F_{k}", 0.0))  # noqa: E731
-        reads = g("READS") + g("INDEP_READS") + g("COLL_READS") + g("SPLIT_READS") + g(
-            "NB_READS")
-        writes = g("WRITES") + g("INDEP_WRITES") + g("COLL_WRITES") + g("SPLIT_WRITES") + g(
-            "NB_WRITES")
-        agg = "_AGG" if module in ("MPI-IO", "H5D") else ""
-        small_r = sum(g(f"SIZE_READ{agg}_{b}") for b in _SMALL_BINS)
-        small_w = sum(g(f"SIZE_WRITE{agg}_{b}") for b in _SMALL_BINS)
-        if module == "STDIO":  # no size histogram: small when the mean request is
-            small_r = reads if reads and g("BYTES_READ") / reads < SMALL else 0
-            small_w = writes if writes and g("BYTES_WRITTEN") / writes < SMALL else 0
-        rows.append(dict(
-            task=_task(exe, rank), rank=rank, path=path, module=module,
-            opens=g("OPENS") + g("INDEP_OPENS") + g("COLL_OPENS") + g("FDOPENS"),
-            stats=g("STATS"),
-            meta_ops=g("RENAME_SOURCES") + g("FSYNCS") + g("FDSYNCS"),
-            reads=reads, writes=writes, bytes_read=g("BYTES_READ"),
-            bytes_written=g("BYTES_WRITTEN"), small_reads=small_r, small_writes=small_w,
-            misaligned=g("FILE_NOT_ALIGNED"), mem_misaligned=g("MEM_NOT_ALIGNED"),
-            seq_reads=g("SEQ_READS"), seq_writes=g("SEQ_WRITES"),
-            max_byte_read=g("MAX_BYTE_READ"), max_byte_written=g("MAX_BYTE_WRITTEN"),
-            read_time=gf("READ_TIME"), write_time=gf("WRITE_TIME"), meta_time=gf("META_TIME"),
-            coll_ops=g("COLL_READS") + g("COLL_WRITES"),
-            indep_ops=g("INDEP_READS") + g("INDEP_WRITES"),
-            slowest_time=gf("SLOWEST_RANK_TIME"), fastest_time=gf("FASTEST_RANK_TIME"),
-            shared=rank == -1, _start=gf("OPEN_START_TIMESTAMP"),
-            osts=",".join(str(o) for o in raw.get("lustre", {}).get(int(c["id"]), [])),
-            _end=max(gf("CLOSE_END_TIMESTAMP"), gf("READ_END_TIMESTAMP"),
-                     gf("WRITE_END_TIMESTAMP"))))
-    return rows
+
+    def g(k: str) -> pl.Expr:
+        return _clean(frame, f"{p}_{k}").cast(pl.Int64)
+
+    def gf(k: str) -> pl.Expr:
+        return _clean(frame, f"f:{p}_F_{k}")
+
+    reads = g("READS") + g("INDEP_READS") + g("COLL_READS") + g("SPLIT_READS") + g("NB_READS")
+    writes = (g("WRITES") + g("INDEP_WRITES") + g("COLL_WRITES") + g("SPLIT_WRITES")
+              + g("NB_WRITES"))
+    agg = "_AGG" if module in ("MPI-IO", "H5D") else ""
+    small_r = pl.sum_horizontal([g(f"SIZE_READ{agg}_{b}") for b in _SMALL_BINS])
+    small_w = pl.sum_horizontal([g(f"SIZE_WRITE{agg}_{b}") for b in _SMALL_BINS])
+    if module == "STDIO":  # no size histogram: small when the mean request is
+        small_r = pl.when((reads > 0) & (g("BYTES_READ") < SMALL * reads)).then(reads) \
+            .otherwise(0)
+        small_w = pl.when((writes > 0) & (g("BYTES_WRITTEN") < SMALL * writes)).then(writes) \
+            .otherwise(0)
+    rank = pl.col("rank").cast(pl.Int64)
+    out = frame.with_columns(pl.col("id").cast(pl.UInt64)).join(
+        names, on="id", how="left").with_columns(
+        pl.col("path").fill_null(pl.col("id").cast(pl.String)))
+    if module == "H5D":
+        out = out.with_columns(pl.col("path").str.split(":").list.first())
+    out = out.join(lustre, on="id", how="left")
+    return out.select(
+        pl.when(rank < 0).then(pl.lit(f"{exe}-all-ranks"))
+        .otherwise(pl.format(f"{exe}-rank{{}}", rank)).alias("task"),
+        rank.alias("rank"), pl.col("path"), pl.lit(module).alias("module"),
+        (g("OPENS") + g("INDEP_OPENS") + g("COLL_OPENS") + g("FDOPENS")).alias("opens"),
+        g("STATS").alias("stats"),
+        (g("RENAME_SOURCES") + g("FSYNCS") + g("FDSYNCS")).alias("meta_ops"),
+        reads.alias("reads"), writes.alias("writes"), g("BYTES_READ").alias("bytes_read"),
+        g("BYTES_WRITTEN").alias("bytes_written"),
+        small_r.cast(pl.Int64).alias("small_reads"),
+        small_w.cast(pl.Int64).alias("small_writes"),
+        g("FILE_NOT_ALIGNED").alias("misaligned"), g("MEM_NOT_ALIGNED").alias("mem_misaligned"),
+        g("SEQ_READS").alias("seq_reads"), g("SEQ_WRITES").alias("seq_writes"),
+        g("MAX_BYTE_READ").alias("max_byte_read"),
+        g("MAX_BYTE_WRITTEN").alias("max_byte_written"),
+        gf("READ_TIME").alias("read_time"), gf("WRITE_TIME").alias("write_time"),
+        gf("META_TIME").alias("meta_time"),
+        (g("COLL_READS") + g("COLL_WRITES")).alias("coll_ops"),
+        (g("INDEP_READS") + g("INDEP_WRITES")).alias("indep_ops"),
+        gf("SLOWEST_RANK_TIME").alias("slowest_time"),
+        gf("FASTEST_RANK_TIME").alias("fastest_time"), (rank == -1).alias("shared"),
+        pl.col("osts").fill_null(""), gf("OPEN_START_TIMESTAMP").alias("_start"))
 
 
 def _task(exe: str, rank: int) -> str:
@@ -200,34 +221,54 @@ def read_darshan(path: str | Path, prefix: str = "") -> TraceData:
     if not path.is_file():
         raise BadInputError("no such Darshan log", path=path)
     raw = _extract_isolated(path)
+    runtime_files: dict = {}
     job = raw["job"]
     words = raw["exe"].split()
     exe = prefix + ((PurePath(words[0]).name if words else "") or "job")
-    names = raw["names"]
+    names = pl.DataFrame({"id": list(raw["names"]), "path": list(raw["names"].values())},
+                         schema={"id": pl.UInt64, "path": pl.String})
+    lustre = pl.DataFrame({"id": list(raw.get("lustre", {})),
+                           "osts": [",".join(str(o) for o in v)
+                                    for v in raw.get("lustre", {}).values()]},
+                          schema={"id": pl.UInt64, "osts": pl.String})
     t0 = float(job.get("start_time_sec", 0)) + float(job.get("start_time_nsec", 0)) / 1e9
     t1 = float(job.get("end_time_sec", 0)) + float(job.get("end_time_nsec", 0)) / 1e9
     runtime = max(t1 - t0, float(job.get("run_time", 0) or 0), 1e-6)
-    profile: list[dict] = []
     try:
-        for module in raw["records"]:
-            profile.extend(_profile_rows(raw, module, names, exe))
-        rows = _ops(profile, raw["dxt"].get("DXT_POSIX", []), names, t0)
+        parts = [_profile_frame(raw, module, names, exe, lustre) for module in raw["records"]]
+        profile = (pl.concat(parts) if parts else pl.DataFrame(
+            schema={**PROFILE_SCHEMA, "_start": pl.Float64}))
+        segments = {m: _segment_frame(v, names) for m, v in raw["dxt"].items()}
+        # the MPI runtime's shm/session files, /proc, /dev, std streams: set aside (tracedata)
+        aside_paths = [p for p in set(profile["path"].to_list()).union(
+            *(set(v["path"].unique().to_list()) for v in segments.values()))
+            if is_runtime_file(p)]
+        if aside_paths:
+            aside = profile.filter(pl.col("path").is_in(aside_paths))
+            profile = profile.filter(~pl.col("path").is_in(aside_paths))
+            segments = {m: v.filter(~pl.col("path").is_in(aside_paths))
+                        for m, v in segments.items()}
+            runtime_files = runtime_summary(aside_paths, float(aside.select(
+                pl.sum_horizontal("read_time", "write_time", "meta_time").sum()).item() or 0))
+        ops = _ops(profile, segments, t0)
     except BadInputError as exc:
         raise BadInputError(exc.message, path=path, field=exc.field) from exc
-    except (TypeError, ValueError, KeyError) as exc:
+    except (TypeError, ValueError, KeyError, pl.exceptions.PolarsError) as exc:
         raise BadInputError(f"corrupt Darshan records: {str(exc)[:100]}", path=path) from exc
-    ranks = sorted({r["rank"] for r in profile} | {d["rank"] for d in
-                                                    raw["dxt"].get("DXT_POSIX", [])})
+    ranks = sorted(set(profile["rank"].to_list()).union(
+        *(set(v["rank"].to_list()) for v in segments.values())))
     tasks = [dict(task=_task(exe, r), group=exe, pid=_pid(r), ready=t0, start=t0,
                   end=t0 + runtime) for r in ranks]
     nprocs = int(job.get("nprocs", 1) or 1)
     meta = dict(source="darshan", log=str(path), exe=raw["exe"], nprocs=nprocs,
                 runtime=runtime, t0=t0, makespan=runtime, parallelism=nprocs, cores=nprocs,
-                modules=raw["modules"], dxt=sorted(raw["dxt"]), tiers={}, file_groups={})
-    prof = pl.DataFrame([{k: r[k] for k in PROFILE_SCHEMA} for r in profile],
-                        schema=PROFILE_SCHEMA)
+                modules=raw["modules"], dxt={m: v.height for m, v in segments.items()},
+                tiers={}, file_groups={})
+    if runtime_files:
+        meta["runtime_files"] = runtime_files
+    prof = profile.select([pl.col(k).cast(t) for k, t in PROFILE_SCHEMA.items()])
     issues = _issues(path, raw)
-    return TraceData(ops=ops_frame(rows), tasks=tasks_frame(tasks), meta=meta, issues=issues,
+    return TraceData(ops=ops, tasks=tasks_frame(tasks), meta=meta, issues=issues,
                      directory=path.parent, profile=prof)
 
 
@@ -253,34 +294,62 @@ def _issues(path: Path, raw: dict) -> list[TraceIssue]:
                        f"{', '.join(kept) or 'nothing'} kept ({first or 'PyDarshan error'})")]
 
 
-def _ops(profile: list[dict], dxt_posix: list[dict], names: dict, t0: float) -> list[tuple]:
-    """Rows for the DFL: DXT segments where traced, else counter records (see docstring)."""
-    rows: list[tuple] = []
-    traced = set()
-    for rec in dxt_posix:
-        rank, path = int(rec["rank"]), names.get(int(rec["id"]), str(rec["id"]))
-        traced.add((rank, path))
-        for kind, key in (("read", "read_segments"), ("write", "write_segments")):
-            for off, length, start, end in rec.get(key) or []:
-                rows.append((_pid(rank), t0 + float(start), max(0.0, float(end - start)), kind,
-                             int(length), path, int(off), 1))
-    posix_files = {r["path"] for r in profile if r["module"] == "POSIX"}
-    traced_paths = {path for _, path in traced}
-    for r in profile:
-        if r["module"] in ("H5F", "H5D") or (r["module"] == "MPI-IO" and
-                                             r["path"] in posix_files):
+def _segment_frame(seg: dict, names: pl.DataFrame) -> pl.DataFrame:
+    """A DXT module's flat segment columns (from ``_segments``) with file names."""
+    frame = pl.DataFrame({k: seg[k] for k in ("rank", "id", "write", "offset", "length",
+                                               "start", "end")})
+    frame = frame.with_columns(pl.col("rank").cast(pl.Int64), pl.col("id").cast(pl.UInt64),
+                               pl.col("write").cast(pl.Int8), pl.col("offset").cast(pl.Int64),
+                               pl.col("length").cast(pl.Int64),
+                               pl.col("start").cast(pl.Float64), pl.col("end").cast(pl.Float64))
+    return frame.join(names, on="id", how="left", maintain_order="left").with_columns(
+        pl.col("path").fill_null(pl.col("id").cast(pl.String)))
+
+
+def _pid_expr(rank: pl.Expr) -> pl.Expr:
+    return pl.when(rank < 0).then(-2).otherwise(rank).cast(pl.Int64)  # see _pid
+
+
+def _ops(profile: pl.DataFrame, segments: dict[str, pl.DataFrame], t0: float) -> pl.DataFrame:
+    """Rows for the DFL: DXT segments where traced (POSIX; MPI-IO segments for files POSIX's
+    DXT did not see), else counter records (see docstring); vectorised."""
+    cols = list(OPS_SCHEMA)
+    parts = []
+    traced: set[str] = set()
+    for module in ("DXT_POSIX", "DXT_MPIIO"):
+        seg = segments.get(module)
+        if seg is None or seg.height == 0:
             continue
-        pid, start = _pid(r["rank"]), t0 + r["_start"]
-        if r["path"] not in traced_paths:  # DXT has every segment of it, all ranks
-            for kind, calls, nbytes, time in (
-                    ("read", r["reads"], r["bytes_read"], r["read_time"]),
-                    ("write", r["writes"], r["bytes_written"], r["write_time"])):
-                if calls > 0:
-                    rows.append((pid, start, time, kind, nbytes, r["path"], None, calls))
-        meta_calls = r["opens"] + r["stats"]
-        if meta_calls > 0:
-            rows.append((pid, start, r["meta_time"], "open", 0, r["path"], None, meta_calls))
-    return rows
+        if traced:  # the same bytes one layer up: only files the POSIX layer missed
+            seg = seg.filter(~pl.col("path").is_in(list(traced)))
+        traced |= set(seg["path"].unique().to_list())
+        parts.append(seg.select(
+            _pid_expr(pl.col("rank")).alias("pid"), (pl.col("start") + t0).alias("ts"),
+            (pl.col("end") - pl.col("start")).clip(lower_bound=0.0).alias("dur"),
+            pl.when(pl.col("write") == 1).then(pl.lit("write")).otherwise(pl.lit("read"))
+            .alias("op"), pl.col("length").alias("bytes"), pl.col("path"),
+            pl.col("offset"), pl.lit(1, dtype=pl.Int64).alias("calls")))
+    posix_files = profile.filter(pl.col("module") == "POSIX")["path"].unique().to_list()
+    rec = profile.with_row_index("_i").filter(
+        ~pl.col("module").is_in(["H5F", "H5D"])
+        & ~((pl.col("module") == "MPI-IO") & pl.col("path").is_in(posix_files)))
+    base = [_pid_expr(pl.col("rank")).alias("pid"), (pl.col("_start") + t0).alias("ts")]
+    untraced = ~pl.col("path").is_in(list(traced))  # DXT has every segment of it, all ranks
+    counted = []
+    for j, (kind, calls, nbytes, time, where) in enumerate((
+            ("read", "reads", "bytes_read", "read_time", untraced),
+            ("write", "writes", "bytes_written", "write_time", untraced),
+            ("open", "_meta", None, "meta_time", pl.lit(True)))):
+        frame = rec.with_columns((pl.col("opens") + pl.col("stats")).alias("_meta"))
+        counted.append(frame.filter(where & (pl.col(calls) > 0)).select(
+            "_i", pl.lit(j).alias("_j"), *base, pl.col(time).alias("dur"),
+            pl.lit(kind).alias("op"),
+            (pl.col(nbytes) if nbytes else pl.lit(0)).cast(pl.Int64).alias("bytes"),
+            pl.col("path"), pl.lit(None, dtype=pl.Int64).alias("offset"),
+            pl.col(calls).cast(pl.Int64).alias("calls")))
+    parts.append(pl.concat(counted).sort("_i", "_j").select(cols))
+    return pl.concat([p.select([pl.col(c).cast(t) for c, t in OPS_SCHEMA.items()])
+                      for p in parts])
 
 
 def read_darshan_logs(paths: list[Path], strict: bool = False) -> TraceData:
@@ -318,6 +387,11 @@ def read_darshan_logs(paths: list[Path], strict: bool = False) -> TraceData:
                     p.meta["nprocs"] for p in parts),
                 modules=sorted({m for p in parts for m in p.meta["modules"]}), tiers={},
                 file_groups={}, exe=parts[0].meta["exe"])
+    aside = [p.meta["runtime_files"] for p in parts if p.meta.get("runtime_files")]
+    if aside:
+        meta["runtime_files"] = dict(files=sum(a["files"] for a in aside),
+                                     seconds=sum(a["seconds"] for a in aside),
+                                     examples=[e for a in aside for e in a["examples"]][:3])
     return TraceData(ops=pl.concat(ops), tasks=pl.concat(tasks), meta=meta, issues=issues,
                      directory=Path(paths[0]).parent,
                      profile=pl.concat([p.profile for p in parts]))

@@ -76,6 +76,7 @@ class Diagnosis:
     diagnoser: str
     seconds: float
     issues: list = field(default_factory=list)
+    below_floor: list[Bottleneck] = field(default_factory=list)  # I/O causes too small to rank
 
     def summary(self, top: int = 5) -> dict:
         a = self.analysis
@@ -85,8 +86,12 @@ class Diagnosis:
 
             critical = set(a.dfl.tasks.filter(pl.col("critical"))["task"].to_list())
             share = io_share(a.trace, a.profile, critical, a.dfl.makespan)
+            share.update(verdict(share, self.ranked, self.below_floor))
+            if a.trace.meta.get("runtime_files"):
+                share["runtime_files"] = a.trace.meta["runtime_files"]
         return dict(
             source=(a.trace.meta.get("source", "trace") if a.trace else "trace"), io=share,
+            input=_input(a.trace),
             diagnoser=self.diagnoser, makespan_s=a.dfl.makespan, tasks=a.dfl.tasks.height,
             critical_path=a.dfl.tasks.filter(pl.col("critical"))["task"].to_list(),
             compression=a.compressed.summary(),
@@ -94,8 +99,24 @@ class Diagnosis:
                    for t, m in a.tier_models.items()},
             contention=a.contention.to_dicts(),
             bottlenecks=[b.as_dict() for b in self.ranked[:top]],
+            below_floor=[b.as_dict() for b in self.below_floor[:top]],
             recommendations=[r.as_dict() for r in self.recommendations],
             issues=[str(i) for i in self.issues], analysis_s=self.seconds)
+
+
+def _input(trace) -> str:
+    """What the trace came from, in words: which tracer ran, or the log / bare trace kind."""
+    if trace is None:
+        return "trace"
+    meta = trace.meta
+    if meta.get("source") == "darshan":
+        return "Darshan log" + ("s" if meta.get("logs") else "")
+    if meta.get("tracer"):
+        return f"traced with {meta['tracer']}"
+    directory = trace.directory
+    if directory is not None and [*directory.glob("strace-*")]:
+        return "strace files"
+    return "dftracer .pfw files" if directory is not None else "trace"
 
 
 def diagnose_analysis(analysis: Analysis, diagnoser: Diagnoser | str = "dataflowdrs",
@@ -103,7 +124,27 @@ def diagnose_analysis(analysis: Analysis, diagnoser: Diagnoser | str = "dataflow
     d = make_diagnoser(diagnoser) if isinstance(diagnoser, str) else diagnoser
     ranked = d.rank(analysis)
     return Diagnosis(analysis, ranked, recommend_all(ranked, analysis), d.name, seconds,
-                     list(analysis.issues))
+                     list(analysis.issues), list(getattr(d, "below_floor", [])))
+
+
+def verdict(share: dict, ranked: list[Bottleneck], below: list[Bottleneck]) -> dict:
+    """Whether the run is I/O-bound, in words and by how much (the report's first line)."""
+    from schedlab.dataflowdrs.policies import FINDING_FLOOR, MIN_SAVING, NOT_IO
+
+    frac, run = share.get("io_share", 0.0), share.get("run_seconds", 0.0)
+    bound = frac >= FINDING_FLOOR
+    if bound:
+        text = f"I/O-bound: I/O calls are {frac:.1%} of the run"
+        if below and not [b for b in ranked if b.kind not in NOT_IO]:
+            text += f", but no single I/O cause would save {MIN_SAVING:.0%} of it"
+    else:
+        text = (f"not I/O-bound: I/O calls are {frac:.2%} of the run, "
+                f"{(FINDING_FLOOR - frac) * 100:.1f} points under the {FINDING_FLOOR:.0%} "
+                f"floor" + (f" ({FINDING_FLOOR / frac:.1f}x less)" if frac > 0 else ""))
+    if below and run > 0:
+        text += (f"; the largest I/O cause held back ({below[0].kind}) would save "
+                 f"{below[0].saving:.3g} s = {below[0].saving / run:.1%} of the run")
+    return dict(io_bound=bound, floor=FINDING_FLOOR, verdict=text)
 
 
 def diagnose(trace_dir: str | Path, diagnoser: Diagnoser | str = "dataflowdrs") -> Diagnosis:
@@ -120,7 +161,12 @@ def write_report(diagnosis: Diagnosis, out_dir: str | Path, sankey: bool = True,
 
     out = ensure_directory(out_dir)
     summary = diagnosis.summary(top=10)
-    files = {"timeline": write_timeline(diagnosis.analysis.dfl, out)}
+    trace = diagnosis.analysis.trace
+    if trace is not None and trace.meta.get("source") == "darshan":
+        # a log has no per-rank task events: every rank's bar would span the whole job
+        files = {"timeline": None}
+    else:
+        files = {"timeline": write_timeline(diagnosis.analysis.dfl, out)}
     if sankey:
         files.update({f"sankey_{k}": v for k, v in write_sankey(
             diagnosis.analysis.compressed, out, png=png).items()})
@@ -142,12 +188,17 @@ def _markdown(summary: dict) -> str:
     unit = "order score" if summary["diagnoser"] == "drishti" else "saving (s)"  # drishti.py
     lines = [f"# DataFlowDrs report ({summary['diagnoser']})", "",
              f"makespan {summary['makespan_s']:.3f} s, {summary['tasks']} tasks; DFL compressed "
-             f"{summary['compression']['reduction']:.1f}x", "", "## Ranked bottlenecks", "",
+             f"{summary['compression']['reduction']:.1f}x; input: {summary.get('input', '')}", "",
+             *([summary["io"]["verdict"], ""] if (summary.get("io") or {}).get("verdict")
+               else []), "## Ranked bottlenecks", "",
              f"| # | kind | target | {unit} | evidence |",
              "|---|---|---|---|---|"]
     for i, b in enumerate(summary["bottlenecks"], 1):
         lines.append(f"| {i} | {b['kind']} | {b['target']} | {b['saving_s']:.3f} | "
                      f"{b['evidence']} |")
+    if summary.get("below_floor"):
+        lines += ["", "Under the floor (not ranked): " + "; ".join(
+            f"{b['kind']} {b['target']} {b['saving_s']:.3g} s" for b in summary["below_floor"])]
     lines += ["", "## Recommendations", ""]
     lines += [f"- **{r['action']}** {r['target']} -> {r['value']}: {r['rationale']}"
               for r in summary["recommendations"]]

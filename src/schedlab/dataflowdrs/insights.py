@@ -87,24 +87,57 @@ def io_profile(trace: TraceData, pid_task: dict[int, str] | None = None) -> pl.D
     return table.select([pl.col(k).cast(t) for k, t in PROFILE_SCHEMA.items()])
 
 
+_TIMES = ["read_time", "write_time", "meta_time"]
+_COUNTS = ["opens", "stats", "meta_ops", "reads", "writes", "small_reads", "small_writes",
+           "misaligned"]
+_SUMS = [*_COUNTS, "bytes_read", "bytes_written", *_TIMES]
+
+
 def _scope(profile: pl.DataFrame, critical: set[str], darshan: bool,
            nprocs: int) -> dict[str, pl.DataFrame]:
-    """Rows that count, per scope unit: each critical task (traces), each rank (Darshan)."""
+    """Rows that count, for traces: the critical tasks' (one unit, ``critical path``)."""
     if not darshan:
         return {"critical path": profile.filter(pl.col("task").is_in(list(critical)))}
-    shared = profile.filter(pl.col("rank") < 0)
+    raise ValueError("Darshan logs are scoped per rank by rank_sums()")
+
+
+def rank_sums(profile: pl.DataFrame, nprocs: int,
+              modules: list[str] | None = None) -> pl.DataFrame:
+    """Per MPI rank, in one pass: the rank's own counters plus the shared (rank -1) records'
+    over nprocs (counts rounded per record), and ``meta_files``, the distinct files the rank
+    (or the shared records) opened or stat'ed. One row per rank (``unit`` "rank N"), or one
+    row "every rank" when the log has only shared records; no per-rank Python loop."""
+    if modules is not None:
+        profile = profile.filter(pl.col("module").is_in(modules))
     scale = 1.0 / max(1, nprocs)
-    times = ["read_time", "write_time", "meta_time"]
-    counts = ["opens", "stats", "meta_ops", "reads", "writes", "small_reads", "small_writes",
-              "misaligned"]
-    shared = shared.with_columns([pl.col(t) * scale for t in times]
-                                 + [(pl.col(c) * scale).round().cast(pl.Int64) for c in counts])
-    ranks = sorted(set(profile.filter(pl.col("rank") >= 0)["rank"].to_list())) or [None]
-    out = {}
-    for rank in ranks:
-        own = profile.filter(pl.col("rank") == rank) if rank is not None else profile.clear()
-        out[f"rank {rank}" if rank is not None else "every rank"] = pl.concat([own, shared])
-    return out
+    shared = profile.filter(pl.col("rank") < 0).with_columns(
+        [pl.col(t) * scale for t in _TIMES]
+        + [(pl.col(c) * scale).round().cast(pl.Int64) for c in _COUNTS])
+    own = profile.filter(pl.col("rank") >= 0)
+    meta = pl.col("opens") + pl.col("stats") + pl.col("meta_ops") > 0
+    shared_sums = shared.select([pl.col(c).sum() for c in _SUMS]).row(0, named=True)
+    shared_meta = set(shared.filter(meta)["path"].to_list())
+    if own.height == 0:
+        row = {c: shared_sums[c] or 0 for c in _SUMS}
+        return pl.DataFrame([dict(unit="every rank", rank=-1, **row,
+                                  meta_files=len(shared_meta))])
+    sums = own.group_by("rank").agg([pl.col(c).sum() for c in _SUMS])
+    own_meta = own.filter(meta).select("rank", "path").unique()
+    if shared_meta:  # files a rank opened that the shared records also name count once
+        own_meta = own_meta.filter(~pl.col("path").is_in(list(shared_meta)))
+    files = own_meta.group_by("rank").agg(pl.len().alias("meta_files"))
+    return (sums.join(files, on="rank", how="left")
+            .with_columns([pl.col(c) + (shared_sums[c] or 0) for c in _SUMS]
+                          + [pl.col("meta_files").fill_null(0) + len(shared_meta),
+                             pl.format("rank {}", pl.col("rank")).alias("unit")])
+            .sort("rank"))
+
+
+def _sum_row(rows: pl.DataFrame) -> dict:
+    s = rows.select([pl.col(c).sum() for c in _SUMS]).row(0, named=True)
+    meta = pl.col("opens") + pl.col("stats") + pl.col("meta_ops") > 0
+    s["meta_files"] = rows.filter(meta)["path"].n_unique()
+    return s
 
 
 def io_share(trace: TraceData, profile: pl.DataFrame, critical: set[str],
@@ -113,11 +146,13 @@ def io_share(trace: TraceData, profile: pl.DataFrame, critical: set[str],
     tasks (traces) or of the slowest rank (Darshan), over the run's length."""
     darshan = trace.meta.get("source") == "darshan"
     nprocs = int(trace.meta.get("nprocs") or 1)
-    worst = 0.0
-    for _, rows in _scope(profile, critical, darshan, nprocs).items():
-        t = float(rows.select(pl.col("read_time", "write_time", "meta_time").sum())
-                  .sum_horizontal()[0] or 0.0) if rows.height else 0.0
-        worst = max(worst, t)
+    if darshan:
+        sums = rank_sums(profile, nprocs)
+        worst = float(sums.select(pl.sum_horizontal(_TIMES).max()).item() or 0.0)
+    else:
+        rows = _scope(profile, critical, False, nprocs)["critical path"]
+        worst = float(rows.select(pl.col(*_TIMES).sum()).sum_horizontal()[0] or 0.0
+                      ) if rows.height else 0.0
     length = float(trace.meta.get("runtime") or makespan or 0.0)
     return dict(io_seconds=worst, run_seconds=length,
                 io_share=min(1.0, worst / length) if length > 0 else 0.0,
@@ -136,11 +171,21 @@ def field_findings(trace: TraceData, profile: pl.DataFrame, critical: set[str],
         if saving > 0 and saving > best.get((kind, target), (0.0, ""))[0]:
             best[(kind, target)] = (saving, evidence)
 
-    for unit, rows in _scope(profile, critical, darshan, nprocs).items():
-        if rows.height == 0:
-            continue
-        _metadata(rows, unit, gaps, darshan, keep)
-        _misaligned(rows, unit, keep)
+    if darshan:
+        for s in rank_sums(profile, nprocs).iter_rows(named=True):
+            _metadata(s, s["unit"], 0.0, True, keep)
+            _misaligned(s, s["unit"], keep)
+    else:
+        for unit, rows in _scope(profile, critical, darshan, nprocs).items():
+            if rows.height == 0:
+                continue
+            # the program's own work per call (median gap between calls), per task
+            per_task = rows.group_by("task").agg(
+                (pl.col("opens") + pl.col("stats") + pl.col("meta_ops")).sum().alias("n"))
+            extra = sum(gaps.get(t, 0.0) * n for t, n in per_task.iter_rows())
+            s = _sum_row(rows)
+            _metadata(s, unit, extra, False, keep)
+            _misaligned(s, unit, keep)
     _shared(profile, trace, critical, keep)
     if darshan:
         _storage_targets(profile, keep)
@@ -149,21 +194,12 @@ def field_findings(trace: TraceData, profile: pl.DataFrame, critical: set[str],
     return [(k, t, s, e) for (k, t), (s, e) in best.items()]
 
 
-def _metadata(rows: pl.DataFrame, unit: str, gaps: dict[str, float], darshan: bool,
-              keep) -> None:
-    s = rows.select(pl.col("opens", "stats", "meta_ops", "reads", "writes", "meta_time",
-                           "read_time", "write_time").sum()).row(0, named=True)
-    files = rows.filter(pl.col("opens") + pl.col("stats") + pl.col("meta_ops") > 0)["path"]
-    n_files = files.n_unique()
+def _metadata(s: dict, unit: str, extra: float, darshan: bool, keep) -> None:
+    n_files = s["meta_files"]
     meta_calls = s["opens"] + s["stats"] + s["meta_ops"]
     if meta_calls == 0 or n_files < 2:
         return
     io_time = s["meta_time"] + s["read_time"] + s["write_time"]
-    extra = 0.0
-    if not darshan:  # the program's own work per call (median gap between calls), per task
-        per_task = rows.group_by("task").agg(
-            (pl.col("opens") + pl.col("stats") + pl.col("meta_ops")).sum().alias("n"))
-        extra = sum(gaps.get(t, 0.0) * n for t, n in per_task.iter_rows())
     saving = (s["meta_time"] + extra) * (1 - 1 / n_files)
     rate = meta_calls / max(io_time + extra, 1e-9)
     keep("metadata", "workflow" if not darshan else "job", saving,
@@ -173,9 +209,7 @@ def _metadata(rows: pl.DataFrame, unit: str, gaps: dict[str, float], darshan: bo
          f"{rate:.0f} metadata calls/s of I/O activity; {s['reads'] + s['writes']} data calls")
 
 
-def _misaligned(rows: pl.DataFrame, unit: str, keep) -> None:
-    s = rows.select(pl.col("misaligned", "reads", "writes", "read_time", "write_time")
-                    .sum()).row(0, named=True)
+def _misaligned(s: dict, unit: str, keep) -> None:
     calls = s["reads"] + s["writes"]
     if not calls or not s["misaligned"]:
         return
@@ -268,4 +302,4 @@ def _read_after_write(pc: pl.DataFrame, critical: set[str], keep, best_cost=None
              f"from {first['tier']}")
 
 
-__all__ = ["ALIGNMENT", "field_findings", "io_profile", "io_share"]
+__all__ = ["ALIGNMENT", "field_findings", "io_profile", "io_share", "rank_sums"]

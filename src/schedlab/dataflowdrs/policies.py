@@ -37,10 +37,37 @@ def _sorted(found: dict[tuple[str, str], list]) -> list[Bottleneck]:
     return sorted(items, key=lambda b: (-b.saving, b.kind, b.target))
 
 
+FINDING_FLOOR = 0.10  # under this share of the run in I/O calls: not I/O-bound
+MIN_SAVING = 0.01  # an I/O finding must save at least this share of the run
+NOT_IO = frozenset({"serial-task", "parallelism"})  # compute / scheduling kinds: no floor
+
+
+def io_share_of(analysis: Analysis) -> float:
+    """The run's I/O-call share (insights.io_share): slowest rank or critical path."""
+    if analysis.trace is None or analysis.profile is None:
+        return 1.0
+    from schedlab.dataflowdrs.insights import io_share
+
+    critical = set(analysis.dfl.tasks.filter(pl.col("critical"))["task"].to_list())
+    return io_share(analysis.trace, analysis.profile, critical,
+                    analysis.dfl.makespan)["io_share"]
+
+
+def run_length(analysis: Analysis) -> float:
+    """The run's length: the job's run time (Darshan) or the traced makespan."""
+    meta = analysis.trace.meta if analysis.trace is not None else {}
+    if meta.get("source") == "darshan":
+        return float(meta.get("runtime") or 0.0)
+    return float(analysis.dfl.makespan or 0.0)
+
+
 class DataFlowDrs:
     """Critical-path, tier-model and pattern-aware ranking (the paper's method)."""
 
     name = "dataflowdrs"
+
+    def __init__(self) -> None:
+        self.below_floor: list[Bottleneck] = []  # I/O findings the floor held back (last rank)
 
     def rank(self, analysis: Analysis) -> list[Bottleneck]:
         found: dict[tuple[str, str], list] = {}
@@ -50,7 +77,10 @@ class DataFlowDrs:
         else:
             self._io(analysis, found)
             self._serial(analysis, found)
-            self._parallelism(analysis, found)
+            # tasks inferred from a bare trace have no scheduler events: a gap before one
+            # starts is process start-up or the program's own pacing, not a worker queue
+            if not (analysis.trace is not None and analysis.trace.meta.get("tasks_inferred")):
+                self._parallelism(analysis, found)
         self._field(analysis, found)
         if darshan:  # a rank cannot save more than the job ran (blocked opens can sum higher)
             runtime = float(analysis.trace.meta.get("runtime") or 0.0)
@@ -58,7 +88,20 @@ class DataFlowDrs:
                 if runtime and entry[0] > runtime:
                     entry[0] = runtime
                     entry[1] += f" (capped at the job's {runtime:.0f} s)"
-        return _sorted(found)
+        run = run_length(analysis)
+        if not darshan and run > 0:  # no cause saves more than the whole run
+            for entry in found.values():
+                if entry[0] > run:
+                    entry[0] = run
+                    entry[1] += f" (capped at the run's {run:.3g} s)"
+        ranked = _sorted(found)
+        # the floor: a run that spends under FINDING_FLOOR of its time in I/O calls is not
+        # I/O-bound and gets no I/O finding (a 5-file "pack-files" on a job that spends 6 %
+        # of its time in I/O); in any run, an I/O cause worth under MIN_SAVING of it is noise
+        share = io_share_of(analysis)
+        self.below_floor = [b for b in ranked if b.kind not in NOT_IO and run > 0 and (
+            share < FINDING_FLOOR or b.saving < MIN_SAVING * run)]
+        return [b for b in ranked if b not in self.below_floor]
 
     def _field(self, analysis: Analysis, found: dict) -> None:
         """Metadata, misaligned, shared-file and read-after-write findings (insights.py)."""
@@ -174,17 +217,12 @@ class DataFlowDrs:
 def _darshan_data(analysis: Analysis, found: dict) -> None:
     """Small requests on a Darshan log: per rank (shared records' time over nprocs), the data
     time that 1 MiB requests would save, on the slowest rank."""
-    from schedlab.dataflowdrs.insights import _scope
+    from schedlab.dataflowdrs.insights import rank_sums
 
     nprocs = int(analysis.trace.meta.get("nprocs") or 1)
     best = (0.0, "")
-    for unit, rows in _scope(analysis.profile, set(), True, nprocs).items():
-        rows = rows.filter(pl.col("module").is_in(["POSIX", "STDIO"]))
-        if rows.height == 0:
-            continue
-        s = rows.select(pl.col("reads", "writes", "small_reads", "small_writes", "bytes_read",
-                               "bytes_written", "read_time", "write_time").sum()).row(
-            0, named=True)
+    for s in rank_sums(analysis.profile, nprocs, ["POSIX", "STDIO"]).iter_rows(named=True):
+        unit = s["unit"]
         calls = s["reads"] + s["writes"]
         small = s["small_reads"] + s["small_writes"]
         if not calls or not small:

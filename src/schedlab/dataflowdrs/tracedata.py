@@ -8,6 +8,7 @@ cycle between them.
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -23,6 +24,31 @@ def ops_frame(rows: list[tuple]) -> pl.DataFrame:
     """The ops table from 6-tuples (pid, ts, dur, kind, bytes, path) or longer rows."""
     full = [r if len(r) == 8 else (*r[:6], r[6] if len(r) > 6 else None, 1) for r in rows]
     return pl.DataFrame(full, schema=OPS_SCHEMA, orient="row")
+
+
+# The runtime's own files: an MPI library's shared-memory segments and session directories
+# (OpenMPI /tmp/ompi.* and /tmp/prte.*, vader/sm segments, MPICH, Intel MPI, UCX, PSM2 in
+# /dev/shm), kernel and device files (/proc, /sys, /dev other than /dev/shm) and Darshan's
+# standard streams. Their calls are not the job's storage I/O: readers set them aside (counted
+# in meta["runtime_files"]) so they never become shared-file, pack-files or I/O-share findings.
+# /dev/shm itself is not excluded: a workflow may keep its data there (our tmpfs tier does).
+RUNTIME_FILE = re.compile(
+    r"^(?:/proc/|/sys/|/dev/(?!shm/)|<STD(?:IN|OUT|ERR)>$"
+    r"|(?:/tmp|/var/tmp|/dev/shm)/(?:\.?ompi\.|openmpi-sessions|prte\.|pmix[._-]"
+    r"|vader_segment|sm_segment|mpich_shar|shm-col-space|Intel_MPI|ucx_shm|psm2?_shm|knem"
+    r"|hwloc[-.]|sem\.mpi))")
+
+
+def is_runtime_file(path: str | None) -> bool:
+    """True for the MPI runtime's shared-memory and session files, /proc, /sys, /dev (not
+    /dev/shm data) and <STDIN>/<STDOUT>/<STDERR> (see RUNTIME_FILE)."""
+    return bool(path) and RUNTIME_FILE.match(path) is not None
+
+
+def runtime_summary(paths: list[str], seconds: float) -> dict:
+    """What meta["runtime_files"] says: how many, the time in their calls, a few names."""
+    unique = sorted(set(paths))
+    return dict(files=len(unique), seconds=float(seconds), examples=unique[:3])
 
 
 @dataclass(frozen=True)

@@ -20,7 +20,14 @@ from pathlib import Path, PurePath
 
 from schedlab.core.errors import BadInputError
 from schedlab.core.io import json_record
-from schedlab.dataflowdrs.tracedata import TraceData, TraceIssue, ops_frame, tasks_frame
+from schedlab.dataflowdrs.tracedata import (
+    TraceData,
+    TraceIssue,
+    is_runtime_file,
+    ops_frame,
+    runtime_summary,
+    tasks_frame,
+)
 
 OPEN_OPS = {"open", "open64", "openat", "openat64", "fopen", "fopen64", "creat", "creat64"}
 # copy_file_range/sendfile are recorded against their input file (cp uses them)
@@ -64,6 +71,7 @@ class Process:
     first: float = float("inf")
     last: float = 0.0
     children: list = field(default_factory=list)  # pids it forked (strace %process)
+    regions: list = field(default_factory=list)  # app annotations: (ts, end, name), dftracer
 
     def seen(self, ts: float, dur: float = 0.0) -> None:
         self.first = min(self.first, ts)
@@ -75,6 +83,10 @@ def _number(record: dict, key: str) -> float:
     if not isinstance(value, int | float) or isinstance(value, bool) or value < 0:
         raise BadInputError("missing or not a non-negative number", field=key)
     return value
+
+
+_METADATA_EVENTS = frozenset({"FH", "SH", "HH", "CM", "PR", "thread_name", "process_name",
+                              "start", "end"})
 
 
 class _PfwState:
@@ -105,6 +117,7 @@ class _PfwState:
             return
         cat = record.get("cat")
         if cat not in ("POSIX", "STDIO"):
+            self._region(record, cat, name)
             return
         args = _args(record)
         pid = int(_number(record, "pid"))
@@ -138,6 +151,19 @@ class _PfwState:
         tid = record.get("tid")
         self.rows.append((pid, ts, dur, kind, nbytes, fhash, self.cwd.get(pid, ""), offset,
                           int(tid) if isinstance(tid, int) else pid))
+
+    def _region(self, record: dict, cat, name) -> None:
+        """An application annotation (dftracer's ``dft_fn`` regions, its AI epoch/step
+        events, any category other than the I/O ones and dftracer's own metadata) that
+        lasted: a phase of its process (``infer_tasks``). Malformed ones are ignored."""
+        if cat in (None, "dftracer") or name in _METADATA_EVENTS or not name:
+            return
+        pid, ts, dur = record.get("pid"), record.get("ts"), record.get("dur")
+        ok = all(isinstance(v, int | float) and not isinstance(v, bool) and v >= 0
+                 for v in (pid, ts, dur))
+        if ok and dur > 0:
+            self.procs.setdefault(int(pid), Process(int(pid))).regions.append(
+                (ts / 1e6, (ts + dur) / 1e6, str(name)))
 
     def resolved(self) -> list[tuple]:
         """Rows with names resolved and relative paths joined to the process's cwd."""
@@ -428,6 +454,11 @@ def read_trace(directory: str | Path, strict: bool = False) -> TraceData:
         for child in proc.children:
             if child in procs and procs[child].ppid is None:
                 procs[child].ppid = proc.pid
+    runtime = [r for r in rows if is_runtime_file(r[5])]
+    if runtime:  # MPI shm, /proc, /dev ...: not the workflow's storage I/O (tracedata.py)
+        rows = [r for r in rows if not is_runtime_file(r[5])]
+        meta = {**meta, "runtime_files": runtime_summary([r[5] for r in runtime],
+                                                         sum(r[2] for r in runtime))}
     if infer and procs:
         argv0 = (meta.get("command") or [None])[0]
         inferred, rows = infer_tasks(rows, procs, records[0]["task"] if records else None,
@@ -474,12 +505,14 @@ def infer_tasks(rows: list[tuple], procs: dict[int, Process], command: str | Non
         end = max(last, proc.last) if key == pid else last
         records.append(dict(task=task, group=name, pid=key, ready=start, start=start, end=end,
                             ppid=proc.ppid))
+    parents = {r["ppid"] for r in records if r.get("ppid") is not None}
+    records, out_rows = _phases(records, out_rows, procs)
     # a process that waits on traced children (a shell running a pipeline or script) is a
     # container, not a step: it lives across the whole run, so it would always be the last
-    # to finish. It keeps its I/O but becomes an instant at its first call.
-    parents = {r["ppid"] for r in records if r.get("ppid") is not None}
+    # to finish. Its own I/O outside its children's lifetimes became tasks of their own
+    # (``_phases``); what is left becomes an instant at its first call.
     for r in records:
-        if r["pid"] in parents and r["pid"] in procs:
+        if r["pid"] in parents and r["pid"] in procs and not r.get("phase"):
             r["end"] = r["start"]
             r["container"] = True
     pids = {r["pid"] for r in records}
@@ -489,6 +522,109 @@ def infer_tasks(rows: list[tuple], procs: dict[int, Process], command: str | Non
     if command and roots:  # the traced command itself keeps the name it was given
         roots[0]["task"] = roots[0]["group"] = command
     return records, out_rows
+
+
+_PHASE_PID = 1 << 40  # synthetic ids of phase tasks: above any Linux pid or thread id
+MIN_OWN_CALLS = 64  # a container's own stretch is a task from this many data calls ...
+MIN_OWN_BYTES = 1 << 20  # ... or this many bytes
+
+
+def _top_level(regions: list[tuple]) -> list[tuple]:
+    """Annotation regions not inside another one (epochs, not their steps), by start."""
+    out: list[tuple] = []
+    for reg in sorted(regions, key=lambda g: (g[0], -g[1])):
+        if out and reg[0] >= out[-1][0] and reg[1] <= out[-1][1]:
+            continue  # nested in the previous top-level region
+        out.append(reg)
+    return out
+
+
+def _phases(records: list[dict], rows: list[tuple],
+            procs: dict[int, Process]) -> tuple[list[dict], list[tuple]]:
+    """Split processes into phases, so no process's own I/O disappears into a container.
+
+    * a process with app annotations (dftracer regions, epochs, steps): each top-level
+      region that holds I/O calls is a task (``<region>-<pid>``, group = the region's name);
+    * a process that waits on traced children: its calls outside the children's lifetimes,
+      one task per stretch between them (``<exe>-<pid>.own<k>``), e.g. a multiprocessing
+      parent reading its data before starting the pool and reducing after it.
+    The calls move to synthetic ids (``_PHASE_PID`` + ...); the rest stay with the process.
+    """
+    import bisect
+
+    children: dict[int, list[tuple[float, float]]] = {}
+    for r in records:
+        if r.get("ppid") is not None:
+            children.setdefault(r["ppid"], []).append((r["start"], r["end"]))
+    assign: dict[tuple[int, int], tuple[int, str, str]] = {}  # (pid, row) -> phase
+    by_pid: dict[int, list[int]] = {}
+    for i, row in enumerate(rows):
+        by_pid.setdefault(row[0], []).append(i)
+    made: dict[int, dict] = {}
+    for r in records:
+        pid = r["pid"]
+        proc = procs.get(pid)
+        if proc is None or pid not in by_pid:
+            continue
+        regions = _top_level(proc.regions)
+        starts = [g[0] for g in regions]
+        lives = _union(children.get(pid, []))
+        ends = [e for _, e in lives]
+        names: dict[str, int] = {}
+        for i in by_pid[pid]:
+            ts = rows[i][1]
+            k = bisect.bisect_right(starts, ts) - 1
+            if k >= 0 and ts <= regions[k][1]:
+                key = ("region", k)
+                label, group = regions[k][2], regions[k][2]
+            elif lives:
+                j = bisect.bisect_right(ends, ts)
+                if j < len(lives) and lives[j][0] <= ts:
+                    continue  # during a child's life: stays with the container
+                key = ("own", j)
+                label, group = None, r["group"]
+            else:
+                continue
+            phase = made.get((pid, key))
+            if phase is None:
+                n = names[label or ""] = names.get(label or "", 0) + 1
+                task = (f"{label}-{pid}" + (f".{n}" if n > 1 else "") if label
+                        else f"{r['task']}.own{n}")
+                phase = made[(pid, key)] = dict(
+                    task=task, group=group, pid=_PHASE_PID + len(made) + 1, ppid=pid,
+                    ready=float("inf"), start=float("inf"), end=0.0, phase=True)
+            phase["start"] = phase["ready"] = min(phase["start"], ts)
+            phase["end"] = max(phase["end"], ts + rows[i][2])
+            if rows[i][3] in ("read", "write") and rows[i][4] > 0:
+                phase["_calls"] = phase.get("_calls", 0) + 1
+                phase["_bytes"] = phase.get("_bytes", 0) + rows[i][4]
+            assign[(pid, i)] = phase["pid"]
+    # a shell reading the next lines of its script between commands is not a step: a
+    # container's own stretch is a task only when it moved real data
+    small = {p["pid"] for (_, key), p in made.items() if key[0] == "own"
+             and p.get("_calls", 0) < MIN_OWN_CALLS and p.get("_bytes", 0) < MIN_OWN_BYTES}
+    made = {k: p for k, p in made.items() if p["pid"] not in small}
+    assign = {k: v for k, v in assign.items() if v not in small}
+    for p in made.values():
+        p.pop("_calls", None)
+        p.pop("_bytes", None)
+    if not made:
+        return records, rows
+    moved = {i: new for (_, i), new in assign.items()}
+    rows = [(moved[i], *row[1:]) if i in moved else row for i, row in enumerate(rows)]
+    left = {row[0] for row in rows}
+    keep = [r for r in records if r["pid"] in left or r["pid"] in children]
+    return sorted(keep + list(made.values()), key=lambda r: r["start"]), rows
+
+
+def _union(spans: list[tuple[float, float]]) -> list[tuple[float, float]]:
+    out: list[list[float]] = []
+    for a, b in sorted(spans):
+        if out and a <= out[-1][1]:
+            out[-1][1] = max(out[-1][1], b)
+        else:
+            out.append([a, b])
+    return [(a, b) for a, b in out]
 
 
 def peak_concurrency(records: list[dict]) -> int:
