@@ -15,7 +15,7 @@ from hypothesis import HealthCheck, settings
 from schedlab.core.data import data_dir
 
 settings.register_profile(
-    "ci", deadline=None, max_examples=60, derandomize=True,
+    "ci", deadline=None, max_examples=30, derandomize=True,
     suppress_health_check=[HealthCheck.too_slow],
 )
 settings.register_profile(

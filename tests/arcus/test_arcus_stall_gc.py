@@ -110,7 +110,9 @@ def test_soak_in_small_every_fault_kind_at_once_inline_flush(server):
     found = report.to_dict()
     assert found["violations"] == 0 and found["unfinished"] == 0, found
     assert report.stalls >= 3 and report.kills >= 6 and report.redis_restarts == 1, found
-    assert report.collected > 0, found
+    # GC ran throughout the round (how many logs it found past retention depends on timing: a
+    # quiet CI run once finished every instance inside one retention window, collecting none)
+    assert report.gc_runs > 0, found
 
 
 def test_stallers_must_leave_a_worker_running():

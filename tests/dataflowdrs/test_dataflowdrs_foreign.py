@@ -165,6 +165,8 @@ def test_darshan_dxt_mpiio_is_read_and_used_where_posix_dxt_is_missing():
     pytest.importorskip("darshan", reason="PyDarshan is not installed")
     from schedlab.dataflowdrs.darshan import _ops
 
+    if not (LOGS / "ior_hdf5_example.darshan").is_file():
+        pytest.skip(f"example Darshan logs not found under {LOGS}")
     trace = read_trace(LOGS / "ior_hdf5_example.darshan")
     assert trace.meta["dxt"]["DXT_POSIX"] > 0 and trace.meta["dxt"]["DXT_MPIIO"] > 0
     assert "<STDOUT>" in trace.meta["runtime_files"]["examples"]
