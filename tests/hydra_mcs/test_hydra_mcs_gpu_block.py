@@ -58,10 +58,6 @@ for g0, g1, conn in cases:
     cpu = solve(g0, g1, connected=conn)
     rows.append(dict(got=got, cpu=[cpu.size, cpu.nodes], brute=brute_force(g0, g1, conn),
                      kclasses=int(bits.nb0.shape[1])))
-inst = gnp_pairs(1, 6, 0.4, 2)[0]
-r = solve(inst.g0, inst.g1, gpu=True, gpu_kernel="block", threads=1, band_lo=0.0, band_hi=1e9)
-ok = check_mapping(inst.g0, inst.g1, list(r.mapping.items())) is None
-rows.append(dict(engine=[r.size, solve(inst.g0, inst.g1).size, r.offloaded, ok]))
 print(json.dumps(rows))
 """
 
@@ -73,15 +69,13 @@ def test_block_kernel_agrees_with_thread_kernel_and_cpu_under_simulator():
     )
     assert done.returncode == 0, done.stderr[-2000:]
     rows = json.loads(done.stdout.strip().splitlines()[-1])
-    *direct, engine = rows
+    direct = rows  # solve(gpu=True) end to end: test_hydra_mcs_gpu_rc_cli (same dispatch)
     assert any(r["kclasses"] > 1 for r in direct)  # the multi-way (labelled) split ran
     for r in direct:
         (ts, tn, tk), (bs, bn, bk) = r["got"]
         assert (tk, bk) == ("thread", "block")
         assert ts == bs == r["cpu"][0] == r["brute"]
         assert tn == bn == r["cpu"][1]  # the same search tree, node for node
-    size, cpu_size, offloaded, ok = engine["engine"]
-    assert size == cpu_size and offloaded > 0 and ok
 
 
 def test_block_kernel_shared_memory_budget():
