@@ -90,10 +90,12 @@ def test_cli_inflate(tmp_path: Path) -> None:
 
 def test_real_alibaba_node_list(shared_data: Path) -> None:
     alibaba = shared_data / "alibaba"
-    frame = compare_inflation(alibaba / "gpu2023_pod_list_default.csv",
-                              alibaba / "gpu2023_node_list_gpu_node.csv",
-                              levels=(1.3,), policy="all")
-    result = {r["policy"]: r for r in frame.to_dicts()}
+    result = {}
+    for policy in ("frag-aware", "whole-device"):  # the two compared (all 11: ~6x the time)
+        frame = compare_inflation(alibaba / "gpu2023_pod_list_default.csv",
+                                  alibaba / "gpu2023_node_list_gpu_node.csv",
+                                  levels=(1.3,), policy=policy)
+        result.update({r["policy"]: r for r in frame.to_dicts()})
     assert result["frag-aware"]["gpus"] == 6212
     # pooling holds more of the demand than device-level allocation once the cluster is full
     assert result["frag-aware"]["utilisation"] > result["whole-device"]["utilisation"]
