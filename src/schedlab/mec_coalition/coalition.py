@@ -359,45 +359,34 @@ def find_deviation(game: CoalitionGame, structure: list[frozenset[int]], eps: fl
     return None
 
 
-def blocking_coalition(game: CoalitionGame, structure: list[frozenset[int]],
-                       eps: float) -> frozenset[int] | None:
-    """A coalition C in which every member earns > ε more than now (brute force, n <= 12)."""
+def _blocking(game: CoalitionGame, structure: list[frozenset[int]],
+              eps: float) -> Iterator[frozenset[int]]:
+    """Coalitions (not in ``structure``, smallest first) in which each member earns > ε more
+    than now: brute force over all 2^n - 1 coalitions, so n <= 12."""
     if game.n > 12:
         raise UnknownNameError("blocking-coalition size (brute force needs n <= 12)",
                                str(game.n), [str(k) for k in range(1, 13)])
     label = labels_of(structure, game.n)
     now = {i: game.payoff(i, frozenset(np.nonzero(label == label[i])[0].tolist()))
            for i in range(game.n)}
-    for r in range(1, game.n + 1):
-        for c in itertools.combinations(range(game.n), r):
-            s = frozenset(c)
-            if s in structure:
-                continue
-            if all(game.payoff(i, s) > now[i] + eps for i in s):
-                return s
-    return None
-
-
-def blocking_coalitions(game: CoalitionGame, structure: list[frozenset[int]],
-                        eps: float) -> list[frozenset[int]]:
-    """Every coalition C (not in ``structure``) in which each member earns > ε more than now.
-
-    Brute force over all 2^n - 1 coalitions (n <= 12): an empty list means ``structure`` is
-    strongly stable (core-stable) under the game's allocation rule.
-    """
-    if game.n > 12:
-        raise UnknownNameError("blocking-coalition size (brute force needs n <= 12)",
-                               str(game.n), [str(k) for k in range(1, 13)])
-    label = labels_of(structure, game.n)
-    now = {i: game.payoff(i, frozenset(np.nonzero(label == label[i])[0].tolist()))
-           for i in range(game.n)}
-    found = []
     for r in range(1, game.n + 1):
         for c in itertools.combinations(range(game.n), r):
             s = frozenset(c)
             if s not in structure and all(game.payoff(i, s) > now[i] + eps for i in s):
-                found.append(s)
-    return found
+                yield s
+
+
+def blocking_coalition(game: CoalitionGame, structure: list[frozenset[int]],
+                       eps: float) -> frozenset[int] | None:
+    """A coalition C in which every member earns > ε more than now (brute force, n <= 12)."""
+    return next(_blocking(game, structure, eps), None)
+
+
+def blocking_coalitions(game: CoalitionGame, structure: list[frozenset[int]],
+                        eps: float) -> list[frozenset[int]]:
+    """Every coalition C (not in ``structure``) in which each member earns > ε more than now:
+    an empty list means ``structure`` is strongly stable (core-stable) under the game's rule."""
+    return list(_blocking(game, structure, eps))
 
 
 def set_partitions(items: list[int]) -> Iterator[list[frozenset[int]]]:
