@@ -120,3 +120,34 @@ def test_parallel_flush_publishes_every_file_once_and_records_failures(tmp_path:
     bundled, _ = flush_tree(client, src, tmp_path / "pfs2", aggregate=True, streams=8)
     assert bundled.files == 40 and not bundled.failed
     assert len(list_files(tmp_path / "pfs2")) == 40
+
+
+def test_parallel_copiers_share_one_bucket_per_tier(tmp_path: Path, monkeypatch) -> None:
+    """Eight threads asking for the PFS bucket at once get the same one (a second bucket would
+    double the modelled bandwidth without any error). A slow bucket constructor widens the race
+    window so an unlocked check-then-create fails this every time."""
+    import threading
+    import time
+
+    from schedlab.iflux import storage
+
+    class SlowThrottle(storage.Throttle):
+        def __init__(self, model: StorageModel) -> None:
+            time.sleep(0.02)
+            super().__init__(model)
+
+    monkeypatch.setattr(storage, "Throttle", SlowThrottle)
+    client = Client(Site.under(tmp_path / "site", ram_base=tmp_path / "ram"))
+    pfs = Path(client.site.roots["pfs"]) / "f"
+    got, start = [], threading.Barrier(8)
+
+    def ask() -> None:
+        start.wait()
+        got.append(client.throttle(pfs))
+
+    threads = [threading.Thread(target=ask) for _ in range(8)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert len({id(t) for t in got}) == 1 and got[0].model.iops == 1_000

@@ -204,13 +204,17 @@ class Client:
         self.site = site if site is not None else load_site()
         self.classifier = Classifier(self.site)
         self.throttles: dict[str, Throttle] = {}
+        self._lock = threading.Lock()
 
     def throttle(self, path: str | Path) -> Throttle:
+        """The tier's one token bucket: parallel copiers (stage-in, flush) must share it, or a
+        race would give a tier two buckets and twice its modelled bandwidth, silently."""
         tier = self.classifier.tier(path)
-        if tier not in self.throttles:
-            model = self.site.model(tier) if self.site else StorageModel()
-            self.throttles[tier] = Throttle(model)
-        return self.throttles[tier]
+        with self._lock:
+            if tier not in self.throttles:
+                model = self.site.model(tier) if self.site else StorageModel()
+                self.throttles[tier] = Throttle(model)
+            return self.throttles[tier]
 
     def read(self, path: str | Path, block: int = 1 << 20) -> bytes:
         throttle = self.throttle(path)
