@@ -30,8 +30,10 @@ def _listening(address: str, port: int) -> bool:
 
 
 @needs_netfs
-def test_served_pfs_is_a_real_mount_with_symlinks_and_goes_away(tmp_path: Path) -> None:
-    with netfs.serve(tmp_path) as pfs:
+def test_served_pfs_is_a_real_mount_with_symlinks_and_goes_away(tmp_path: Path,
+                                                                 monkeypatch) -> None:
+    monkeypatch.chdir(tmp_path)  # a relative base, as a user types it
+    with netfs.serve(Path("net")) as pfs:
         mounts = Path("/proc/self/mountinfo").read_text()
         assert f" {pfs.mountpoint} " in mounts and "fuse.sshfs" in mounts
         assert pfs.address == "127.0.0.1" and _listening(pfs.address, pfs.port)
@@ -44,7 +46,7 @@ def test_served_pfs_is_a_real_mount_with_symlinks_and_goes_away(tmp_path: Path) 
         assert (pfs.mountpoint / "job" / "rel" / "a").stat().st_size == 5000
         assert (pfs.mountpoint / "abs" / "a").stat().st_size == 5000
         port = pfs.port
-    assert f" {tmp_path / 'pfs'} " not in Path("/proc/self/mountinfo").read_text()
+    assert f" {tmp_path / 'net' / 'pfs'} " not in Path("/proc/self/mountinfo").read_text()
     assert not _listening("127.0.0.1", port)
 
 

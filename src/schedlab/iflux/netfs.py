@@ -95,7 +95,7 @@ def serve(base: Path) -> Iterator[NetworkPFS]:
     reason = missing()
     if reason:
         raise MissingServiceError(f"no network PFS: {reason}")
-    base = Path(base)
+    base = Path(base).resolve()  # sshfs resolves a relative export in the server user's home
     etc = Path(tempfile.mkdtemp(prefix="iflux-sshd-"))
     export, mnt = base / "pfs-export", base / "pfs"
     export.mkdir(parents=True, exist_ok=True)
