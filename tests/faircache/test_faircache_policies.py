@@ -8,6 +8,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from schedlab.core.errors import BadInputError
 from schedlab.faircache import (
     CACHE_MANAGERS,
     SCHEDULERS,
@@ -267,6 +268,49 @@ def test_memory_prepayment_moves_charges_to_admission_and_keeps_totals():
         s.on_finish(Request(9, 0, 2.0, 8, 4, ()), 3.0)
     assert scheds[True].counters == pytest.approx(scheds[False].counters)
     assert scheds[True].charged == pytest.approx(scheds[False].charged)
+
+
+def test_engine_time_price_charges_each_tenants_modelled_forward():
+    """compute priced by engine time (issue 47, item 3 on the CPU engine): per step a tenant
+    pays (c0 + c_tok·T + c_seq·S) / c_tok units for its own forward, T = its prefill tokens +
+    one per continuing sequence, S = its sequences; prefill paid at admission is not paid twice,
+    and w_out is not charged on top (brute-force recount, step by step)."""
+    from schedlab.faircache.policies import AdmitUsage, FairCacheScheduler
+    from schedlab.llm import Request
+    from schedlab.llm.accounting import CostWeights
+    from schedlab.llm.stepfit import StepFit
+
+    class View:
+        n_tenants = 2
+        weights = CostWeights()
+
+        def cached_tokens(self, req):
+            return 0
+
+    c0, c_tok, c_seq = 4e-3, 1e-4, 4e-4
+    timed = FairCacheScheduler(step_time=StepFit(c0, c_tok, c_seq))
+    tokens = FairCacheScheduler()
+    for s in (timed, tokens):
+        s.bind(View())
+    expect = np.zeros(2)
+    # step 1: tenant 0 admits two requests (100 and 20 executed tokens), tenant 1 one (300)
+    for rid, (t, n) in enumerate([(0, 100), (0, 20), (1, 300)]):
+        for s in (timed, tokens):
+            s.on_arrival(Request(rid, t, 0.0, n, 3, ()), 0.0)
+            s.on_admit(s.pick(0.0), AdmitUsage(t, n))
+    for s in (timed, tokens):
+        s.on_iteration(np.array([2.0, 1.0]), np.zeros(2), np.zeros(2), np.zeros(2))
+    expect += [(c0 + c_tok * 120 + c_seq * 2) / c_tok, (c0 + c_tok * 300 + c_seq) / c_tok]
+    assert timed.charged == pytest.approx(expect)
+    # step 2: decodes only, one token per running sequence
+    for s in (timed, tokens):
+        s.on_iteration(np.array([2.0, 1.0]), np.zeros(2), np.zeros(2), np.zeros(2))
+    expect += [(c0 + c_tok * 2 + c_seq * 2) / c_tok, (c0 + c_tok + c_seq) / c_tok]
+    assert timed.charged == pytest.approx(expect)
+    # VTC's prices (no step time): w_in per prefill token, w_out = 2 per output token
+    assert tokens.charged == pytest.approx([120 + 2 * 4, 300 + 2 * 2])
+    with pytest.raises(BadInputError, match="c_tok"):
+        FairCacheScheduler(step_time=(1e-3, 0.0, 0.0))
 
 
 def test_the_default_memory_price_is_read_from_the_hardware():

@@ -97,6 +97,14 @@ def test_fit_error_on_vidur_profiles_within_bounds():
     assert one.error.abs().median() <= 0.10
     multi = table[table.tp > 1]
     assert multi.error.abs().max() <= 0.25  # measured 9-20% per layer
+    # no non-decreasing model can beat the profile's own dips (monotone_floor); ours is
+    # non-decreasing, so its worst error is at least the floor everywhere (a model or floor
+    # that broke this would fail here), and A40 tp=4's floor alone exceeds the 10% target
+    floor = calibrate.monotone_floor(table).set_index(["gpu", "model", "tp", "term"]).floor
+    worst_all = table.assign(e=table.error.abs()).groupby(["gpu", "model", "tp", "term"]).e.max()
+    assert (worst_all >= floor - 1e-9).all()
+    assert floor[("a40", "llama-2-7b", 4, "layer")] > 0.10
+    assert floor.xs("layer", level="term").min() > 0.02
 
 
 @needs_profiles

@@ -231,8 +231,22 @@ class FairCacheScheduler(VTC):
 
     name = "faircache"
 
-    def __init__(self, prepay_memory: bool = True) -> None:
+    def __init__(self, prepay_memory: bool = True, step_time=None) -> None:
         self.prepay_memory = prepay_memory
+        #: ``step_time`` (a ``StepFit`` or ``(c0, c_tok, c_seq)`` seconds of one forward of
+        #: ``tokens`` over ``seqs``): compute priced by modelled engine time instead of VTC's
+        #: w_in/w_out -- each tenant's forward of a step costs ``(c0 + c_tok·T + c_seq·S) /
+        #: c_tok`` token units (one unit = a marginal prefill token, so w_in stays 1). For an
+        #: engine that runs one forward per tenant per step without chunked prefill (the CPU
+        #: engine's default): T and S are rebuilt from ``on_admit`` (new sequences and their
+        #: executed prefill) and ``on_iteration`` (one output token per running sequence)
+        self.step_time = None
+        if step_time is not None:
+            coef = getattr(step_time, "coefficients", step_time)
+            c0, c_tok, c_seq = (float(c) for c in coef)
+            if not (c_tok > 0 and c0 >= 0 and c_seq >= 0):
+                raise BadInputError("needs c_tok > 0 and c0, c_seq >= 0", field="step_time")
+            self.step_time = (c0, c_tok, c_seq)
 
     def bind(self, view: EngineView) -> None:
         super().bind(view)
@@ -241,6 +255,8 @@ class FairCacheScheduler(VTC):
         self.prepaid = np.zeros(view.n_tenants)
         self.in_flight = np.zeros(view.n_tenants, dtype=np.int64)
         self._kv_total = self._out_total = 0.0
+        self._new_seqs = np.zeros(view.n_tenants)  # admitted since the last step
+        self._new_tokens = np.zeros(view.n_tenants)  # their executed prefill tokens
 
     def on_admit(self, req: Request, usage: AdmitUsage) -> None:
         delta = self.ledger.charge(req.tenant, usage.computed, usage.reused)
@@ -251,6 +267,8 @@ class FairCacheScheduler(VTC):
         self._charge(delta)
         t = req.tenant
         self.in_flight[t] += 1
+        self._new_seqs[t] += 1
+        self._new_tokens[t] += usage.computed_tokens
         if self.prepay_memory and self._out_total > 0:
             remaining = max(req.output_len - usage.generated, 0)
             est = self._kv_total / self._out_total * remaining
@@ -264,8 +282,25 @@ class FairCacheScheduler(VTC):
         self._out_total += float(np.sum(out_tokens))
         used = np.minimum(kv, self.prepaid)
         self.prepaid -= used
-        self._charge(w.w_out * out_tokens + kv + w.p_host * host_byte_s + w.p_io * io_bytes)
+        compute = self._compute_units(out_tokens)
+        self._charge(compute + kv + w.p_host * host_byte_s + w.p_io * io_bytes)
         self.counters -= used / self.share  # that part was charged at admission
+
+    def _compute_units(self, out_tokens) -> np.ndarray:
+        """This step's compute charge per tenant: VTC's w_out per output token, or (with a step
+        time) each tenant's modelled forward time in marginal prefill tokens, less the w_in per
+        executed prefill token its new sequences were charged at admission."""
+        out = np.asarray(out_tokens, dtype=float)
+        if self.step_time is None:
+            return self.w_out * out
+        c0, c_tok, c_seq = self.step_time
+        seqs = np.maximum(out, self._new_seqs)
+        tokens = np.maximum(out - self._new_seqs, 0.0) + self._new_tokens
+        units = np.where(seqs > 0, (c0 + c_tok * tokens + c_seq * seqs) / c_tok, 0.0)
+        units = np.maximum(units - self.w_in * self._new_tokens, 0.0)
+        self._new_seqs[:] = 0.0
+        self._new_tokens[:] = 0.0
+        return units
 
     def on_finish(self, req: Request, now: float) -> None:
         t = req.tenant
