@@ -329,3 +329,24 @@ def test_the_default_memory_price_is_read_from_the_hardware():
 
     with pytest.raises(ConfigError, match="hbm_share"):
         EngineConfig(hbm_share=-0.1)
+
+
+def test_backlogged_hit_bias_workload_shares_only_tenant_zeros_prefix():
+    """engine_hit_bias's trace: tenant 0's prompts all start with one system prompt, tenant 1's
+    share no block with anything; both arrive at the same rate over the whole window."""
+    from collections import Counter
+
+    from schedlab.faircache.engine_experiments import HB_OWN, HB_PREFIX, hit_bias_workload
+
+    trace = hit_bias_workload(rate=40.0, duration=2.0, seed=3)
+    reqs = trace.requests
+    by = {t: [r for r in reqs if r.tenant == t] for t in (0, 1)}
+    assert all(len(v) > 40 for v in by.values())
+    assert max(r.arrival for r in reqs) > 1.8 and min(r.arrival for r in reqs) < 0.2
+    uses = Counter(b for r in reqs for b in r.blocks)
+    k = HB_PREFIX // 16
+    prefix = by[0][0].blocks[:k]
+    assert all(r.blocks[:k] == prefix for r in by[0])
+    assert all(uses[b] == len(by[0]) for b in prefix)
+    assert all(uses[b] == 1 for r in reqs for b in r.blocks if b not in prefix)
+    assert all(r.input_len == HB_PREFIX + HB_OWN == 16 * len(r.blocks) for r in reqs)

@@ -382,6 +382,7 @@ def hit_bias_variants(step) -> list[tuple[str, object, float]]:
         ("vtc", lambda: "vtc", HBM_SHARE_HW),
         ("faircache-tokens-0.5", FairCacheScheduler, HBM_SHARE_CHOSEN),
         ("faircache-tokens-hw", FairCacheScheduler, HBM_SHARE_HW),
+        ("faircache-time-0.5", lambda: FairCacheScheduler(step_time=step), HBM_SHARE_CHOSEN),
         ("faircache-time-hw", lambda: FairCacheScheduler(step_time=step), HBM_SHARE_HW),
     ]
 
@@ -426,46 +427,61 @@ def run_hit_bias(duration: float, seed: int, model=None, labels=None) -> pl.Data
     return pl.DataFrame(rows)
 
 
-@register("faircache", quick=dict(duration=1.5), full=dict(duration=3.0))
-def engine_hit_bias(duration: float, seed: int) -> Result:
+#: the CPU engine's FairCache as it runs by default (token prices, ``hbm_share`` 0.5) and the
+#: variants shown next to it; the quick run keeps VTC, the default and the engine-time price
+HB_QUICK = ("vtc", "faircache-tokens-0.5", "faircache-time-hw")
+
+
+@register(
+    "faircache",
+    quick=dict(duration=1.5, labels=HB_QUICK),
+    full=dict(duration=3.0, labels=None),
+)
+def engine_hit_bias(duration: float, seed: int, labels: tuple[str, ...] | None = None) -> Result:
     """Cache on, both tenants backlogged (hit-bias) on the real engine: VTC vs FairCache."""
-    frame = run_hit_bias(duration, seed)
+    frame = run_hit_bias(duration, seed, labels=labels)
     by = {r["scheduler"]: r for r in frame.iter_rows(named=True)}
-    vtc, fc = by["vtc"], by["faircache-time-hw"]
-    claims = [
-        Claim(
-            "[cpu time] FairCache (engine-time price, hardware hbm_share) keeps the cache-hitting "
-            "tenant's share of measured CPU within 0.05 of 1/2 while both are backlogged "
-            "(hit-bias, cache on)",
-            "|share - 0.5|",
-            abs(fc["share0_cpu"] - 0.5),
-            0.05,
-            "<=",
-            "equal service by an independent yardstick",
-            baseline="VTC",
-            our_figure=fc["share0_cpu"],
-            figure_metric="cache-hitting tenant's CPU share",
-            peer_figure=vtc["share0_cpu"],
-        ),
-        Claim(
-            "[cpu time] FairCache's largest CPU-time service difference is at most VTC's "
-            "(hit-bias, cache on, backlogged)",
-            "FC / VTC",
-            fc["max_diff_cpu"] / max(vtc["max_diff_cpu"], 1e-12),
-            1.0,
-            "<=",
-            "FairCache corrects VTC's cache bias",
-            baseline="VTC",
-            our_figure=fc["max_diff_cpu"],
-            figure_metric="max service difference (CPU s)",
-            peer_figure=vtc["max_diff_cpu"],
-            lower_is_better=True,
-        ),
-    ]
+    vtc = by["vtc"]
+    claims = []
+    for label, what in (
+        ("faircache-tokens-0.5", "FairCache (the engine's default prices)"),
+        ("faircache-time-hw", "FairCache (engine-time price, hardware hbm_share)"),
+    ):
+        fc = by[label]
+        claims += [
+            Claim(
+                f"[cpu time] {what} keeps the cache-hitting tenant's share of measured CPU "
+                "within 0.05 of 1/2 while both are backlogged (hit-bias, cache on)",
+                "|share - 0.5|",
+                abs(fc["share0_cpu"] - 0.5),
+                0.05,
+                "<=",
+                "equal service by an independent yardstick",
+                baseline="VTC",
+                our_figure=fc["share0_cpu"],
+                figure_metric="cache-hitting tenant's CPU share",
+                peer_figure=vtc["share0_cpu"],
+            ),
+            Claim(
+                f"[cpu time] {what}: largest CPU-time service difference at most VTC's "
+                "(hit-bias, cache on, backlogged)",
+                "FC / VTC",
+                fc["max_diff_cpu"] / max(vtc["max_diff_cpu"], 1e-12),
+                1.0,
+                "<=",
+                "FairCache corrects VTC's cache bias",
+                baseline="VTC",
+                our_figure=fc["max_diff_cpu"],
+                figure_metric="max service difference (CPU s)",
+                peer_figure=vtc["max_diff_cpu"],
+                lower_is_better=True,
+            ),
+        ]
     notes = (
         "Real CPU engine, prefix cache on, clock = the stored step-time fit; per-tenant CPU time "
         "is measured (one timed forward per tenant per step). Shares are over the sample "
-        "intervals in which both tenants were backlogged."
+        "intervals in which both tenants were backlogged. On VTC's token yardstick FairCache "
+        "gives the cache-hitting tenant fewer tokens by design (the yardsticks disagree here)."
     )
     return Result(frame, claims=claims, notes=notes, data="generated")
 
