@@ -458,9 +458,10 @@ def engine_hit_bias(duration: float, seed: int, labels: tuple[str, ...] | None =
                 "<=",
                 "equal service by an independent yardstick",
                 baseline="VTC",
-                our_figure=fc["share0_cpu"],
-                figure_metric="cache-hitting tenant's CPU share",
-                peer_figure=vtc["share0_cpu"],
+                our_figure=abs(fc["share0_cpu"] - 0.5),
+                figure_metric="|cache-hitting tenant's CPU share - 1/2|",
+                peer_figure=abs(vtc["share0_cpu"] - 0.5),
+                lower_is_better=True,
             ),
             Claim(
                 f"[cpu time] {what}: largest CPU-time service difference at most VTC's "
