@@ -76,8 +76,15 @@ def test_child_check_interval_must_be_positive(server):
         Platform(server.url, workers=2, child_check_s=0)
 
 
-def _waiter(resources, inv):
-    """call_child in a thread; returns (thread, outcome dict)."""
+def _waiting_parent(server, tag: str):
+    """A parent (an admitted root, generation g1) waiting in call_child, in a thread, for a
+    child on slot 1; no worker runs: the test plays Redis's other clients."""
+    client = redis.Redis.from_url(server.url)
+    resources = WorkerResources(client, 0)
+    inv = Invocation(call_id=f"{tag}-call", instance=f"{tag}root.1", fn="read",
+                     arg={"key": "x"}, protocol="arcus", ns="cw", plat=f"cw{tag}", slots=2,
+                     gen="g1")
+    client.set(f"cw:gen:{tag}root", "g1")
     out: dict = {}
 
     def run():
@@ -88,12 +95,7 @@ def _waiter(resources, inv):
 
     thread = threading.Thread(target=run, daemon=True)
     thread.start()
-    return thread, out
-
-
-def _child(tag: str) -> Invocation:
-    return Invocation(call_id=f"{tag}-call", instance=f"{tag}root.1", fn="read", arg={"key": "x"},
-                      protocol="arcus", ns="cw", plat=f"cw{tag}", slots=2, gen="g1")
+    return client, resources, inv, thread, out
 
 
 def _take(client, inv, timeout=5.0):
@@ -104,11 +106,7 @@ def _take(client, inv, timeout=5.0):
 
 
 def test_the_wait_has_no_deadline_and_a_lost_child_is_sent_again(server):
-    client = redis.Redis.from_url(server.url)
-    resources = WorkerResources(client, 0)
-    inv = _child("lost")
-    client.set("cw:gen:lostroot", "g1")
-    thread, out = _waiter(resources, inv)
+    client, resources, inv, thread, out = _waiting_parent(server, "lost")
     first = _take(client, inv)  # taken off the queue and not put anywhere: the message is lost
     assert b'"replay":false' in first
     deadline = time.monotonic() + 5
@@ -128,11 +126,7 @@ def test_the_wait_has_no_deadline_and_a_lost_child_is_sent_again(server):
 
 def test_a_superseded_parent_stops_waiting(server):
     """GC (or a re-admission) replaced the root's generation: the waiting parent is fenced."""
-    client = redis.Redis.from_url(server.url)
-    resources = WorkerResources(client, 0)
-    inv = _child("fenced")
-    client.set("cw:gen:fencedroot", "g1")
-    thread, out = _waiter(resources, inv)
+    client, _, _, thread, out = _waiting_parent(server, "fenced")
     time.sleep(0.2)
     assert thread.is_alive()
     client.delete("cw:gen:fencedroot")
