@@ -54,7 +54,7 @@ def test_shared_accounts_under_random_sigkills(server, platform, protocol):
 
 def test_disjoint_accounts_under_sigkills_with_no_key_retries(server, platform):
     """The outside harness's first failure (lost journal write, requests never answered)."""
-    report = run_chaos(ChaosConfig(protocol="arcus", clients=4, requests=30, accounts=8,
+    report = run_chaos(ChaosConfig(protocol="arcus", clients=4, requests=22, accounts=8,
                                    shared=False, keyed=0.5, kill_interval_s=0.02, min_kills=60,
                                    call_timeout_s=3.0, seed=2), server, platform)
     ok, found = clean(report)
@@ -66,7 +66,7 @@ def test_disjoint_accounts_under_sigkills_with_no_key_retries(server, platform):
 def test_redis_sigkill_and_restart_with_worker_kills_and_retries(server, platform, protocol):
     """Redis is SIGKILLed and restarted (AOF always) 3 times while workers are being killed
     and clients retry, by key and without one; the supervisor must keep going."""
-    report = run_chaos(ChaosConfig(protocol=protocol, clients=4, requests=25, accounts=6,
+    report = run_chaos(ChaosConfig(protocol=protocol, clients=4, requests=18, accounts=6,
                                    keyed=0.5, kill_interval_s=0.03, redis_restarts=3,
                                    min_kills=30, call_timeout_s=5.0, seed=3), server, platform)
     ok, found = clean(report)

@@ -44,6 +44,7 @@ import redis
 from schedlab.arcus.iobase import dumps, fence_key, loads, text
 from schedlab.arcus.policies import bind_protocol, bound_protocol, protocol_class
 from schedlab.arcus.runtime import (
+    CHILD_CHECK_S,
     Invocation,
     InvocationError,
     _validate,
@@ -160,13 +161,16 @@ class Platform:
     they finished (``None``: never). ``name``: the Redis prefix of queues and processing lists;
     give a stable one (``serve`` uses ``arcus``) and a restarted gateway picks up what a dead
     or stopped one left queued or in flight (an unnamed platform deletes its keys at close).
+    ``child_check_s``: a parent waits for its child's reply without a deadline, and checks
+    this often that the child's message still exists (sent again if it was lost).
     """
 
     def __init__(self, redis_url: str, workers: int = 4, threads: int = 32,
                  modules: tuple[str, ...] = (), wait_s: float = 0.0003,
                  reply_timeout: float = 60.0, *, lease_s: float = 5.0,
                  retention_s: float | None = 3600.0, name: str | None = None,
-                 paths: tuple[str, ...] = (), functions: tuple[str, ...] | None = None) -> None:
+                 paths: tuple[str, ...] = (), functions: tuple[str, ...] | None = None,
+                 child_check_s: float = CHILD_CHECK_S) -> None:
         if _IMPORTING:
             raise ConfigError(f"module '{_IMPORTING[-1]}' starts a Platform when it is imported; "
                               "put that code under `if __name__ == \"__main__\":` (the workers "
@@ -179,6 +183,11 @@ class Platform:
         if retention_s is not None and not retention_s >= 0:
             raise ConfigError("must be >= 0 (or None: keep logs forever)", field="retention_s")
         check_retention(retention_s, lease_s)
+        if not child_check_s > 0:
+            raise ConfigError("must be > 0", field="child_check_s")
+        #: a parent waits for its child without a deadline, checking this often that the
+        #: child's message still exists (``runtime.call_child``)
+        self.child_check_s = child_check_s
         self.url = redis_url
         #: the functions a client may call (None: every registered one); a function calling
         #: another through ``ctx.invoke`` is the module's own code and is not restricted
@@ -234,7 +243,7 @@ class Platform:
         process = self._mp.Process(
             target=worker_main, daemon=True, name=f"arcus-worker-{slot}",
             args=(slot, self.url, self.plat, self.threads, self.modules, self.wait_s, wid,
-                  self.lease_s, self.paths, os.getpid()))
+                  self.lease_s, self.paths, os.getpid(), self.child_check_s))
         process.start()
         self.procs[slot] = process
         self.wids[slot] = wid

@@ -181,9 +181,9 @@ def enqueue(pipe: Any, inv: Invocation, slot: int) -> None:
     pipe.rpush(queue_key(inv.plat, slot), inv.wire())
 
 
-def dispatch(client: redis.Redis, inv: Invocation, exclude: int | None,
-             timeout: float, admit: bool = False) -> dict[str, Any]:
-    """Send ``inv`` to a random worker other than ``exclude`` and wait for its reply.
+def send(client: redis.Redis, inv: Invocation, exclude: int | None,
+         admit: bool = False) -> None:
+    """Queue ``inv`` on a random worker other than ``exclude`` (one round trip).
 
     ``admit``: ``inv`` is a fresh root instance; its generation key (the fence) is set in the
     same round trip as the message is queued, ahead of it."""
@@ -195,11 +195,10 @@ def dispatch(client: redis.Redis, inv: Invocation, exclude: int | None,
         pipe.set(fence_key(inv.ns, inv.instance), inv.gen)
     enqueue(pipe, inv, slot)
     pipe.execute()
-    got = client.blpop([reply_key(inv.plat, inv.call_id)], timeout=max(1, int(timeout)))
-    if got is None:
-        raise InvocationError(f"no reply from '{inv.fn}' within {timeout:.0f} s",
-                              field="timeout", hint="are the workers alive?")
-    reply = json.loads(got[1])
+
+
+def _parse_reply(inv: Invocation, raw: bytes) -> dict[str, Any]:
+    reply = json.loads(raw)
     if "error" in reply:
         if reply.get("kind") == "unknown_function":
             raise UnknownNameError("function", inv.fn, sorted(FUNCTIONS))
@@ -209,13 +208,64 @@ def dispatch(client: redis.Redis, inv: Invocation, exclude: int | None,
     return reply
 
 
+def dispatch(client: redis.Redis, inv: Invocation, exclude: int | None,
+             timeout: float, admit: bool = False) -> dict[str, Any]:
+    """Send ``inv`` to a random worker other than ``exclude`` and wait for its reply.
+
+    The client's call: ``timeout`` is the caller's own deadline (an :class:`InvocationError`
+    with ``field="timeout"``); the instance itself goes on and finishes. A parent waiting for
+    its child uses :func:`call_child` instead, which has no deadline."""
+    send(client, inv, exclude, admit)
+    got = client.blpop([reply_key(inv.plat, inv.call_id)], timeout=max(1, int(timeout)))
+    if got is None:
+        raise InvocationError(f"no reply from '{inv.fn}' within {timeout:.0f} s",
+                              field="timeout", hint="are the workers alive?")
+    return _parse_reply(inv, got[1])
+
+
+#: how often a parent waiting for its child checks that the child's message still exists
+CHILD_CHECK_S = 5.0
+
+
+def call_child(resources: WorkerResources, inv: Invocation, exclude: int | None,
+               check_s: float = CHILD_CHECK_S) -> dict[str, Any]:
+    """Run child ``inv`` on another worker and wait for its reply, **without a deadline**.
+
+    A child's message is durable (a queue, a processing list, redelivered when its worker dies
+    or stalls), so a parent waits for it as long as it exists; giving up would leave a saga
+    half done with no one to finish it (issue 44: 15 such sagas at load ~300, when this was a
+    60 s timeout). Every ``check_s`` without a reply the parent asks Redis, in one script,
+    where the child is: still queued or running -> wait on; the parent's own fence gone ->
+    :class:`Fenced` (a newer execution or GC superseded it; nothing more may be written); the
+    message nowhere and no reply (lost with a Redis that does not persist) -> send it again
+    (the child's log makes a second execution replay what the first applied)."""
+    client = resources.client
+    key = reply_key(inv.plat, inv.call_id)
+    send(client, inv, exclude)
+    while True:
+        got = client.blpop([key], timeout=check_s)
+        if got is not None:
+            return _parse_reply(inv, got[1])
+        where = int(resources.scripts["child_where"](
+            keys=[fence_key(inv.ns, inv.instance), key, workers_key(inv.plat)],
+            args=[inv.gen, inv.plat, inv.slots, inv.call_id], client=client))
+        if where < 0:
+            raise Fenced(f"instance {inv.instance} was collected or re-admitted")
+        if where == 0:
+            resources.resent += 1
+            send(client, replace(inv, replay=True), exclude)
+
+
 class WorkerResources:
     """What one worker process shares among its invocations: client, cache, flush pool."""
 
     def __init__(self, client: redis.Redis, slot: int, wait_s: float = 0.0003,
-                 subscriber_client: redis.Redis | None = None, plat: str | None = None) -> None:
+                 subscriber_client: redis.Redis | None = None, plat: str | None = None,
+                 child_check_s: float = CHILD_CHECK_S) -> None:
         self.client = client
         self.slot = slot
+        self.child_check_s = child_check_s  # see call_child
+        self.resent = 0  # child messages sent again because they were found nowhere
         # the FCCache channel: the slot's (dispatchers stamp it) or, outside a platform, the
         # shared one of standalone caches
         self.channel = channel_for(plat, slot) if plat is not None else CHANNEL
@@ -239,9 +289,9 @@ class Ctx:
     """What a function sees: ``read``, ``write`` and ``invoke``, each one numbered step."""
 
     def __init__(self, io: Any, inv: Invocation, resources: WorkerResources, stats: IOStats,
-                 replay: bool, timeout: float) -> None:
+                 replay: bool) -> None:
         self.io, self.inv, self.resources, self.stats = io, inv, resources, stats
-        self.replay, self.timeout = replay, timeout
+        self.replay = replay
         self.step = 0
 
     def _next(self) -> int:
@@ -282,7 +332,8 @@ class Ctx:
         child = replace(self.inv, call_id=uuid.uuid4().hex, instance=f"{self.inv.instance}.{step}",
                         fn=fn, arg=arg, attempt=0, replay=self.replay, token=self.io.seq,
                         track=False)
-        reply = dispatch(self.resources.client, child, self.resources.slot, self.timeout)
+        reply = call_child(self.resources, child, self.resources.slot,
+                           self.resources.child_check_s)
         self.io.observe(int(reply["seq"]))
         self.stats.merge(reply["stats"])
         maybe_crash(self.inv, "post", step)
@@ -331,7 +382,7 @@ def release(resources: WorkerResources, inv: Invocation, keys: list[str]) -> Non
                                           client=resources.client)
 
 
-def execute(resources: WorkerResources, inv: Invocation, timeout: float = 60.0) -> dict:
+def execute(resources: WorkerResources, inv: Invocation) -> dict:
     """Run one invocation to completion (re-running on conflicts); the reply as a dict.
 
     A ``redis.RedisError`` propagates: the caller (the worker loop) waits for Redis and runs the
@@ -366,7 +417,7 @@ def execute(resources: WorkerResources, inv: Invocation, timeout: float = 60.0) 
                 try:
                     done, result = io.begin()
                     if not done:
-                        ctx = Ctx(io, inv, resources, stats, replay, timeout)
+                        ctx = Ctx(io, inv, resources, stats, replay)
                         value = fn(ctx, inv.arg)
                         start = time.perf_counter()
                         result = io.finish(value)
@@ -476,7 +527,8 @@ def _gone(pid: int) -> bool:
 
 def worker_main(slot: int, url: str, plat: str, threads: int, modules: tuple[str, ...],
                 wait_s: float, wid: str = "", lease_s: float = 5.0,
-                paths: tuple[str, ...] = (), gateway: int = 0) -> None:
+                paths: tuple[str, ...] = (), gateway: int = 0,
+                child_check_s: float = CHILD_CHECK_S) -> None:
     """A worker process: take messages from its queue, run each in its own thread, reply."""
     signal.signal(signal.SIGINT, signal.SIG_IGN)  # Ctrl-C is the gateway's to handle
     signal.signal(signal.SIGTERM, signal.SIG_DFL)
@@ -487,7 +539,7 @@ def worker_main(slot: int, url: str, plat: str, threads: int, modules: tuple[str
     client = redis.Redis.from_url(url, socket_timeout=None)
     listener = redis.Redis.from_url(url, socket_timeout=None, retry=no_retry())
     resources = WorkerResources(client, slot, wait_s, subscriber_client=listener,
-                                plat=plat).start()
+                                plat=plat, child_check_s=child_check_s).start()
     heartbeat = Heartbeat(client, plat, wid, lease_s)
     while True:  # registered before the first message can be taken
         try:
@@ -538,5 +590,6 @@ def _validate(protocol: str, fn: str) -> None:
         raise UnknownNameError("function", fn, sorted(FUNCTIONS))
 
 
-__all__ = ["Ctx", "Invocation", "InvocationError", "WorkerResources", "connect", "dispatch",
+__all__ = ["Ctx", "Invocation", "InvocationError", "WorkerResources", "call_child", "connect",
+           "dispatch", "send",
            "execute", "redeliver", "worker_main", "_validate", "mp", "multiprocessing"]

@@ -250,6 +250,31 @@ redis.call('LREM', KEYS[5], 1, raw)
 return 1
 """
 
+#: a parent waiting for its child's reply asks where the child is (issue 44: a parent used to
+#: give up after 60 s and fail half-way through a saga while the child's message was alive).
+#: KEYS[1] the root's fence, KEYS[2] the reply list, KEYS[3] the platform's workers set.
+#: ARGV[1] generation, ARGV[2] platform prefix, ARGV[3] number of slots, ARGV[4] call id.
+#: Returns -1 fenced (the parent is superseded), 1 replied, 2 queued or running, 0 nowhere (the
+#: message was lost, e.g. with a Redis that does not persist: the parent sends it again)
+CHILD_WHERE = """
+if redis.call('GET', KEYS[1]) ~= ARGV[1] then return -1 end
+if redis.call('LLEN', KEYS[2]) > 0 then return 1 end
+local needle = '"call_id":"' .. ARGV[4] .. '"'
+local function holds(list)
+  for _, raw in ipairs(redis.call('LRANGE', list, 0, -1)) do
+    if string.find(raw, needle, 1, true) then return true end
+  end
+  return false
+end
+for slot = 0, tonumber(ARGV[3]) - 1 do
+  if holds(ARGV[2] .. ':q:' .. slot) then return 2 end
+end
+for _, wid in ipairs(redis.call('SMEMBERS', KEYS[3])) do
+  if holds(ARGV[2] .. ':proc:' .. wid) then return 2 end
+end
+return 0
+"""
+
 #: admit a root instance given by the caller (not a fresh id): its generation, created if absent
 ADMIT = """
 local g = redis.call('GET', KEYS[1])
@@ -276,7 +301,7 @@ _SOURCES = dict(cflog_flush=CFLOG_FLUSH, shared_log_order=SHARED_LOG_ORDER,
                 apply_if_newer=APPLY_IF_NEWER, beldi_write=BELDI_WRITE,
                 lock_acquire=LOCK_ACQUIRE, lock_release=LOCK_RELEASE, redeliver=REDELIVER,
                 request_begin=REQUEST_BEGIN, bind_protocol=BIND_PROTOCOL, reply=REPLY,
-                admit=ADMIT, fenced_call=FENCED_CALL)
+                admit=ADMIT, fenced_call=FENCED_CALL, child_where=CHILD_WHERE)
 _LOCK = threading.Lock()
 _REGISTERED: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
 
