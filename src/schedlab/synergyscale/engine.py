@@ -306,14 +306,14 @@ class SynergyEngine:
         self.torch = torch
         self.model, self.config = model, config
         self.cuda = config.device.startswith("cuda")
-        if self.cuda and not torch.cuda.is_available():
-            raise ConfigError("device is cuda but torch sees no GPU", field="device")
         self.link = config.link_bandwidth
         if self.link is not None and self.cuda:
             raise ConfigError(
                 "link_bandwidth emulates a link on a CPU device; a GPU has a real one",
                 field="link_bandwidth",
             )
+        if self.cuda and not torch.cuda.is_available():
+            raise ConfigError("device is cuda but torch sees no GPU", field="device")
         self.device = torch.device(config.device)
         self.work_dtype = torch.bfloat16 if config.precision == "bf16" else torch.float32
         self.overlap = config.schedule == "overlap"
