@@ -30,23 +30,52 @@ import time
 from pathlib import Path
 
 MODEL = dict(vocab=1024, seq=64, d_model=256, n_layer=4, n_head=8, tie_weights=False)
+MLP = dict(width=1024, layers=8)  # 8.4M params; at 8 rows per step its Adam outweighs compute
 
 
-def run(link: str | None, blocks: int, block: int, budget: float) -> dict:
+def workload(name: str, batch: int):
+    """(make_model, loss(model_or_engine)) for ``nanogpt`` (3.70M, batch x 64 tokens) or
+    ``mlp`` (8 x Linear(1024, 1024) + tanh, ``batch`` rows, MSE): the regime of an offloading
+    GPU server, where the CPU's Adam step is as long as the device's compute or longer."""
+    import torch
+
+    g = torch.Generator().manual_seed(0)
+    if name == "mlp":
+        w = MLP["width"]
+        x, y = torch.randn(batch, w, generator=g), torch.randn(batch, w, generator=g)
+
+        def make():
+            torch.manual_seed(0)
+            nn = torch.nn
+            return nn.Sequential(
+                *[nn.Sequential(nn.Linear(w, w), nn.Tanh()) for _ in range(MLP["layers"])]
+            )
+
+        def loss(m):
+            return torch.nn.functional.mse_loss(m(x), y)
+
+        return make, loss
+    from schedlab.synergyscale.nanogpt import NanoGPT
+
+    x = torch.randint(0, MODEL["vocab"], (batch, MODEL["seq"]), generator=g)
+    y = torch.randint(0, MODEL["vocab"], (batch, MODEL["seq"]), generator=g)
+    return (lambda: NanoGPT(dict(MODEL), seed=0)), (lambda m: m(x, y)[1])
+
+
+def run(
+    link: str | None, blocks: int, block: int, budget: float, batch: int = 4, model_name="nanogpt"
+) -> dict:
     import torch
 
     from schedlab.synergyscale import initialize
-    from schedlab.synergyscale.nanogpt import NanoGPT
 
-    model = NanoGPT(dict(MODEL), seed=0)
+    make, compute_loss = workload(model_name, batch)
+    model = make()
     opt = torch.optim.Adam(model.parameters(), lr=1e-3)
-    g = torch.Generator().manual_seed(0)
-    x = torch.randint(0, MODEL["vocab"], (4, MODEL["seq"]), generator=g)
-    y = torch.randint(0, MODEL["vocab"], (4, MODEL["seq"]), generator=g)
     losses: dict[str, list[float]] = {}
 
     def plain():
-        _, loss = model(x, y)
+        loss = compute_loss(model)
         opt.zero_grad()
         loss.backward()
         opt.step()
@@ -54,7 +83,7 @@ def run(link: str | None, blocks: int, block: int, budget: float) -> dict:
 
     runners = {"torch": (plain, None)}
     for schedule in ("overlap", "offload-only"):
-        m = NanoGPT(dict(MODEL), seed=0)
+        m = make()
         engine = initialize(
             m,
             torch.optim.Adam(m.parameters(), lr=1e-3),
@@ -62,7 +91,7 @@ def run(link: str | None, blocks: int, block: int, budget: float) -> dict:
         )
 
         def step(engine=engine, name=schedule):
-            _, loss = engine(x, y)
+            loss = compute_loss(engine)
             engine.backward(loss)
             engine.step()
             losses.setdefault(name, []).append(loss.item())
@@ -82,7 +111,8 @@ def run(link: str | None, blocks: int, block: int, budget: float) -> dict:
             if b:
                 wall[name].append((time.perf_counter() - w) / block)
                 cpu[name].append((time.process_time() - c) / block)
-    out = {"link": link or "none", "load": [round(v, 1) for v in loads], "runners": {}}
+    out = {"model": model_name, "link": link or "none", "batch": batch, "runners": {}}
+    out["load"] = [round(v, 1) for v in loads]
     for name, (_, engine) in runners.items():
         entry = {
             "wall_ms": round(1e3 * statistics.median(wall[name]), 1),
@@ -120,6 +150,9 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--blocks", type=int, default=4)
     ap.add_argument("--block", type=int, default=3)
     ap.add_argument("--budget", type=float, default=0.35)
+    ap.add_argument("--batch", type=int, default=4, help="sequences of 64 tokens (or rows)")
+    ap.add_argument("--model", choices=["nanogpt", "mlp"], default="nanogpt")
+    ap.add_argument("--append", action="store_true", help="add to the results file")
     ap.add_argument("--out", default=str(Path(__file__).with_name("overlap_link_results.json")))
     args = ap.parse_args(argv)
     import torch
@@ -127,11 +160,19 @@ def main(argv: list[str] | None = None) -> int:
     torch.set_num_threads(1)
     results = []
     for link in args.links.split(","):
-        res = run(None if link == "none" else link, args.blocks, args.block, args.budget)
+        res = run(
+            None if link == "none" else link,
+            args.blocks,
+            args.block,
+            args.budget,
+            args.batch,
+            args.model,
+        )
         results.append(res)
         r = res["runners"]
         print(
-            f"link {res['link']:>6} (load {res['load'][0]}-{max(res['load'])}): "
+            f"{res['model']}, link {res['link']:>6}, batch {res['batch']} "
+            f"(load {res['load'][0]}-{max(res['load'])}): "
             + ", ".join(
                 f"{k} {v['wall_ms']:.0f} ms wall / {v['cpu_ms']:.0f} ms CPU"
                 + (f" (depth {v['depth']}, model {v['predicted_ms']:.0f} ms)"
@@ -147,7 +188,10 @@ def main(argv: list[str] | None = None) -> int:
             f"loss gaps {res['loss_gap']}",
             flush=True,
         )
-    Path(args.out).write_text(json.dumps({"model": MODEL, "results": results}, indent=1) + "\n")
+    out = Path(args.out)
+    old = json.loads(out.read_text())["results"] if args.append and out.exists() else []
+    models = {"nanogpt": MODEL, "mlp": MLP}
+    out.write_text(json.dumps({"models": models, "results": old + results}, indent=1) + "\n")
     return 0
 
 

@@ -44,139 +44,16 @@ import weakref
 from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Literal
-
-from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
+from typing import Any
 
 from schedlab.core.errors import BadInputError, ConfigError, SchedlabError
 from schedlab.core.io import validate_model
 from schedlab.synergyscale.access import OWNERS, Access, Released
+from schedlab.synergyscale.config import EngineConfig
 from schedlab.synergyscale.optim import check_optimizer, make_unit_optimizer, sync_hyperparameters
 from schedlab.synergyscale.tiers import BudgetExceededError, MemoryTier
 
 __all__ = ["EngineConfig", "SynergyEngine", "initialize"]
-
-_UNITS = {
-    "": 1,
-    "B": 1,
-    "KB": 10**3,
-    "MB": 10**6,
-    "GB": 10**9,
-    "TB": 10**12,
-    "KIB": 2**10,
-    "MIB": 2**20,
-    "GIB": 2**30,
-    "TIB": 2**40,
-}
-
-
-def _size(value):
-    """An int, a float > 1 (bytes), a fraction in (0, 1], or a size such as '8MB'."""
-    if value is None:
-        return None
-    if isinstance(value, str):
-        text = value.strip().upper().replace(" ", "")
-        number = text.rstrip("KMGTIB")
-        unit = text[len(number) :]
-        try:
-            if unit not in _UNITS:
-                raise ValueError
-            return int(float(number) * _UNITS[unit])
-        except ValueError:
-            raise ValueError(f"not a size: {value!r} (use e.g. 8MB, 2GiB)") from None
-    if isinstance(value, bool) or value <= 0:
-        raise ValueError(f"must be positive, got {value!r}")
-    if isinstance(value, float) and value > 1:
-        return int(value)
-    return value
-
-
-class EngineConfig(BaseModel):
-    """How :func:`initialize` offloads. Unknown fields are refused (one line naming them)."""
-
-    model_config = ConfigDict(extra="forbid")
-
-    device_budget: int | float | str | None = Field(
-        None,
-        description="device-tier bytes: an int, a size such as '8MB', or a fraction in "
-        "(0, 1] of the model states (16 B/param); None = unlimited",
-    )
-    tier: Literal["host", "nvme"] = "host"
-    nvme_dir: Path | None = None
-    schedule: Literal["overlap", "offload-only"] = "overlap"
-    prefetch_depth: int | Literal["auto"] = Field(
-        "auto",
-        description="units fetched ahead (0-16), or 'auto': 2 for the first step, then the "
-        "planner's window (overlap.choose_depth on the first step's measured per-unit compute, "
-        "transfer and optimizer times) when fetches run on a copy thread",
-    )
-    io_threads: int = Field(2, ge=1, le=64)
-    precision: Literal["fp32", "bf16"] = "fp32"
-    activation_checkpointing: list[str] = Field(default_factory=list)
-    device: str = "cpu"
-    direct_io: bool = True
-    keep_nvme_files: bool = False
-    gradient_accumulation_steps: int = Field(
-        1,
-        ge=1,
-        le=65536,
-        description="backward passes per step(): gradients are summed on the host, as autograd "
-        "sums them into .grad",
-    )
-    gradient_clipping: float | None = Field(
-        None,
-        gt=0,
-        description="clip the global gradient norm to this value before the optimizer steps, "
-        "as torch.nn.utils.clip_grad_norm_ does (steps then wait for the whole backward)",
-    )
-    async_fetch: bool | None = Field(
-        None,
-        description="fetch on the I/O pool (True) or inline (False); None = pool for NVMe, "
-        "CUDA or an emulated link, inline for a host tier on CPU, where a memcpy is cheaper "
-        "than a thread hand-off",
-    )
-    link_bandwidth: int | float | str | None = Field(
-        None,
-        description="emulate a host<->device link of this many bytes/s per direction on a CPU "
-        "device (e.g. '25GB' for PCIe 4.0 x16): one copy thread per direction, as a GPU's copy "
-        "engines, and each copy lasts at least bytes / bandwidth (slept, using no CPU, as DMA "
-        "uses no compute); None = copies as fast as memcpy",
-    )
-
-    @field_validator("prefetch_depth")
-    @classmethod
-    def _depth(cls, value):
-        if value != "auto" and not 0 <= value <= 16:
-            raise ValueError(f"must be 0-16 or 'auto', got {value!r}")
-        return value
-
-    @field_validator("link_bandwidth")
-    @classmethod
-    def _link(cls, value):
-        if value is None:
-            return None
-        if not isinstance(value, str) and not isinstance(value, bool) and 0 < value <= 1:
-            raise ValueError(f"bytes per second, not a fraction: {value!r} (e.g. '25GB')")
-        return int(_size(value))
-
-    @field_validator("device_budget")
-    @classmethod
-    def _budget(cls, value):
-        return _size(value)
-
-    @field_validator("device")
-    @classmethod
-    def _device(cls, value: str) -> str:
-        if value != "cpu" and not value.startswith("cuda"):
-            raise ValueError(f"must be 'cpu' or 'cuda[:N]', got {value!r}")
-        return value
-
-    @model_validator(mode="after")
-    def _nvme(self):
-        if self.tier == "nvme" and self.nvme_dir is None:
-            raise ValueError("nvme_dir: tier 'nvme' needs an nvme_dir")
-        return self
-
 
 @dataclass
 class _Slot:
@@ -329,7 +206,7 @@ class SynergyEngine:
         # whenever fetches are asynchronous too; inline otherwise (host tier on CPU).
         self.async_grads = self.async_fetch and not self.cuda
         self.plan: dict | None = None  # the prefetch planner's choice (prefetch_depth 'auto')
-        self._profile: dict | None = None  # per-unit times of the profiled (first) step
+        self._profile: dict | None = None  # per-unit times of the profiled (second) step
         self.phase = "idle"
         self.step_count = 0
         self.accumulation = config.gradient_accumulation_steps
@@ -404,7 +281,9 @@ class SynergyEngine:
         # neither the access tracer nor the saved-tensor hooks have anything to do.
         self.offloads = any(not s.resident for s in self.slots)
         if self.auto_depth and self.offloads and self.async_fetch:
-            self._profile = {"marks": []}  # the first step is timed; the second plans
+            # The second step is timed without prefetch (the first is cold: first touches of
+            # fresh buffers and optimizer states), the third is planned.
+            self._profile = {"on": False}
         # Everything resident on a CPU device: the optimizer would overlap backward on the same
         # cores it runs on (nothing to hide, only thread contention), so step() runs it on the
         # calling thread, all units in one optimizer.step().
@@ -849,7 +728,12 @@ class SynergyEngine:
                 "call the engine (engine(batch)), not the model, so that "
                 "offloaded parameters are fetched"
             )
-        marks = self._profile["marks"] if self._profile and not self._order_known else None
+        prof = self._profile
+        marks = (
+            prof["marks"]
+            if prof is not None and prof["on"] and "forward_end" not in prof
+            else None
+        )
         began = time.perf_counter() if marks is not None else 0.0
         if self.phase == "forward":
             if not self._order_known:
@@ -1139,8 +1023,9 @@ class SynergyEngine:
                 out = self.model(*args, **kwargs)
         finally:
             self.phase = "forward-done"
-        if self._profile is not None and not self._order_known:
-            self._profile["forward_end"] = time.perf_counter()
+        prof = self._profile
+        if prof is not None and prof["on"] and "forward_end" not in prof:
+            prof["forward_end"] = time.perf_counter()
         if not self._order_known:
             seen, order = set(), []
             for index in self.forward_order:
@@ -1158,7 +1043,13 @@ class SynergyEngine:
     forward = __call__
 
     def _prepare_step(self) -> None:
-        if self._profile is not None and "backward" in self._profile and self._steps_seen:
+        prof = self._profile
+        if prof is not None and not prof["on"] and self._steps_seen == 1 and self.micro == 0:
+            self.synchronize()  # the profiled step's optimizer time is its own
+            self._opt_time = [0.0, 0]
+            self._profile = {"on": True, "marks": [], "depth": self.depth}
+            self.depth, self._turn = 0, len(self.forward_order) - 1  # every fetch on demand
+        elif prof is not None and prof["on"] and "backward" in prof:
             self._plan_prefetch()
         for unit in self.units:
             unit.submitted = False
@@ -1203,6 +1094,7 @@ class SynergyEngine:
             tail = len(self.forward_order) - 1
             self._prefetch(range(tail, tail - self.depth - 1, -1))
             loss.backward()
+            ended = time.perf_counter()  # the gradients' last d2h copies are not compute
         finally:
             self.phase = "backward-done"
             for unit in self.units:  # gradients of units some parameter of which got none
@@ -1210,10 +1102,9 @@ class SynergyEngine:
                     self._flush_grads(unit)
             self._wait_grads(self.slots)  # every gradient on the host before the loop sees it
             self._finish_pass()
-        if self._profile is not None and "backward" not in self._profile:
-            self._profile["backward"] = (
-                time.perf_counter() - began - (self.timings["fetch_wait"] - waited)
-            )
+        if self._profile is not None and self._profile["on"] and "backward" not in self._profile:
+            self._profile["backward"] = ended - began - (self.timings["fetch_wait"] - waited)
+            self._profile["backward_wall"] = ended - began
         if self.expose_grads:  # what the loop sees (and may edit) before step()
             for slot in self.slots:
                 if slot.has_grad and not slot.resident:
