@@ -21,6 +21,10 @@ write, the way ZeRO-3 does it, with hooks instead of a staged model:
   runs on a worker thread while backward continues with earlier layers. NVMe units read their
   masters and optimizer states ahead (reader pool) and write them back asynchronously (writer
   pool); the next forward's fetch of a unit waits only for that unit's step.
+* **Copy threads and the planner's window** (issue 46, item 3). Where fetches are asynchronous
+  (NVMe, CUDA, an emulated ``link_bandwidth``) one unit's fetches are one job on the h2d copy
+  thread and its gradients one job on the d2h thread. ``prefetch_depth="auto"`` times the
+  second step per unit and takes the window the stream model of ``overlap.py`` finds fastest.
 * **Residency.** The planner keeps the units used last in forward (first in backward) wholly on
   the device while their states fit the device budget next to the fetch window.
 * **Offload-only baseline** (``schedule="offload-only"``): same engine and the same parameter

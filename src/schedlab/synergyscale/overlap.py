@@ -72,53 +72,46 @@ def _period(units: Sequence[UnitCost], link: Link, depth: int, overlap: bool, st
         starts.append(t)
         h2d = t  # the h2d link is idle when a step starts (everything fetched was used)
         fetched: dict[int, float] = {}
+        back: dict[int, float] = {}
 
-        def issue(j: int, nbytes: int, now: float, _f=fetched) -> None:
+        def issue(j: int, now: float, done: dict[int, float], _fetched=fetched) -> None:
+            """Queue unit j's fetch (forward, or backward's refetch) on the FIFO h2d link."""
             nonlocal h2d
-            if j in _f or not 0 <= j < n:
+            if j in done or not 0 <= j < n:
                 return
+            if done is _fetched:
+                nbytes = units[j].fetch_bytes
+            else:  # kept across the turn, or nothing saved: no refetch
+                nbytes = 0 if j >= turn else units[j].bwd_bytes
             if nbytes <= 0:
-                _f[j] = now
+                done[j] = now
                 return
-            h2d = max(h2d, now) + link.h2d_time(nbytes, units[j].copies)
-            busy["h2d"] += link.h2d_time(nbytes, units[j].copies)
-            _f[j] = h2d
+            cost = link.h2d_time(nbytes, units[j].copies)
+            h2d = max(h2d, now) + cost
+            busy["h2d"] += cost
+            done[j] = h2d
 
         for i, u in enumerate(units):  # forward
-            issue(i, u.fetch_bytes, t)  # its own fetch first, then the window ahead
+            issue(i, t, fetched)  # its own fetch first, then the window ahead
             for j in range(i + 1, min(n, i + 1 + depth)):
-                issue(j, units[j].fetch_bytes, t)
+                issue(j, t, fetched)
             t = max(t, fetched[i], opt_done[i] if overlap else 0.0) + u.fwd
             busy["compute"] += u.fwd
-        back: dict[int, float] = {}
         h2d = max(h2d, t)
-
-        def issue_back(j: int, now: float, _b=back) -> None:
-            nonlocal h2d
-            if j in _b or not 0 <= j < n:
-                return
-            nbytes = 0 if j >= turn else units[j].bwd_bytes
-            if nbytes <= 0:
-                _b[j] = now
-                return
-            h2d = max(h2d, now) + link.h2d_time(nbytes, units[j].copies)
-            busy["h2d"] += link.h2d_time(nbytes, units[j].copies)
-            _b[j] = h2d
-
         for j in range(n - 1, n - 2 - depth, -1):
-            issue_back(j, t)
+            issue(j, t, back)
         d2h = t
         worker = max([t] + opt_done) if overlap else t
         grads_in = [0.0] * n
         for i in range(n - 1, -1, -1):  # backward
-            issue_back(i, t)
+            issue(i, t, back)
             t = max(t, back[i]) + units[i].bwd
             busy["compute"] += units[i].bwd
             d2h = max(d2h, t) + link.d2h_time(units[i].grad_bytes, units[i].copies)
             busy["d2h"] += link.d2h_time(units[i].grad_bytes, units[i].copies)
             grads_in[i] = d2h if units[i].grad_bytes else t
             for j in range(i - 1, i - 1 - depth, -1):
-                issue_back(j, t)
+                issue(j, t, back)
             if overlap:
                 worker = max(worker, grads_in[i]) + units[i].opt
                 opt_done[i] = worker
