@@ -18,7 +18,7 @@ _EXPORTS = {
     "simulate": "taskgraph", "BudgetExceededError": "tiers", "MemoryTier": "tiers",
     "NvmeStore": "tiers", "TrainReport": "training", "train": "training",
     "train_reference": "training", "gpt_family": "workloads", "synthetic_batches": "workloads",
-    "text_batches": "workloads", "initialize": "engine", "EngineConfig": "engine",
+    "text_batches": "workloads", "initialize": "engine", "EngineConfig": "config",
     "SynergyEngine": "engine", "AsyncNvme": "aio", "NanoGPT": "nanogpt",
     "NanoGPTConfig": "nanogpt",
 }

@@ -235,7 +235,7 @@ def fit(
 ) -> None:
     """Train a model the project did not write through synergyscale.initialize."""
     from schedlab.core.io import read_json, validate_model
-    from schedlab.synergyscale.engine import EngineConfig
+    from schedlab.synergyscale.config import EngineConfig
     from schedlab.synergyscale.examples import fit as run_fit
     from schedlab.synergyscale.examples import fit_reference
 

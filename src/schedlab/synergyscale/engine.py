@@ -21,6 +21,10 @@ write, the way ZeRO-3 does it, with hooks instead of a staged model:
   runs on a worker thread while backward continues with earlier layers. NVMe units read their
   masters and optimizer states ahead (reader pool) and write them back asynchronously (writer
   pool); the next forward's fetch of a unit waits only for that unit's step.
+* **Copy threads and the planner's window** (issue 46, item 3). Where fetches are asynchronous
+  (NVMe, CUDA, an emulated ``link_bandwidth``) one unit's fetches are one job on the h2d copy
+  thread and its gradients one job on the d2h thread. ``prefetch_depth="auto"`` times the
+  second step per unit and takes the window the stream model of ``overlap.py`` finds fastest.
 * **Residency.** The planner keeps the units used last in forward (first in backward) wholly on
   the device while their states fit the device budget next to the fetch window.
 * **Offload-only baseline** (``schedule="offload-only"``): same engine and the same parameter
@@ -44,105 +48,16 @@ import weakref
 from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Literal
-
-from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
+from typing import Any
 
 from schedlab.core.errors import BadInputError, ConfigError, SchedlabError
 from schedlab.core.io import validate_model
 from schedlab.synergyscale.access import OWNERS, Access, Released
+from schedlab.synergyscale.config import EngineConfig
 from schedlab.synergyscale.optim import check_optimizer, make_unit_optimizer, sync_hyperparameters
 from schedlab.synergyscale.tiers import BudgetExceededError, MemoryTier
 
 __all__ = ["EngineConfig", "SynergyEngine", "initialize"]
-
-_UNITS = {
-    "": 1,
-    "B": 1,
-    "KB": 10**3,
-    "MB": 10**6,
-    "GB": 10**9,
-    "TB": 10**12,
-    "KIB": 2**10,
-    "MIB": 2**20,
-    "GIB": 2**30,
-    "TIB": 2**40,
-}
-
-
-class EngineConfig(BaseModel):
-    """How :func:`initialize` offloads. Unknown fields are refused (one line naming them)."""
-
-    model_config = ConfigDict(extra="forbid")
-
-    device_budget: int | float | str | None = Field(
-        None,
-        description="device-tier bytes: an int, a size such as '8MB', or a fraction in "
-        "(0, 1] of the model states (16 B/param); None = unlimited",
-    )
-    tier: Literal["host", "nvme"] = "host"
-    nvme_dir: Path | None = None
-    schedule: Literal["overlap", "offload-only"] = "overlap"
-    prefetch_depth: int = Field(2, ge=0, le=16)
-    io_threads: int = Field(2, ge=1, le=64)
-    precision: Literal["fp32", "bf16"] = "fp32"
-    activation_checkpointing: list[str] = Field(default_factory=list)
-    device: str = "cpu"
-    direct_io: bool = True
-    keep_nvme_files: bool = False
-    gradient_accumulation_steps: int = Field(
-        1,
-        ge=1,
-        le=65536,
-        description="backward passes per step(): gradients are summed on the host, as autograd "
-        "sums them into .grad",
-    )
-    gradient_clipping: float | None = Field(
-        None,
-        gt=0,
-        description="clip the global gradient norm to this value before the optimizer steps, "
-        "as torch.nn.utils.clip_grad_norm_ does (steps then wait for the whole backward)",
-    )
-    async_fetch: bool | None = Field(
-        None,
-        description="fetch on the I/O pool (True) or inline (False); None = pool for NVMe or "
-        "CUDA, inline for a host tier on CPU, where a memcpy is cheaper than a thread hand-off",
-    )
-
-    @field_validator("device_budget")
-    @classmethod
-    def _budget(cls, value):
-        if value is None:
-            return None
-        if isinstance(value, str):
-            text = value.strip().upper().replace(" ", "")
-            number = text.rstrip("KMGTIB")
-            unit = text[len(number) :]
-            try:
-                if unit not in _UNITS:
-                    raise ValueError
-                return int(float(number) * _UNITS[unit])
-            except ValueError:
-                raise ValueError(f"not a size: {value!r} (use e.g. 8MB, 2GiB)") from None
-        if isinstance(value, bool) or value <= 0:
-            raise ValueError(f"must be positive, got {value!r}")
-        if isinstance(value, float) and value > 1:
-            return int(value)
-        return value
-
-    @field_validator("device")
-    @classmethod
-    def _device(cls, value: str) -> str:
-        if value != "cpu" and not value.startswith("cuda"):
-            raise ValueError(f"must be 'cpu' or 'cuda[:N]', got {value!r}")
-        return value
-
-    @model_validator(mode="after")
-    def _nvme(self):
-        if self.tier == "nvme" and self.nvme_dir is None:
-            raise ValueError("nvme_dir: tier 'nvme' needs an nvme_dir")
-        return self
-
 
 @dataclass
 class _Slot:
@@ -162,6 +77,7 @@ class _Slot:
     saved: bool = False  # backward will read it (a saved tensor refers to it)
     pos: int = 0  # last forward position of a unit using it
     grad_event: Any = None
+    grad_future: Future | None = None  # its gradient's d2h copy on the copy thread
     has_grad: bool = False  # host_grad holds a gradient of this step (accumulate into it)
     grad_ref: Any = None  # the tensor the step reads as this slot's gradient (for edit checks)
     grad_version: int = 0  # grad_ref._version after the engine's own last write
@@ -188,6 +104,8 @@ class _Unit:
     job_learns: bool = False
     group_ids: list[int] = field(default_factory=list)  # user param group of each unit group
     step_lists: list = field(default_factory=list)  # (shared optimizer group, master) it owns
+    d2h: list = field(default_factory=list)  # gradients gathered for its next d2h job
+    d2h_future: Future = field(default_factory=Future)  # completed by that job
 
 
 class _Ref:
@@ -195,6 +113,21 @@ class _Ref:
 
     def __init__(self, slot, size, stride, offset):
         self.slot, self.size, self.stride, self.offset = slot, size, stride, offset
+
+
+class _Part:
+    """One slot's share of a unit's fetch job."""
+
+    __slots__ = ("future", "k")
+
+    def __init__(self, future: Future, k: int) -> None:
+        self.future, self.k = future, k
+
+    def result(self):
+        return self.future.result()[self.k]
+
+    def done(self) -> bool:
+        return self.future.done()
 
 
 class _Done:
@@ -211,6 +144,30 @@ class _Done:
     @staticmethod
     def done() -> bool:
         return True
+
+
+def _fit_link(samples, bandwidth) -> tuple[float, float]:
+    """Seconds per copy and per byte from (copies, bytes, seconds) of measured fetches, by
+    least squares; an emulated link's own bandwidth when one is set (only the per-copy cost,
+    the thread hand-off, is fitted then)."""
+    if bandwidth:
+        per_byte = 1 / bandwidth
+        copies = sum(c for c, _, _ in samples)
+        left = sum(t - b * per_byte for _, b, t in samples)
+        return (max(0.0, left / copies) if copies else 0.0), per_byte
+    scc = sum(c * c for c, _, _ in samples)
+    scb = sum(c * b for c, b, _ in samples)
+    sbb = sum(b * b for _, b, _ in samples)
+    sct = sum(c * t for c, _, t in samples)
+    sbt = sum(b * t for _, b, t in samples)
+    det = scc * sbb - scb * scb
+    if det > 0:
+        latency, per_byte = (sbb * sct - scb * sbt) / det, (scc * sbt - scb * sct) / det
+        if latency >= 0 and per_byte > 0:
+            return latency, per_byte
+    total_b = sum(b for _, b, _ in samples)
+    total_t = sum(t for _, _, t in samples)
+    return 0.0, (total_t / total_b if total_b and total_t > 0 else 1e-10)
 
 
 def _placeholder(shape, dtype, device):
@@ -230,15 +187,30 @@ class SynergyEngine:
         self.torch = torch
         self.model, self.config = model, config
         self.cuda = config.device.startswith("cuda")
+        self.link = config.link_bandwidth
+        if self.link is not None and self.cuda:
+            raise ConfigError(
+                "link_bandwidth emulates a link on a CPU device; a GPU has a real one",
+                field="link_bandwidth",
+            )
         if self.cuda and not torch.cuda.is_available():
             raise ConfigError("device is cuda but torch sees no GPU", field="device")
         self.device = torch.device(config.device)
         self.work_dtype = torch.bfloat16 if config.precision == "bf16" else torch.float32
         self.overlap = config.schedule == "overlap"
-        self.depth = config.prefetch_depth  # the offload-only baseline prefetches too
+        # The offload-only baseline prefetches too, and its window is planned the same way.
+        self.auto_depth = config.prefetch_depth == "auto"
+        self.depth = 2 if self.auto_depth else config.prefetch_depth
         self.async_fetch = config.async_fetch
         if self.async_fetch is None:
             self.async_fetch = config.tier == "nvme" or self.cuda
+        if self.link is not None:
+            self.async_fetch = True  # the link's copy engine works next to compute
+        # Gradients go to the host on a copy thread (the d2h copy engine) while backward runs,
+        # whenever fetches are asynchronous too; inline otherwise (host tier on CPU).
+        self.async_grads = self.async_fetch and not self.cuda
+        self.plan: dict | None = None  # the prefetch planner's choice (prefetch_depth 'auto')
+        self._profile: dict | None = None  # per-unit times of the profiled (second) step
         self.phase = "idle"
         self.step_count = 0
         self.accumulation = config.gradient_accumulation_steps
@@ -265,6 +237,15 @@ class SynergyEngine:
         self.device_tier = MemoryTier("device", budget or 2**62, config.device)
         self.host_tier = MemoryTier("host", 2**62, pinned=self.cuda)
         self.io = ThreadPoolExecutor(config.io_threads, thread_name_prefix="ss-fetch")
+        # One copy thread per direction for an emulated link (a GPU's two copy engines);
+        # fetches otherwise use the I/O pool.
+        self.h2d_pool = (
+            ThreadPoolExecutor(1, thread_name_prefix="ss-h2d") if self.link else self.io
+        )
+        self.d2h_pool = (
+            ThreadPoolExecutor(1, thread_name_prefix="ss-d2h") if self.async_grads else None
+        )
+        self._opt_time = [0.0, 0]  # optimizer seconds and parameters stepped (planner input)
         self.opt_pool = ThreadPoolExecutor(1, thread_name_prefix="ss-optim")
         self.nvme = None
         if config.tier == "nvme":
@@ -303,6 +284,10 @@ class SynergyEngine:
         # Everything resident (the model fits the budget): no parameter is ever offloaded, so
         # neither the access tracer nor the saved-tensor hooks have anything to do.
         self.offloads = any(not s.resident for s in self.slots)
+        if self.auto_depth and self.offloads and self.async_fetch:
+            # The second step is timed without prefetch (the first is cold: first touches of
+            # fresh buffers and optimizer states), the third is planned.
+            self._profile = {"on": False}
         # Everything resident on a CPU device: the optimizer would overlap backward on the same
         # cores it runs on (nothing to hide, only thread contention), so step() runs it on the
         # calling thread, all units in one optimizer.step().
@@ -513,8 +498,84 @@ class SynergyEngine:
             )
         self.checkpointed = self._checkpoint_wrap() if self.config.activation_checkpointing else 0
 
+    def unit_costs(self) -> list:
+        """The profiled step as :class:`~schedlab.synergyscale.overlap.UnitCost` per unit in
+        forward order, and the measured link: forward compute between the unit's hooks (the
+        time its fetch waited excluded), backward split like forward, optimizer seconds per
+        parameter, fetch seconds per byte of the first (unprefetched) forward."""
+        from schedlab.synergyscale.overlap import Link, UnitCost
+
+        prof = self._profile
+        marks = prof["marks"]
+        fwd = dict.fromkeys(self.forward_order, 0.0)
+        elem = 2 if self.work_dtype == self.torch.bfloat16 else 4
+        seen, samples = set(), []  # (copies, bytes, seconds) of each unit's first fetch
+        for k, (index, began, ready) in enumerate(marks):
+            end = marks[k + 1][1] if k + 1 < len(marks) else prof["forward_end"]
+            fwd[index] += max(0.0, end - ready)
+            if index not in seen:
+                seen.add(index)
+                off = [s for s in self.units[index].slots if not s.resident]
+                if off:
+                    samples.append((len(off), elem * sum(s.numel for s in off), ready - began))
+        total = sum(fwd.values()) or 1e-9
+        ratio = prof["backward"] / total
+        per_param = self._opt_time[0] / max(1, self._opt_time[1])
+        costs = []
+        for index in self.forward_order:
+            unit = self.units[index]
+            off = [s for s in unit.slots if not s.resident]
+            costs.append(
+                UnitCost(
+                    fwd=fwd[index],
+                    bwd=fwd[index] * ratio,
+                    fetch_bytes=elem * sum(s.numel for s in off),
+                    bwd_bytes=elem * sum(s.numel for s in off if s.saved),
+                    grad_bytes=elem * sum(s.numel for s in unit.owned if not s.resident),
+                    opt=per_param * sum(s.numel for s in unit.owned),
+                    copies=max(1, len(off)),
+                )
+            )
+        latency, per_byte = _fit_link(samples, self.link)
+        return costs, Link(h2d=1 / per_byte, d2h=1 / per_byte, latency=latency)
+
+    def _plan_prefetch(self) -> None:
+        """``prefetch_depth: auto``: the window with the shortest modelled step (overlap.py)
+        among those the device budget holds next to the resident units."""
+        from schedlab.synergyscale.overlap import choose_depth, simulate
+
+        self.synchronize()  # the first step's optimizer time is complete
+        costs, link = self.unit_costs()
+        self._profile = None
+        elem = 2 if self.work_dtype == self.torch.bfloat16 else 4
+        largest = elem * max(sum(s.numel for s in u.slots) for u in self.units)
+        resident = 16 * sum(s.numel for s in self.slots if s.resident)
+        free = self.device_tier.budget - resident - largest
+        max_depth = max(0, min(16, len(costs) - 1, free // largest - 2))
+        schedule = self.config.schedule
+        depth, predicted = choose_depth(costs, link, max_depth, schedule)
+        self.depth = depth
+        self._turn = len(self.forward_order) - (depth + 1)
+        self.plan = dict(
+            depth=depth,
+            max_depth=max_depth,
+            predicted_step_s=predicted,
+            predicted_depth2_s=simulate(costs, link, min(2, max_depth), schedule)["step"],
+            link_bytes_per_s=link.h2d,
+            link_latency_s=link.latency,
+            units=len(costs),
+        )
+
     # ------------------------------------------------------------------ fetch
-    def _fetch_job(self, slot: _Slot):
+    def _fetch_many(self, slots: list[_Slot]) -> list:
+        """Copy thread: one unit's fetches as one job (one hand-off per unit, not per tensor);
+        an emulated link is held for all their bytes."""
+        started = time.perf_counter()
+        out = [self._fetch_job(slot, link=False) for slot in slots]
+        self._link_wait(sum(nbytes for _, _, nbytes in out), started)
+        return out
+
+    def _fetch_job(self, slot: _Slot, link: bool = True):
         """Worker: bring a slot's master to a device buffer (reading NVMe first if needed)."""
         torch = self.torch
         nbytes = slot.numel * (2 if self.work_dtype == torch.bfloat16 else 4)
@@ -530,33 +591,67 @@ class SynergyEngine:
                 event = torch.cuda.Event()
                 event.record(self.h2d)
             return dev, event, nbytes
+        started = time.perf_counter()
         dev = torch.empty(slot.shape, dtype=self.work_dtype)
         dev.copy_(source)
+        if link:
+            self._link_wait(nbytes, started)
         return dev, None, nbytes
 
+    def _link_wait(self, nbytes: int, started: float) -> None:
+        """An emulated link: the copy lasts at least ``nbytes / link_bandwidth`` (the rest of
+        it slept, costing no CPU, as a copy engine's DMA costs no compute)."""
+        if self.link:
+            left = started + nbytes / self.link - time.perf_counter()
+            if left > 0:
+                time.sleep(left)
+
     def _start_fetch(self, slot: _Slot, prefetch: bool) -> bool:
-        """Reserve device memory and submit (or, for a prefetch that does not fit, skip)."""
-        if slot.resident or slot.dev is not None or slot.fetching is not None:
-            return True
-        owner = self.units[slot.owner]
-        if owner.step_future is not None and not owner.step_future.done():
-            if prefetch:
-                return False
-            started = time.perf_counter()
-            owner.step_future.result()
-            self.timings["optimizer_wait"] += time.perf_counter() - started
-        nbytes = slot.numel * (2 if self.work_dtype == self.torch.bfloat16 else 4)
+        return self._start_fetches((slot,), prefetch)
+
+    def _start_fetches(self, slots, prefetch: bool) -> bool:
+        """Reserve device memory for each of ``slots`` not fetched yet and submit them as one
+        copy job. A prefetch that does not fit (or whose unit is still stepping) stops there,
+        submitting what it reserved, and answers False."""
+        todo: list[_Slot] = []
+        taken: set[int] = set()
+        elem = 2 if self.work_dtype == self.torch.bfloat16 else 4
+        fits = True
         try:
-            self.device_tier.reserve(f"p{slot.index}", nbytes)
-        except BudgetExceededError:
-            if prefetch:
-                return False
-            raise
-        if self.async_fetch:
-            slot.fetching = self.io.submit(self._fetch_job, slot)
-        else:
-            slot.fetching = _Done(self._fetch_job(slot))
-        return True
+            for slot in slots:
+                if (
+                    slot.resident
+                    or slot.dev is not None
+                    or slot.fetching is not None
+                    or slot.index in taken
+                ):
+                    continue
+                owner = self.units[slot.owner]
+                if owner.step_future is not None and not owner.step_future.done():
+                    if prefetch:
+                        fits = False
+                        break
+                    started = time.perf_counter()
+                    owner.step_future.result()
+                    self.timings["optimizer_wait"] += time.perf_counter() - started
+                try:
+                    self.device_tier.reserve(f"p{slot.index}", slot.numel * elem)
+                except BudgetExceededError:
+                    if prefetch:
+                        fits = False
+                        break
+                    raise
+                todo.append(slot)
+                taken.add(slot.index)
+        finally:
+            if todo and self.async_fetch:
+                future = self.h2d_pool.submit(self._fetch_many, todo)
+                for k, slot in enumerate(todo):
+                    slot.fetching = _Part(future, k)
+            else:
+                for slot in todo:
+                    slot.fetching = _Done(self._fetch_job(slot))
+        return fits
 
     def _ensure(self, slot: _Slot) -> None:
         """Make ``slot.param`` usable now (waiting for its fetch)."""
@@ -622,11 +717,11 @@ class SynergyEngine:
             if not 0 <= pos < len(self.forward_order):
                 continue
             unit = self.units[self.forward_order[pos]]
-            for slot in unit.slots:
-                if self.phase == "backward" and not slot.saved:
-                    continue
-                if not self._start_fetch(slot, prefetch=True):
-                    return
+            slots = unit.slots
+            if self.phase == "backward":
+                slots = [slot for slot in slots if slot.saved]
+            if not self._start_fetches(slots, prefetch=True):
+                return
             if self.phase == "backward" and self._early_steps() and not self._stepping(unit):
                 self._read_states(unit)
 
@@ -637,6 +732,13 @@ class SynergyEngine:
                 "call the engine (engine(batch)), not the model, so that "
                 "offloaded parameters are fetched"
             )
+        prof = self._profile
+        marks = (
+            prof["marks"]
+            if prof is not None and prof["on"] and "forward_end" not in prof
+            else None
+        )
+        began = time.perf_counter() if marks is not None else 0.0
         if self.phase == "forward":
             if not self._order_known:
                 self.forward_order.append(unit.index)
@@ -647,6 +749,9 @@ class SynergyEngine:
             )
             for slot in unit.slots:
                 slot.pos = pos
+            if self.offloads and not unit.resident:
+                # Its own fetch first, as one job (the link is FIFO), then the window.
+                self._start_fetches(unit.slots, prefetch=False)
             if self._order_known and self.offloads:
                 self._prefetch(range(pos + 1, pos + 1 + self.depth))
         if unit.resident:  # its states live here: wait only for its own step of last pass
@@ -655,9 +760,11 @@ class SynergyEngine:
                 started = time.perf_counter()
                 future.result()
                 self.timings["optimizer_wait"] += time.perf_counter() - started
-            return
-        for slot in unit.slots:
-            self._ensure(slot)
+        else:
+            for slot in unit.slots:
+                self._ensure(slot)
+        if marks is not None and self.phase == "forward":
+            marks.append((unit.index, began, time.perf_counter()))
 
     def _post_forward(self, unit: _Unit, module, args, output) -> None:
         if self.phase != "forward":
@@ -718,6 +825,9 @@ class SynergyEngine:
                     grad.record_stream(self.d2h)
                     slot.grad_event = torch.cuda.Event()
                     slot.grad_event.record(self.d2h)
+            elif self.async_grads:  # the d2h copy thread (one job per unit), backward goes on
+                unit.d2h.append((slot, grad, slot.has_grad))
+                slot.grad_future = unit.d2h_future
             elif slot.has_grad:
                 slot.host_grad.add_(grad)  # accumulation: old + new, as autograd sums .grad
             else:
@@ -727,13 +837,50 @@ class SynergyEngine:
             slot.master.grad = slot.host_grad
             self._release(slot)
             slot.grad_ref = slot.host_grad
-            slot.grad_version = slot.host_grad._version
+            if slot.grad_future is None:
+                slot.grad_version = slot.host_grad._version
         unit.pending -= 1
+        if unit.pending == 0 and unit.d2h:
+            self._flush_grads(unit)
         if self.phase == "backward":
             if self.offloads:
                 self._prefetch(range(slot.pos - 1, slot.pos - 1 - self.depth, -1))
             if self._early_steps() and unit.pending == 0:
                 self._submit_step(unit)
+
+    def _flush_grads(self, unit: _Unit) -> None:
+        """Submit the unit's gathered gradients as one d2h job (its slots' ``grad_future``
+        is the future the job completes)."""
+        batch, unit.d2h = unit.d2h, []
+        future, unit.d2h_future = unit.d2h_future, Future()
+        self.d2h_pool.submit(self._grad_job, batch, future)
+
+    def _grad_job(self, batch: list, future: Future) -> None:
+        """d2h copy thread: gradients to their host buffers (summed when accumulating; jobs
+        run in order on one thread, so sums happen in plain torch's order)."""
+        started = time.perf_counter()
+        try:
+            nbytes = 0
+            for slot, grad, accumulate in batch:
+                if accumulate:
+                    slot.host_grad.add_(grad)
+                else:
+                    slot.host_grad.copy_(grad)
+                slot.grad_version = slot.host_grad._version
+                nbytes += grad.numel() * grad.element_size()
+            self._link_wait(nbytes, started)
+        except BaseException as exc:  # noqa: BLE001 - raised where the gradient is waited for
+            future.set_exception(exc)
+        else:
+            future.set_result(None)
+
+    def _wait_grads(self, slots) -> None:
+        """Wait for the d2h copies of ``slots`` (raising a copy's own error here)."""
+        for slot in slots:
+            future = slot.grad_future
+            if future is not None:
+                future.result()
+                slot.grad_future = None
 
     # --------------------------------------------------------------- optimizer
     def _state_keys(self, unit: _Unit) -> list[tuple[_Slot, str]]:
@@ -790,9 +937,11 @@ class SynergyEngine:
     def _step_units(self, units: list[_Unit]) -> None:
         """Worker: one optimizer step over the masters of ``units`` (each unit's params only:
         the shared optimizer's groups hold just them during the call)."""
+        started = time.perf_counter()
         seen = []
         lists: list[list] = [[] for _ in self.shared_optimizer.param_groups]
         for unit in units:
+            self._wait_grads(unit.owned)
             for slot in unit.owned:
                 if slot.grad_event is not None:  # pragma: no cover - needs a GPU
                     slot.grad_event.synchronize()
@@ -823,6 +972,8 @@ class SynergyEngine:
                 if not slot.resident:  # a resident .grad stays readable until the next backward
                     slot.master.grad = None
             self._swap_out_states(unit, wait=not self.overlap)
+        self._opt_time[0] += time.perf_counter() - started
+        self._opt_time[1] += sum(s.numel for u in units for s in u.owned)
 
     def _drain(self) -> None:
         """Worker: step every unit submitted so far, in batches, until none is waiting."""
@@ -876,6 +1027,9 @@ class SynergyEngine:
                 out = self.model(*args, **kwargs)
         finally:
             self.phase = "forward-done"
+        prof = self._profile
+        if prof is not None and prof["on"] and "forward_end" not in prof:
+            prof["forward_end"] = time.perf_counter()
         if not self._order_known:
             seen, order = set(), []
             for index in self.forward_order:
@@ -893,6 +1047,14 @@ class SynergyEngine:
     forward = __call__
 
     def _prepare_step(self) -> None:
+        prof = self._profile
+        if prof is not None and not prof["on"] and self._steps_seen == 1 and self.micro == 0:
+            self.synchronize()  # the profiled step's optimizer time is its own
+            self._opt_time = [0.0, 0]
+            self._profile = {"on": True, "marks": [], "depth": self.depth}
+            self.depth, self._turn = 0, len(self.forward_order) - 1  # every fetch on demand
+        elif prof is not None and prof["on"] and "backward" in prof:
+            self._plan_prefetch()
         for unit in self.units:
             unit.submitted = False
             unit.early = False
@@ -931,13 +1093,22 @@ class SynergyEngine:
         for unit in self.units:
             unit.pending = len(unit.owned)
         self.phase = "backward"
+        began, waited = time.perf_counter(), self.timings["fetch_wait"]
         try:
             tail = len(self.forward_order) - 1
             self._prefetch(range(tail, tail - self.depth - 1, -1))
             loss.backward()
+            ended = time.perf_counter()  # the gradients' last d2h copies are not compute
         finally:
             self.phase = "backward-done"
+            for unit in self.units:  # gradients of units some parameter of which got none
+                if unit.d2h:
+                    self._flush_grads(unit)
+            self._wait_grads(self.slots)  # every gradient on the host before the loop sees it
             self._finish_pass()
+        if self._profile is not None and self._profile["on"] and "backward" not in self._profile:
+            self._profile["backward"] = ended - began - (self.timings["fetch_wait"] - waited)
+            self._profile["backward_wall"] = ended - began
         if self.expose_grads:  # what the loop sees (and may edit) before step()
             for slot in self.slots:
                 if slot.has_grad and not slot.resident:
@@ -1190,6 +1361,7 @@ class SynergyEngine:
             nvme_read=self.nvme.bytes_read if self.nvme else 0,
             nvme_written=self.nvme.bytes_written if self.nvme else 0,
             checkpointed_modules=self.checkpointed,
+            prefetch_depth=self.depth,
             **self.timings,
         )
 
@@ -1212,6 +1384,9 @@ class SynergyEngine:
                 del OWNERS[id(slot.param)]
         self.io.shutdown(wait=True)
         self.opt_pool.shutdown(wait=True)
+        for pool in (self.h2d_pool, self.d2h_pool):
+            if pool is not None and pool is not self.io:
+                pool.shutdown(wait=True)
         if self.nvme is not None:
             self.nvme.close(remove=not self.config.keep_nvme_files)
 
