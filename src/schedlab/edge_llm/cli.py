@@ -26,6 +26,7 @@ SUMMARY_KEYS = (
     "requests",
     "refused",
     "truncated",
+    "dropped",
     "mean_e2e",
     "p95_e2e",
     "mean_ttft",
@@ -47,7 +48,8 @@ def simulate(
         ["online"],
         "--policy",
         help="online|online-paper|online-nosm|cloud|split|mix|disagg|distserve|splitwise "
-        "(repeat for several).",
+        "(repeat for several); NAME+admit adds deadline-aware admission (a request predicted "
+        "to miss its deadline is refused: counted in 'dropped' and as an SLO miss).",
     ),
     requests_csv: Path = typer.Option(
         None,
