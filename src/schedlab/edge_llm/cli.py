@@ -100,8 +100,12 @@ def simulate(
     """Replay a request stream through one or more routers and print a summary table."""
     from schedlab.edge_llm.config import EdgeConfig
     from schedlab.edge_llm.context import fit_to_context
+    from schedlab.edge_llm.routers import make_router
     from schedlab.edge_llm.simulator import simulate as run
     from schedlab.llm.costmodel import get_model
+
+    for name in policy:  # every name checked before anything is replayed
+        make_router(name)
 
     if alibaba is not None:
         from schedlab.edge_llm.alibaba import replay
