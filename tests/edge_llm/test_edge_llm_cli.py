@@ -40,7 +40,10 @@ def test_bad_options_exit_2_with_the_field():
                          (["simulate", "--snr-max", "60"], "SNR"),
                          (["simulate", "--n", "5", "--snr-min", "30", "--snr-max", "5"],
                           "min > max"),
-                         (["simulate", "--policy", "fastest", "--n", "5"], "unknown policy")):
+                         (["simulate", "--policy", "fastest", "--n", "5"], "unknown policy"),
+                         (["simulate", "--policy", "online", "--policy", "fastest+admit",
+                           "--n", "5"], "unknown policy")):
         res = runner.invoke(app, args)
         assert res.exit_code == 2, (args, res.output)
         assert needle in res.output
+        assert "replaying" not in res.output  # every name is checked before any replay

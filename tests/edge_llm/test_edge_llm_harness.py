@@ -12,9 +12,12 @@ pytest.importorskip("transformers", reason="the harness needs the 'hf' extra (tr
 
 from schedlab.core.errors import BadInputError, ConfigError  # noqa: E402
 from schedlab.edge_llm.harness import (  # noqa: E402
+    MODES,
     Harness,
+    HarnessDelayModel,
     HarnessRouter,
     LinkSpec,
+    StepFit,
     TinyModel,
     error_table,
     pin_plan,
@@ -52,7 +55,32 @@ def test_kv_transfer_is_real_and_shaped(harness):
         assert r["kv_bytes"] == TinyModel().kv_bytes_per_token * r["input_len"]
         wire = r["kv_bytes"] * 8 / (LINK.backhaul_mbps * 1e6) + LINK.backhaul_ms / 1e3
         assert r["kv_s"] >= 0.9 * wire  # the link really runs at the shaped rate
+        # the wire time alone (what corrects the delay model's link) is part of it
+        assert 0.9 * (wire - LINK.backhaul_ms / 1e3) <= r["wire_s"] <= r["kv_s"] + 1e-6
     assert harness.shaping in ("tc", "paced")
+
+
+def test_link_correction_and_kv_handoff_enter_only_the_split_modes():
+    prof = dict(lengths=[32, 128, 320], prefill_s=[0.01, 0.02, 0.05], contexts=[32, 320],
+                decode_s=[0.001, 0.002], export_s=[0.001, 0.004], import_s=[0.002, 0.008])
+    fit = StepFit.fit(prof)
+    assert fit.export_s(320) == pytest.approx(0.004) and fit.import_s(32) == pytest.approx(0.002)
+    bare = StepFit.fit({k: v for k, v in prof.items() if k not in ("export_s", "import_s")})
+    assert bare.export_s(320) == bare.import_s(320) == 0.0
+    model = HarnessDelayModel({"cloud": fit, "edge": fit}, TinyModel(), LINK)
+    plain = HarnessDelayModel({"cloud": bare, "edge": bare}, TinyModel(), LINK)
+    nominal = model.kv_s(320)
+    for m in MODES:  # the hand-off (export there, import here) costs the split modes only
+        gap = model.predict(m, 320, 6, 0.0).e2e - plain.predict(m, 320, 6, 0.0).e2e
+        assert gap == pytest.approx(0.012 if m in ("split", "disagg") else 0.0, abs=1e-9)
+    before = {m: model.predict(m, 320, 6, 0.0).e2e for m in MODES}
+    for _ in range(60):  # the link delivers 1.5x slower than its nominal rate
+        model.observe_link(1.5 * nominal, 320)
+    assert model.link_scale == pytest.approx(1.5, rel=1e-3)
+    for m in MODES:
+        grew = model.predict(m, 320, 6, 0.0).e2e - before[m]
+        assert grew == pytest.approx(0.5 * nominal if m in ("split", "disagg") else 0.0,
+                                     rel=1e-3, abs=1e-9)
 
 
 def test_router_drives_the_harness_and_predictions_are_reported(harness):

@@ -19,8 +19,8 @@ from schedlab.edge_llm.workloads import MOONCAKE_SLICE, mooncake
 @pytest.mark.parametrize("changes", [{}, dict(backhaul_gbps=0.5), dict(cloud_sm_budget=0.2)])
 def test_distserve_search_picks_the_placement_the_engine_ranks_best(changes):
     cfg = EdgeConfig().with_(**changes)
-    reqs = generate(120, 2.0, 3)
-    router = DistServeRouter(sample=120, every=10**9, first=120)
+    reqs = generate(80, 2.0, 3)
+    router = DistServeRouter(sample=80, every=10**9, first=80)
     router.seen.extend(reqs)
     link = Link(cfg.backhaul.gbps, cfg.backhaul.transfer_ms)
     chosen = router.search(ClusterView(make_sites(cfg), link, cfg, 0.0))

@@ -22,7 +22,7 @@ VIDUR = data_dir() / "vidur_profiles"
 
 
 def test_sweep_compares_online_with_every_baseline_on_the_same_requests():
-    frame = sweep(60, 0, axes=("cloud_sm",))
+    frame = sweep(40, 0, axes=("cloud_sm",))
     assert set(frame["policy"]) == {*BASELINES, "online"}
     vs = versus_best(frame)
     assert vs.height == 4  # one row per point
@@ -30,7 +30,7 @@ def test_sweep_compares_online_with_every_baseline_on_the_same_requests():
         point = frame.filter((frame["axis"] == row["axis"]) & (frame["value"] == row["value"]))
         base = point.filter(point["policy"].is_in(list(BASELINES)))
         assert row["best_e2e"] == pytest.approx(base["mean_e2e"].min())
-        assert row["n_cloud"] + row["n_split"] + row["n_mix"] + row["n_disagg"] == 60
+        assert row["n_cloud"] + row["n_split"] + row["n_mix"] + row["n_disagg"] == 40
         # the paired interval brackets the point estimate
         assert row["gain_lo"] <= row["gain_pct"] + 1e-9 <= row["gain_hi"] + 2e-9
 

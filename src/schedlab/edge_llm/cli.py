@@ -26,6 +26,7 @@ SUMMARY_KEYS = (
     "requests",
     "refused",
     "truncated",
+    "dropped",
     "mean_e2e",
     "p95_e2e",
     "mean_ttft",
@@ -47,7 +48,8 @@ def simulate(
         ["online"],
         "--policy",
         help="online|online-paper|online-nosm|cloud|split|mix|disagg|distserve|splitwise "
-        "(repeat for several).",
+        "(repeat for several); NAME+admit adds deadline-aware admission (a request predicted "
+        "to miss its deadline is refused: counted in 'dropped' and as an SLO miss).",
     ),
     requests_csv: Path = typer.Option(
         None,
@@ -98,8 +100,12 @@ def simulate(
     """Replay a request stream through one or more routers and print a summary table."""
     from schedlab.edge_llm.config import EdgeConfig
     from schedlab.edge_llm.context import fit_to_context
+    from schedlab.edge_llm.routers import make_router
     from schedlab.edge_llm.simulator import simulate as run
     from schedlab.llm.costmodel import get_model
+
+    for name in policy:  # every name checked before anything is replayed
+        make_router(name)
 
     if alibaba is not None:
         from schedlab.edge_llm.alibaba import replay

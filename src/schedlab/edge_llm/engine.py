@@ -116,6 +116,8 @@ def check_plan(plan: Plan, window: Window, sites: dict[str, Site]) -> None:
     for route in plan.routes:
         if route not in MODE_OF:
             raise BadInputError(f"route {route!r} is not a known mode", field="plan")
+    if any(not 0 <= k < n for k in plan.dropped):
+        raise BadInputError(f"plan drops {sorted(plan.dropped)}, outside 0..{n - 1}", field="plan")
     for name in plan.sm:
         if name not in sites:
             raise BadInputError(f"SM plan for unknown site {name!r}", field="plan")
@@ -127,12 +129,13 @@ def execute(
     """Run the window's prefill groups FIFO by readiness, then ship KV and join decodes."""
     wan = cfg.backhaul.wan_ms / 1e3
     groups: dict[tuple[int, str], list[int]] = defaultdict(list)
+    rows = [_dropped(window.requests[k]) for k in sorted(plan.dropped)]
     for k, (route, group) in enumerate(zip(plan.routes, plan.groups, strict=True)):
-        groups[(group, route[0])].append(k)
+        if k not in plan.dropped:
+            groups[(group, route[0])].append(k)
     ordered = sorted(groups.items(), key=lambda g: max(window.ready[k] for k in g[1]))
     stats["windows"] += 1
     stats["buckets"] += len({g for g, _ in groups})
-    rows = []
     for (_, p), members in ordered:
         site = sites[p]
         lengths = [window.requests[k].input_len for k in members]
@@ -148,6 +151,13 @@ def execute(
                 _finish(window, k, plan.routes[k], start, end, pad, len(members), sites, link, cfg)
             )
     return rows
+
+
+def _dropped(req: EdgeRequest) -> tuple:
+    """A request refused at admission: no latency, counted as an SLO miss."""
+    nan = float("nan")
+    return (req.rid, req.arrival, req.input_len, req.output_len, "dropped", nan, nan, nan,
+            req.deadline, False, False, False, nan, nan, nan, nan, 0, 0)
 
 
 def _finish(
@@ -209,7 +219,13 @@ def _finish(
 def summarise(
     frame: pl.DataFrame, sites: dict[str, Site], link: Link, stats: dict, name: str
 ) -> dict:
-    """Mean/P95 latency, TTFT, TPOT, SLO attainment, goodput and the routing mix."""
+    """Mean/P95 latency, TTFT, TPOT, SLO attainment, goodput and the routing mix. Requests
+    refused at admission (mode ``dropped``) count in the SLO fractions as misses and are left
+    out of the latency figures (``dropped`` says how many)."""
+    everyone = frame
+    frame = frame.filter(pl.col("mode") != "dropped")
+    if frame.height == 0:
+        raise BadInputError("every request was refused at admission", field="plan")
     e2e = frame["e2e"].to_numpy()
     span = float((frame["arrival"] + frame["e2e"]).max() - frame["arrival"].min())
     modes = frame["mode"].value_counts()
@@ -218,15 +234,16 @@ def summarise(
     padded = max(stats["padded"], 1)
     return dict(
         policy=name,
-        requests=frame.height,
+        requests=everyone.height,
+        dropped=everyone.height - frame.height,
         mean_e2e=float(e2e.mean()),
         p95_e2e=float(np.percentile(e2e, 95)),
         mean_ttft=float(frame["ttft"].mean()),
         p95_ttft=float(np.percentile(frame["ttft"].to_numpy(), 95)),
         mean_tpot=float(frame["tpot"].mean()),
-        slo=float(frame["met"].mean()),
-        ttft_slo=float(frame["ttft_met"].mean()),
-        tpot_slo=float(frame["tpot_met"].mean()),
+        slo=float(frame["met"].sum()) / everyone.height,
+        ttft_slo=float(frame["ttft_met"].sum()) / everyone.height,
+        tpot_slo=float(frame["tpot_met"].sum()) / everyone.height,
         goodput=float(frame["met"].sum()) / max(span, 1e-9),
         **{f"n_{m}": int(c) for m, c in mix.items()},
         padding_waste=(padded - stats["used"]) / padded,

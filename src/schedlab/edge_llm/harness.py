@@ -334,6 +334,7 @@ class Site:
                     decode_cpu=c2 - c1,
                     tokens=toks,
                     kv_s=t_arrived - header["t_sent"],
+                    wire_s=header.get("wire_s", 0.0),
                 ),
                 delay=self.client_delay,
                 lock=lock,
@@ -345,6 +346,7 @@ class Site:
             header, payload = self.kv_out.get()
             with self.peer_lock:
                 assert self.peer is not None, "no peer connected"
+                header["t_wire"] = time.monotonic()  # handed to the socket
                 send_msg(self.peer, header, payload, self.pace)
 
     def profile(self, lengths: list[int], contexts: list[int], repeats: int) -> dict:
@@ -363,8 +365,19 @@ class Site:
                 cpu.append(time.thread_time() - c0)
             pre.append(float(np.median(times)))
             pre_cpu.append(float(np.median(cpu)))
+        export, load = [], []
         for ctx in contexts:
             first, cache = self.prefill(list(map(int, rng.integers(0, self.spec.vocab, ctx))))
+            ex, im = [], []
+            for _ in range(repeats):  # a split mode's KV hand-off: export here, import there
+                t0 = time.monotonic()
+                shapes, payload = self.export_kv(cache)
+                t1 = time.monotonic()
+                self.import_kv(shapes, payload)
+                ex.append(t1 - t0)
+                im.append(time.monotonic() - t1)
+            export.append(float(np.median(ex)))
+            load.append(float(np.median(im)))
             steps = 8
             times, cpu = [], []
             for _ in range(repeats):
@@ -376,7 +389,7 @@ class Site:
             dec.append(float(np.median(times)))
             dec_cpu.append(float(np.median(cpu)))
         return dict(lengths=lengths, prefill_s=pre, contexts=contexts, decode_s=dec,
-                    prefill_cpu=pre_cpu, decode_cpu=dec_cpu)
+                    prefill_cpu=pre_cpu, decode_cpu=dec_cpu, export_s=export, import_s=load)
 
 
 def serve(
@@ -442,6 +455,7 @@ def _die_with_parent() -> None:
 
 def _handle(site: Site, conn: socket.socket) -> None:
     lock = threading.Lock()
+    last_kv = 0.0  # when the previous KV on this connection had fully arrived
     try:
         while True:
             header, payload = recv_msg(conn)
@@ -462,6 +476,12 @@ def _handle(site: Site, conn: socket.socket) -> None:
                 site.expect[header["rid"]] = (conn, lock)
             elif op == "kv":
                 arrived = time.monotonic()
+                # time on the wire alone: from when the link was free for it (the previous
+                # transfer in, or its hand-off to the socket) to the last byte in; the socket
+                # buffer takes a transfer before the shaped link is free, so t_wire alone
+                # would count queueing behind the previous one
+                header["wire_s"] = arrived - max(header.get("t_wire", header["t_sent"]), last_kv)
+                last_kv = arrived
                 target = site.expect.pop(header["rid"])
                 job = ("decode", header["rid"], header, payload, arrived + site.link_delay, *target)
                 threading.Timer(site.link_delay, site.jobs.put, args=(job,)).start()
@@ -492,11 +512,15 @@ def _handle(site: Site, conn: socket.socket) -> None:
 # --- the delay model of the harness -----------------------------------------------------------
 @dataclass
 class StepFit:
-    """Fitted step times of one site: prefill(T) = a + b·T + c·T², decode(ctx) = a + b·ctx."""
+    """Fitted step times of one site: prefill(T) = a + b·T + c·T², decode(ctx) = a + b·ctx,
+    and a split mode's KV hand-off, export(T) and import(T) = a + b·T (zero when the profile
+    has none)."""
 
     prefill: tuple[float, float, float]
     decode: tuple[float, float]
     profile: dict = field(default_factory=dict)
+    export: tuple[float, float] = (0.0, 0.0)
+    load: tuple[float, float] = (0.0, 0.0)
 
     @classmethod
     def fit(cls, profile: dict) -> StepFit:
@@ -506,11 +530,21 @@ class StepFit:
         coef = np.linalg.lstsq(a, p, rcond=None)[0]
         c = np.asarray(profile["contexts"], dtype=float)
         d = np.asarray(profile["decode_s"], dtype=float)
-        dcoef = np.linalg.lstsq(np.vstack([np.ones_like(c), c]).T, d, rcond=None)[0]
+        lin = np.vstack([np.ones_like(c), c]).T
+        dcoef = np.linalg.lstsq(lin, d, rcond=None)[0]
+
+        def line(key: str) -> tuple[float, float]:
+            if key not in profile:
+                return (0.0, 0.0)
+            a, b = np.linalg.lstsq(lin, np.asarray(profile[key], dtype=float), rcond=None)[0]
+            return (float(a), max(0.0, float(b)))
+
         return cls(
             (float(coef[0]), float(coef[1]), max(0.0, float(coef[2]))),
             (float(dcoef[0]), max(0.0, float(dcoef[1]))),
             profile,
+            line("export_s"),
+            line("import_s"),
         )
 
     def prefill_s(self, tokens: int) -> float:
@@ -520,6 +554,14 @@ class StepFit:
     def decode_s(self, tokens: int, out: int) -> float:
         a, b = self.decode
         return (out - 1) * (a + b * (tokens + out / 2.0))
+
+    def export_s(self, tokens: int) -> float:
+        """Copying a prompt's KV cache out of the model (the prefill site's worker)."""
+        return max(0.0, self.export[0] + self.export[1] * tokens)
+
+    def import_s(self, tokens: int) -> float:
+        """Rebuilding a shipped KV cache before decoding (the decode site's worker)."""
+        return max(0.0, self.load[0] + self.load[1] * tokens)
 
 
 @dataclass(frozen=True)
@@ -532,6 +574,8 @@ class Prediction:
     decode_end: float
     link_end: float
     prefill_start_len: float = 0.0  # the prefill's own predicted duration
+    handoff: float = 0.0  # the prefill site's KV export after the prefill (split modes)
+    rebuild: float = 0.0  # the decode site's KV import before the decode (split modes)
 
 
 class HarnessDelayModel:
@@ -546,6 +590,9 @@ class HarnessDelayModel:
         # (site, phase), updated from every finished request (causal: a prediction only uses
         # requests that completed before it was made)
         self.scale = {(s, ph): 1.0 for s in ("cloud", "edge") for ph in ("prefill", "decode")}
+        # and of the link: measured wire time of a KV transfer / bytes at the nominal rate (a
+        # shaped TCP link delivers less than its rate: headers, acks, the token bucket)
+        self.link_scale = 1.0
         self.adapt = 0.2
 
     def observe(self, site: str, phase: str, measured: float, tokens: int, out: int) -> None:
@@ -555,12 +602,17 @@ class HarnessDelayModel:
             key = (site, phase)
             self.scale[key] = (1 - self.adapt) * self.scale[key] + self.adapt * measured / base
 
+    def observe_link(self, wire_s: float, tokens: int) -> None:
+        base = self.kv_s(tokens) / self.link_scale
+        if base > 0 and wire_s > 0:
+            self.link_scale = (1 - self.adapt) * self.link_scale + self.adapt * wire_s / base
+
     def delay(self, site: str) -> float:
         return self.link.wan_ms / 1e3 if site == "cloud" else 0.0
 
     def kv_s(self, tokens: int) -> float:
         nbytes = self.model.kv_bytes_per_token * tokens
-        return nbytes * 8.0 / (self.link.backhaul_mbps * 1e6)
+        return nbytes * 8.0 / (self.link.backhaul_mbps * 1e6) * self.link_scale
 
     def predict(self, mode: str, tokens: int, out: int, now: float) -> Prediction:
         p, d = MODES[mode]
@@ -568,15 +620,19 @@ class HarnessDelayModel:
         end = start + self.fits[p].prefill_s(tokens) * self.scale[(p, "prefill")]
         ttft = end + self.delay(p) - now
         link_end = self.link_free
+        handoff = rebuild = 0.0
         if p == d:
             dstart = end
-        else:
-            link_end = max(end, self.link_free) + self.kv_s(tokens)
-            dstart = max(link_end + self.link.backhaul_ms / 1e3, self.free[d])
+        else:  # the KV is copied out (p's worker), shipped, and rebuilt (d's worker)
+            handoff = self.fits[p].export_s(tokens)
+            rebuild = self.fits[d].import_s(tokens)
+            link_end = max(end + handoff, self.link_free) + self.kv_s(tokens)
+            dstart = max(link_end + self.link.backhaul_ms / 1e3, self.free[d]) + rebuild
         dend = dstart + self.fits[d].decode_s(tokens, out) * self.scale[(d, "decode")]
         e2e = dend + self.delay(d) - now
         return Prediction(
-            ttft, e2e, (dend - dstart) / max(1, out - 1), end, dstart, dend, link_end, end - start
+            ttft, e2e, (dend - dstart) / max(1, out - 1), end, dstart, dend, link_end,
+            end - start, handoff, rebuild,
         )
 
     def book(self, mode: str, pred: Prediction, rid: int = -1) -> None:
@@ -586,20 +642,24 @@ class HarnessDelayModel:
             self.free[p] = pred.decode_end
             self.queue[p][rid] = pred.decode_end - pred.prefill_end + self.prefill_part(pred)
         else:
-            self.free[p] = pred.prefill_end
+            self.free[p] = pred.prefill_end + pred.handoff
             self.link_free = pred.link_end
             self.free[d] = pred.decode_end
-            self.queue[p][rid] = self.prefill_part(pred)
-            self.queue[d][rid] = pred.decode_end - pred.decode_start
+            self.queue[p][rid] = self.prefill_part(pred) + pred.handoff
+            self.queue[d][rid] = pred.decode_end - pred.decode_start + pred.rebuild
 
     @staticmethod
     def prefill_part(pred: Prediction) -> float:
         return pred.prefill_start_len
 
-    def finished(self, site: str, rid: int, now: float) -> None:
+    def finished(self, site: str, rid: int, now: float, left: float = 0.0) -> None:
         """Live queue state: when a site reports a job done, its booked future is the
-        predicted work of the jobs still outstanding there, from now."""
-        self.queue[site].pop(rid, None)
+        predicted work of the jobs still outstanding there, from now (``left``: what the
+        reported job still owes the site, a split prefill's KV export)."""
+        if left > 0:
+            self.queue[site][rid] = left
+        else:
+            self.queue[site].pop(rid, None)
         self.free[site] = now + sum(self.queue[site].values())
 
 
@@ -878,6 +938,7 @@ class Harness:
                 pred_ttft=pred.ttft,
                 pred_e2e=pred.e2e,
                 pred_tpot=pred.tpot,
+                handoff=pred.handoff,
                 sites=(p, d),
                 kv_bytes=self.model.kv_bytes_per_token * tokens if p != d else 0,
             )
@@ -927,7 +988,7 @@ class Harness:
             row["prefill_cpu"] = header.get("prefill_cpu", header["prefill_s"])
             model.observe(p, "prefill", header["prefill_s"], row["input_len"], row["output_len"])
             if p != d:
-                model.finished(p, header["rid"], t)
+                model.finished(p, header["rid"], t, left=row["handoff"])
         elif header["ev"] == "done":
             row["done"] = t
             row["kv_s"] = header.get("kv_s", 0.0)
@@ -935,7 +996,12 @@ class Harness:
             row["decode_cpu"] = header.get("decode_cpu", header["decode_s"])
             row["tokens"] = header.get("tokens", [])
             model.observe(d, "decode", header["decode_s"], row["input_len"], row["output_len"])
+            if header.get("wire_s", 0.0) > 0:
+                model.observe_link(header["wire_s"], row["input_len"])
+            row["wire_s"] = header.get("wire_s", 0.0)
             model.finished(d, header["rid"], t)
+            if p != d:  # its KV export on p is long over (the KV reached d)
+                model.queue[p].pop(header["rid"], None)
             done = 1
         return done
 
@@ -977,6 +1043,7 @@ class Harness:
             prefill_cpu=r["prefill_cpu"],
             decode_cpu=r["decode_cpu"],
             kv_s=r.get("kv_s", 0.0),
+            wire_s=r.get("wire_s", 0.0),
             kv_bytes=r["kv_bytes"],
             tokens=r.get("tokens", []),
         )

@@ -60,6 +60,8 @@ class Plan:
     routes: list[Route]
     groups: list[int]
     sm: dict[str, SmPlan] = field(default_factory=dict)
+    #: indices of the window's requests refused at admission (never served; SLO misses)
+    dropped: frozenset[int] = frozenset()
 
 
 class Router(Protocol):
@@ -229,9 +231,13 @@ class OnlineRouter:
         sm_allocation: bool = True,
         name: str = "online",
         externality: float = 1.0,
+        admission: bool = False,
     ) -> None:
         self.routes = [MODES[m] for m in modes]
         self.externality = externality
+        #: deadline-aware admission: refuse a request predicted to miss its deadline on every
+        #: mode (it would not count toward SLO attainment and it delays everyone behind it)
+        self.admission = admission
         self.mean_input = 512.0  # EWMA of prompt lengths seen (for the lane externality)
         self.sm_allocation = sm_allocation
         self.name = name
@@ -249,6 +255,7 @@ class OnlineRouter:
                            window.requests[i].arrival + window.requests[i].deadline),
         )
         routes: list[Route] = [self.routes[0]] * len(window.requests)
+        dropped = set()
         for i in order:
             req, ready = window.requests[i], window.ready[i]
             self.mean_input = 0.97 * self.mean_input + 0.03 * req.input_len
@@ -261,10 +268,45 @@ class OnlineRouter:
                 key = (est.e2e > req.deadline, cost)
                 if best_key is None or key < best_key:
                     best, best_key = (route, est), key
-            assert best is not None
+            assert best is not None and best_key is not None
             routes[i] = best[0]
+            if self.admission and best_key[0]:
+                dropped.add(i)
+                continue
             commit(view, req, ready, best[0], best[1])
-        return Plan(routes, groups, plans)
+        return Plan(routes, groups, plans, frozenset(dropped))
+
+
+class AdmissionRouter:
+    """The same deadline-aware admission in front of any other router (so a baseline gets the
+    rule the online router uses): after the router plans a window, each request in the order
+    the engine runs prefills is estimated on the route it was given, given the admitted ones
+    before it, and refused when that misses its deadline."""
+
+    def __init__(self, inner: Router) -> None:
+        self.inner = inner
+        self.name = f"{inner.name}+admit"
+
+    def plan(self, window: Window, view: ClusterView) -> Plan:
+        plan = self.inner.plan(window, view)
+        fresh = ClusterView(view.sites, view.link, view.cfg, view.now)
+        pad: dict[tuple[int, str], int] = {}
+        for k, (route, group) in enumerate(zip(plan.routes, plan.groups, strict=True)):
+            key = (group, route[0])
+            pad[key] = max(pad.get(key, 0), window.requests[k].input_len)
+        order = sorted(range(len(window.requests)), key=lambda i: window.ready[i])
+        dropped = set(plan.dropped)
+        for i in order:
+            if i in dropped:
+                continue
+            req, ready, route = window.requests[i], window.ready[i], plan.routes[i]
+            est = estimate(fresh, req, ready, route, plan.sm,
+                           pad[(plan.groups[i], route[0])])
+            if est.e2e > req.deadline:
+                dropped.add(i)
+            else:
+                commit(fresh, req, ready, route, est)
+        return Plan(plan.routes, plan.groups, plan.sm, frozenset(dropped))
 
 
 def allocate_sm(view: ClusterView, site: str, window: Window) -> SmPlan:

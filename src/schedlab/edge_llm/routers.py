@@ -8,7 +8,7 @@ from collections.abc import Callable
 
 from schedlab.core.registry import lookup
 from schedlab.edge_llm.placement import DistServeRouter, SplitwiseRouter
-from schedlab.edge_llm.policies import FixedRouter, OnlineRouter, Router
+from schedlab.edge_llm.policies import AdmissionRouter, FixedRouter, OnlineRouter, Router
 
 ROUTERS: dict[str, Callable[[], Router]] = {
     "online": OnlineRouter,
@@ -22,7 +22,18 @@ ROUTERS: dict[str, Callable[[], Router]] = {
     "distserve": DistServeRouter,
     "splitwise": SplitwiseRouter,
 }
+#: a router name with this suffix gets deadline-aware admission (refuse a request predicted to
+#: miss its deadline): the online routers apply it inside their loop, every other router through
+#: the same rule in front of it (:class:`~schedlab.edge_llm.policies.AdmissionRouter`)
+ADMIT = "+admit"
 
 
 def make_router(name: str) -> Router:
-    return lookup(ROUTERS, "policy", name)()
+    base = name.removesuffix(ADMIT)
+    router = lookup(ROUTERS, "policy", base)()
+    if base == name:
+        return router
+    if isinstance(router, OnlineRouter):
+        router.admission, router.name = True, name
+        return router
+    return AdmissionRouter(router)
