@@ -278,10 +278,18 @@ def _build_store(
     return TaskStore(tasks, features, nao, electrons, vmat, cache_ao, source)
 
 
+#: MB PySCF's reference V_xc may hold in basis values at once (its default, 2,000, takes the
+#: whole grid of a 667-function alkane in one block: 0.7 GiB of the parent's peak)
+REFERENCE_MEMORY = 256
+
+
 def reference_vxc(system: DFTSystem) -> np.ndarray:
-    """PySCF's own ground-state XC potential matrix (``NumInt.nr_rks``)."""
+    """PySCF's own ground-state XC potential matrix (``NumInt.nr_rks``), in grid blocks of at
+    most ``REFERENCE_MEMORY`` MB of basis values."""
     with pyscf_threads():
-        return system.mf._numint.nr_rks(system.mol, system.mf.grids, system.xc, system.dm0)[2]
+        return system.mf._numint.nr_rks(
+            system.mol, system.mf.grids, system.xc, system.dm0, max_memory=REFERENCE_MEMORY
+        )[2]
 
 
 def coulomb_response(system: DFTSystem) -> Callable[[np.ndarray], np.ndarray]:

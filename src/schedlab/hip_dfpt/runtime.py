@@ -258,6 +258,26 @@ SPEED_WEIGHT = 0.5
 #: a device whose later half ran this much slower or faster (relative to how the other
 #: devices' halves compare) changed speed during the iteration
 SPEED_CHANGE = float(np.log(1.25))
+#: a refitted speed within this factor of the median device's is taken as equal to it: on a
+#: shared machine one iteration's per-process CPU rate moves by 10-35% with no lasting cause,
+#: and planning on that noise unbalanced equal devices (1.07-1.13 per iteration, stealing
+#: included); stealing corrects small real differences within the iteration
+SPEED_SNAP = float(np.log(1.2))
+
+
+def snap_speeds(speeds: np.ndarray, tolerance: float = SPEED_SNAP) -> np.ndarray:
+    """Devices whose speed is within ``tolerance`` (log) of the median of the *other*
+    devices' speeds are taken as equal: each gets the geometric mean of that group. A device
+    2x slower stays apart from equal ones, and two devices 1.4x apart stay apart."""
+    speeds = np.asarray(speeds, float)
+    if len(speeds) < 2:
+        return speeds.copy()
+    log_speed = np.log(speeds)
+    others = np.array([np.median(np.delete(log_speed, d)) for d in range(len(speeds))])
+    near = np.abs(log_speed - others) < tolerance
+    if not near.any():
+        return speeds.copy()
+    return np.where(near, np.exp(log_speed[near].mean()), speeds)
 
 
 def refit_speeds(
@@ -273,7 +293,8 @@ def refit_speeds(
     its earlier half differs from the other devices' (the median, which carries the model's
     common bias between large early and small late tasks) by more than ``SPEED_CHANGE``; then
     the estimate moves to the later speed at once. A device that ran nothing keeps its
-    previous speed."""
+    previous speed. Finally speeds within ``SPEED_SNAP`` of the median device's are set to it
+    (:func:`snap_speeds`): the plan follows real differences, not one iteration's noise."""
     speeds = np.array(previous, dtype=float)
     normalized = np.array(costs, dtype=float)
     now = np.full(len(ran), np.nan)
@@ -301,7 +322,7 @@ def refit_speeds(
             speeds[d] = np.exp(
                 SPEED_WEIGHT * np.log(now[d]) + (1 - SPEED_WEIGHT) * np.log(speeds[d])
             )
-    return speeds, normalized
+    return snap_speeds(speeds), normalized
 
 
 @dataclass
