@@ -93,6 +93,25 @@ def test_refit_does_not_plan_on_one_iteration_of_noise():
     assert snap_speeds(np.array([1.0, 1.5]))[1] == 1.5
 
 
+def test_speeds_are_measured_free_of_the_task_mix():
+    """The model over-predicts large tasks (0.7x) and under-predicts small ones (1.3x); device 0
+    ran mostly large tasks. Equal devices must come out equal (the ratio of sums made device 0
+    look ~1.3x faster), and a device really 2x slower must come out 2x slower."""
+    from schedlab.hip_dfpt.runtime import _speeds_within_cost_classes
+
+    costs = np.r_[np.full(64, 4.0), np.full(64, 1.0)]
+    true = costs * np.r_[np.full(64, 0.7), np.full(64, 1.3)]
+    ran = [np.r_[np.arange(48), np.arange(64, 80)], np.r_[np.arange(48, 64), np.arange(80, 128)]]
+    sums = [costs[r].sum() / true[r].sum() for r in ran]
+    assert sums[0] / sums[1] > 1.25  # the confounded estimate
+    equal = _speeds_within_cost_classes(costs, true, ran)
+    assert equal[0] == pytest.approx(equal[1])
+    slow = true.copy()
+    slow[ran[1]] *= 2.0
+    two = _speeds_within_cost_classes(costs, slow, ran)
+    assert two[0] / two[1] == pytest.approx(2.0)
+
+
 def test_throttle_checks_and_trigger():
     with pytest.raises(ConfigError, match="throttle"):
         Throttle(0.5)
