@@ -36,11 +36,7 @@ def peak_mib(who: int) -> float:
 def hwm_mib(pid: int) -> float:
     """A live process's peak RSS (VmHWM). getrusage(RUSAGE_CHILDREN) is no use here: a child
     created by fork starts with its parent's high-water mark."""
-    with open(f"/proc/{pid}/status") as handle:
-        for line in handle:
-            if line.startswith("VmHWM:"):
-                return int(line.split()[1]) / 1024.0
-    return float("nan")
+    return status_mib(pid, "VmHWM")
 
 
 def status_mib(pid: int, field: str) -> float:

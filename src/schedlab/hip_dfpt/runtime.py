@@ -258,7 +258,7 @@ SPEED_WEIGHT = 0.5
 #: a device whose later half ran this much slower or faster (relative to how the other
 #: devices' halves compare) changed speed during the iteration
 SPEED_CHANGE = float(np.log(1.25))
-#: a refitted speed within this factor of the median device's is taken as equal to it: on a
+#: a refitted speed within this factor of the other devices' median is taken as equal: on a
 #: shared machine one iteration's per-process CPU rate moves by 10-35% with no lasting cause,
 #: and planning on that noise unbalanced equal devices (1.07-1.13 per iteration, stealing
 #: included); stealing corrects small real differences within the iteration
@@ -294,8 +294,8 @@ def refit_speeds(
     its earlier half differs from the other devices' (the median, which carries the model's
     common bias between large early and small late tasks) by more than ``SPEED_CHANGE``; then
     the estimate moves to the later speed at once. A device that ran nothing keeps its
-    previous speed. Finally speeds within ``SPEED_SNAP`` of the median device's are set to it
-    (:func:`snap_speeds`): the plan follows real differences, not one iteration's noise."""
+    previous speed. Finally speeds within ``SPEED_SNAP`` of the other devices' median are set
+    equal (:func:`snap_speeds`): the plan follows real differences, not one iteration's noise."""
     speeds = np.array(previous, dtype=float)
     normalized = np.array(costs, dtype=float)
     now = np.full(len(ran), np.nan)
