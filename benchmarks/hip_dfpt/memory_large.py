@@ -1,7 +1,14 @@
 """Peak memory of a DFPT polarisability on a molecule ~10x benzene, basis values on the fly.
 
 Run once, niced: ``nice python benchmarks/hip_dfpt/memory_large.py [--carbons 40] [--basis sto-3g]
-[--devices 2] [--out result.json]``. Builds the ground state with PySCF, composes micro-tasks
+[--devices 2] [--out result.json]``. ``--scf guess --iterations 3`` measures the runtime alone on
+molecules whose SCF would take hours here: the core-Hamiltonian ground state (same grid, batches,
+screening and task sizes as the SCF's; see ``dft.ground_state``) and 3 response evaluations on
+random symmetric densities through the device processes, no Coulomb part (PySCF's). Per process
+it reports the peak RSS (VmHWM; the parent's is reset after the set-up, so the runtime phase has
+its own peak), the RSS of each device right after start (interpreter + PySCF + mapped arenas) and
+each device's proportional set size (PSS: shared pages divided among the processes mapping them,
+so the PSS values add up). Builds the ground state with PySCF, composes micro-tasks
 with no cached basis values (each task evaluates its own batch's basis functions), runs the CPHF
 cycle through the process backend (PySCF's Coulomb part density-fitted, for the SCF and the
 response alike) and reports the peak resident memory of this process and of
@@ -29,11 +36,36 @@ def peak_mib(who: int) -> float:
 def hwm_mib(pid: int) -> float:
     """A live process's peak RSS (VmHWM). getrusage(RUSAGE_CHILDREN) is no use here: a child
     created by fork starts with its parent's high-water mark."""
+    return status_mib(pid, "VmHWM")
+
+
+def status_mib(pid: int, field: str) -> float:
     with open(f"/proc/{pid}/status") as handle:
         for line in handle:
-            if line.startswith("VmHWM:"):
+            if line.startswith(field + ":"):
                 return int(line.split()[1]) / 1024.0
     return float("nan")
+
+
+def pss_mib(pid: int) -> float:
+    try:
+        with open(f"/proc/{pid}/smaps_rollup") as handle:
+            for line in handle:
+                if line.startswith("Pss:"):
+                    return int(line.split()[1]) / 1024.0
+    except OSError:
+        pass
+    return float("nan")
+
+
+def reset_peak() -> bool:
+    """Reset this process's VmHWM to its current RSS (Linux ``clear_refs`` 5)."""
+    try:
+        with open("/proc/self/clear_refs", "w") as handle:
+            handle.write("5")
+        return True
+    except OSError:
+        return False
 
 
 def progress(**fields: object) -> None:
@@ -57,6 +89,7 @@ def main() -> None:
         default=0,
         help="run N response evaluations on random densities instead of the CPHF cycle",
     )
+    parser.add_argument("--scf", choices=("converged", "guess"), default="converged")
     parser.add_argument("--out", default=None)
     args = parser.parse_args()
 
@@ -75,8 +108,9 @@ def main() -> None:
         args.xc,
         cache_ao=False,
         raw_store=False,
-        density_fit=args.aux or True,
+        density_fit=(args.aux or True) if args.scf == "converged" else False,
         df_memory=args.df_memory,
+        scf=args.scf,
     )
     t_prep = time.perf_counter() - t0
     progress(
@@ -91,11 +125,16 @@ def main() -> None:
     n_grid, nao = len(system.weights), system.nao
     compact_cache = sum(len(t.idx) * t.n_points * 8 for t in store.tasks)
     rss_prepare = peak_mib(resource.RUSAGE_SELF)
+    rss_before_runtime = status_mib(os.getpid(), "VmRSS")
+    was_reset = reset_peak()
     t0 = time.perf_counter()
     runtime = Runtime(
         store, make_balancer("hip-dfpt"), args.devices, 1, backend="process", replan="measured"
     )
-    coulomb = coulomb_response(system)
+    procs = runtime._backend.procs
+    devices_start_mib = [status_mib(p.pid, "VmRSS") for p in procs]
+    with_coulomb = args.scf == "converged"
+    coulomb = coulomb_response(system) if with_coulomb else (lambda d: 0.0)
 
     def response(d: np.ndarray) -> np.ndarray:
         out = runtime.apply(d) + coulomb(d)
@@ -118,7 +157,10 @@ def main() -> None:
             alpha, calls = np.full((3, 3), np.nan), args.iterations
         else:
             alpha, calls = polarizability(system, response)
-        devices_mib = [hwm_mib(p.pid) for p in runtime._backend.procs]
+        devices_mib = [hwm_mib(p.pid) for p in procs]
+        devices_pss = [pss_mib(p.pid) for p in procs]
+        devices_rss_end = [status_mib(p.pid, "VmRSS") for p in procs]
+        parent_runtime_peak = status_mib(os.getpid(), "VmHWM") if was_reset else float("nan")
     finally:
         runtime.close()
     t_run = time.perf_counter() - t0
@@ -143,6 +185,13 @@ def main() -> None:
         peak_rss_parent_after_prepare_mib=rss_prepare,
         peak_rss_parent_after_cphf_mib=peak_mib(resource.RUSAGE_SELF),
         peak_rss_devices_mib=devices_mib,
+        rss_devices_at_start_mib=devices_start_mib,
+        rss_devices_at_end_mib=devices_rss_end,
+        pss_devices_at_end_mib=devices_pss,
+        rss_parent_before_runtime_mib=rss_before_runtime,
+        peak_rss_parent_runtime_phase_mib=parent_runtime_peak,
+        scf=args.scf,
+        coulomb_in_response=with_coulomb,
         live_cpu_balance=[h.cpu_balance for h in hist],
         overhead_fraction=[h.overhead_fraction for h in hist],
         iteration_wall_s=[h.wall for h in hist],

@@ -12,7 +12,7 @@ from schedlab.core.errors import ConfigError
 from schedlab.hip_dfpt.devicerun import Throttle
 from schedlab.hip_dfpt.pipeline import CPU_COMPOSITION, CPU_SMALLEST_MAX, sized_composition
 from schedlab.hip_dfpt.policies import lpt, make_balancer
-from schedlab.hip_dfpt.runtime import device_speeds, refit_speeds
+from schedlab.hip_dfpt.runtime import device_speeds, refit_speeds, snap_speeds
 from schedlab.hip_dfpt.tasks import TaskFeatures
 
 
@@ -73,6 +73,43 @@ def test_refit_rescales_live_times_and_follows_a_speed_change():
     ran = [np.arange(0, 3), np.arange(3, 6), np.arange(6, 9), np.arange(12, 18)]
     speeds, _ = refit_speeds(np.ones(18), cpu, ran, np.ones(4))
     assert speeds[3] == pytest.approx(0.5, rel=0.1) and np.allclose(speeds[:3], 1.0)
+
+
+def test_refit_does_not_plan_on_one_iteration_of_noise():
+    """Equal devices whose CPU rates moved 5-15% in one iteration are planned as equal again
+    (planning on that noise unbalanced them); real differences of 2x and 1.5x are kept."""
+    rng = np.random.default_rng(1)
+    costs = rng.uniform(0.5, 2.0, 40)
+    ran = [np.arange(d, 40, 4) for d in range(4)]
+    cpu = costs.copy()
+    for d, factor in enumerate([1.0, 1.15, 0.95, 1.08]):
+        cpu[ran[d]] *= factor
+    speeds, _ = refit_speeds(costs, cpu, ran, np.ones(4))
+    assert np.allclose(speeds, speeds[0])
+    snapped = snap_speeds(np.array([0.5, 1.0, 1.02, 0.97]))
+    assert np.allclose(snapped, [0.5, 1.0, 1.0, 1.0], rtol=0.02) and snapped[1] == snapped[3]
+    kept = snap_speeds(np.array([0.5, 0.5, 1.0, 1.0]))
+    assert kept[2] / kept[0] == pytest.approx(2.0)
+    assert snap_speeds(np.array([1.0, 1.5]))[1] == 1.5
+
+
+def test_speeds_are_measured_free_of_the_task_mix():
+    """The model over-predicts large tasks (0.7x) and under-predicts small ones (1.3x); device 0
+    ran mostly large tasks. Equal devices must come out equal (the ratio of sums made device 0
+    look ~1.3x faster), and a device really 2x slower must come out 2x slower."""
+    from schedlab.hip_dfpt.runtime import _speeds_within_cost_classes
+
+    costs = np.r_[np.full(64, 4.0), np.full(64, 1.0)]
+    true = costs * np.r_[np.full(64, 0.7), np.full(64, 1.3)]
+    ran = [np.r_[np.arange(48), np.arange(64, 80)], np.r_[np.arange(48, 64), np.arange(80, 128)]]
+    sums = [costs[r].sum() / true[r].sum() for r in ran]
+    assert sums[0] / sums[1] > 1.25  # the confounded estimate
+    equal = _speeds_within_cost_classes(costs, true, ran)
+    assert equal[0] == pytest.approx(equal[1])
+    slow = true.copy()
+    slow[ran[1]] *= 2.0
+    two = _speeds_within_cost_classes(costs, slow, ran)
+    assert two[0] / two[1] == pytest.approx(2.0)
 
 
 def test_throttle_checks_and_trigger():

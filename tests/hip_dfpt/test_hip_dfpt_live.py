@@ -31,7 +31,7 @@ def _random_dms(nao: int, seed: int = 0) -> np.ndarray:
 
 @pytest.fixture(scope="module")
 def pbe():
-    return prepare(load_molecule("water"), "sto-3g", 1, "pbe", cache_ao=False)
+    return prepare(load_molecule("water"), "sto-3g", 1, "pbe", cache_ao=False, raw_store=False)
 
 
 @pytest.fixture(scope="module")
@@ -83,7 +83,7 @@ def test_pbe_response_and_polarisability_match_pyscf(pbe, pbe_reference):
 
 @pytest.mark.parametrize("xc", ["pbe0", "b3lyp", "camb3lyp"])
 def test_hybrid_response_uses_pyscf_exchange_and_matches(xc: str):
-    work = prepare(load_molecule("h2"), "6-31g", 1, xc)
+    work = prepare(load_molecule("h2"), "6-31g", 1, xc, raw_store=False)
     dms = _random_dms(work.system.nao, 1)
     ours = Runtime(work.composed, make_balancer("hip-dfpt"), 1, 2).apply(dms)
     ours = ours + coulomb_response(work.system)(dms)
@@ -151,7 +151,7 @@ def test_live_times_measured_in_place_over_three_processes_one_slowed(pbe):
 
 
 def test_on_the_fly_basis_values_equal_cached_and_store_less(pbe):
-    cached = prepare(load_molecule("water"), "sto-3g", 1, "pbe", cache_ao=True)
+    cached = prepare(load_molecule("water"), "sto-3g", 1, "pbe", cache_ao=True, raw_store=False)
     dms = _random_dms(pbe.system.nao, 3)
     a = Runtime(cached.composed, make_balancer("hip-dfpt"), 1, 1).apply(dms)
     b = Runtime(pbe.composed, make_balancer("hip-dfpt"), 1, 1).apply(dms)

@@ -152,3 +152,22 @@ def test_ray_actors_give_the_same_polarisability(work, reference) -> None:
     pytest.importorskip("ray")
     run = run_polarizability(work, "hip-dfpt", reference, devices=2, streams=1, backend="ray")
     assert run.relative_error < 1e-8
+
+
+def test_guess_ground_state_keeps_the_grid_and_tasks_of_the_scf() -> None:
+    """The memory study's cheap route (core-Hamiltonian ground state, no SCF) builds the same
+    grid, batches, screening and micro-tasks as the converged SCF: only the density differs;
+    building only the raw batches' features gives the same features as the full build."""
+    work = prepare(builtin_molecule("water"), "sto-3g", grid_level=0)
+    guess = prepare(builtin_molecule("water"), "sto-3g", 0, raw_store=False, scf="guess")
+    assert np.array_equal(guess.system.weights, work.system.weights)
+    assert len(guess.composed.tasks) == len(work.composed.tasks)
+    for a, b in zip(guess.composed.tasks, work.composed.tasks, strict=True):
+        assert np.array_equal(a.idx, b.idx) and a.branch == b.branch
+    assert guess.composed.nbytes == work.composed.nbytes
+    for name in ("n_points", "n_basis", "n_atoms", "branch", "key"):
+        assert np.array_equal(getattr(guess.raw.features, name), getattr(work.raw.features, name))
+    assert not guess.raw.tasks and guess.vxc_error < 1e-10  # V_xc of the guess density
+    assert not np.allclose(guess.system.dm0, work.system.dm0)  # not the SCF's density
+    with pytest.raises(ConfigError, match="scf"):
+        ground_state(builtin_molecule("h2"), "sto-3g", scf="fast")

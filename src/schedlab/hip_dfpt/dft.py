@@ -29,6 +29,8 @@ from schedlab.hip_dfpt.workloads import Molecule
 SCREEN_CUTOFF = 1e-12
 #: above this fraction of significant basis functions the kernel takes the dense branch
 DENSE_FRACTION = 0.6
+#: ground states: PySCF's converged SCF, or the core-Hamiltonian guess (memory/time studies)
+SCF_ROUTES = ("converged", "guess")
 
 
 def pyscf_threads(threads: int = 1) -> Any:
@@ -88,6 +90,7 @@ def ground_state(
     max_memory: int = 2000,
     density_fit: bool | str = False,
     df_memory: int | None = None,
+    scf: str = "converged",
 ) -> DFTSystem:
     """Run PySCF's restricted Kohn-Sham SCF; reject meta-GGA/NLC functionals, unknown bases.
 
@@ -96,7 +99,17 @@ def ground_state(
     parts density-fitted, for the SCF and the response alike (large molecules); the grid
     integrations are unchanged. A string names the auxiliary basis (``"weigend"``: a Coulomb-only
     fit, enough for a pure functional); ``df_memory`` (MB) lets PySCF keep the fitted integrals
-    in memory rather than in a scratch file."""
+    in memory rather than in a scratch file: they are then computed once, before the SCF (without
+    it PySCF's pure-functional DF recomputes every 3-centre integral in each ``get_j``, hours
+    for a 667-function alkane on one core).
+
+    ``scf="guess"`` skips the SCF: the ground state is the core-Hamiltonian guess (orbitals of
+    h = T + V_nuc, lowest N/2 doubly occupied), with the same molecule, basis and grid. Not a
+    physical ground state; it is for measuring the runtime's memory and time on molecules whose
+    SCF would take hours here: the grid, batches, screening, task sizes and every array of the
+    response integrations depend on the geometry, basis and grid only, not on the density."""
+    if scf not in SCF_ROUTES:
+        raise ConfigError(f"scf must be one of {SCF_ROUTES}, got {scf!r}", field="scf")
     gto, dft = _pyscf()
     try:
         mol = gto.M(
@@ -115,6 +128,7 @@ def ground_state(
         mf = mf.density_fit(auxbasis=density_fit if isinstance(density_fit, str) else None)
         if df_memory is not None:
             mf.with_df.max_memory = df_memory
+            mf.max_memory = max(max_memory, df_memory)
     try:
         xctype = mf._numint._xc_type(xc)
         hyb = mf._numint.hybrid_coeff(xc)
@@ -134,7 +148,17 @@ def ground_state(
             f"{xc!r} has a non-local (NLC) part the runtime does not integrate", field="xc"
         )
     with pyscf_threads():
-        mf.kernel()
+        if scf == "guess":
+            # the grid exactly as the SCF would set it up (pruned on the initial guess)
+            mf.initialize_grids(mol, mf.get_init_guess(mol))
+            mo_energy, mo_coeff = mf.eig(mf.get_hcore(mol), mf.get_ovlp(mol))
+            mf.mo_energy, mf.mo_coeff = mo_energy, mo_coeff
+            mf.mo_occ = mf.get_occ(mo_energy, mo_coeff)
+            mf.converged = True
+        else:
+            if density_fit and df_memory is not None:
+                mf.with_df.build()  # the fitted 3-centre integrals, once, in memory
+            mf.kernel()
     if not mf.converged:
         raise ConfigError(f"SCF for {molecule.name}/{basis} did not converge", field="molecule")
     return DFTSystem(
@@ -183,14 +207,21 @@ def build_store(
     system: DFTSystem,
     batches: list[np.ndarray],
     cache_ao: bool = True,
+    features_only: bool = False,
 ) -> TaskStore:
-    """Evaluate basis functions, screening and the XC kernel for every batch of grid points."""
+    """Evaluate basis functions, screening and the XC kernel for every batch of grid points.
+    ``features_only``: only the batches' features (no task data, no density or potential:
+    ``electrons`` is NaN and ``vxc`` empty), half the cost of a large molecule's set-up when
+    only the composed tasks are kept."""
     with pyscf_threads():
-        return _build_store(system, batches, cache_ao)
+        return _build_store(system, batches, cache_ao, features_only)
 
 
-def _build_store(system: DFTSystem, batches: list[np.ndarray], cache_ao: bool) -> TaskStore:
-    ni, dm0, nao, gga = system.mf._numint, system.dm0, system.nao, system.gga
+def _build_store(
+    system: DFTSystem, batches: list[np.ndarray], cache_ao: bool, features_only: bool = False
+) -> TaskStore:
+    ni, nao, gga = system.mf._numint, system.nao, system.gga
+    dm0 = None if features_only else system.dm0
     aoslices = system.mol.aoslice_by_atom()
     ao_atom = np.repeat(np.arange(system.mol.natm), aoslices[:, 3] - aoslices[:, 2])
     atom_xyz = system.mol.atom_coords()
@@ -211,12 +242,16 @@ def _build_store(system: DFTSystem, batches: list[np.ndarray], cache_ao: bool) -
             DENSE if dense else SPARSE,
             np.asarray(points, dtype=np.int64),
         )
-        rho[..., points] = density_task(task, dm0, ao)
-        compact.append(task)
+        if not features_only:
+            rho[..., points] = density_task(task, dm0, ao)
+            compact.append(task)
         n_b[i], branch[i] = len(significant), task.branch
         n_at[i] = len(np.unique(ao_atom[significant]))
         centre = system.coords[points].mean(axis=0)
         key[i] = int(np.argmin(((atom_xyz - centre) ** 2).sum(axis=1)))
+    if features_only:
+        features = TaskFeatures(np.array([len(p) for p in batches]), n_b, n_at, branch, key)
+        return TaskStore([], features, nao, float("nan"), np.zeros((0, 0)), cache_ao)
     xctype = "GGA" if gga else "LDA"
     _, vxc, fxc = ni.eval_xc_eff(system.xc, rho, deriv=2, xctype=xctype)[:3]
     if gga:
@@ -243,10 +278,18 @@ def _build_store(system: DFTSystem, batches: list[np.ndarray], cache_ao: bool) -
     return TaskStore(tasks, features, nao, electrons, vmat, cache_ao, source)
 
 
+#: MB PySCF's reference V_xc may hold in basis values at once (its default, 2,000, takes the
+#: whole grid of a 667-function alkane in one block: 0.7 GiB of the parent's peak)
+REFERENCE_MEMORY = 256
+
+
 def reference_vxc(system: DFTSystem) -> np.ndarray:
-    """PySCF's own ground-state XC potential matrix (``NumInt.nr_rks``)."""
+    """PySCF's own ground-state XC potential matrix (``NumInt.nr_rks``), in grid blocks of at
+    most ``REFERENCE_MEMORY`` MB of basis values."""
     with pyscf_threads():
-        return system.mf._numint.nr_rks(system.mol, system.mf.grids, system.xc, system.dm0)[2]
+        return system.mf._numint.nr_rks(
+            system.mol, system.mf.grids, system.xc, system.dm0, max_memory=REFERENCE_MEMORY
+        )[2]
 
 
 def coulomb_response(system: DFTSystem) -> Callable[[np.ndarray], np.ndarray]:

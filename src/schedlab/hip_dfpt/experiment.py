@@ -348,8 +348,9 @@ def live_balance(
     """
     from schedlab.hip_dfpt.dft import pyscf_response
 
-    work = prepare(
-        builtin_molecule(molecule), basis, grid_level, xc, cache_ao=False, workers=devices
+    work = prepare(  # the raw batches' features only: their task data is not used here
+        builtin_molecule(molecule), basis, grid_level, xc, cache_ao=False, workers=devices,
+        raw_store=False,
     )
     reference = reference_polarizability(work.system)
     live = run_polarizability(

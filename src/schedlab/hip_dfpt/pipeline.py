@@ -83,24 +83,26 @@ def prepare(
     density_fit: bool | str = False,
     df_memory: int | None = None,
     workers: int | None = None,
+    scf: str = "converged",
 ) -> Workload:
     """Ground state, raw batches and composed micro-tasks; checks the task data vs PySCF.
 
     ``cache_ao=False`` keeps no basis values (computed on the fly per task); ``raw_store=False``
     keeps only the raw batches' features, not their task data (a large molecule's memory);
     ``workers`` (devices x streams) sizes the micro-tasks from the tasks per worker
-    (:func:`sized_composition`) instead of ``composition``."""
+    (:func:`sized_composition`) instead of ``composition``; ``scf="guess"``: the
+    core-Hamiltonian ground state (see :func:`ground_state`; memory and time studies only)."""
     start = time.perf_counter()
     system = ground_state(
-        molecule, basis, xc, grid_level, density_fit=density_fit, df_memory=df_memory
+        molecule, basis, xc, grid_level, density_fit=density_fit, df_memory=df_memory, scf=scf
     )
     batches = octree_batches(system.coords, BATCH_CELL, BATCH_POINTS)
-    raw = build_store(system, batches, cache_ao)
+    raw = build_store(system, batches, cache_ao, features_only=not raw_store)
     if workers is not None:
         composition = sized_composition(raw.features, workers)
     composed = build_store(system, compose_batches(batches, raw.features, composition), cache_ao)
-    if not raw_store:
-        raw = TaskStore([], raw.features, raw.nao, raw.electrons, raw.vxc, cache_ao)
+    if not raw_store:  # only the raw batches' features were built: no density of their own
+        raw = TaskStore([], raw.features, raw.nao, composed.electrons, composed.vxc, cache_ao)
     vxc_error = float(np.abs(composed.vxc - reference_vxc(system)).max())
     return Workload(system, raw, composed, vxc_error, time.perf_counter() - start)
 

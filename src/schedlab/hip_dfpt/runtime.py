@@ -258,6 +258,26 @@ SPEED_WEIGHT = 0.5
 #: a device whose later half ran this much slower or faster (relative to how the other
 #: devices' halves compare) changed speed during the iteration
 SPEED_CHANGE = float(np.log(1.25))
+#: a refitted speed within this factor of the other devices' median is taken as equal: on a
+#: shared machine one iteration's per-process CPU rate moves by 10-35% with no lasting cause,
+#: and planning on that noise unbalanced equal devices (1.07-1.13 per iteration, stealing
+#: included); stealing corrects small real differences within the iteration
+SPEED_SNAP = float(np.log(1.2))
+
+
+def snap_speeds(speeds: np.ndarray, tolerance: float = SPEED_SNAP) -> np.ndarray:
+    """Devices whose speed is within ``tolerance`` (log) of the median of the *other*
+    devices' speeds are taken as equal: each gets the geometric mean of that group. A device
+    2x slower stays apart from equal ones, and two devices 1.4x apart stay apart."""
+    speeds = np.asarray(speeds, float)
+    if len(speeds) < 2:
+        return speeds.copy()
+    log_speed = np.log(speeds)
+    others = np.array([np.median(np.delete(log_speed, d)) for d in range(len(speeds))])
+    near = np.abs(log_speed - others) < tolerance
+    if not near.any():
+        return speeds.copy()
+    return np.where(near, np.exp(log_speed[near].mean()), speeds)
 
 
 def refit_speeds(
@@ -266,18 +286,21 @@ def refit_speeds(
     """Speeds and cost estimates refitted on one iteration's live times.
 
     ``ran[d]``: the tasks device d ran, in the order it ran them. A device's speed in this
-    iteration is its tasks' estimated cost over their CPU time; it rescales those tasks' times
+    iteration is measured within cost classes (:func:`_speeds_within_cost_classes`, free of
+    its task mix); its tasks' estimated cost over their CPU time rescales those tasks' times
     into cost units (the new cost samples). The next plan's speed is its geometric mean with
     the previous estimate (weight ``SPEED_WEIGHT``: one iteration's times on a shared machine
     are noisy), unless the device changed speed during the iteration: its later half against
     its earlier half differs from the other devices' (the median, which carries the model's
     common bias between large early and small late tasks) by more than ``SPEED_CHANGE``; then
     the estimate moves to the later speed at once. A device that ran nothing keeps its
-    previous speed."""
+    previous speed. Finally speeds within ``SPEED_SNAP`` of the other devices' median are set
+    equal (:func:`snap_speeds`): the plan follows real differences, not one iteration's noise."""
     speeds = np.array(previous, dtype=float)
     normalized = np.array(costs, dtype=float)
     now = np.full(len(ran), np.nan)
     drift = np.full(len(ran), np.nan)
+    mix_free = _speeds_within_cost_classes(costs, task_cpu, ran)
     for d, ids in enumerate(ran):
         if len(ids) == 0:
             continue
@@ -296,12 +319,55 @@ def refit_speeds(
             continue
         change = drift[d] - common if np.isfinite(drift[d]) else 0.0
         if abs(change) > SPEED_CHANGE:
-            speeds[d] = now[d] * np.exp(change / 2)  # ~ the later half's speed
+            speeds[d] = mix_free[d] * np.exp(change / 2)  # ~ the later half's speed
         else:
             speeds[d] = np.exp(
-                SPEED_WEIGHT * np.log(now[d]) + (1 - SPEED_WEIGHT) * np.log(speeds[d])
+                SPEED_WEIGHT * np.log(mix_free[d]) + (1 - SPEED_WEIGHT) * np.log(speeds[d])
             )
-    return speeds, normalized
+    return snap_speeds(speeds), normalized
+
+
+#: cost classes (quantiles of the predicted cost) a device's speed is compared within
+SPEED_CLASSES = 8
+
+
+def _speeds_within_cost_classes(
+    costs: np.ndarray, task_cpu: np.ndarray, ran: list[np.ndarray]
+) -> np.ndarray:
+    """Each device's speed in this iteration, free of its task mix: per task the log of
+    predicted cost over CPU time, minus the median device's (median over devices of their
+    median) in the task's cost class; a device's speed is the overall median times
+    exp(median of its residuals). The plain ratio of sums is not: where the model
+    over-predicts large tasks and under-predicts small ones, the device given more large tasks
+    looks faster, is planned more large tasks next time and looks faster still (equal devices
+    were planned 1.4x apart)."""
+    speeds = np.full(len(ran), np.nan)
+    ids = np.concatenate([np.asarray(i, np.int64) for i in ran]) if ran else np.zeros(0, int)
+    if len(ids) == 0:
+        return speeds
+    log_ratio = np.log(costs[ids] / task_cpu[ids])
+    classes = min(SPEED_CLASSES, max(1, len(ids) // 16))
+    edges = np.quantile(np.log(costs[ids]), np.linspace(0, 1, classes + 1)[1:-1])
+    cls = np.searchsorted(edges, np.log(costs[ids]), side="right")
+    owner = np.repeat(np.arange(len(ran)), [len(r) for r in ran])
+    base = np.zeros(classes)
+    for c in range(classes):  # the median device's log ratio in this class
+        per_device = [
+            np.median(log_ratio[(cls == c) & (owner == d)])
+            for d in range(len(ran))
+            if ((cls == c) & (owner == d)).any()
+        ]
+        if per_device:
+            base[c] = np.median(per_device)
+    residual = log_ratio - base[cls]
+    scale = float(np.median(log_ratio))
+    start = 0
+    for d, run in enumerate(ran):
+        n = len(run)
+        if n:
+            speeds[d] = np.exp(scale + np.median(residual[start : start + n]))
+        start += n
+    return speeds
 
 
 @dataclass
